@@ -1,0 +1,27 @@
+"""Fixtures every package's tests share: the real local stack, started once per session.
+
+Point the tests at an already-running stack with FLUXGATE_TEST_REUSE_STACK=1 (the
+default is the same: `ensure_up` reuses servers that are already up and ready).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Any]:
+    """Kafka, the schema registry and Mosquitto on loopback, with the default topics."""
+    from fluxgate_stack import ensure_up
+
+    yield ensure_up(["kafka", "registry", "mosquitto"])
+
+
+@pytest.fixture(scope="session")
+def registry_client(stack: Any) -> Any:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient({"url": stack.registry_url})

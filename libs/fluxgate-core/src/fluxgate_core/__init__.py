@@ -1,0 +1,1 @@
+"""fluxgate-core: the small library every Fluxgate service imports (and nothing else)."""

@@ -1,0 +1,54 @@
+"""Error hierarchy shared by all services.
+
+Driver exceptions are converted at the boundary (``raise X from exc``) so callers
+only ever decide on one flag: can this be retried, or must it be dead-lettered.
+"""
+
+from __future__ import annotations
+
+
+class FluxgateError(Exception):
+    """Base of every error Fluxgate raises on purpose."""
+
+    retriable: bool = False
+
+    def __init__(self, message: str, *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+class ConfigError(FluxgateError):
+    """A setting is missing or invalid; raised at start, names the field."""
+
+
+class PayloadError(FluxgateError):
+    """Input bytes could not be parsed into measurements (never retriable)."""
+
+
+class InvalidReading(FluxgateError):
+    """A parsed reading failed validation (missing device id, non-finite value...)."""
+
+
+class SerializationError(FluxgateError):
+    """A record could not be encoded to, or decoded from, Avro wire format."""
+
+
+class RegistryError(FluxgateError):
+    """The schema registry refused or could not be reached."""
+
+    retriable = True
+
+
+class DeliveryError(FluxgateError):
+    """Kafka did not accept a record."""
+
+
+class Retry(FluxgateError):
+    """Raised by a loop that wants the runner to wait and call it again."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, after: float) -> None:
+        super().__init__(message)
+        self.after = after

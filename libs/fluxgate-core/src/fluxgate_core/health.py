@@ -1,0 +1,97 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` on one HTTP port per service.
+
+A plain threaded HTTP server, so it works the same beside an asyncio gateway and
+beside Spark's blocking driver loop, and keeps answering when the event loop is busy.
+``/healthz`` says the process is alive; ``/readyz`` runs the service's readiness
+checks (connected to Kafka, subscribed to the broker ...) and answers 503 with the
+failing ones named.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+from fluxgate_core.settings import HttpSettings
+
+ReadyCheck = Callable[[], bool]
+log = structlog.get_logger(__name__)
+
+
+class HealthServer:
+    """Serves health and metrics in a daemon thread; ``stop()`` is safe to call twice."""
+
+    def __init__(
+        self,
+        settings: HttpSettings,
+        checks: Mapping[str, ReadyCheck] | None = None,
+        registry: CollectorRegistry = REGISTRY,
+    ) -> None:
+        self._checks = dict(checks or {})
+        self._registry = registry
+        self._server = ThreadingHTTPServer((settings.host, settings.port), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def add_check(self, name: str, check: ReadyCheck) -> None:
+        self._checks[name] = check
+
+    def start(self) -> HealthServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, name="health-http", daemon=True)
+        self._thread.start()
+        log.info("health.listening", port=self.port)
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread = None
+
+    def readiness(self) -> dict[str, bool]:
+        results: dict[str, bool] = {}
+        for name, check in self._checks.items():
+            try:
+                results[name] = bool(check())
+            except Exception:  # a check that raises is a check that failed
+                results[name] = False
+        return results
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                path = self.path.split("?", 1)[0]
+                if path == "/healthz":
+                    self._reply(200, "application/json", b'{"status":"ok"}')
+                elif path == "/readyz":
+                    checks = server.readiness()
+                    ready = all(checks.values())
+                    body = json.dumps({"ready": ready, "checks": checks}).encode()
+                    self._reply(200 if ready else 503, "application/json", body)
+                elif path == "/metrics":
+                    self._reply(200, CONTENT_TYPE_LATEST, generate_latest(server._registry))
+                else:
+                    self._reply(404, "text/plain", b"not found\n")
+
+            def _reply(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                return  # scrapes every few seconds would drown the service's own logs
+
+        return Handler

@@ -1,0 +1,152 @@
+"""An asyncio face on confluent-kafka's producer.
+
+``send`` returns an awaitable that resolves when Kafka has the record (acks=all), which
+is what lets a gateway acknowledge its own input only after Kafka confirmed it. The
+number of records awaiting confirmation is bounded: when Kafka is away the bound fills
+and ``send`` waits, which is the backpressure the gateways pass on to their devices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from fluxgate_core import metrics
+from fluxgate_core.errors import DeliveryError
+
+Headers = Sequence[tuple[str, bytes | str]]
+log = structlog.get_logger(__name__)
+
+
+class AsyncProducer:
+    """Idempotent producer with delivery futures and a bounded number in flight."""
+
+    def __init__(self, config: dict[str, Any], *, max_in_flight: int = 10_000, poll_timeout: float = 0.1) -> None:
+        self._producer = Producer(config)
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._in_flight = 0
+        self._poll_timeout = poll_timeout
+        self._stopping = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.last_error: KafkaError | None = None
+
+    async def start(self) -> None:
+        """Start the thread that serves delivery reports (poll must never block the loop)."""
+        self._loop = asyncio.get_running_loop()
+        self._poller = threading.Thread(target=self._poll_forever, name="kafka-poll", daemon=True)
+        self._poller.start()
+
+    async def send(
+        self, topic: str, value: bytes, *, key: bytes | str | None = None, headers: Headers | None = None
+    ) -> asyncio.Future[Message]:
+        """Enqueue a record; wait only for a free slot. Await the returned future for Kafka's ack."""
+        await self._slots.acquire()
+        assert self._loop is not None, "start() the producer first"
+        future: asyncio.Future[Message] = self._loop.create_future()
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value, key, headers=list(headers or ()), on_delivery=self._callback(future)
+                )
+                break
+            except BufferError:
+                # librdkafka's own queue is full: give it time to drain rather than drop.
+                await asyncio.sleep(0.05)
+            except KafkaException as exc:
+                self._slots.release()
+                raise DeliveryError(f"cannot produce to {topic}: {exc}") from exc
+        self._in_flight += 1
+        metrics.KAFKA_IN_FLIGHT.inc()
+        return future
+
+    async def deliver(
+        self, topic: str, value: bytes, *, key: bytes | str | None = None, headers: Headers | None = None
+    ) -> Message:
+        """Send and wait for Kafka's acknowledgement."""
+        return await (await self.send(topic, value, key=key, headers=headers))
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def healthy(self) -> bool:
+        """False while the last report from librdkafka says every broker is down."""
+        return self.last_error is None or self.last_error.code() != KafkaError._ALL_BROKERS_DOWN
+
+    async def flush(self, timeout: float = 30.0) -> int:
+        """Wait until every queued record is confirmed; return how many are still queued."""
+        return int(await asyncio.to_thread(self._producer.flush, timeout))
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Drain in-flight records, then stop the delivery thread. Safe to call twice."""
+        remaining = await self.flush(timeout)
+        if remaining:
+            log.warning("producer.stop.undelivered", remaining=remaining)
+        self._stopping.set()
+        if self._poller is not None:
+            await asyncio.to_thread(self._poller.join, 5.0)
+            self._poller = None
+
+    def _callback(self, future: asyncio.Future[Message]) -> Any:
+        loop = self._loop
+        assert loop is not None
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            loop.call_soon_threadsafe(self._settle, future, err, msg)
+
+        return on_delivery
+
+    def _settle(self, future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
+        self._slots.release()
+        self._in_flight -= 1
+        metrics.KAFKA_IN_FLIGHT.dec()
+        if err is None:
+            self.last_error = None
+        if future.done():
+            return
+        if err is None:
+            future.set_result(msg)
+            return
+        metrics.KAFKA_DELIVERY_ERRORS.labels(msg.topic() or "").inc()
+        future.set_exception(DeliveryError(f"Kafka rejected record: {err.str()}", retriable=err.retriable()))
+
+    def _poll_forever(self) -> None:
+        while not self._stopping.is_set():
+            self._producer.poll(self._poll_timeout)
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.last_error = err
+
+
+def make_producer(config: dict[str, Any], *, max_in_flight: int = 10_000) -> AsyncProducer:
+    """An :class:`AsyncProducer` whose client errors (brokers down...) are logged and tracked."""
+    holder: list[AsyncProducer] = []
+
+    def on_error(err: KafkaError) -> None:
+        log.warning("kafka.client.error", code=err.name(), reason=err.str())
+        if holder:
+            holder[0]._on_error(err)
+
+    producer = AsyncProducer({**config, "error_cb": on_error}, max_in_flight=max_in_flight)
+    holder.append(producer)
+    return producer
+
+
+def ensure_topics(admin_config: dict[str, Any], topics: dict[str, int], replication: int = -1) -> None:
+    """Create the topics that do not exist yet (idempotent); ``-1`` = the broker's default replication."""
+    admin = AdminClient(admin_config)
+    existing = set(admin.list_topics(timeout=10).topics)
+    wanted = [NewTopic(name, partitions, replication) for name, partitions in topics.items() if name not in existing]
+    for name, future in admin.create_topics(wanted).items() if wanted else ():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise DeliveryError(f"cannot create topic {name}: {exc}") from exc

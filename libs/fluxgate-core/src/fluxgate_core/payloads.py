@@ -1,0 +1,217 @@
+"""Device payloads into measurements: JSON objects, bare numbers, SenML (JSON and CBOR), CBOR maps.
+
+Both gateways receive the same kinds of payloads, so parsing lives here. A parser
+returns every measurement a payload holds, or raises :class:`PayloadError` saying
+what is wrong; it never guesses silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import cbor2
+
+from fluxgate_core.errors import PayloadError
+
+# CoAP Content-Format numbers (IANA registry).
+CF_TEXT, CF_JSON, CF_CBOR, CF_SENML_JSON, CF_SENML_CBOR = 0, 50, 60, 110, 112
+PayloadFormat = Literal["auto", "json", "number", "senml", "cbor", "senml-cbor"]
+
+# SenML CBOR labels (RFC 8428 section 6).
+_SENML_CBOR_LABELS = {-1: "bver", -2: "bn", -3: "bt", -4: "bu", -5: "bv", -6: "bs",
+                      0: "n", 1: "u", 2: "v", 3: "vs", 4: "vb", 5: "s", 6: "t", 7: "ut", 8: "vd"}  # fmt: skip
+# SenML times below 2**28 are relative to now (RFC 8428 section 4.5.3).
+_SENML_RELATIVE_LIMIT = 2**28
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One value a payload carried; fields the payload did not say are None."""
+
+    value: float
+    metric: str | None = None
+    unit: str | None = None
+    time_ms: int | None = None
+    device_id: str | None = None
+    sequence: int | None = None
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonFields:
+    """Which keys of a JSON/CBOR object mean what; every other numeric key is a metric."""
+
+    device: str = "sensorId"
+    time: str = "timestamp"
+    sequence: str = "seq"
+    unit: str = "unit"
+    metric: str = "metric"
+    value: str = "value"
+
+    def reserved(self) -> frozenset[str]:
+        return frozenset((self.device, self.time, self.sequence, self.unit, self.metric, self.value))
+
+
+def parse_payload(
+    payload: bytes, fmt: PayloadFormat = "auto", fields: JsonFields = JsonFields()
+) -> list[Measurement]:
+    """Parse ``payload`` in format ``fmt`` (``auto``: JSON object, JSON number or SenML array)."""
+    if fmt in ("cbor", "senml-cbor"):
+        return _from_document(_load_cbor(payload), fields, senml_only=fmt == "senml-cbor")
+    document = _load_json(payload)
+    if fmt == "number" and not _is_number(document):
+        raise PayloadError(f"expected a bare number, got {type(document).__name__}")
+    if fmt == "senml" and not isinstance(document, list):
+        raise PayloadError("expected a SenML pack (a JSON array)")
+    if fmt == "json" and not isinstance(document, dict | int | float):
+        raise PayloadError(f"expected a JSON object or number, got {type(document).__name__}")
+    return _from_document(document, fields, senml_only=False)
+
+
+def format_for_content_format(content_format: int | None) -> PayloadFormat:
+    """The parser a CoAP Content-Format asks for (auto-detection when absent or textual)."""
+    return {CF_CBOR: "cbor", CF_SENML_CBOR: "senml-cbor", CF_SENML_JSON: "senml"}.get(
+        content_format if content_format is not None else -1, "auto"
+    )
+
+
+def _load_json(payload: bytes) -> Any:
+    try:
+        return json.loads(payload)
+    except UnicodeDecodeError as exc:
+        raise PayloadError(f"payload is not UTF-8 text: {exc}") from exc
+    except ValueError as exc:
+        raise PayloadError(f"payload is not valid JSON: {exc}") from exc
+
+
+def _load_cbor(payload: bytes) -> Any:
+    try:
+        return cbor2.loads(payload)
+    except Exception as exc:  # cbor2 raises several unrelated types on garbage
+        raise PayloadError(f"payload is not valid CBOR: {exc}") from exc
+
+
+def _from_document(document: Any, fields: JsonFields, *, senml_only: bool) -> list[Measurement]:
+    if isinstance(document, list):
+        return parse_senml(document)
+    if senml_only:
+        raise PayloadError("expected a SenML pack (an array)")
+    if _is_number(document):
+        return [Measurement(value=_finite(document, "payload"))]
+    if isinstance(document, dict):
+        return parse_object(document, fields)
+    raise PayloadError(f"unsupported payload: a JSON {type(document).__name__}")
+
+
+def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields()) -> list[Measurement]:
+    """``{"sensorId": "S4", "timestamp": 1486997194029, "temperature": 23.6}`` style objects."""
+    device = _optional_str(document.get(fields.device), fields.device)
+    time_ms = parse_time(document[fields.time], fields.time) if fields.time in document else None
+    sequence = _optional_int(document.get(fields.sequence), fields.sequence)
+    unit = _optional_str(document.get(fields.unit), fields.unit)
+    attributes = {
+        str(k): v for k, v in document.items() if isinstance(v, str) and k not in fields.reserved()
+    }
+    common = {"unit": unit, "time_ms": time_ms, "device_id": device, "sequence": sequence, "attributes": attributes}
+    if fields.value in document:
+        metric = _optional_str(document.get(fields.metric), fields.metric)
+        return [Measurement(value=_finite(document[fields.value], fields.value), metric=metric, **common)]
+    measured = [
+        Measurement(value=_finite(v, str(k)), metric=str(k), **common)
+        for k, v in document.items()
+        if k not in fields.reserved() and _is_number(v)
+    ]
+    if not measured:
+        raise PayloadError(f"no numeric field in object with keys {sorted(map(str, document))}")
+    return measured
+
+
+def parse_senml(pack: list[Any]) -> list[Measurement]:
+    """Resolve a SenML pack (RFC 8428): base name/time/unit/value carried forward."""
+    if not pack:
+        raise PayloadError("empty SenML pack")
+    base: dict[str, Any] = {"bn": "", "bt": 0.0, "bu": None, "bv": 0.0}
+    measured: list[Measurement] = []
+    for index, raw in enumerate(pack):
+        if not isinstance(raw, dict):
+            raise PayloadError(f"SenML record {index} is not an object")
+        record = {_SENML_CBOR_LABELS.get(k, k) if isinstance(k, int) else k: v for k, v in raw.items()}
+        for key in ("bn", "bt", "bu", "bv"):
+            if key in record:
+                base[key] = record[key]
+        if "v" in record or ("bv" in record and "n" in record):
+            measured.append(_senml_measurement(record, base, index))
+    if not measured:
+        raise PayloadError("SenML pack has no numeric value (only vs/vb/vd records are not readings)")
+    return measured
+
+
+def _senml_measurement(record: dict[str, Any], base: dict[str, Any], index: int) -> Measurement:
+    where = f"SenML record {index}"
+    value = _finite(record.get("v", 0.0), f"{where} v") + _finite(base["bv"], f"{where} bv")
+    seconds = _finite(base["bt"], f"{where} bt") + _finite(record.get("t", 0.0), f"{where} t")
+    if abs(seconds) < _SENML_RELATIVE_LIMIT:
+        seconds += time.time()
+    base_name = _optional_str(base["bn"], "bn") or ""
+    name = _optional_str(record.get("n"), f"{where} n") or ""
+    device, metric = _split_senml_name(base_name, name)
+    unit = _optional_str(record.get("u", base["bu"]), f"{where} u")
+    return Measurement(value=value, metric=metric, unit=unit, time_ms=round(seconds * 1000), device_id=device)
+
+
+def _split_senml_name(base_name: str, name: str) -> tuple[str | None, str | None]:
+    """Base name identifies the device (``urn:dev:ow:10e2073a:``), name the metric (``temp``)."""
+    if base_name:
+        return base_name.rstrip(":/") or None, name or None
+    for separator in (":", "/"):
+        if separator in name:
+            device, _, metric = name.rpartition(separator)
+            return device or None, metric or None
+    return None, name or None
+
+
+def parse_time(raw: Any, where: str) -> int:
+    """Epoch milliseconds from epoch seconds, milliseconds, or an ISO-8601 string."""
+    if isinstance(raw, str):
+        try:
+            return round(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError as exc:
+            raise PayloadError(f"{where}: not an ISO-8601 time: {raw!r}") from exc
+    number = _finite(raw, where)
+    # Devices send seconds or milliseconds; 1e11 s is the year 5138, 1e11 ms is 1973.
+    return round(number * 1000) if abs(number) < 1e11 else round(number)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _finite(value: Any, where: str) -> float:
+    if not _is_number(value):
+        raise PayloadError(f"{where}: expected a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise PayloadError(f"{where}: value {value!r} is not finite")
+    return number
+
+
+def _optional_str(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value or None
+    if _is_number(value):
+        return str(value)
+    raise PayloadError(f"{where}: expected a string, got {value!r}")
+
+
+def _optional_int(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise PayloadError(f"{where}: expected an integer, got {value!r}")

@@ -1,0 +1,78 @@
+"""Turn a parsed :class:`Measurement` plus what the transport knows into a ``SensorReading``.
+
+The payload wins over the transport for what it states (device, metric, time); the
+routing context fills the gaps. Validation happens here, once, for both gateways.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fluxgate_core.errors import InvalidReading
+from fluxgate_core.payloads import Measurement
+
+Protocol = Literal["MQTT", "COAP"]
+MIN_EVENT_TIME_MS = 946_684_800_000  # 2000-01-01: earlier means an unset device clock
+MAX_FUTURE_SKEW_MS = 24 * 3600 * 1000
+_METRIC = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
+_METRIC_ALIASES = {"temp": "temperature", "t": "temperature", "hum": "humidity", "rh": "humidity",
+                   "lux": "brightness", "light": "brightness", "illuminance": "brightness"}  # fmt: skip
+_DEFAULT_UNITS = {"temperature": "Cel", "humidity": "%RH", "brightness": "lx"}
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """What the transport knows about a message, independent of its payload."""
+
+    protocol: Protocol
+    source: str
+    ingest_time_ms: int
+    device_id: str | None = None
+    metric: str | None = None
+    sequence: int | None = None
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
+    """A ``SensorReading`` record (as a dict for the Avro encoder), or :class:`InvalidReading`."""
+    device_id = measurement.device_id or origin.device_id
+    if not device_id:
+        raise InvalidReading(f"no device id in payload or routing rule for {origin.source}")
+    metric = normalise_metric(measurement.metric or origin.metric)
+    if not math.isfinite(measurement.value):
+        raise InvalidReading(f"value {measurement.value} of {metric} is not finite")
+    event_time = measurement.time_ms if measurement.time_ms is not None else origin.ingest_time_ms
+    _check_event_time(event_time, origin.ingest_time_ms)
+    return {
+        "device_id": device_id,
+        "metric": metric,
+        "value": measurement.value,
+        "unit": measurement.unit or _DEFAULT_UNITS.get(metric),
+        "event_time": event_time,
+        "ingest_time": origin.ingest_time_ms,
+        "source_protocol": origin.protocol,
+        "source": origin.source,
+        "sequence": measurement.sequence if measurement.sequence is not None else origin.sequence,
+        "attributes": {**origin.attributes, **measurement.attributes},
+    }
+
+
+def normalise_metric(metric: str | None) -> str:
+    if not metric:
+        raise InvalidReading("no metric in payload or routing rule")
+    name = metric.strip().lower()
+    name = _METRIC_ALIASES.get(name, name)
+    if not _METRIC.match(name):
+        raise InvalidReading(f"metric name {metric!r} is not a valid metric name")
+    return name
+
+
+def _check_event_time(event_time: int, ingest_time: int) -> None:
+    if event_time < MIN_EVENT_TIME_MS:
+        raise InvalidReading(f"event time {event_time} ms is before the year 2000 (device clock unset?)")
+    if event_time > ingest_time + MAX_FUTURE_SKEW_MS:
+        raise InvalidReading(f"event time {event_time} ms is more than a day ahead of ingest time {ingest_time}")

@@ -1,0 +1,124 @@
+"""Avro in the Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro body.
+
+The registry is reached through confluent-kafka's ``SchemaRegistryClient``; encoding and
+decoding are fastavro's schemaless writer and reader. The writer registers its schema
+once, at start, under the topic-name strategy subject ``<topic>-value`` so that a
+registry that is down or a schema change that breaks compatibility stops the service
+before it consumes anything.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from typing import Any
+
+import fastavro
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from fluxgate_core.errors import RegistryError, SerializationError
+from fluxgate_core.settings import RegistrySettings
+
+MAGIC = 0
+_HEADER = struct.Struct(">bI")
+
+
+def value_subject(topic: str) -> str:
+    """Topic-name strategy subject for a record value."""
+    return f"{topic}-value"
+
+
+def registry_client(settings: RegistrySettings) -> SchemaRegistryClient:
+    return SchemaRegistryClient(settings.client_config())
+
+
+def register(client: SchemaRegistryClient, subject: str, schema_text: str, compatibility: str | None) -> int:
+    """Set the subject's compatibility (when given) and register the schema; return its id."""
+    try:
+        if compatibility:
+            client.set_compatibility(subject_name=subject, level=compatibility)
+        return int(client.register_schema(subject, Schema(schema_text, "AVRO")))
+    except SchemaRegistryError as exc:
+        raise RegistryError(f"registry refused schema for subject {subject!r}: {exc}") from exc
+    except Exception as exc:  # connection errors come from requests/httpx underneath
+        raise RegistryError(f"schema registry unreachable while registering {subject!r}: {exc}") from exc
+
+
+class AvroEncoder:
+    """Encodes dicts of one record type for one topic."""
+
+    def __init__(self, schema: dict[str, Any], schema_id: int) -> None:
+        self._parsed = fastavro.parse_schema(schema)
+        self._header = _HEADER.pack(MAGIC, schema_id)
+        self.schema_id = schema_id
+
+    @classmethod
+    def registered(
+        cls,
+        client: SchemaRegistryClient,
+        topic: str,
+        schema_text: str,
+        schema: dict[str, Any],
+        compatibility: str | None = "BACKWARD",
+    ) -> AvroEncoder:
+        return cls(schema, register(client, value_subject(topic), schema_text, compatibility))
+
+    def encode(self, record: dict[str, Any]) -> bytes:
+        buffer = io.BytesIO()
+        buffer.write(self._header)
+        try:
+            fastavro.schemaless_writer(buffer, self._parsed, record)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise SerializationError(f"record does not fit schema {self._parsed['name']}: {exc}") from exc
+        return buffer.getvalue()
+
+
+class AvroDecoder:
+    """Decodes wire-format bytes written with any schema id the registry knows.
+
+    Writer schemas are fetched once per id and cached; an optional reader schema
+    applies Avro schema resolution so a consumer sees the fields it expects.
+    """
+
+    def __init__(self, client: SchemaRegistryClient, reader_schema: dict[str, Any] | None = None) -> None:
+        self._client = client
+        self._reader = fastavro.parse_schema(reader_schema) if reader_schema else None
+        self._writers: dict[int, Any] = {}
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        schema_id = wire_schema_id(data)
+        writer = self._writer_schema(schema_id)
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(data[_HEADER.size :]), writer, self._reader)
+        except Exception as exc:  # fastavro raises plain EOFError/ValueError/... on bad bodies
+            raise SerializationError(f"Avro body does not match schema id {schema_id}: {exc}") from exc
+        if not isinstance(record, dict):
+            raise SerializationError(f"schema id {schema_id} is not a record schema")
+        return record
+
+    def _writer_schema(self, schema_id: int) -> Any:
+        writer = self._writers.get(schema_id)
+        if writer is None:
+            try:
+                registered = self._client.get_schema(schema_id)
+            except SchemaRegistryError as exc:
+                if exc.http_status_code == 404:
+                    raise SerializationError(f"unknown schema id {schema_id}: {exc}") from exc
+                raise RegistryError(f"registry failed fetching schema id {schema_id}: {exc}") from exc
+            except Exception as exc:
+                raise RegistryError(f"schema registry unreachable fetching id {schema_id}: {exc}") from exc
+            writer = fastavro.parse_schema(json.loads(registered.schema_str))
+            self._writers[schema_id] = writer
+        return writer
+
+
+def wire_schema_id(data: bytes) -> int:
+    """The schema id in a wire-format message; :class:`SerializationError` if it has none."""
+    if len(data) < _HEADER.size:
+        raise SerializationError(f"message of {len(data)} bytes is too short for the wire format")
+    magic, schema_id = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise SerializationError(f"unknown magic byte {magic}: not Confluent wire format")
+    return int(schema_id)

@@ -1,0 +1,136 @@
+"""Settings building blocks: every service has one frozen ``BaseSettings`` made of these.
+
+Each service sets its own ``env_prefix`` (``FLUXGATE_MQTT_``, ``FLUXGATE_COAP_`` ...) and
+nested groups are reached with ``__``: ``FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS``.
+:func:`load_settings` turns pydantic's validation errors into a :class:`ConfigError`
+that names the environment variable, so a bad deploy fails at start with a usable message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fluxgate_core.errors import ConfigError
+
+Compatibility = Literal[
+    "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE"
+]
+
+
+class Group(BaseModel):
+    """A nested, frozen group of settings that rejects unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaSettings(Group):
+    """How to reach Kafka. ``extra`` passes any librdkafka property through unchanged."""
+
+    bootstrap_servers: str = Field("127.0.0.1:9092", min_length=1, description="host:port list of brokers")
+    client_id: str | None = Field(None, description="client.id; defaults to the service name")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = Field(None, description="CA bundle for SSL/SASL_SSL")
+    linger_ms: int = Field(5, ge=0, le=10_000, description="producer batching delay")
+    compression_type: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
+    max_buffered_messages: int = Field(
+        100_000, ge=1, description="librdkafka queue bound; beyond it producing applies backpressure"
+    )
+    extra: dict[str, str] = Field(default_factory=dict, description="extra librdkafka properties")
+
+    def client_config(self, default_client_id: str) -> dict[str, Any]:
+        """Connection properties common to producers, consumers and admin clients."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "client.id": self.client_id or default_client_id,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            config["sasl.mechanism"] = self.sasl_mechanism
+            config["sasl.username"] = self.sasl_username or ""
+            config["sasl.password"] = self.sasl_password.get_secret_value() if self.sasl_password else ""
+        if self.ssl_ca_location:
+            config["ssl.ca.location"] = self.ssl_ca_location
+        return config
+
+    def producer_config(self, default_client_id: str) -> dict[str, Any]:
+        """An idempotent, acks=all producer: no duplicates from retries, no loss on leader change."""
+        config = self.client_config(default_client_id)
+        config.update(
+            {
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": self.linger_ms,
+                "compression.type": self.compression_type,
+                "queue.buffering.max.messages": self.max_buffered_messages,
+                # Keep retrying inside librdkafka while Kafka is away; our own in-flight
+                # bound turns a long outage into backpressure instead of lost records.
+                "delivery.timeout.ms": 2_147_483_647,
+            }
+        )
+        config.update(self.extra)
+        return config
+
+
+class RegistrySettings(Group):
+    """A Confluent-compatible schema registry (Confluent, Karapace, Apicurio's ccompat API)."""
+
+    url: str = Field("http://127.0.0.1:8081/apis/ccompat/v7", min_length=1)
+    basic_auth_user_info: SecretStr | None = Field(None, description="user:password")
+    compatibility: Compatibility = "BACKWARD"
+
+    def client_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"url": self.url}
+        if self.basic_auth_user_info:
+            config["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
+        return config
+
+
+class HttpSettings(Group):
+    """Where ``/healthz``, ``/readyz`` and ``/metrics`` are served."""
+
+    host: str = "0.0.0.0"  # noqa: S104 - containers must expose it; override with 127.0.0.1 locally
+    port: int = Field(9100, ge=0, le=65535, description="0 picks a free port")
+
+
+class LogSettings(Group):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    json_output: bool = Field(False, description="JSON lines instead of key=value")
+
+
+def service_config(env_prefix: str) -> SettingsConfigDict:
+    """The settings config every service uses, differing only by prefix."""
+    return SettingsConfigDict(
+        env_prefix=env_prefix,
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
+        case_sensitive=False,
+    )
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S], **overrides: Any) -> S:
+    """Build ``cls`` from the environment; raise :class:`ConfigError` naming each bad field."""
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        problems = [_describe(prefix, err) for err in exc.errors()]
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
+
+
+def _describe(prefix: str, err: Any) -> str:
+    path = [str(part) for part in err["loc"]]
+    dotted = ".".join(path) or "<root>"
+    env_name = (prefix + "__".join(path)).upper()
+    given = err.get("input")
+    shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
+    return f"{dotted} [env {env_name}]: {err['msg']}{shown}"
