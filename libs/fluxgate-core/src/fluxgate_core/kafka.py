@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -22,6 +23,16 @@ from fluxgate_core.errors import DeliveryError
 
 Headers = Sequence[tuple[str, bytes | str]]
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    """A record ready to produce: what a gateway's converter hands to the producer."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: Sequence[tuple[str, bytes]] = ()
 
 
 class AsyncProducer:
