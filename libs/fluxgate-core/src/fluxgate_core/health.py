@@ -70,7 +70,7 @@ class HealthServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/healthz":
                     self._reply(200, "application/json", b'{"status":"ok"}')

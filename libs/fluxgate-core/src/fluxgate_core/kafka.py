@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from fluxgate_core import metrics
 from fluxgate_core.errors import DeliveryError

@@ -58,9 +58,7 @@ class JsonFields:
         return frozenset((self.device, self.time, self.sequence, self.unit, self.metric, self.value))
 
 
-def parse_payload(
-    payload: bytes, fmt: PayloadFormat = "auto", fields: JsonFields = JsonFields()
-) -> list[Measurement]:
+def parse_payload(payload: bytes, fmt: PayloadFormat = "auto", fields: JsonFields = JsonFields()) -> list[Measurement]:
     """Parse ``payload`` in format ``fmt`` (``auto``: JSON object, JSON number or SenML array)."""
     if fmt in ("cbor", "senml-cbor"):
         return _from_document(_load_cbor(payload), fields, senml_only=fmt == "senml-cbor")
@@ -76,14 +74,14 @@ def parse_payload(
 
 def format_for_content_format(content_format: int | None) -> PayloadFormat:
     """The parser a CoAP Content-Format asks for (auto-detection when absent or textual)."""
-    return {CF_CBOR: "cbor", CF_SENML_CBOR: "senml-cbor", CF_SENML_JSON: "senml"}.get(
-        content_format if content_format is not None else -1, "auto"
-    )
+    formats: dict[int, PayloadFormat] = {CF_CBOR: "cbor", CF_SENML_CBOR: "senml-cbor", CF_SENML_JSON: "senml"}
+    return formats.get(content_format if content_format is not None else -1, "auto")
 
 
 def _load_json(payload: bytes) -> Any:
     try:
-        return json.loads(payload)
+        # Decode ourselves: json.loads(bytes) would guess UTF-16/32 from garbage bytes.
+        return json.loads(payload.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise PayloadError(f"payload is not UTF-8 text: {exc}") from exc
     except ValueError as exc:
@@ -115,17 +113,16 @@ def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields())
     time_ms = parse_time(document[fields.time], fields.time) if fields.time in document else None
     sequence = _optional_int(document.get(fields.sequence), fields.sequence)
     unit = _optional_str(document.get(fields.unit), fields.unit)
-    attributes = {
-        str(k): v for k, v in document.items() if isinstance(v, str) and k not in fields.reserved()
-    }
-    common = {"unit": unit, "time_ms": time_ms, "device_id": device, "sequence": sequence, "attributes": attributes}
+    attributes = {str(k): v for k, v in document.items() if isinstance(v, str) and k not in fields.reserved()}
+
+    def measurement(value: Any, metric: str | None, where: str) -> Measurement:
+        return Measurement(_finite(value, where), metric, unit, time_ms, device, sequence, attributes)
+
     if fields.value in document:
         metric = _optional_str(document.get(fields.metric), fields.metric)
-        return [Measurement(value=_finite(document[fields.value], fields.value), metric=metric, **common)]
+        return [measurement(document[fields.value], metric, fields.value)]
     measured = [
-        Measurement(value=_finite(v, str(k)), metric=str(k), **common)
-        for k, v in document.items()
-        if k not in fields.reserved() and _is_number(v)
+        measurement(v, str(k), str(k)) for k, v in document.items() if k not in fields.reserved() and _is_number(v)
     ]
     if not measured:
         raise PayloadError(f"no numeric field in object with keys {sorted(map(str, document))}")
@@ -141,7 +138,7 @@ def parse_senml(pack: list[Any]) -> list[Measurement]:
     for index, raw in enumerate(pack):
         if not isinstance(raw, dict):
             raise PayloadError(f"SenML record {index} is not an object")
-        record = {_SENML_CBOR_LABELS.get(k, k) if isinstance(k, int) else k: v for k, v in raw.items()}
+        record = {str(_SENML_CBOR_LABELS.get(k, k)) if isinstance(k, int) else str(k): v for k, v in raw.items()}
         for key in ("bn", "bt", "bu", "bv"):
             if key in record:
                 base[key] = record[key]

@@ -51,6 +51,7 @@ class AvroEncoder:
 
     def __init__(self, schema: dict[str, Any], schema_id: int) -> None:
         self._parsed = fastavro.parse_schema(schema)
+        self._name = str(schema.get("name", "record"))
         self._header = _HEADER.pack(MAGIC, schema_id)
         self.schema_id = schema_id
 
@@ -71,7 +72,7 @@ class AvroEncoder:
         try:
             fastavro.schemaless_writer(buffer, self._parsed, record)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise SerializationError(f"record does not fit schema {self._parsed['name']}: {exc}") from exc
+            raise SerializationError(f"record does not fit schema {self._name}: {exc}") from exc
         return buffer.getvalue()
 
 
@@ -109,7 +110,7 @@ class AvroDecoder:
                 raise RegistryError(f"registry failed fetching schema id {schema_id}: {exc}") from exc
             except Exception as exc:
                 raise RegistryError(f"schema registry unreachable fetching id {schema_id}: {exc}") from exc
-            writer = fastavro.parse_schema(json.loads(registered.schema_str))
+            writer = fastavro.parse_schema(json.loads(registered.schema_str or "null"))
             self._writers[schema_id] = writer
         return writer
 

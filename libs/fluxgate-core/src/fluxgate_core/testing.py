@@ -71,6 +71,7 @@ def consume(
 
 def _consumed(msg: Message, decoder: AvroDecoder | None) -> Consumed:
     value = msg.value() or b""
-    headers = {k: (v or b"") for k, v in (msg.headers() or [])}
+    raw_headers: list[tuple[str, bytes | None]] = list(msg.headers() or [])  # type: ignore[arg-type]
+    headers = {key: value or b"" for key, value in raw_headers}
     record = decoder.decode(value) if decoder is not None else None
     return Consumed(msg.key(), value, headers, msg.partition() or 0, msg.offset() or 0, record)

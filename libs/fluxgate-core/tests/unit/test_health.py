@@ -1,0 +1,43 @@
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from fluxgate_core.health import HealthServer
+from fluxgate_core.settings import HttpSettings
+
+
+@pytest.fixture
+def server() -> Iterator[HealthServer]:
+    state = {"kafka": True}
+    health = HealthServer(HttpSettings(host="127.0.0.1", port=0), {"kafka": lambda: state["kafka"]})
+    health.state = state  # type: ignore[attr-defined]
+    yield health.start()
+    health.stop()
+    health.stop()  # safe twice
+
+
+def get(server: HealthServer, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_liveness_readiness_and_metrics(server: HealthServer) -> None:
+    assert get(server, "/healthz")[0] == 200
+    assert get(server, "/readyz") == (200, b'{"ready": true, "checks": {"kafka": true}}')
+    status, body = get(server, "/metrics")
+    assert status == 200 and b"fluxgate_kafka_in_flight" in body
+
+
+def test_failing_and_raising_checks_make_it_unready(server: HealthServer) -> None:
+    server.state["kafka"] = False  # type: ignore[attr-defined]
+    server.add_check("broken", lambda: 1 / 0 == 0)
+    status, body = get(server, "/readyz")
+    assert status == 503
+    assert json.loads(body)["checks"] == {"kafka": False, "broken": False}
+    assert get(server, "/nope")[0] == 404

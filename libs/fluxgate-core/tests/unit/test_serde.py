@@ -1,0 +1,56 @@
+import io
+import struct
+
+import fastavro
+import pytest
+
+from fluxgate_core.errors import SerializationError
+from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict
+from fluxgate_core.serde import AvroEncoder, value_subject, wire_schema_id
+
+READING = {
+    "device_id": "d1",
+    "metric": "temperature",
+    "value": 21.5,
+    "unit": "Cel",
+    "event_time": 1_700_000_000_000,
+    "ingest_time": 1_700_000_000_123,
+    "source_protocol": "MQTT",
+    "source": "sensors/d1/temperature",
+    "sequence": None,
+    "attributes": {"room": "kitchen"},
+}
+
+
+def test_wire_format_is_magic_byte_schema_id_then_avro_body() -> None:
+    encoded = AvroEncoder(schema_dict(SENSOR_READING), schema_id=42).encode(READING)
+    assert encoded[0] == 0
+    assert struct.unpack(">I", encoded[1:5])[0] == 42 == wire_schema_id(encoded)
+    parsed = fastavro.parse_schema(schema_dict(SENSOR_READING))
+    decoded = fastavro.schemaless_reader(io.BytesIO(encoded[5:]), parsed, None)
+    assert decoded["device_id"] == "d1" and decoded["attributes"] == {"room": "kitchen"}
+    assert int(decoded["event_time"].timestamp() * 1000) == READING["event_time"]
+
+
+def test_record_that_does_not_fit_the_schema_is_a_serialization_error() -> None:
+    encoder = AvroEncoder(schema_dict(SENSOR_READING), schema_id=1)
+    with pytest.raises(SerializationError, match="SensorReading"):
+        encoder.encode({**READING, "value": "warm"})
+
+
+@pytest.mark.parametrize(("data", "message"), [(b"\x00\x01", "too short"), (b"\x07\x00\x00\x00\x01x", "magic")])
+def test_bytes_without_wire_header_are_rejected(data: bytes, message: str) -> None:
+    with pytest.raises(SerializationError, match=message):
+        wire_schema_id(data)
+
+
+def test_every_field_of_every_contract_is_documented() -> None:
+    for name in (SENSOR_READING, TEMPERATURE_AGGREGATE):
+        schema = schema_dict(name)
+        assert schema["namespace"].startswith("io.fluxgate.")
+        assert all(field.get("doc") for field in schema["fields"]), name
+        fastavro.parse_schema(schema)
+
+
+def test_topic_name_strategy() -> None:
+    assert value_subject("sensors.readings") == "sensors.readings-value"

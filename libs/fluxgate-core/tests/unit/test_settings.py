@@ -1,0 +1,65 @@
+import pytest
+from pydantic import Field
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.settings import HttpSettings, KafkaSettings, RegistrySettings, load_settings, service_config
+
+
+class DemoSettings(BaseSettings):
+    model_config = service_config("FLUXGATE_DEMO_")
+    kafka: KafkaSettings = KafkaSettings()
+    registry: RegistrySettings = RegistrySettings()
+    http: HttpSettings = HttpSettings()
+    topic: str = Field("sensors.readings", min_length=1)
+
+
+def test_defaults_work_with_the_local_stack() -> None:
+    settings = load_settings(DemoSettings)
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert settings.registry.url.endswith("/apis/ccompat/v7")
+
+
+def test_nested_env_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__EXTRA", '{"batch.size": "65536"}')
+    monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "9200")
+    settings = load_settings(DemoSettings)
+    config = settings.kafka.producer_config("demo")
+    assert config["bootstrap.servers"] == "k1:9092,k2:9092"
+    assert config["batch.size"] == "65536"
+    assert config["enable.idempotence"] is True and config["acks"] == "all"
+    assert config["client.id"] == "demo"
+    assert settings.http.port == 9200
+
+
+def test_bad_value_names_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "99999")
+    with pytest.raises(ConfigError, match=r"http\.port \[env FLUXGATE_DEMO_HTTP__PORT\]"):
+        load_settings(DemoSettings)
+
+
+def test_bad_choice_names_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__SECURITY_PROTOCOL", "TLS")
+    with pytest.raises(ConfigError, match=r"FLUXGATE_DEMO_KAFKA__SECURITY_PROTOCOL.*got 'TLS'"):
+        load_settings(DemoSettings)
+
+
+def test_unknown_nested_key_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__BOOTSTRAP", "oops:9092")
+    with pytest.raises(ConfigError, match=r"kafka\.bootstrap"):
+        load_settings(DemoSettings)
+
+
+def test_secrets_do_not_leak_into_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__SASL_MECHANISM", "PLAIN")
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__SASL_PASSWORD", "hunter2")
+    settings = load_settings(DemoSettings)
+    assert "hunter2" not in repr(settings)
+    assert settings.kafka.client_config("x")["sasl.password"] == "hunter2"
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings(DemoSettings)
+    with pytest.raises(Exception, match="frozen"):
+        settings.topic = "other"  # type: ignore[misc]
