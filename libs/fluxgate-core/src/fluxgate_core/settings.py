@@ -8,6 +8,7 @@ that names the environment variable, so a bad deploy fails at start with a usabl
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
@@ -130,7 +131,9 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
 def _describe(prefix: str, err: Any) -> str:
     path = [str(part) for part in err["loc"]]
     dotted = ".".join(path) or "<root>"
-    env_name = (prefix + "__".join(path)).upper()
+    # A list item (``resources.0.uri``) lives inside one JSON-valued variable: name that one.
+    env_path = list(itertools.takewhile(lambda part: not isinstance(part, int), err["loc"]))
+    env_name = (prefix + "__".join(map(str, env_path))).upper()
     given = err.get("input")
     shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
     return f"{dotted} [env {env_name}]: {err['msg']}{shown}"

@@ -1,0 +1,67 @@
+# Fluxgate: every target a person runs is the one CI runs.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STACK := $(VENV)/bin/fluxgate-stack
+PACKAGES := libs/fluxgate-core $(patsubst %/pyproject.toml,%,$(wildcard services/*/pyproject.toml tools/*/pyproject.toml))
+TEST_DIRS := libs services tools contracts-tests tests
+PYTEST := $(PY) -m pytest --import-mode=importlib
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements-dev.txt $(addsuffix /pyproject.toml,$(PACKAGES))
+	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@test -x $(PY) || python3 -m uv venv --quiet --python 3.11 $(VENV)
+	python3 -m uv pip install --quiet --python $(PY) -r requirements-dev.txt $(addprefix -e ,$(PACKAGES))
+	@touch $@
+
+.PHONY: install
+install: $(VENV)/.installed ## Python packages (editable, one venv) and the local stack's servers
+	$(STACK) install
+	$(VENV)/bin/fluxgate-aggregator prefetch
+
+.PHONY: up
+up: $(VENV)/.installed ## Download, configure and start Kafka (KRaft), the schema registry and Mosquitto
+	$(STACK) up
+
+.PHONY: down
+down: ## Stop exactly the processes `make up` started
+	@test -x $(STACK) && $(STACK) down || true
+
+.PHONY: status
+status: ## What the local stack is running
+	$(STACK) status
+
+.PHONY: run
+run: install ## The whole pipeline on the local stack with simulated devices; Ctrl-C stops it
+	$(PY) tools/run_pipeline.py
+
+.PHONY: test
+test: install ## Unit, integration, contract and static tests against real servers
+	$(PYTEST) $(TEST_DIRS)
+
+.PHONY: test-unit
+test-unit: $(VENV)/.installed ## Only the tests that need no server
+	$(PYTEST) -m "not integration and not spark" $(TEST_DIRS)
+
+.PHONY: lint
+lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on the shared library
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy libs/fluxgate-core/src
+
+.PHONY: bench
+bench: install ## Throughput against baselines measured in the same run (results in bench-results/)
+	$(STACK) up
+	$(PY) bench/mqtt_proxy.py
+	$(PY) bench/aggregator.py
+
+.PHONY: clean
+clean: down ## Stop the stack and remove downloads, data and the venv
+	rm -rf .local $(VENV) bench-results spark-checkpoints

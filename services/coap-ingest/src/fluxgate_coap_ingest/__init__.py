@@ -1,0 +1,1 @@
+"""coap-ingest: observes CoAP resources and produces SensorReading records to Kafka."""

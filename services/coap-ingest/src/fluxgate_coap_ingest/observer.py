@@ -1,0 +1,163 @@
+"""Keeps one CoAP observation registered and hands its notifications on.
+
+An observation ends for many reasons: the server restarts (it forgets its observers
+and simply goes quiet), answers with an error, stops the observation, or a request
+times out. Every end is the same to us: wait (exponential backoff, capped, jittered)
+and register again. Silence longer than ``max_age_s`` counts as an end, because a
+restarted server never tells its old observers anything.
+
+Notifications go into a bounded queue. aiocoap's own notification iterator is lossy
+by design (observe transfers *state*, RFC 7641 §1.3: a client that falls behind
+sees the latest one), so the reader here does nothing but move notifications into
+the queue; only when Kafka is slow for long enough to fill the queue can
+intermediate states be skipped, which is what observe promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiocoap
+import structlog
+from aiocoap import error as coap_error
+
+from fluxgate_coap_ingest import metrics
+from fluxgate_coap_ingest.backoff import Backoff
+from fluxgate_coap_ingest.settings import ObserveSettings, ResourceSettings
+from fluxgate_core.errors import Retry
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One response of an observation, as received."""
+
+    uri: str
+    payload: bytes
+    content_format: int | None
+    observe: int | None
+    received_ms: int
+    first_after_register: bool = False
+
+
+class ObservationEnded(Exception):
+    """An observation is over; ``reason`` is the metrics label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+class ResourceObserver:
+    """Observes ``resource`` forever (until cancelled), re-registering whenever it ends."""
+
+    def __init__(
+        self,
+        context: aiocoap.Context,
+        resource: ResourceSettings,
+        settings: ObserveSettings,
+        queue: asyncio.Queue[Notification],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.resource = resource
+        self._context = context
+        self._settings = settings
+        self._queue = queue
+        self._backoff = Backoff(
+            settings.backoff_initial_s,
+            max(settings.backoff_max_s, settings.backoff_initial_s),
+            settings.backoff_multiplier,
+            settings.backoff_jitter,
+            rng or random.Random(),
+        )
+        self.active = False
+        self.registrations = 0
+
+    async def run(self) -> None:
+        """The runner: observe, and on every :class:`Retry` wait as told, then observe again."""
+        while True:
+            try:
+                await self.observe_once()
+            except Retry as retry:
+                await asyncio.sleep(retry.after)
+
+    async def observe_once(self) -> None:
+        """Register once and pass notifications on until the observation ends (then raise Retry)."""
+        request = self._context.request(aiocoap.Message(code=aiocoap.GET, uri=self.resource.uri, observe=0))
+        try:
+            await self._follow(request)
+        except ObservationEnded as ended:
+            raise self._retry(ended) from ended
+        finally:
+            self._set_active(False)
+            if not request.observation.cancelled:
+                request.observation.cancel()
+
+    async def _follow(self, request: aiocoap.protocol.Request) -> None:
+        first = await self._register(request)
+        await self._enqueue(first, first_after_register=True)
+        if first.opt.observe is None:
+            # A resource that is not observable is polled, once per max-age window.
+            raise Retry("resource is not observable; polling it", after=self._settings.max_age_s)
+        async for notification in self._notifications(request):
+            await self._enqueue(notification)
+        raise ObservationEnded("ended", "the server ended the observation")
+
+    async def _register(self, request: aiocoap.protocol.Request) -> aiocoap.Message:
+        try:
+            first = await asyncio.wait_for(request.response, self._settings.request_timeout_s)
+        except TimeoutError as exc:
+            raise ObservationEnded("timeout", f"no answer within {self._settings.request_timeout_s}s") from exc
+        except coap_error.Error as exc:
+            raise ObservationEnded("error", f"{type(exc).__name__}: {exc}") from exc
+        if not first.code.is_successful():
+            raise ObservationEnded("refused", f"server answered {first.code}")
+        self.registrations += 1
+        self._backoff.reset()
+        self._set_active(True)
+        log.info("observation.registered", uri=self.resource.uri, observe=first.opt.observe)
+        return first
+
+    async def _notifications(self, request: aiocoap.protocol.Request) -> AsyncIterator[aiocoap.Message]:
+        iterator = aiter(request.observation)
+        while True:
+            try:
+                notification = await asyncio.wait_for(anext(iterator), self._settings.max_age_s)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                raise ObservationEnded("silence", f"no notification for {self._settings.max_age_s}s") from exc
+            except coap_error.Error as exc:
+                raise ObservationEnded("error", f"{type(exc).__name__}: {exc}") from exc
+            if not notification.code.is_successful():
+                raise ObservationEnded("refused", f"server notified {notification.code}")
+            yield notification
+
+    async def _enqueue(self, message: aiocoap.Message, *, first_after_register: bool = False) -> None:
+        content_format = message.opt.content_format
+        notification = Notification(
+            uri=self.resource.uri,
+            payload=bytes(message.payload),
+            content_format=None if content_format is None else int(content_format),
+            observe=message.opt.observe,
+            received_ms=int(time.time() * 1000),
+            first_after_register=first_after_register,
+        )
+        metrics.NOTIFICATIONS.labels(self.resource.host).inc()
+        await self._queue.put(notification)
+
+    def _retry(self, ended: ObservationEnded) -> Retry:
+        delay = self._backoff.next_delay()
+        metrics.REREGISTRATIONS.labels(self.resource.host, ended.reason).inc()
+        log.warning("observation.ended", uri=self.resource.uri, reason=str(ended), retry_in_s=round(delay, 3))
+        return Retry(str(ended), after=delay)
+
+    def _set_active(self, active: bool) -> None:
+        if active != self.active:
+            metrics.OBSERVATIONS_ACTIVE.labels(self.resource.host).inc(1 if active else -1)
+        self.active = active

@@ -1,0 +1,139 @@
+"""The service's lifecycle: register schemas, start the producer, observe, drain on stop."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+import aiocoap
+import structlog
+from aiocoap.defaults import dtls_missing_modules
+
+from fluxgate_coap_ingest.convert import NotificationConverter
+from fluxgate_coap_ingest.dedupe import DedupeWindow
+from fluxgate_coap_ingest.handler import NotificationHandler, drain_queue
+from fluxgate_coap_ingest.observer import Notification, ResourceObserver
+from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
+from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.kafka import AsyncProducer, make_producer
+from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
+from fluxgate_core.serde import AvroEncoder, registry_client
+
+log = structlog.get_logger(__name__)
+
+
+class CoapIngestService:
+    """Observes every configured resource; ``stop()`` drains and is safe to call twice."""
+
+    def __init__(self, settings: CoapIngestSettings) -> None:
+        self.settings = settings
+        self.observers: list[ResourceObserver] = []
+        self._producer: AsyncProducer | None = None
+        self._context: aiocoap.Context | None = None
+        self._queues: list[asyncio.Queue[Notification]] = []
+        self._readers: list[asyncio.Task[None]] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._started = False
+
+    async def start(self) -> None:
+        """Fail fast: registry, Kafka producer and CoAP context before any observation."""
+        check_dtls_available(self.settings.resources)
+        encoders = await asyncio.to_thread(self._register_schemas)
+        self._producer = make_producer(
+            self.settings.kafka.producer_config(SERVICE), max_in_flight=self.settings.max_in_flight
+        )
+        await self._producer.start()
+        self._context = await aiocoap.Context.create_client_context()
+        load_credentials(self._context, self.settings)
+        dead_letters = DeadLetterWriter(self._producer, self.settings.deadletter_topic, SERVICE)
+        for resource in self.settings.resources:
+            self._observe(resource, encoders[resource.topic], dead_letters)
+        self._started = True
+        log.info("service.started", resources=len(self.settings.resources))
+
+    def ready(self) -> bool:
+        """Kafka reachable and any (or all, per ``readiness``) observation registered."""
+        if not self._started or self._producer is None or not self._producer.healthy():
+            return False
+        active = [observer.active for observer in self.observers]
+        if not active:
+            return True
+        return all(active) if self.settings.readiness == "all" else any(active)
+
+    async def stop(self, drain_timeout: float = 10.0) -> None:
+        """Stop observing, hand what was received to Kafka, wait for the acks."""
+        self._started = False
+        await _cancel(self._readers)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(queue.join() for queue in self._queues)), drain_timeout)
+        except TimeoutError:
+            log.warning("service.stop.unhandled", notifications=sum(queue.qsize() for queue in self._queues))
+        await _cancel(self._workers)
+        if self._context is not None:
+            await self._context.shutdown()
+            self._context = None
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        log.info("service.stopped")
+
+    async def __aenter__(self) -> CoapIngestService:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def _register_schemas(self) -> dict[str, AvroEncoder]:
+        client = registry_client(self.settings.registry)
+        text, schema = schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
+        compatibility = self.settings.registry.compatibility
+        topics = sorted({resource.topic for resource in self.settings.resources})
+        return {topic: AvroEncoder.registered(client, topic, text, schema, compatibility) for topic in topics}
+
+    def _observe(self, resource: ResourceSettings, encoder: AvroEncoder, dead_letters: DeadLetterWriter) -> None:
+        assert self._context is not None and self._producer is not None
+        observe = self.settings.observe
+        queue: asyncio.Queue[Notification] = asyncio.Queue(observe.queue_size)
+        observer = ResourceObserver(self._context, resource, observe, queue)
+        converter = NotificationConverter(resource, encoder)
+        handler = NotificationHandler(converter, DedupeWindow(observe.dedupe_window), self._producer, dead_letters)
+        self.observers.append(observer)
+        self._queues.append(queue)
+        self._readers.append(asyncio.create_task(observer.run(), name=f"observe {resource.uri}"))
+        self._workers.append(asyncio.create_task(drain_queue(queue, handler), name=f"produce {resource.uri}"))
+
+
+def check_dtls_available(resources: list[ResourceSettings]) -> None:
+    """coaps:// needs aiocoap's tinydtls transport (the DTLSSocket package)."""
+    missing = dtls_missing_modules()
+    for index, resource in enumerate(resources):
+        if resource.secure and missing:
+            raise ConfigError(
+                f"resources.{index}.uri [env FLUXGATE_COAP_RESOURCES]: {resource.uri} needs DTLS, but "
+                f"{', '.join(missing)} is not installed (pip install 'fluxgate-coap-ingest[dtls]')"
+            )
+
+
+def load_credentials(context: aiocoap.Context, settings: CoapIngestSettings) -> None:
+    """Give aiocoap the PSK of every coaps:// resource (its own, else the default one)."""
+    for resource in settings.resources:
+        if not resource.secure:
+            continue
+        identity = resource.psk_identity or settings.dtls.psk_identity or ""
+        key = resource.psk_key or settings.dtls.psk_key
+        assert key is not None, "settings validation guarantees a key for every coaps resource"
+        # The lookup matches the request URI as aiocoap renders it (default port dropped ...).
+        rendered = aiocoap.Message(code=aiocoap.GET, uri=resource.uri).get_request_uri()
+        dtls = {"psk": key.get_secret_value().encode(), "client-identity": identity.encode()}
+        context.client_credentials.load_from_dict({rendered: {"dtls": dtls}})
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    tasks.clear()

@@ -1,0 +1,201 @@
+"""coap-ingest as a real subprocess against the real stack, plus CoAP servers on free ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluxgate_core.serde import AvroDecoder
+from fluxgate_core.testing import unique_topic
+
+INGEST = Path(sys.executable).with_name("fluxgate-coap-ingest")
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def free_udp_pair() -> int:
+    """A UDP port P with P+1 free too (libcoap's DTLS servers listen on both)."""
+    for _ in range(50):
+        port = free_port(socket.SOCK_DGRAM)
+        if port < 65535:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                try:
+                    probe.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no pair of free UDP ports")
+
+
+@dataclass
+class Ingest:
+    """A running ``fluxgate-coap-ingest``; ``stop()`` sends SIGTERM and returns the exit code."""
+
+    process: subprocess.Popen[bytes]
+    health_port: int
+    log_path: Path
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=2) as reply:
+                return int(reply.status), reply.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"coap-ingest exited with {self.process.returncode} waiting for {what}:\n{self.log()}")
+            if condition():
+                return
+            time.sleep(0.1)
+        pytest.fail(f"timed out waiting for {what}:\n{self.log()[-4000:]}")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        self.wait_until(lambda: self.get("/readyz")[0] == 200, "/readyz", timeout)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample in /metrics (0 when absent)."""
+        wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+        prefix = f"{name}{{{wanted}}} " if labels else f"{name} "
+        for line in self.get("/metrics")[1].splitlines():
+            if line.startswith(prefix):
+                return float(line.split()[-1])
+        return 0.0
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def topics(stack: Any) -> tuple[str, str]:
+    """A fresh readings topic and a fresh dead-letter topic."""
+    return unique_topic("test.coap.readings", stack.bootstrap), unique_topic("test.coap.dlq", stack.bootstrap)
+
+
+@pytest.fixture
+def udp_pair() -> int:
+    return free_udp_pair()
+
+
+@pytest.fixture
+def decoder(registry_client: Any) -> AvroDecoder:
+    return AvroDecoder(registry_client)
+
+
+@pytest.fixture
+def start_ingest(stack: Any, topics: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., Ingest]]:
+    """Start coap-ingest observing ``resources`` (topic defaults to the test's readings topic)."""
+    started: list[Ingest] = []
+
+    def start(resources: list[dict[str, Any]], **settings: str) -> Ingest:
+        readings, dead_letters = topics
+        env = {key: value for key, value in os.environ.items() if not key.startswith("FLUXGATE_COAP_")}
+        health_port = free_port()
+        env.update(
+            {
+                "FLUXGATE_COAP_RESOURCES": json.dumps([{"topic": readings, **resource} for resource in resources]),
+                "FLUXGATE_COAP_DEADLETTER_TOPIC": dead_letters,
+                "FLUXGATE_COAP_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+                "FLUXGATE_COAP_REGISTRY__URL": stack.registry_url,
+                "FLUXGATE_COAP_HTTP__HOST": "127.0.0.1",
+                "FLUXGATE_COAP_HTTP__PORT": str(health_port),
+                "FLUXGATE_COAP_LOG__LEVEL": "DEBUG",
+                "FLUXGATE_COAP_OBSERVE__BACKOFF_INITIAL_S": "0.2",
+                "FLUXGATE_COAP_OBSERVE__BACKOFF_MAX_S": "1.0",
+                "FLUXGATE_COAP_OBSERVE__REQUEST_TIMEOUT_S": "2",
+                **{f"FLUXGATE_COAP_{key.upper()}": value for key, value in settings.items()},
+            }
+        )
+        log_path = tmp_path / f"coap-ingest-{len(started)}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen([str(INGEST)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        ingest = Ingest(process, health_port, log_path)
+        started.append(ingest)
+        return ingest
+
+    yield start
+    for ingest in started:
+        if ingest.process.poll() is None:
+            ingest.process.kill()
+            ingest.process.wait(10)
+
+
+@dataclass
+class LibcoapServer:
+    """libcoap's example server (``coap-server-notls`` or a DTLS build) on a port of ours."""
+
+    binary: str
+    port: int
+    extra: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> LibcoapServer:
+        command = [self.binary, "-A", "127.0.0.1", "-p", str(self.port), "-d", "20", *self.extra]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.put_until_up("/.fluxgate-probe", b"0")
+        return self
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def put(self, path: str, payload: bytes, content_format: str = "json") -> None:
+        uri = f"coap://127.0.0.1:{self.port}{path}"
+        command = ["coap-client-notls", "-m", "put", "-t", content_format, "-e", payload.decode(), "-B", "3", uri]
+        done = subprocess.run(command, capture_output=True, timeout=10, check=False)
+        assert done.returncode == 0, done.stderr
+
+    def put_until_up(self, path: str, payload: bytes, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.put(path, payload)
+                return
+            except (AssertionError, subprocess.TimeoutExpired):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+@pytest.fixture
+def libcoap() -> Iterator[Callable[..., LibcoapServer]]:
+    servers: list[LibcoapServer] = []
+
+    def start(binary: str = "coap-server-notls", port: int | None = None, extra: tuple[str, ...] = ()) -> LibcoapServer:
+        found = shutil.which(binary)
+        assert found, f"{binary} missing: `fluxgate-stack install` (Debian libcoap3-bin) provides it"
+        server = LibcoapServer(found, port or free_port(socket.SOCK_DGRAM), extra).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.kill()

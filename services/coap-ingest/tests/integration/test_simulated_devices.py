@@ -1,0 +1,107 @@
+"""coap-ingest observing the simulator's CoAP devices: exact readings, dead letters, SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import cbor2
+import pytest
+
+from fluxgate_core import deadletter
+from fluxgate_core.serde import AvroDecoder
+from fluxgate_core.testing import Consumed, consume
+from fluxgate_sim.coap import CoapDeviceServer
+
+pytestmark = pytest.mark.integration
+T0 = 1_700_000_000_000
+
+
+def ms(value: datetime) -> int:
+    return round(value.timestamp() * 1000)
+
+
+def reading_json(device: str, metric: str, value: float, timestamp: int) -> bytes:
+    return json.dumps({"sensorId": device, "timestamp": timestamp, metric: value}).encode()
+
+
+async def consume_async(bootstrap: str, topic: str, **kwargs: Any) -> list[Consumed]:
+    # consume() blocks; the CoAP server under test lives on this event loop and must keep serving.
+    return await asyncio.to_thread(consume, bootstrap, topic, **kwargs)
+
+
+async def test_notifications_arrive_in_kafka_exactly(
+    stack: Any, topics: tuple[str, str], decoder: AvroDecoder, start_ingest: Callable[..., Any]
+) -> None:
+    readings_topic, _ = topics
+    async with CoapDeviceServer(port=0) as server:
+        server.publish("dev-a", "temperature", reading_json("dev-a", "temperature", 20.5, T0))
+        senml = cbor2.dumps([{-2: "dev-b:", 0: "humidity", 1: "%RH", 2: 41.5, 6: (T0 + 1) / 1000}])
+        server.publish("dev-b", "humidity", senml, content_format=112)
+        ingest = start_ingest(server.resources_config(), READINESS="all")
+        await asyncio.to_thread(ingest.wait_ready)
+        for step in range(1, 4):
+            server.publish("dev-a", "temperature", reading_json("dev-a", "temperature", 20.5 + step, T0 + step * 1000))
+            await asyncio.sleep(0.05)  # pacing only: observe coalesces updates made in one instant
+        records = await consume_async(stack.bootstrap, readings_topic, expected=5, decoder=decoder, timeout=30)
+        assert ingest.stop() == 0
+    by_device = sorted(((c.key, c.record) for c in records), key=lambda kv: (kv[0], ms(kv[1]["event_time"])))
+    assert [(key, r["metric"], r["value"], ms(r["event_time"])) for key, r in by_device] == [
+        (b"dev-a", "temperature", 20.5, T0),
+        (b"dev-a", "temperature", 21.5, T0 + 1000),
+        (b"dev-a", "temperature", 22.5, T0 + 2000),
+        (b"dev-a", "temperature", 23.5, T0 + 3000),
+        (b"dev-b", "humidity", 41.5, T0 + 1),
+    ]
+    first = by_device[0][1]
+    assert first["source"] == server.uri("dev-a", "temperature")
+    assert first["source_protocol"] == "COAP"
+    assert first["unit"] == "Cel"
+    assert isinstance(first["sequence"], int)  # the observe number: the payload has no seq
+    assert first["ingest_time"] >= datetime.now(UTC).replace(year=2024)
+
+
+async def test_malformed_payload_goes_to_the_dead_letter_topic(
+    stack: Any, topics: tuple[str, str], decoder: AvroDecoder, start_ingest: Callable[..., Any]
+) -> None:
+    readings_topic, dead_letter_topic = topics
+    broken = b'{"sensorId": "dev-m", "temperature": '
+    async with CoapDeviceServer(port=0) as server:
+        server.publish("dev-m", "temperature", reading_json("dev-m", "temperature", 19.0, T0))
+        ingest = start_ingest(server.resources_config())
+        await asyncio.to_thread(ingest.wait_ready)
+        server.publish("dev-m", "temperature", broken)
+        await asyncio.sleep(0.05)
+        server.publish("dev-m", "temperature", reading_json("dev-m", "temperature", 19.5, T0 + 1000))
+        dead = await consume_async(stack.bootstrap, dead_letter_topic, expected=1, timeout=30)
+        good = await consume_async(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
+        assert ingest.stop() == 0
+    assert len(dead) == 1
+    assert dead[0].value == broken
+    assert b"not valid JSON" in dead[0].headers[deadletter.REASON]
+    assert dead[0].headers[deadletter.ERROR_CLASS] == b"PayloadError"
+    assert dead[0].headers[deadletter.SOURCE] == server.uri("dev-m", "temperature").encode()
+    assert dead[0].headers[deadletter.SERVICE] == b"coap-ingest"
+    assert dead[0].headers["coap.content-format"] == b"50"
+    assert sorted(c.record["value"] for c in good if c.record) == [19.0, 19.5]
+
+
+async def test_sigterm_drains_and_exits_zero(start_ingest: Callable[..., Any]) -> None:
+    async with CoapDeviceServer(port=0) as server:
+        server.publish("dev-s", "temperature", reading_json("dev-s", "temperature", 18.0, T0))
+        ingest = start_ingest(server.resources_config())
+        await asyncio.to_thread(ingest.wait_ready)
+        assert ingest.metric("fluxgate_coap_observations_active", host="127.0.0.1") == 1.0
+        assert await asyncio.to_thread(ingest.stop) == 0
+    log = ingest.log()
+    assert "shutdown.draining" in log and "service.stopped" in log
+
+
+def test_bad_configuration_exits_two_naming_the_variable(start_ingest: Callable[..., Any]) -> None:
+    ingest = start_ingest([{"uri": "http://127.0.0.1/sensors/x"}])
+    assert ingest.process.wait(30) == 2
+    assert "FLUXGATE_COAP_RESOURCES" in ingest.log()
+    assert "scheme must be one of" in ingest.log()

@@ -1,0 +1,94 @@
+"""Resource settings are validated at start and errors name the field and variable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fluxgate_coap_ingest.settings import CoapIngestSettings, ResourceSettings, path_level
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.settings import load_settings
+
+URI = "coap://127.0.0.1:5683/sensors/dev-1/temperature"
+
+
+def load(monkeypatch: pytest.MonkeyPatch, resources: list[dict[str, object]], **env: str) -> CoapIngestSettings:
+    monkeypatch.setenv("FLUXGATE_COAP_RESOURCES", json.dumps(resources))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return load_settings(CoapIngestSettings)
+
+
+def test_defaults_match_the_local_stack() -> None:
+    settings = CoapIngestSettings()
+    assert settings.http.port == 9102
+    assert settings.resources == []
+    assert settings.deadletter_topic == "sensors.deadletter"
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:9092"
+
+
+def test_resources_come_from_json_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load(
+        monkeypatch,
+        [{"uri": URI, "device_id": "dev-1", "metric": "temperature"}, {"uri": URI, "topic": "other"}],
+        FLUXGATE_COAP_OBSERVE__MAX_AGE_S="2.5",
+    )
+    first, second = settings.resources
+    assert (first.device_id, first.metric, first.topic) == ("dev-1", "temperature", "sensors.readings")
+    assert second.topic == "other"
+    assert settings.observe.max_age_s == 2.5
+
+
+@pytest.mark.parametrize(
+    ("resource", "message"),
+    [
+        ({"uri": "http://127.0.0.1/sensors/x"}, "scheme must be one of"),
+        ({"uri": "coap:///sensors/x"}, "URI has no host"),
+        ({"uri": "coap://127.0.0.1:5683/"}, "no resource path"),
+        ({"uri": "coap://127.0.0.1:99999/x"}, "Port out of range"),
+        ({"uri": URI, "device_from": "segment:1"}, "expected path:N"),
+        ({"uri": URI, "metric_from": "path:3"}, "beyond the path levels"),
+        ({"uri": URI, "payload_format": "xml"}, "payload_format"),
+        ({"uri": URI, "psk_identity": "me", "psk_key": "k"}, "need a coaps:// URI"),
+        ({"uri": URI.replace("coap:", "coaps:"), "psk_identity": "me"}, "go together"),
+        ({"uri": URI, "colour": "red"}, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_resources_fail_naming_the_field(
+    monkeypatch: pytest.MonkeyPatch, resource: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"resources\.1\S* \[env FLUXGATE_COAP_RESOURCES\]") as caught:
+        load(monkeypatch, [{"uri": URI}, resource])
+    assert message in str(caught.value)
+
+
+def test_coaps_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    secure = {"uri": "coaps://127.0.0.1/sensors/dev-1/temperature"}
+    with pytest.raises(ConfigError, match=r"resources \[env FLUXGATE_COAP_RESOURCES\].*no PSK"):
+        load(monkeypatch, [secure])
+    settings = load(monkeypatch, [secure], FLUXGATE_COAP_DTLS__PSK_IDENTITY="gw", FLUXGATE_COAP_DTLS__PSK_KEY="secret")
+    assert settings.resources[0].secure
+    assert settings.dtls.psk_key is not None and settings.dtls.psk_key.get_secret_value() == "secret"
+    assert "secret" not in repr(settings)
+
+
+def test_default_key_needs_an_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match=r"dtls \[env FLUXGATE_COAP_DTLS\].*psk_identity is required"):
+        load(monkeypatch, [], FLUXGATE_COAP_DTLS__PSK_KEY="secret")
+
+
+@pytest.mark.parametrize(
+    ("rule", "level"), [("path:0", "sensors"), ("path:1", "dev-1"), ("path:-1", "temperature"), ("path:3", None)]
+)
+def test_path_levels(rule: str, level: str | None) -> None:
+    assert path_level(URI, rule) == level
+
+
+def test_explicit_routing_wins_over_path_levels() -> None:
+    routed = ResourceSettings(uri=URI, device_from="path:1", metric_from="path:2")
+    assert (routed.routed_device(), routed.routed_metric()) == ("dev-1", "temperature")
+    explicit = ResourceSettings(uri=URI, device_id="boiler", metric="humidity", device_from="path:1")
+    assert (explicit.routed_device(), explicit.routed_metric()) == ("boiler", "humidity")
+    assert ResourceSettings(uri=URI).routed_device() is None
+    assert explicit.host == "127.0.0.1"

@@ -1,0 +1,159 @@
+"""`make run`: the local stack, every service and simulated devices, with a live count per topic.
+
+Each component runs as its own process (as it would be deployed), logging to
+`.local/run/pipeline/<name>.log`. Ctrl-C (or --duration) stops them in reverse order
+with SIGTERM, so each drains what it has in flight. With --check the exit code says
+whether readings and aggregates both arrived (the end-to-end test uses that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from fluxgate_stack import ensure_up
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late")
+
+
+@dataclass
+class Pipeline:
+    """The child processes, started in order and stopped in reverse."""
+
+    logs: Path
+    children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = (self.logs / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            argv, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.children.append((name, process))
+        print(f"started {name:<12} pid {process.pid:<7} log {self.logs / (name + '.log')}")
+
+    def dead(self) -> list[str]:
+        return [name for name, process in self.children if process.poll() is not None]
+
+    def stop(self) -> None:
+        for name, process in reversed(self.children):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            print(f"stopped {name:<12} exit {process.wait()}")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mqtt-devices", type=int, default=20)
+    parser.add_argument("--coap-devices", type=int, default=5)
+    parser.add_argument("--rate", type=float, default=1.0, help="readings per device per second per metric")
+    parser.add_argument("--coap-port", type=int, default=5683)
+    parser.add_argument("--malformed", type=float, default=0.01, help="fraction of broken payloads")
+    parser.add_argument("--late", type=float, default=0.01, help="fraction of late readings")
+    parser.add_argument("--window", default="1 minute", help="aggregation window")
+    parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job")
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
+    return parser.parse_args()
+
+
+def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
+    coap_resources = subprocess.run(
+        [str(BIN / "fluxgate-sim"), "coap-resources", "--coap-devices", str(args.coap_devices),
+         "--coap-port", str(args.coap_port), "--device-prefix", "coap-"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    common = {"LOG__JSON_OUTPUT": "false"}
+    pipeline.start(
+        "simulator",
+        [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
+         "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
+         "--malformed", str(args.malformed), "--late", str(args.late), "--out-of-order", "0.05",
+         "--duplicates", "0.01", "--device-prefix", "", "--seed", "7"],
+    )  # fmt: skip
+    pipeline.start("mqtt-proxy", [str(BIN / "fluxgate-mqtt-proxy")], prefixed("FLUXGATE_MQTT_", common))
+    pipeline.start(
+        "coap-ingest",
+        [str(BIN / "fluxgate-coap-ingest")],
+        prefixed("FLUXGATE_COAP_", {**common, "RESOURCES": coap_resources}),
+    )
+    if not args.no_aggregator:
+        env = {**common, "WINDOW__SIZE": args.window, "CHECKPOINT_DIR": str(ROOT / ".local/run/pipeline/checkpoints")}
+        pipeline.start("aggregator", [str(BIN / "fluxgate-aggregator"), "run"], prefixed("FLUXGATE_AGG_", env))
+
+
+def prefixed(prefix: str, values: dict[str, str]) -> dict[str, str]:
+    return {prefix + key: value for key, value in values.items()}
+
+
+def end_offsets(consumer: Consumer) -> dict[str, int]:
+    """Records per topic: the sum of the partitions' high watermarks (what Kafka holds)."""
+    totals: dict[str, int] = {}
+    metadata = consumer.list_topics(timeout=10).topics
+    for topic in TOPICS:
+        partitions = metadata[topic].partitions if topic in metadata else {}
+        totals[topic] = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in partitions)
+    return totals
+
+
+def watch(pipeline: Pipeline, bootstrap: str, duration: float | None) -> dict[str, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
+    start, first = time.monotonic(), end_offsets(consumer)
+    previous, last = first, time.monotonic()
+    try:
+        while duration is None or time.monotonic() - start < duration:
+            time.sleep(5)
+            now, current = time.monotonic(), end_offsets(consumer)
+            rates = {t: (current[t] - previous[t]) / (now - last) for t in TOPICS}
+            print(
+                f"[{now - start:6.0f}s] "
+                + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
+                + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else ""),
+                flush=True,
+            )
+            previous, last = current, now
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    return {t: previous[t] - first[t] for t in TOPICS}
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the pipeline the way Ctrl-C does
+
+
+def main() -> int:
+    args = parse_args()
+    endpoints = ensure_up(["kafka", "registry", "mosquitto"])
+    logs = ROOT / ".local/run/pipeline"
+    logs.mkdir(parents=True, exist_ok=True)
+    pipeline = Pipeline(logs)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        start_all(pipeline, args)
+        print("watching Kafka (Ctrl-C stops everything)...")
+        arrived = watch(pipeline, endpoints.bootstrap, args.duration)
+    finally:
+        pipeline.stop()
+    print(json.dumps({"arrived": arrived}))
+    wanted = ["sensors.readings"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
+    return 1 if args.check and any(arrived[t] == 0 for t in wanted) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Simulated CoAP devices: one aiocoap server on one port, hosting every device's resources.
+
+One server for all devices scales where one server per device would not: a thousand
+devices need one UDP socket and one event loop instead of a thousand ports, and the
+gateway sees exactly what it would see from a CoAP proxy or a border router serving
+many constrained nodes. Each device's metric is its own OBSERVABLE resource,
+``/sensors/<device>/<metric>``, which notifies its observers on every new reading.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from urllib.parse import quote
+
+import aiocoap
+import aiocoap.resource as coap_resource
+
+from fluxgate_sim.encoding import CONTENT_FORMATS, CoapFormat, coap_payload
+from fluxgate_sim.faults import Reading
+
+
+def free_udp_port(host: str = "127.0.0.1") -> int:
+    """A UDP port nothing listens on right now (for tests and ``--coap-port 0``)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+class SensorResource(coap_resource.ObservableResource):  # type: ignore[misc]  # aiocoap ships no types
+    """One metric of one device; GET answers the latest payload, observers get each new one."""
+
+    def __init__(self, content_format: int) -> None:
+        super().__init__()
+        self.content_format = content_format
+        self.payload: bytes | None = None
+        self.updates = 0
+
+    def update(self, payload: bytes, content_format: int | None = None) -> None:
+        """Serve ``payload`` from now on and notify every observer."""
+        self.payload = payload
+        if content_format is not None:
+            self.content_format = content_format
+        self.updates += 1
+        self.updated_state()
+
+    @property
+    def observers(self) -> int:
+        return len(self._observations)
+
+    async def render_get(self, request: aiocoap.Message) -> aiocoap.Message:
+        if self.payload is None:
+            # No reading yet: an empty 2.05 would be a payload the gateway must reject.
+            return aiocoap.Message(code=aiocoap.SERVICE_UNAVAILABLE, payload=b"no reading yet")
+        return aiocoap.Message(payload=self.payload, content_format=self.content_format)
+
+
+class CoapDeviceServer:
+    """Many simulated devices behind one CoAP endpoint; ``start`` / ``stop`` or ``async with``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 5683, content_format: CoapFormat = "json") -> None:
+        self.host = host
+        self.port = port or free_udp_port(host)
+        self.content_format: CoapFormat = content_format
+        self._site = coap_resource.Site()
+        self._site.add_resource(
+            (".well-known", "core"), coap_resource.WKCResource(self._site.get_resources_as_linkheader)
+        )
+        self._resources: dict[tuple[str, str], SensorResource] = {}
+        self._context: aiocoap.Context | None = None
+
+    async def start(self) -> CoapDeviceServer:
+        self._context = await aiocoap.Context.create_server_context(self._site, bind=(self.host, self.port))
+        return self
+
+    async def stop(self) -> None:
+        """Stop serving; safe to call twice."""
+        if self._context is not None:
+            await self._context.shutdown()
+            self._context = None
+
+    async def __aenter__(self) -> CoapDeviceServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def add_device(self, device: str, metrics: Iterable[str]) -> None:
+        """Create the resources of ``device`` (before or after ``start``)."""
+        for metric in metrics:
+            if (device, metric) not in self._resources:
+                resource = SensorResource(CONTENT_FORMATS[self.content_format])
+                self._resources[(device, metric)] = resource
+                self._site.add_resource(("sensors", device, metric), resource)
+
+    def resource(self, device: str, metric: str) -> SensorResource:
+        return self._resources[(device, metric)]
+
+    def publish(self, device: str, metric: str, payload: bytes, content_format: int | None = None) -> None:
+        """Serve raw ``payload`` (well-formed or not) for a resource and notify its observers."""
+        self.add_device(device, [metric])
+        self._resources[(device, metric)].update(payload, content_format)
+
+    def publish_reading(self, reading: Reading) -> None:
+        """Serve ``reading`` in the server's content format and notify."""
+        self.publish(reading.device, reading.metric, coap_payload(reading, self.content_format))
+
+    def uri(self, device: str, metric: str, host: str | None = None) -> str:
+        authority = host or self.host
+        return f"coap://{authority}:{self.port}/sensors/{quote(device)}/{quote(metric)}"
+
+    def resources_config(self, host: str | None = None) -> list[dict[str, str]]:
+        """coap-ingest's ``FLUXGATE_COAP_RESOURCES`` entries for every resource served."""
+        return [
+            {"uri": self.uri(device, metric, host), "device_from": "path:1", "metric_from": "path:2"}
+            for device, metric in self._resources
+        ]

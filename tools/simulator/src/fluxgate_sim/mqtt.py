@@ -1,0 +1,78 @@
+"""Simulated MQTT devices publishing through a few shared connections.
+
+Thousands of simulated devices do not need thousands of TCP sessions to exercise the
+gateway: what the gateway sees is topics and payloads. Devices are spread round-robin
+over ``connections`` gmqtt clients (one by default), which keeps the simulator cheap
+enough to outrun the pipeline it is testing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+from gmqtt import Client
+from gmqtt.mqtt.constants import MQTTv311
+
+from fluxgate_sim.encoding import json_object, senml_json
+from fluxgate_sim.faults import Reading
+
+
+def reading_topic(device: str, metric: str) -> str:
+    return f"sensors/{device}/{metric}"
+
+
+def senml_topic(device: str) -> str:
+    return f"devices/{device}/senml"
+
+
+class MqttFleet:
+    """Publishes for many devices over ``connections`` shared MQTT connections."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 1883, *, qos: int = 1, connections: int = 1) -> None:
+        if qos not in (0, 1, 2):
+            raise ValueError(f"QoS must be 0, 1 or 2, got {qos}")
+        if connections < 1:
+            raise ValueError("need at least one connection")
+        self.host = host
+        self.port = port
+        self.qos = qos
+        prefix = f"fluxgate-sim-{uuid.uuid4().hex[:8]}"
+        self._clients = [Client(f"{prefix}-{index}") for index in range(connections)]
+        self.published = 0
+
+    async def start(self) -> MqttFleet:
+        # MQTT 3.1.1 keeps the simulated devices usable with any broker the gateway may face.
+        await asyncio.gather(*(client.connect(self.host, self.port, version=MQTTv311) for client in self._clients))
+        return self
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for QoS 1/2 acknowledgements, then disconnect."""
+        await asyncio.wait_for(asyncio.gather(*(self._drained(client) for client in self._clients)), timeout)
+        await asyncio.gather(*(client.disconnect() for client in self._clients if client.is_connected))
+
+    async def __aenter__(self) -> MqttFleet:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def publish(self, device_index: int, topic: str, payload: bytes) -> None:
+        """Publish one payload on behalf of device number ``device_index``."""
+        self._clients[device_index % len(self._clients)].publish(topic, payload, qos=self.qos)
+        self.published += 1
+
+    def publish_reading(self, device_index: int, reading: Reading, payload: bytes | None = None) -> None:
+        """``sensors/<device>/<metric>`` with the JSON object (or ``payload`` when given)."""
+        body = payload if payload is not None else json_object(reading)
+        self.publish(device_index, reading_topic(reading.device, reading.metric), body)
+
+    def publish_senml(self, device_index: int, readings: Sequence[Reading]) -> None:
+        """``devices/<device>/senml`` with one SenML pack of the device's readings."""
+        self.publish(device_index, senml_topic(readings[0].device), senml_json(readings))
+
+    @staticmethod
+    async def _drained(client: Client) -> None:
+        # gmqtt keeps unacknowledged QoS>0 messages in its persistent storage until PUBACK/PUBCOMP.
+        await client._persistent_storage.wait_empty()

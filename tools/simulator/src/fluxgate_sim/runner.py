@@ -1,0 +1,151 @@
+"""A whole simulation: N MQTT devices and M CoAP devices ticking at a rate, with faults."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fluxgate_sim.coap import CoapDeviceServer
+from fluxgate_sim.encoding import CoapFormat, coap_payload, json_object, malformed
+from fluxgate_sim.faults import Device, Emission, Faults
+from fluxgate_sim.mqtt import MqttFleet
+from fluxgate_sim.signals import METRICS
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Everything a run needs; the CLI's options map one to one onto these fields."""
+
+    mqtt_devices: int = 0
+    coap_devices: int = 0
+    rate: float = 1.0
+    count: int | None = None
+    duration: float | None = None
+    metrics: tuple[str, ...] = METRICS
+    faults: Faults = field(default_factory=Faults)
+    seed: int | None = None
+    day_seconds: float = 86_400.0
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = 1883
+    mqtt_qos: int = 1
+    mqtt_connections: int = 1
+    mqtt_senml: bool = False
+    coap_host: str = "127.0.0.1"
+    coap_port: int = 5683
+    coap_format: CoapFormat = "json"
+    device_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError("rate must be positive")
+        if self.mqtt_devices < 0 or self.coap_devices < 0:
+            raise ValueError("device counts must not be negative")
+        unknown = set(self.metrics) - set(METRICS)
+        if unknown or not self.metrics:
+            raise ValueError(f"metrics must be among {', '.join(METRICS)}; got {', '.join(self.metrics)}")
+
+
+def mqtt_device_names(config: SimulationConfig) -> list[str]:
+    return [f"{config.device_prefix}mqtt-{index:04d}" for index in range(1, config.mqtt_devices + 1)]
+
+
+def coap_device_names(config: SimulationConfig) -> list[str]:
+    return [f"{config.device_prefix}coap-{index:04d}" for index in range(1, config.coap_devices + 1)]
+
+
+class Simulation:
+    """Runs the devices until ``count`` ticks, ``duration`` seconds, or the stop event."""
+
+    def __init__(self, config: SimulationConfig) -> None:
+        self.config = config
+        self._rng = random.Random(config.seed)
+        make = self._device
+        self.mqtt = [make(name) for name in mqtt_device_names(config)]
+        self.coap = [make(name) for name in coap_device_names(config)]
+        self.stats: Counter[str] = Counter()
+        self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format)
+        for device in self.coap:
+            self.coap_server.add_device(device.name, config.metrics)
+
+    async def run(self, stop: asyncio.Event | None = None) -> Counter[str]:
+        """Emit until done; returns how many emissions of each kind were sent."""
+        stop = stop or asyncio.Event()
+        fleet = MqttFleet(self.config.mqtt_host, self.config.mqtt_port, qos=self.config.mqtt_qos,
+                          connections=self.config.mqtt_connections) if self.mqtt else None  # fmt: skip
+        if fleet is not None:
+            await fleet.start()
+        if self.coap:
+            await self.coap_server.start()
+        try:
+            await self._loop(fleet, stop)
+            await self._send_flush(fleet)
+        finally:
+            if fleet is not None:
+                await fleet.stop()
+            await self.coap_server.stop()
+        return self.stats
+
+    async def _loop(self, fleet: MqttFleet | None, stop: asyncio.Event) -> None:
+        interval = 1.0 / self.config.rate
+        started = time.monotonic()
+        tick = 0
+        while not self._done(tick, started, stop):
+            await self._send_tick(fleet, time.monotonic() - started)
+            tick += 1
+            # Pace against the start time, not the previous tick, so the rate does not drift.
+            delay = started + tick * interval - time.monotonic()
+            if delay > 0 and not self._done(tick, started, stop):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+
+    def _done(self, tick: int, started: float, stop: asyncio.Event) -> bool:
+        config = self.config
+        if stop.is_set() or (config.count is not None and tick >= config.count):
+            return True
+        return config.duration is not None and time.monotonic() - started >= config.duration
+
+    async def _send_tick(self, fleet: MqttFleet | None, elapsed_s: float) -> None:
+        now_ms = int(time.time() * 1000)
+        for index, device in enumerate(self.mqtt):
+            self._send_mqtt(fleet, index, device.tick(elapsed_s, now_ms))
+        for device in self.coap:
+            await self._send_coap(device.tick(elapsed_s, now_ms))
+
+    async def _send_flush(self, fleet: MqttFleet | None) -> None:
+        for index, device in enumerate(self.mqtt):
+            self._send_mqtt(fleet, index, device.flush())
+        for device in self.coap:
+            await self._send_coap(device.flush())
+
+    def _send_mqtt(self, fleet: MqttFleet | None, index: int, emissions: list[Emission]) -> None:
+        assert fleet is not None
+        good = [emission.reading for emission in emissions if not emission.malformed]
+        for emission in emissions:
+            self.stats[emission.kind] += 1
+            if emission.malformed:
+                payload = malformed(json_object(emission.reading), emission.reading, "json", self._rng)
+                fleet.publish_reading(index, emission.reading, payload)
+            elif not self.config.mqtt_senml:
+                fleet.publish_reading(index, emission.reading)
+        if self.config.mqtt_senml and good:
+            fleet.publish_senml(index, good)
+
+    async def _send_coap(self, emissions: list[Emission]) -> None:
+        fmt = self.config.coap_format
+        for emission in emissions:
+            self.stats[emission.kind] += 1
+            payload = coap_payload(emission.reading, fmt)
+            if emission.malformed:
+                payload = malformed(payload, emission.reading, fmt, self._rng)
+            self.coap_server.publish(emission.reading.device, emission.reading.metric, payload)
+            # aiocoap coalesces updates of one resource made in the same loop turn (observe
+            # sends state, not events); yielding lets each one go out as its own notification.
+            await asyncio.sleep(0)
+
+    def _device(self, name: str) -> Device:
+        config = self.config
+        return Device(name, config.metrics, self._rng, config.faults, config.day_seconds)

@@ -1,0 +1,13 @@
+"""Fluxgate's local stack: real Kafka, schema registry, Mosquitto and CoAP servers on loopback.
+
+Typical fixture use::
+
+    from fluxgate_stack import ensure_up
+    endpoints = ensure_up(["kafka", "registry", "mosquitto"])
+"""
+
+from fluxgate_stack.api import endpoints, ensure_up, kill, restart, start, stop
+from fluxgate_stack.settings import StackSettings
+from fluxgate_stack.stack import Endpoints, Stack
+
+__all__ = ["Endpoints", "Stack", "StackSettings", "endpoints", "ensure_up", "kill", "restart", "start", "stop"]

@@ -1,0 +1,115 @@
+"""Getting server files onto the machine: Debian packages and Maven Central artifacts.
+
+Maven keeps its own cache in ~/.m2, so a second install of the same version is a copy;
+our install folders are filled in a temporary folder and renamed into place, so an
+interrupted install never looks finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from fluxgate_stack.errors import InstallError
+
+# Pinned so resolution does not depend on whatever Maven picks for the bare prefix.
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+# For single archives: 3.x insists on reading the artifact's pom and its parent, and
+# apicurio-registry-app 3.0.9's parent pom was never published to Central; 2.8 (Maven
+# 3.8's default binding) copies the file without reading any pom.
+COPY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:2.8"
+# Daemons such as mosquitto live in sbin, which a non-root PATH often lacks.
+SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")
+
+
+def find_binary(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN_DIRS))
+
+
+def ensure_debian_packages(binaries: dict[str, str]) -> None:
+    """apt-get install the packages (values) whose binaries (keys) are missing."""
+    missing = sorted({package for binary, package in binaries.items() if find_binary(binary) is None})
+    if not missing:
+        return
+    prefix = _root_prefix(missing)
+    install = [*prefix, "apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    if _run(install).returncode != 0:
+        # A fresh machine has empty package lists: refresh once, then retry.
+        _check(_run([*prefix, "apt-get", "update", "-q"]), "apt-get update")
+        _check(_run(install), f"apt-get install {' '.join(missing)}")
+
+
+def maven_pom(coordinates: Iterable[str]) -> str:
+    """A throw-away pom whose only purpose is to list ``group:artifact:version`` dependencies."""
+    deps = []
+    for coordinate in coordinates:
+        group, artifact, version = coordinate.split(":")
+        deps.append(
+            f"    <dependency><groupId>{escape(group)}</groupId><artifactId>{escape(artifact)}</artifactId>"
+            f"<version>{escape(version)}</version></dependency>"
+        )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+        "  <modelVersion>4.0.0</modelVersion>\n"
+        "  <groupId>dev.fluxgate.stack</groupId><artifactId>server-libs</artifactId><version>0</version>\n"
+        "  <packaging>pom</packaging>\n"
+        "  <dependencies>\n" + "\n".join(deps) + "\n  </dependencies>\n</project>\n"
+    )
+
+
+def maven_copy_dependencies(mvn: str, coordinates: list[str], work_dir: Path, out_dir: Path) -> None:
+    """Resolve ``coordinates`` with their runtime dependencies and copy every jar into ``out_dir``."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / "pom.xml").write_text(maven_pom(coordinates))
+    goal = f"{DEPENDENCY_PLUGIN}:copy-dependencies"
+    command = [mvn, "-q", "-B", goal, "-DincludeScope=runtime", f"-DoutputDirectory={out_dir}"]
+    _check(_run(command, cwd=work_dir), f"mvn copy-dependencies {' '.join(coordinates)}")
+
+
+def maven_copy_artifact(mvn: str, coordinate: str, work_dir: Path, out_dir: Path) -> Path:
+    """Fetch one artifact (``g:a:v:type:classifier``) without dependencies; returns the file."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    command = [mvn, "-q", "-B", f"{COPY_PLUGIN}:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={out_dir}"]
+    _check(_run(command, cwd=work_dir), f"mvn copy {coordinate}")
+    _group, artifact, version, kind, classifier = coordinate.split(":")
+    return out_dir / f"{artifact}-{version}-{classifier}.{kind}"
+
+
+def unpack_tar(archive: Path, out_dir: Path) -> None:
+    with tarfile.open(archive) as tar:
+        tar.extractall(out_dir, filter="data")  # "data" refuses absolute paths and links out of out_dir
+
+
+def install_atomically(target: Path, fill: Callable[[Path], None]) -> None:
+    """Run ``fill(tmp_dir)`` and move the result to ``target``; ``target`` appears complete or not at all."""
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    fill(tmp)
+    tmp.rename(target)
+
+
+def _root_prefix(packages: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo"):
+        return ["sudo", "-n"]
+    raise InstallError(f"need root to install {' '.join(packages)}: run  sudo apt-get install -y {' '.join(packages)}")
+
+
+def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        raise InstallError(f"{command[0]} is not installed (needed for: {' '.join(command)})") from exc
+
+
+def _check(result: subprocess.CompletedProcess[str], what: str) -> None:
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).strip().splitlines()[-30:]
+        raise InstallError(f"{what} failed (exit {result.returncode}):\n" + "\n".join(output))

@@ -1,0 +1,79 @@
+"""Where the stack lives and which ports it uses, all overridable with ``FLUXGATE_STACK_*``.
+
+Defaults match what every service's own settings expect, so a service started with no
+environment at all talks to the local stack.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fluxgate_stack.errors import StackError
+
+DEFAULT_TOPICS = "sensors.readings:3,sensors.deadletter:3,temperatures.aggregated:3,temperatures.late:3"
+DEFAULT_PARTITIONS = 3
+
+
+class StackSettings(BaseSettings):
+    """Settings of the local stack tool (env prefix ``FLUXGATE_STACK_``)."""
+
+    # extra="ignore": the prefix is shared with variables meant for other tools (e.g. CI flags).
+    model_config = SettingsConfigDict(env_prefix="FLUXGATE_STACK_", frozen=True, extra="ignore")
+
+    home: Path | None = Field(default=None, description="folder that holds .local/; default: the repository root")
+    host: str = Field(default="127.0.0.1", description="loopback address every server binds to")
+    kafka_port: int = Field(default=9092, ge=1, le=65535, description="Kafka PLAINTEXT listener")
+    kafka_controller_port: int = Field(default=9093, ge=1, le=65535, description="KRaft CONTROLLER listener")
+    kafka_version: str = Field(default="4.4.0", description="org.apache.kafka:kafka_2.13 version")
+    kafka_heap: str = Field(default="768m", description="-Xmx of the broker")
+    topics: str = Field(default=DEFAULT_TOPICS, description="name[:partitions],... created by `up`")
+    registry_port: int = Field(default=8081, ge=1, le=65535, description="Apicurio Registry HTTP port")
+    registry_version: str = Field(default="3.0.9", description="io.apicurio:apicurio-registry-app version")
+    registry_heap: str = Field(default="512m", description="-Xmx of the registry")
+    registry_compatibility: str = Field(default="BACKWARD", description="global compatibility level set by `up`")
+    mqtt_port: int = Field(default=1883, ge=1, le=65535, description="Mosquitto listener")
+    mqtt_max_queued_messages: int = Field(default=100_000, ge=0, description="per-client queue of a persistent session")
+    coap_port: int = Field(default=15683, ge=1, le=65535, description="libcoap coap-server (UDP and TCP)")
+    java: str = Field(default="java", description="java executable for Kafka and the registry (17+)")
+    jvm_quick_start: bool = Field(
+        default=True, description="C1-only JIT: faster start, lower peak throughput (set false for benchmarks)"
+    )
+    mvn: str = Field(default="mvn", description="Maven executable used to fetch Java servers")
+    timeout: float | None = Field(default=None, gt=0, description="readiness timeout in seconds for every server")
+
+    @property
+    def local_dir(self) -> Path:
+        """The git-ignored folder holding downloads, configs, data, logs and pidfiles."""
+        return (self.home or find_repo_root()) / ".local"
+
+    @property
+    def topic_partitions(self) -> dict[str, int]:
+        return parse_topics(self.topics)
+
+
+def find_repo_root(start: Path | None = None) -> Path:
+    """The nearest folder above ``start`` (default: cwd, then this file) that holds ``.git``."""
+    candidates = [start] if start else [Path.cwd(), Path(__file__).resolve().parent]
+    for origin in candidates:
+        for folder in (origin, *origin.parents):
+            # A worktree or submodule has a .git file rather than a folder; both count.
+            if (folder / ".git").exists():
+                return folder
+    raise StackError("cannot find the repository root (no .git above); set FLUXGATE_STACK_HOME")
+
+
+def parse_topics(spec: str) -> dict[str, int]:
+    """``"a:6,b"`` -> ``{"a": 6, "b": 3}``; blanks are ignored so trailing commas are harmless."""
+    topics: dict[str, int] = {}
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        name, _, count = item.partition(":")
+        partitions = int(count) if count.strip() else DEFAULT_PARTITIONS
+        if not name.strip() or partitions < 1:
+            raise ValueError(f"bad topic spec {item!r}: want name[:partitions>=1]")
+        topics[name.strip()] = partitions
+    return topics

@@ -1,0 +1,184 @@
+"""The lifecycle shared by every server: install, start or reuse, wait until ready, stop.
+
+`up` starts every requested server first and only then waits for each, so the JVMs boot
+side by side. Only processes recorded in our pidfiles are ever signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fluxgate_stack import fetch, process, servers
+from fluxgate_stack.errors import PortInUse, ServerNotReady
+from fluxgate_stack.process import PidRecord
+from fluxgate_stack.servers import Server
+from fluxgate_stack.servers.registry import CCOMPAT_PATH
+from fluxgate_stack.settings import StackSettings
+
+log = logging.getLogger("fluxgate_stack")
+POLL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where clients reach the stack."""
+
+    bootstrap: str
+    registry_url: str
+    mqtt_host: str
+    mqtt_port: int
+    coap_url: str
+
+    @classmethod
+    def from_settings(cls, settings: StackSettings) -> Endpoints:
+        host = settings.host
+        return cls(
+            bootstrap=f"{host}:{settings.kafka_port}",
+            registry_url=f"http://{host}:{settings.registry_port}{CCOMPAT_PATH}",
+            mqtt_host=host,
+            mqtt_port=settings.mqtt_port,
+            coap_url=f"coap://{host}:{settings.coap_port}",
+        )
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    state: str  # ready | starting | external | stopped | dead
+    pid: int | None
+    ports: str
+
+
+class Stack:
+    def __init__(self, settings: StackSettings | None = None) -> None:
+        self.settings = settings or StackSettings()
+
+    def endpoints(self) -> Endpoints:
+        return Endpoints.from_settings(self.settings)
+
+    def install(self, names: list[str] | None = None) -> None:
+        """Fetch what the servers need (all servers if ``names`` is empty); cached and idempotent."""
+        self._install(servers.build(names, self.settings, all_if_empty=True))
+
+    def up(self, names: list[str] | None = None) -> Endpoints:
+        """Start (or reuse) the servers, wait until each is ready, then provision them."""
+        chosen = servers.build(names, self.settings)
+        with self._lock():
+            self._install(chosen)
+            launched = [(server, self._launch(server)) for server in chosen]
+            for server, record in launched:
+                self._wait_ready(server, record)
+                server.provision()
+        return self.endpoints()
+
+    def down(self, names: list[str] | None = None, wipe: bool = False) -> None:
+        """Stop the servers we started (all of them if ``names`` is empty); ``wipe`` deletes data."""
+        with self._lock():
+            for server in reversed(servers.build(names, self.settings, all_if_empty=True)):
+                self._stop(server)
+                if wipe:
+                    server.wipe()
+                    log.info("server=%s event=wiped path=%s", server.name, server.data_dir)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one server, as a crash would; `up`/`start` brings it back on the same data."""
+        (server,) = servers.build([name], self.settings)
+        record = process.read_pidfile(server.pid_file)
+        if record is not None:
+            process.kill(record)
+            server.pid_file.unlink(missing_ok=True)
+            log.info("server=%s event=killed pid=%d", server.name, record.pid)
+
+    def status(self) -> list[ServerStatus]:
+        return [self._status(server) for server in servers.build(None, self.settings, all_if_empty=True)]
+
+    def _install(self, chosen: list[Server]) -> None:
+        missing = [server for server in chosen if not server.is_installed()]
+        packages = {binary: package for server in missing for binary, package in server.debian_packages.items()}
+        if packages:
+            started = time.monotonic()
+            fetch.ensure_debian_packages(packages)  # one apt-get run for all servers
+            log.info(
+                "event=debian-packages packages=%s seconds=%.1f",
+                ",".join(sorted(set(packages.values()))),
+                time.monotonic() - started,
+            )
+        for server in (server for server in missing if not server.is_installed()):
+            started = time.monotonic()
+            server.install()
+            log.info("server=%s event=installed seconds=%.1f", server.name, time.monotonic() - started)
+
+    def _launch(self, server: Server) -> PidRecord | None:
+        """Start ``server`` unless it runs already; ``None`` means someone else's server answers."""
+        record = process.read_pidfile(server.pid_file)
+        fingerprint = server.fingerprint()
+        if record is not None and process.is_alive(record):
+            if record.fingerprint == fingerprint:
+                log.info("server=%s event=reused pid=%d", server.name, record.pid)
+                return record
+            # Settings changed (port, version, heap...): the running one is not what was asked for.
+            log.info("server=%s event=restarting reason=configuration-changed", server.name)
+            self._stop(server)
+        server.pid_file.unlink(missing_ok=True)  # stale: the process is gone
+        busy = [port for port in server.ports() if not process.port_free(self.settings.host, port.number, port.proto)]
+        if busy:
+            if server.probe():
+                log.info("server=%s event=external note=not-started-by-us-so-down-leaves-it", server.name)
+                return None
+            taken = ", ".join(f"{port.number}/{port.proto}" for port in busy)
+            raise PortInUse(f"{server.name}: port {taken} is held by another process that is not a ready {server.name}")
+        server.configure()
+        record = process.spawn(server.command(), cwd=server.run_dir, log_file=server.log_file, env=server.process_env())
+        record = dataclasses.replace(record, fingerprint=fingerprint)
+        process.write_pidfile(server.pid_file, record)
+        log.info("server=%s event=started pid=%d log=%s", server.name, record.pid, server.log_file)
+        return record
+
+    def _wait_ready(self, server: Server, record: PidRecord | None) -> None:
+        started = time.monotonic()
+        deadline = started + server.timeout
+        while not server.probe():
+            if record is not None and not process.is_alive(record):
+                server.pid_file.unlink(missing_ok=True)
+                raise ServerNotReady(server.name, "exited during start-up", process.tail(server.log_file))
+            if time.monotonic() > deadline:
+                # Stopped so the next `up` starts clean; the log stays for the post-mortem.
+                self._stop(server)
+                reason = f"not ready after {server.timeout:.0f}s (stopped it; log: {server.log_file})"
+                raise ServerNotReady(server.name, reason, process.tail(server.log_file))
+            time.sleep(POLL_SECONDS)
+        log.info("server=%s event=ready seconds=%.1f", server.name, time.monotonic() - started)
+
+    def _stop(self, server: Server) -> None:
+        record = process.read_pidfile(server.pid_file)
+        if record is None:
+            return
+        process.terminate(record, server.stop_grace)
+        server.pid_file.unlink(missing_ok=True)
+        log.info("server=%s event=stopped pid=%d", server.name, record.pid)
+
+    def _status(self, server: Server) -> ServerStatus:
+        record = process.read_pidfile(server.pid_file)
+        alive = record is not None and process.is_alive(record)
+        ready = server.probe()
+        if alive:
+            state = "ready" if ready else "starting"
+        else:
+            state = "external" if ready else ("dead" if record else "stopped")
+        ports = ",".join(f"{port.number}/{port.proto}" for port in server.ports())
+        return ServerStatus(server.name, state, record.pid if alive and record else None, ports)
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Serialise `up`/`down` across processes (parallel test runs, a dev shell and CI)."""
+        path = self.settings.local_dir / "run" / "stack.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield

@@ -1,0 +1,136 @@
+"""Generated configuration: what each server is told, checked without starting anything."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from fluxgate_stack.errors import StackError, UnknownServer
+from fluxgate_stack.fetch import maven_pom
+from fluxgate_stack.servers import build, default_names
+from fluxgate_stack.servers.kafka import random_cluster_id, server_properties
+from fluxgate_stack.servers.mosquitto import mosquitto_conf
+from fluxgate_stack.servers.registry import RegistryServer
+from fluxgate_stack.settings import StackSettings, find_repo_root, parse_topics
+from fluxgate_stack.stack import Endpoints
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> StackSettings:
+    return StackSettings(home=tmp_path)
+
+
+def as_dict(properties: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in properties.splitlines() if line and not line.startswith("#"))
+
+
+def test_kafka_single_kraft_node_on_loopback(settings: StackSettings, tmp_path: Path) -> None:
+    props = as_dict(server_properties(settings, tmp_path / "data"))
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
+    assert props["log.dirs"] == str(tmp_path / "data")
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert props["transaction.state.log.min.isr"] == "1"
+    replication = {key: value for key, value in props.items() if key.endswith("replication.factor")}
+    assert len(replication) >= 3 and set(replication.values()) == {"1"}
+
+
+def test_kafka_ports_follow_settings(tmp_path: Path) -> None:
+    settings = StackSettings(home=tmp_path, kafka_port=19092, kafka_controller_port=19093)
+    props = as_dict(server_properties(settings, tmp_path))
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19093"
+
+
+def test_cluster_id_is_a_kafka_uuid() -> None:
+    for _ in range(200):
+        cluster_id = random_cluster_id()
+        assert len(cluster_id) == 22 and not cluster_id.startswith("-")
+        assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
+
+
+def test_mosquitto_conf(settings: StackSettings) -> None:
+    lines = mosquitto_conf(settings, "/data/mosquitto", "/run/mosquitto.log").splitlines()
+    assert "listener 1883 127.0.0.1" in lines
+    assert "allow_anonymous true" in lines
+    assert "persistence true" in lines
+    assert "persistence_location /data/mosquitto/" in lines  # mosquitto wants the trailing slash
+    assert "max_queued_messages 100000" in lines
+    assert "log_dest file /run/mosquitto.log" in lines
+    assert any(line.startswith("user ") for line in lines)
+
+
+def test_registry_binds_loopback_with_confluent_ids(settings: StackSettings) -> None:
+    props = RegistryServer(settings)._properties()
+    assert "-Dquarkus.http.host=127.0.0.1" in props
+    assert "-Dquarkus.http.port=8081" in props
+    assert "-Dapicurio.ccompat.legacy-id-mode.enabled=false" in props
+
+
+def test_registry_finds_runner_jar_of_either_layout(settings: StackSettings) -> None:
+    server = RegistryServer(settings)
+    assert not server.is_installed()
+    server.home.mkdir(parents=True)
+    (server.home / "apicurio-registry-app-3.0.9-runner.jar").touch()
+    assert server.is_installed()
+    assert server.command()[-1].endswith("-runner.jar")
+
+
+def test_endpoints_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FLUXGATE_STACK_KAFKA_PORT", "29092")
+    monkeypatch.setenv("FLUXGATE_STACK_HOME", str(tmp_path))
+    settings = StackSettings()
+    assert settings.local_dir == tmp_path / ".local"
+    assert Endpoints.from_settings(settings) == Endpoints(
+        bootstrap="127.0.0.1:29092",
+        registry_url="http://127.0.0.1:8081/apis/ccompat/v7",
+        mqtt_host="127.0.0.1",
+        mqtt_port=1883,
+        coap_url="coap://127.0.0.1:15683",
+    )
+    env = {key: value for server in build(None, settings, all_if_empty=True) for key, value in server.env().items()}
+    assert env["FLUXGATE_KAFKA_BOOTSTRAP"] == "127.0.0.1:29092"
+    assert env["FLUXGATE_REGISTRY_URL"] == "http://127.0.0.1:8081/apis/ccompat/v7"
+    assert env["FLUXGATE_MQTT_PORT"] == "1883"
+
+
+def test_parse_topics() -> None:
+    assert parse_topics("a:6, b ,c:1,") == {"a": 6, "b": 3, "c": 1}
+    with pytest.raises(ValueError, match="bad topic"):
+        parse_topics("a:0")
+
+
+def test_default_topics(settings: StackSettings) -> None:
+    assert settings.topic_partitions == {
+        "sensors.readings": 3,
+        "sensors.deadletter": 3,
+        "temperatures.aggregated": 3,
+        "temperatures.late": 3,
+    }
+
+
+def test_server_selection(settings: StackSettings) -> None:
+    assert default_names() == ["kafka", "registry", "mosquitto"]
+    assert [s.name for s in build(["mosquitto", "kafka"], settings)] == ["kafka", "mosquitto"]  # start order
+    assert [s.name for s in build(None, settings, all_if_empty=True)][-1] == "coap-server"
+    with pytest.raises(UnknownServer, match="nope"):
+        build(["nope"], settings)
+
+
+def test_maven_pom_lists_coordinates() -> None:
+    pom = maven_pom(["org.apache.kafka:kafka_2.13:4.4.0"])
+    assert "<groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>4.4.0</version>" in pom
+
+
+def test_repo_root_is_found_by_walking_up(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    assert find_repo_root(nested) == tmp_path
+    with pytest.raises(StackError):
+        find_repo_root(Path("/proc/self"))
