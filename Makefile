@@ -8,6 +8,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK := $(VENV)/bin/fluxgate-stack
 PACKAGES := libs/fluxgate-core $(patsubst %/pyproject.toml,%,$(wildcard services/*/pyproject.toml tools/*/pyproject.toml))
+# coap-ingest's DTLS extra builds DTLSSocket, which needs autotools from Debian.
+INSTALL_SPECS := $(patsubst services/coap-ingest,services/coap-ingest[dtls],$(PACKAGES))
+BUILD_DEPS := autoconf automake libtool
 TEST_DIRS := libs services tools contracts-tests tests
 PYTEST := $(PY) -m pytest --import-mode=importlib
 
@@ -18,7 +21,9 @@ help: ## List the targets
 $(VENV)/.installed: requirements-dev.txt $(addsuffix /pyproject.toml,$(PACKAGES))
 	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	@test -x $(PY) || python3 -m uv venv --quiet --python 3.11 $(VENV)
-	python3 -m uv pip install --quiet --python $(PY) -r requirements-dev.txt $(addprefix -e ,$(PACKAGES))
+	@command -v autoreconf >/dev/null && command -v libtoolize >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq $(BUILD_DEPS) >/dev/null; }
+	python3 -m uv pip install --quiet --python $(PY) -r requirements-dev.txt $(addprefix -e ,$(INSTALL_SPECS))
 	@touch $@
 
 .PHONY: install
@@ -58,7 +63,7 @@ lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on the 
 
 .PHONY: bench
 bench: install ## Throughput against baselines measured in the same run (results in bench-results/)
-	$(STACK) up
+	FLUXGATE_STACK_JVM_QUICK_START=false $(STACK) up  # full JIT: quick-start JVMs would skew the numbers
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
 

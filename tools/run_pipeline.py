@@ -74,7 +74,7 @@ def parse_args() -> argparse.Namespace:
 def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
     coap_resources = subprocess.run(
         [str(BIN / "fluxgate-sim"), "coap-resources", "--coap-devices", str(args.coap_devices),
-         "--coap-port", str(args.coap_port), "--device-prefix", "coap-"],
+         "--coap-port", str(args.coap_port)],
         check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
     common = {"LOG__JSON_OUTPUT": "false"}
@@ -83,7 +83,7 @@ def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
         [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
          "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
          "--malformed", str(args.malformed), "--late", str(args.late), "--out-of-order", "0.05",
-         "--duplicates", "0.01", "--device-prefix", "", "--seed", "7"],
+         "--duplicates", "0.01", "--seed", "7"],
     )  # fmt: skip
     pipeline.start("mqtt-proxy", [str(BIN / "fluxgate-mqtt-proxy")], prefixed("FLUXGATE_MQTT_", common))
     pipeline.start(

@@ -74,7 +74,8 @@ class CoapIngestService:
             await self._context.shutdown()
             self._context = None
         if self._producer is not None:
-            await self._producer.stop()
+            # Bounded so drain + flush fit a container's default 30 s stop grace period.
+            await self._producer.stop(timeout=15.0)
             self._producer = None
         log.info("service.stopped")
 

@@ -31,18 +31,22 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return int(probe.getsockname()[1])
 
 
-def free_udp_pair() -> int:
-    """A UDP port P with P+1 free too (libcoap's DTLS servers listen on both)."""
-    for _ in range(50):
+def is_free(port: int, kind: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_coap_port(pair: bool = False) -> int:
+    """A port free for UDP and TCP (libcoap's -p binds both), and P+1 too when ``pair`` (DTLS)."""
+    for _ in range(100):
         port = free_port(socket.SOCK_DGRAM)
-        if port < 65535:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-                try:
-                    probe.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
+        if is_free(port, socket.SOCK_STREAM) and (not pair or (port < 65535 and is_free(port + 1, socket.SOCK_DGRAM))):
             return port
-    raise RuntimeError("no pair of free UDP ports")
+    raise RuntimeError("no free port for a CoAP server")
 
 
 @dataclass
@@ -101,7 +105,7 @@ def topics(stack: Any) -> tuple[str, str]:
 
 @pytest.fixture
 def udp_pair() -> int:
-    return free_udp_pair()
+    return free_coap_port(pair=True)
 
 
 @pytest.fixture
@@ -192,7 +196,7 @@ def libcoap() -> Iterator[Callable[..., LibcoapServer]]:
     def start(binary: str = "coap-server-notls", port: int | None = None, extra: tuple[str, ...] = ()) -> LibcoapServer:
         found = shutil.which(binary)
         assert found, f"{binary} missing: `fluxgate-stack install` (Debian libcoap3-bin) provides it"
-        server = LibcoapServer(found, port or free_port(socket.SOCK_DGRAM), extra).start()
+        server = LibcoapServer(found, port or free_coap_port(), extra).start()
         servers.append(server)
         return server
 

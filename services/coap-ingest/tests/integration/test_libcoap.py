@@ -132,3 +132,21 @@ def test_wrong_pre_shared_key_never_becomes_ready(
     ingest.wait_until(lambda: failed_attempts() >= 1, "the handshake to fail")
     assert ingest.get("/readyz")[0] == 503
     assert ingest.stop() == 0
+
+
+def test_coap_over_tcp(
+    stack: Any,
+    topics: tuple[str, str],
+    decoder: AvroDecoder,
+    start_ingest: Callable[..., Any],
+    libcoap: Callable[..., Any],
+) -> None:
+    readings_topic, _ = topics
+    server = libcoap()  # -p opens the same port for CoAP over TCP (RFC 8323)
+    server.put("/tcp-1", body("tcp-1", 30.5, T0))
+    ingest = start_ingest([{"uri": f"coap+tcp://127.0.0.1:{server.port}/tcp-1"}])
+    ingest.wait_ready()
+    server.put("/tcp-1", body("tcp-1", 31.5, T0 + 1000))
+    records = consume(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
+    assert ingest.stop() == 0
+    assert [r.record["value"] for r in records] == [30.5, 31.5]

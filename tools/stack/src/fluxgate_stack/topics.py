@@ -10,7 +10,8 @@ from fluxgate_stack.errors import StackError
 
 def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0) -> list[str]:
     """Create the topics that do not exist yet; returns the names created now."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "fluxgate-stack"})
+    # log_level 4 (warning): librdkafka would print an info line about its queue on shutdown
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "fluxgate-stack", "log_level": 4})
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [NewTopic(name, partitions, 1) for name, partitions in topics.items() if name not in existing]
     if not wanted:

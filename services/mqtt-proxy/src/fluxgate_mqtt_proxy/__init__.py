@@ -1,0 +1,1 @@
+"""mqtt-proxy: MQTT readings into Kafka, acknowledged only once Kafka has them."""

@@ -1,0 +1,3 @@
+from fluxgate_mqtt_proxy.app import main
+
+raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""mqtt-proxy's own metrics, beside the shared ones in ``fluxgate_core.metrics``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+MESSAGES = Counter("fluxgate_mqtt_messages_total", "MQTT messages received", ["qos"])
+ACK_LATENCY = Histogram(
+    "fluxgate_mqtt_ack_latency_seconds",
+    "From receiving an MQTT message to acknowledging it (after Kafka confirmed its records)",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+PENDING = Gauge("fluxgate_mqtt_pending_messages", "MQTT messages received and not yet acknowledged")
+CONNECTED = Gauge("fluxgate_mqtt_connected", "1 while connected to the broker")
+RECONNECTS = Counter("fluxgate_mqtt_disconnects_total", "Connections to the broker lost")
+READING_PAUSED = Counter("fluxgate_mqtt_read_pauses_total", "Times the socket was paused for backpressure")
