@@ -1,15 +1,16 @@
 """Everything the proxy reads from its environment (prefix ``FLUXGATE_MQTT_``).
 
-Routes are a JSON list in ``FLUXGATE_MQTT_ROUTES``; they are compiled at start, so a
-bad filter or a level index the filter does not have fails the deploy with the field
-named instead of silently never matching.
+Routes are a JSON list in ``FLUXGATE_MQTT_ROUTES``; they are validated when the settings
+load, so a bad filter, an unknown source or a level index the filter does not have fails
+the deploy with the field named instead of silently never matching.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.payloads import PayloadFormat
@@ -21,19 +22,23 @@ from fluxgate_core.settings import (
     RegistrySettings,
     service_config,
 )
+from fluxgate_mqtt_proxy.topics import filter_levels, split_share
 
 SERVICE = "mqtt-proxy"
+HEALTH_PORT = 9101
+_DEVICE_SOURCE = re.compile(r"^(topic:\d+|payload|payload:.+)$")
+_METRIC_SOURCE = re.compile(r"^(topic:\d+|payload|const:.+)$")
 
 
 class FieldNames(Group):
-    """Which keys of a JSON payload mean what (every other numeric key is a metric)."""
+    """Which keys of a JSON/CBOR object mean what (every other numeric key is a metric)."""
 
-    device: str = "sensorId"
-    time: str = "timestamp"
-    sequence: str = "seq"
-    unit: str = "unit"
-    metric: str = "metric"
-    value: str = "value"
+    device: str = Field("sensorId", min_length=1, description="device id key")
+    time: str = Field("timestamp", min_length=1, description="event time key (epoch s/ms or ISO-8601)")
+    sequence: str = Field("seq", min_length=1, description="sequence number key")
+    unit: str = Field("unit", min_length=1, description="unit key")
+    metric: str = Field("metric", min_length=1, description="metric name key (with a value key)")
+    value: str = Field("value", min_length=1, description="value key (with a metric key)")
 
 
 class RouteSettings(Group):
@@ -42,55 +47,93 @@ class RouteSettings(Group):
     filter: str = Field(min_length=1, description="MQTT topic filter (+ and #), optionally $share/<group>/...")
     topic: str = Field("sensors.readings", min_length=1, description="Kafka topic of the readings")
     device_from: str = Field(
-        "payload", description="topic:N (topic level, 0-based), payload (its device field) or payload:<field>"
+        "payload", description="topic:N (topic level, 0-based), payload (its own device field) or payload:<field>"
     )
     metric_from: str = Field("payload", description="topic:N, payload (object keys / SenML names) or const:<name>")
     format: PayloadFormat = Field("auto", description="auto | json | number | senml | cbor | senml-cbor")
-    fields: FieldNames = Field(default_factory=FieldNames, description="JSON field names")
+    fields: FieldNames = Field(default_factory=FieldNames, description="JSON/CBOR field names")
     qos: Literal[0, 1, 2] = Field(1, description="QoS of the subscription")
+
+    @field_validator("filter")
+    @classmethod
+    def _valid_filter(cls, value: str) -> str:
+        _, bare = split_share(value)
+        filter_levels(bare)
+        return value
 
     @field_validator("device_from")
     @classmethod
     def _device_source(cls, value: str) -> str:
-        if value == "payload" or value.startswith(("topic:", "payload:")):
-            return value
-        raise ValueError(f"expected topic:N, payload or payload:<field>, got {value!r}")
+        if not _DEVICE_SOURCE.match(value):
+            raise ValueError(f"expected topic:N, payload or payload:<field>, got {value!r}")
+        return value
 
     @field_validator("metric_from")
     @classmethod
     def _metric_source(cls, value: str) -> str:
-        if value == "payload" or value.startswith(("topic:", "const:")):
-            return value
-        raise ValueError(f"expected topic:N, payload or const:<name>, got {value!r}")
+        if not _METRIC_SOURCE.match(value):
+            raise ValueError(f"expected topic:N, payload or const:<name>, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _levels_within_filter(self) -> RouteSettings:
+        levels = filter_levels(split_share(self.filter)[1])
+        for name in ("device_from", "metric_from"):
+            index = self.topic_level(name)
+            if index is not None and (index >= len(levels) or levels[index] == "#"):
+                raise ValueError(f"{name}: level {index} is beyond the fixed levels of filter {self.filter!r}")
+        return self
+
+    def topic_level(self, name: Literal["device_from", "metric_from"]) -> int | None:
+        """The level index of a ``topic:N`` source, None for the other kinds."""
+        source: str = getattr(self, name)
+        return int(source.removeprefix("topic:")) if source.startswith("topic:") else None
 
 
-DEFAULT_ROUTES = [
-    RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2"),
-    RouteSettings(filter="devices/+/senml", device_from="topic:1", metric_from="payload", format="senml"),
-]
+def default_routes() -> list[RouteSettings]:
+    """What the simulator publishes: ``sensors/<device>/<metric>`` (JSON or a bare number), and SenML."""
+    return [
+        RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2"),  # type: ignore[call-arg]
+        RouteSettings(filter="devices/+/senml", device_from="topic:1", format="senml"),  # type: ignore[call-arg]
+    ]
 
 
 class MqttSettings(Group):
-    """The broker connection: a persistent session so nothing published while we are down is lost."""
+    """The broker connection: a persistent session, so what is published while we are down waits for us."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(1883, ge=1, le=65535)
+    host: str = Field("127.0.0.1", min_length=1, description="broker host")
+    port: int = Field(1883, ge=1, le=65535, description="broker port")
     protocol_version: Literal[4, 5] = Field(5, description="5 = MQTT 5, 4 = MQTT 3.1.1")
     client_id: str = Field("fluxgate-mqtt-proxy", min_length=1, description="stable id: the session is keyed by it")
     clean_start: bool = Field(False, description="true discards the broker-side session on connect")
     session_expiry_s: int = Field(86_400, ge=0, le=0xFFFFFFFF, description="how long the broker keeps our session")
-    keepalive_s: int = Field(30, ge=1, le=65535)
-    receive_maximum: int = Field(1000, ge=1, le=65535, description="QoS 1/2 messages in flight from the broker")
-    share_group: str | None = Field(None, description="subscribe as $share/<group>/<filter> to split load")
-    username: str | None = None
-    password: SecretStr | None = None
+    keepalive_s: int = Field(30, ge=1, le=65535, description="MQTT keep alive")
+    receive_maximum: int = Field(1000, ge=1, le=65535, description="QoS 1/2 messages the broker may have unacked")
+    share_group: str | None = Field(
+        None, pattern=r"^[^/+#]+$", description="subscribe every route as $share/<group>/<filter>"
+    )
+    username: str | None = Field(None, description="broker user name")
+    password: SecretStr | None = Field(None, description="broker password")
     tls: bool = Field(False, description="connect with TLS")
-    ca_file: str | None = Field(None, description="CA bundle to verify the broker")
+    ca_file: str | None = Field(None, description="CA bundle to verify the broker (default: system CAs)")
     cert_file: str | None = Field(None, description="client certificate (mutual TLS)")
     key_file: str | None = Field(None, description="client key (mutual TLS)")
-    tls_insecure: bool = Field(False, description="skip broker certificate verification (tests only)")
+    tls_insecure: bool = Field(False, description="skip verifying the broker's certificate (tests only)")
+    connect_timeout_s: float = Field(10.0, gt=0, description="give up one connection attempt after this long")
     reconnect_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     reconnect_max_s: float = Field(30.0, gt=0, description="cap of the exponential reconnect delay")
+
+    @model_validator(mode="after")
+    def _key_with_cert(self) -> MqttSettings:
+        if self.key_file and not self.cert_file:
+            raise ValueError("key_file needs cert_file")
+        return self
+
+
+class ProxyHttpSettings(HttpSettings):
+    """Health and metrics; its own class so that setting only the host keeps port 9101."""
+
+    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
 
 
 class ProxySettings(BaseSettings):
@@ -98,14 +141,15 @@ class ProxySettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_MQTT_")
 
-    mqtt: MqttSettings = Field(default_factory=MqttSettings)
-    routes: list[RouteSettings] = Field(default_factory=lambda: list(DEFAULT_ROUTES), min_length=1)
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
-    http: HttpSettings = Field(default_factory=lambda: HttpSettings(port=9101))
-    log: LogSettings = Field(default_factory=LogSettings)
+    mqtt: MqttSettings = Field(default_factory=MqttSettings)  # type: ignore[arg-type]
+    routes: list[RouteSettings] = Field(default_factory=default_routes, min_length=1, description="JSON list")
     deadletter_topic: str = Field("sensors.deadletter", min_length=1, description="where rejected payloads go")
     max_in_flight: int = Field(10_000, ge=1, description="records awaiting Kafka's ack before producing waits")
     max_pending_messages: int = Field(
         5_000, ge=1, description="MQTT messages being handled before the proxy stops reading the socket"
     )
+    drain_timeout_s: float = Field(30.0, gt=0, description="on SIGTERM, wait this long for in-flight messages")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
+    http: ProxyHttpSettings = Field(default_factory=ProxyHttpSettings)  # type: ignore[arg-type]
+    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]

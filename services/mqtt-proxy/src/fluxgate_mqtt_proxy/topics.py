@@ -1,0 +1,63 @@
+"""MQTT topic filters: validation, ``$share`` groups and matching (MQTT 5, section 4.7).
+
+Pure functions on strings, shared by settings validation (so a bad filter fails at
+start) and by routing (so a message finds its rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SHARE_PREFIX = "$share/"
+
+
+def split_share(topic_filter: str) -> tuple[str | None, str]:
+    """``$share/group/a/+`` -> ``("group", "a/+")``; a plain filter has no group.
+
+    ``ValueError`` when a ``$share`` filter has no group or no filter after it.
+    """
+    if not topic_filter.startswith(SHARE_PREFIX):
+        return None, topic_filter
+    group, _, rest = topic_filter[len(SHARE_PREFIX) :].partition("/")
+    if not group or not rest or "+" in group or "#" in group:
+        raise ValueError(f"shared subscription {topic_filter!r} must be $share/<group>/<filter>")
+    return group, rest
+
+
+def filter_levels(topic_filter: str) -> list[str]:
+    """The levels of a filter (without ``$share``); ``ValueError`` if it breaks MQTT's wildcard rules."""
+    if not topic_filter:
+        raise ValueError("topic filter is empty")
+    if "\x00" in topic_filter:
+        raise ValueError("topic filter contains a NUL character")
+    levels = topic_filter.split("/")
+    for index, level in enumerate(levels):
+        if "#" in level and (level != "#" or index != len(levels) - 1):
+            raise ValueError(f"'#' must be the whole last level in {topic_filter!r}")
+        if "+" in level and level != "+":
+            raise ValueError(f"'+' must be a whole level in {topic_filter!r}")
+    return levels
+
+
+def shared(topic_filter: str, group: str | None) -> str:
+    """The subscription for ``topic_filter`` (no ``$share``) in ``group`` (none: a plain one)."""
+    return f"{SHARE_PREFIX}{group}/{topic_filter}" if group else topic_filter
+
+
+def matches(levels: Sequence[str], topic: str) -> bool:
+    """MQTT matching: ``+`` is one level, ``#`` the rest (even none); ``$`` topics never match a leading wildcard."""
+    parts = topic.split("/")
+    if topic.startswith("$") and levels and levels[0] in ("+", "#"):
+        return False
+    for index, wanted in enumerate(levels):
+        if wanted == "#":
+            return True
+        if index >= len(parts) or (wanted != "+" and wanted != parts[index]):
+            return False
+    return len(parts) == len(levels)
+
+
+def topic_level(topic: str, index: int) -> str | None:
+    """Level ``index`` of a topic name; None when the topic is shorter or the level is empty."""
+    parts = topic.split("/")
+    return (parts[index] or None) if index < len(parts) else None

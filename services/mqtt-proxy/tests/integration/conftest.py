@@ -1,0 +1,147 @@
+"""A real proxy process per test, on its own client id, MQTT prefix and Kafka topics."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluxgate_core.schemas import SENSOR_READING, schema_dict
+from fluxgate_core.serde import AvroDecoder
+from fluxgate_core.testing import Consumed, consume, unique_topic
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Proxy:
+    env: dict[str, str]
+    log: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready_timeout: float = 30.0) -> Proxy:
+        env = {**os.environ, **self.env, "FLUXGATE_MQTT_HTTP__PORT": str(self.port)}
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "fluxgate_mqtt_proxy"], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        self.wait_ready(ready_timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
+            if self.http("/readyz")[0] == 200:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"proxy not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    def http(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+        except OSError:
+            return 0, ""
+
+    def metric(self, name: str) -> float:
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in self.http("/metrics")[1].splitlines()
+            if line.startswith(name + "{") or line.startswith(name + " ")
+        )
+
+    def signal(self, signum: int, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signum)
+        return self.process.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.signal(signal.SIGKILL)
+
+
+@dataclass
+class Setup:
+    """One test's world: a Kafka topic pair, an MQTT prefix, and a way to start proxies."""
+
+    stack: Any
+    readings: str
+    deadletters: str
+    prefix: str
+    tmp: Path
+    decoder: AvroDecoder
+    proxies: list[Proxy] = field(default_factory=list)
+
+    def proxy(self, client_id: str | None = None, **extra: str) -> Proxy:
+        route = {
+            "filter": f"{self.prefix}/+/+",
+            "topic": self.readings,
+            "device_from": "topic:1",
+            "metric_from": "topic:2",
+        }
+        env = {
+            "FLUXGATE_MQTT_ROUTES": json.dumps([{**route, "qos": int(extra.pop("QOS", "2"))}]),
+            "FLUXGATE_MQTT_DEADLETTER_TOPIC": self.deadletters,
+            "FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS": self.stack.bootstrap,
+            "FLUXGATE_MQTT_REGISTRY__URL": self.stack.registry_url,
+            "FLUXGATE_MQTT_MQTT__HOST": self.stack.mqtt_host,
+            "FLUXGATE_MQTT_MQTT__PORT": str(self.stack.mqtt_port),
+            "FLUXGATE_MQTT_MQTT__CLIENT_ID": client_id or f"test-{uuid.uuid4().hex[:8]}",
+            "FLUXGATE_MQTT_MQTT__RECONNECT_MAX_S": "2",
+            "FLUXGATE_MQTT_HTTP__HOST": "127.0.0.1",
+            **{f"FLUXGATE_MQTT_{key}": value for key, value in extra.items()},
+        }
+        proxy = Proxy(env, self.tmp / f"proxy-{len(self.proxies)}.log")
+        self.proxies.append(proxy)
+        return proxy
+
+    def publish(self, messages: list[tuple[str, str]], qos: int, *options: str) -> None:
+        """mosquitto_pub, one process per topic, payload lines on stdin (-l)."""
+        by_topic: dict[str, list[str]] = {}
+        for topic, payload in messages:
+            by_topic.setdefault(topic, []).append(payload)
+        for topic, payloads in by_topic.items():
+            subprocess.run(
+                ["mosquitto_pub", "-h", self.stack.mqtt_host, "-p", str(self.stack.mqtt_port), "-q", str(qos),
+                 "-t", topic, "-l", *options],
+                input="\n".join(payloads) + "\n", text=True, check=True, timeout=60,
+            )  # fmt: skip
+
+    def readings_in_kafka(self, expected: int, timeout: float = 60.0) -> list[Consumed]:
+        return consume(self.stack.bootstrap, self.readings, expected=expected, timeout=timeout, decoder=self.decoder)
+
+
+@pytest.fixture
+def setup(stack: Any, registry_client: Any, tmp_path: Path) -> Iterator[Setup]:
+    world = Setup(
+        stack=stack,
+        readings=unique_topic("test.readings", stack.bootstrap),
+        deadletters=unique_topic("test.deadletter", stack.bootstrap),
+        prefix=f"it-{uuid.uuid4().hex[:8]}",
+        tmp=tmp_path,
+        decoder=AvroDecoder(registry_client, schema_dict(SENSOR_READING)),
+    )
+    yield world
+    for proxy in world.proxies:
+        proxy.stop()

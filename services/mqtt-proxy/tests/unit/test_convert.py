@@ -1,0 +1,88 @@
+import io
+import json
+
+import cbor2
+import fastavro
+import pytest
+
+from fluxgate_core.errors import InvalidReading, PayloadError
+from fluxgate_core.schemas import SENSOR_READING, schema_dict
+from fluxgate_core.serde import AvroEncoder, wire_schema_id
+from fluxgate_mqtt_proxy.convert import MessageConverter, NoRoute
+from fluxgate_mqtt_proxy.routing import compile_routes
+from fluxgate_mqtt_proxy.settings import DEFAULT_ROUTES, RouteSettings
+
+NOW = 1_700_000_000_000
+PARSED = fastavro.parse_schema(schema_dict(SENSOR_READING))
+
+
+def converter(routes: list[RouteSettings] = DEFAULT_ROUTES) -> MessageConverter:
+    return MessageConverter(compile_routes(routes), AvroEncoder(schema_dict(SENSOR_READING), schema_id=7))
+
+
+def decode(value: bytes) -> dict[str, object]:
+    assert wire_schema_id(value) == 7
+    record = fastavro.schemaless_reader(io.BytesIO(value[5:]), PARSED, None)
+    assert isinstance(record, dict)
+    return record
+
+
+def test_stream_reactor_style_json_on_the_default_route() -> None:
+    payload = b'{"sensorId":"Sensor4","timestamp":1700000000123,"temperature":23.6,"seq":9}'
+    (record,) = converter().convert("sensors/Sensor4/temperature", payload, {"fw": "1.2"}, NOW)
+    assert (record.topic, record.key) == ("sensors.readings", b"Sensor4")
+    assert ("mqtt.topic", b"sensors/Sensor4/temperature") in record.headers and ("fw", b"1.2") in record.headers
+    reading = decode(record.value)
+    assert {k: reading[k] for k in ("device_id", "metric", "value", "unit", "sequence", "source", "attributes")} == {
+        "device_id": "Sensor4",
+        "metric": "temperature",
+        "value": 23.6,
+        "unit": "Cel",
+        "sequence": 9,
+        "source": "sensors/Sensor4/temperature",
+        "attributes": {"fw": "1.2"},
+    }
+    assert reading["source_protocol"] == "MQTT"
+    assert int(reading["event_time"].timestamp() * 1000) == 1700000000123  # type: ignore[attr-defined]
+    assert int(reading["ingest_time"].timestamp() * 1000) == NOW  # type: ignore[attr-defined]
+
+
+def test_bare_number_takes_device_and_metric_from_the_topic() -> None:
+    (record,) = converter().convert("sensors/d9/humidity", b"41.5", {}, NOW)
+    reading = decode(record.value)
+    assert (reading["device_id"], reading["metric"], reading["value"], reading["unit"]) == (
+        "d9",
+        "humidity",
+        41.5,
+        "%RH",
+    )
+    assert int(reading["event_time"].timestamp() * 1000) == NOW  # type: ignore[attr-defined]
+
+
+def test_senml_pack_gives_one_record_per_value() -> None:
+    pack = [{"bn": "dev-5:", "bt": 1.7e9, "n": "temperature", "u": "Cel", "v": 20.5}, {"n": "humidity", "v": 33}]
+    records = converter().convert("devices/dev-5/senml", json.dumps(pack).encode(), {}, NOW)
+    assert [(decode(r.value)["metric"], decode(r.value)["value"]) for r in records] == [
+        ("temperature", 20.5),
+        ("humidity", 33.0),
+    ]
+    assert {r.key for r in records} == {b"dev-5"}
+
+
+def test_cbor_route_with_custom_fields_and_topic() -> None:
+    route = RouteSettings(
+        filter="plant/+/cbor", topic="plant.readings", device_from="topic:1", metric_from="const:brightness",
+        format="cbor", fields={"value": "v"},  # type: ignore[arg-type]
+    )  # fmt: skip
+    (record,) = converter([route]).convert("plant/p1/cbor", cbor2.dumps({"v": 300}), {}, NOW)
+    assert record.topic == "plant.readings"
+    assert (decode(record.value)["metric"], decode(record.value)["device_id"]) == ("brightness", "p1")
+
+
+def test_bad_input_raises_for_the_dead_letter_path() -> None:
+    with pytest.raises(PayloadError):
+        converter().convert("sensors/d/temperature", b"{broken", {}, NOW)
+    with pytest.raises(InvalidReading, match="no device id"):
+        converter([RouteSettings(filter="x/+", metric_from="topic:1")]).convert("x/temperature", b"1", {}, NOW)
+    with pytest.raises(NoRoute, match="no route matches"):
+        converter().convert("elsewhere", b"1", {}, NOW)
