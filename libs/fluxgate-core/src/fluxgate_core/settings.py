@@ -9,10 +9,11 @@ that names the environment variable, so a bad deploy fails at start with a usabl
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from fluxgate_core.errors import ConfigError
 
@@ -126,6 +127,11 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
         prefix = str(cls.model_config.get("env_prefix", ""))
         problems = [_describe(prefix, err) for err in exc.errors()]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
+    except SettingsError as exc:  # a JSON-valued variable (a list, a dict) that is not valid JSON
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        field = re.search(r'field "([^"]+)"', str(exc))
+        env_name = (prefix + field.group(1)).upper() if field else f"{prefix.upper()}*"
+        raise ConfigError(f"invalid configuration:\n  [env {env_name}]: {exc}: {exc.__cause__}") from exc
 
 
 def _describe(prefix: str, err: Any) -> str:

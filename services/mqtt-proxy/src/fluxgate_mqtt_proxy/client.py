@@ -1,40 +1,91 @@
 """The gmqtt client, set up for at-least-once delivery.
 
-``optimistic_acknowledgement=False`` makes gmqtt send PUBACK/PUBREC only when our
-coroutine handler returns, which is after Kafka confirmed the message's records. gmqtt
-reconnects by itself with a fixed delay; :class:`Backoff` turns that into an
-exponential one. gmqtt runs each message's handler as its own task, so nothing bounds
-how many are pending; :class:`SocketValve` pauses reading from the broker's socket when
-too many are, which is the only backpressure QoS 0 has.
+What gmqtt 0.8 does, read in its source (``gmqtt/mqtt/handler.py``, ``client.py``):
+
+* ``optimistic_acknowledgement=False``: for QoS 1/2 the ``on_message`` coroutine runs
+  as its own task and PUBACK/PUBREC (with the reason code it returns) is sent from the
+  task's done-callback, so only after Kafka confirmed the message's records. A handler
+  that raises sends nothing: the broker redelivers in the next session.
+* Every message gets its own task (QoS 0 too), so nothing bounds how many are pending;
+  :class:`SocketValve` pauses reading the broker's socket above a bound.
+* It reconnects by itself after a lost connection, always with the same fixed delay and
+  ``clean_session=False``; :class:`ProxyClient` makes the delay exponential.
+* ``subscribe()`` appends to ``client.subscriptions`` on every call, so subscriptions are
+  made once and re-sent with ``resubscribe()`` after a reconnect.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 import ssl
+from collections.abc import Sequence
 from typing import Any
 
-from gmqtt import Client
-from gmqtt.mqtt.constants import UNLIMITED_RECONNECTS
+from gmqtt import Client, Subscription
+from gmqtt.mqtt.constants import UNLIMITED_RECONNECTS, MQTTv50, MQTTv311
 
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.settings import MqttSettings
 
+# MQTT 5 retain handling 1: retained messages only for a new subscription, not again
+# on every resubscribe after a reconnect.
+RETAIN_ON_NEW_SUBSCRIPTION = 1
 
-def make_client(settings: MqttSettings) -> Client:
+
+class ProxyClient(Client):  # type: ignore[misc]
+    """gmqtt's client with an exponential, jittered reconnect delay (reset by :meth:`connected`)."""
+
+    def __init__(self, settings: MqttSettings, **kwargs: Any) -> None:
+        super().__init__(settings.client_id, clean_session=settings.clean_start, **kwargs)
+        self._initial = settings.reconnect_initial_s
+        self._maximum = settings.reconnect_max_s
+        self._attempts = 0
+        self.set_config({"reconnect_retries": UNLIMITED_RECONNECTS, "reconnect_delay": self._initial})
+
+    async def reconnect(self, delay: bool = False) -> None:
+        # gmqtt calls this after a lost connection and again after each failed attempt.
+        if delay:
+            ceiling = min(self._initial * 2**self._attempts, self._maximum)
+            self.reconnect_delay = random.uniform(ceiling / 2, ceiling)  # jitter: replicas do not reconnect in step
+            self._attempts += 1
+        await super().reconnect(delay)
+
+    def connected(self) -> None:
+        self._attempts = 0
+
+    def subscribe_all(self, subscriptions: Sequence[Subscription]) -> None:
+        """Subscribe the first time; after a reconnect send the same subscriptions again."""
+        if not self.subscriptions:
+            self.subscribe(list(subscriptions))
+            return
+        for subscription in self.subscriptions:
+            self.resubscribe(subscription)
+
+
+def make_client(settings: MqttSettings) -> ProxyClient:
     properties: dict[str, Any] = {}
     if settings.protocol_version == 5:
         properties = {"session_expiry_interval": settings.session_expiry_s, "receive_maximum": settings.receive_maximum}
-    client = Client(
-        settings.client_id, clean_session=settings.clean_start, optimistic_acknowledgement=False, **properties
-    )
+    client = ProxyClient(settings, optimistic_acknowledgement=False, **properties)
     if settings.username:
         password = settings.password.get_secret_value() if settings.password else None
         client.set_auth_credentials(settings.username, password)
-    client.set_config({"reconnect_retries": UNLIMITED_RECONNECTS, "reconnect_delay": settings.reconnect_initial_s})
     return client
 
 
+def subscription(topic_filter: str, qos: int, protocol_version: int) -> Subscription:
+    # MQTT 3.1.1 reserves the option bits that MQTT 5 uses for retain handling.
+    handling = RETAIN_ON_NEW_SUBSCRIPTION if protocol_version == 5 else 0
+    return Subscription(topic_filter, qos=qos, retain_handling_options=handling)
+
+
+def protocol_version(settings: MqttSettings) -> int:
+    return int(MQTTv50 if settings.protocol_version == 5 else MQTTv311)
+
+
 def tls_context(settings: MqttSettings) -> ssl.SSLContext | bool:
+    """The SSL context gmqtt's ``connect(ssl=...)`` takes, or False for plain TCP."""
     if not settings.tls:
         return False
     context = ssl.create_default_context(cafile=settings.ca_file)
@@ -46,45 +97,53 @@ def tls_context(settings: MqttSettings) -> ssl.SSLContext | bool:
     return context
 
 
-class Backoff:
-    """Doubles gmqtt's reconnect delay on every lost connection, resets it on connect."""
-
-    def __init__(self, client: Client, initial: float, maximum: float) -> None:
-        self._client, self._initial, self._maximum = client, initial, maximum
-
-    def connected(self) -> None:
-        self._client.reconnect_delay = self._initial
-
-    def disconnected(self) -> None:
-        self._client.reconnect_delay = min(self._client.reconnect_delay * 2, self._maximum)
-
-
 class SocketValve:
-    """Pauses reading the broker's socket above ``high`` pending messages, resumes at half."""
+    """Pauses reading the broker's socket at ``high`` pending messages, resumes at half of it.
+
+    The bound that QoS 0 needs (the broker's receive maximum bounds only QoS 1/2): while
+    paused, TCP flow control pushes back on the broker, which queues or drops by its own
+    QoS 0 policy. Pending counts messages whose handler started; packets already read
+    into gmqtt's 64 KiB buffer still get handled, so the real bound is ``high`` plus that.
+    """
 
     def __init__(self, client: Client, high: int) -> None:
-        self._client, self._high, self._low = client, high, max(high // 2, 1)
+        self._client = client
+        self._high = high
+        self._low = max(high // 2, 1)
         self.pending = 0
         self._paused: Any = None
+        self._held = False
+        self.idle = asyncio.Event()
+        self.idle.set()
 
     def entered(self) -> None:
         self.pending += 1
+        self.idle.clear()
         metrics.PENDING.set(self.pending)
-        if self.pending >= self._high and self._paused is None:
+        if self.pending >= self._high:
             self.pause()
 
     def left(self) -> None:
         self.pending -= 1
+        if not self.pending:
+            self.idle.set()
         metrics.PENDING.set(self.pending)
-        if self.pending <= self._low and self._paused is not None:
+        if self.pending <= self._low and not self._held:
             self.resume()
+
+    def hold(self) -> None:
+        """Stop reading for good (shutdown): what the broker still has waits for the next session."""
+        self._held = True
+        self.pause()
 
     def pause(self) -> None:
         transport = self._transport()
-        if transport is not None and self._paused is None:
-            transport.pause_reading()
-            self._paused = transport
-            metrics.READING_PAUSED.inc()
+        # A reconnect brings a new transport: the one paused before is gone with its socket.
+        if transport is None or transport is self._paused or transport.is_closing():
+            return
+        transport.pause_reading()
+        self._paused = transport
+        metrics.READ_PAUSES.inc()
 
     def resume(self) -> None:
         transport, self._paused = self._paused, None
@@ -92,6 +151,6 @@ class SocketValve:
             transport.resume_reading()
 
     def _transport(self) -> Any:
-        # gmqtt exposes no flow control; its connection keeps the asyncio transport here.
+        # gmqtt has no flow control of its own; its live connection holds the asyncio transport.
         connection = getattr(self._client, "_connection", None)
         return getattr(connection, "_transport", None)

@@ -1,7 +1,9 @@
 """An MQTT message in, Kafka records out: the pure part of the proxy.
 
 Used by the service and by the consumer-driven contract tests, so what the tests
-verify is byte for byte what the proxy produces.
+verify is byte for byte what the proxy produces. MQTT 5 user properties become Kafka
+headers, beside an ``mqtt.topic`` header, and also ``attributes`` of the reading: the
+contract names them there, and consumers that only read the Avro value still see them.
 """
 
 from __future__ import annotations
@@ -13,27 +15,36 @@ from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.payloads import parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
-from fluxgate_mqtt_proxy.routing import Route, route_for
+from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
+from fluxgate_mqtt_proxy.settings import RouteSettings
+
+TOPIC_HEADER = "mqtt.topic"
 
 
 class NoRoute(InvalidReading):
-    """A message arrived on a topic no route matches."""
+    """A message arrived on a topic no rule matches (a safety net: we only subscribe to rule filters)."""
 
 
 class MessageConverter:
     """Turns one MQTT message into the ``SensorReading`` records it holds."""
 
-    def __init__(self, routes: Sequence[Route], encoder: AvroEncoder | Mapping[str, AvroEncoder]) -> None:
-        """``encoder``: one for every topic, or one per Kafka topic (each registered under its subject)."""
-        self._routes = list(routes)
-        topics = {route.settings.topic for route in self._routes}
+    def __init__(
+        self, rules: Sequence[RouteSettings | Route], encoder: AvroEncoder | Mapping[str, AvroEncoder]
+    ) -> None:
+        """``encoder``: one for every Kafka topic, or one per topic (each registered under its own subject)."""
+        self.routes = [rule if isinstance(rule, Route) else compile_routes([rule])[0] for rule in rules]
+        topics = {route.settings.topic for route in self.routes}
         self._encoders = dict(encoder) if isinstance(encoder, Mapping) else dict.fromkeys(topics, encoder)
 
+    def route(self, topic: str) -> Route | None:
+        """The rule ``topic`` falls under (rules are tried in configured order)."""
+        return route_for(self.routes, topic)
+
     def convert(self, topic: str, payload: bytes, user_properties: Mapping[str, str], now_ms: int) -> list[KafkaRecord]:
-        """Records for ``payload``; raises PayloadError/InvalidReading for input to dead-letter."""
-        route = route_for(self._routes, topic)
+        """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter."""
+        route = self.route(topic)
         if route is None:
-            raise NoRoute(f"no route matches MQTT topic {topic!r}")
+            raise NoRoute(f"no routing rule matches MQTT topic {topic!r}")
         measurements = parse_payload(payload, route.settings.format, route.fields)
         origin = Origin(
             protocol="MQTT",
@@ -43,10 +54,16 @@ class MessageConverter:
             metric=route.metric_from_topic(topic),
             attributes=dict(user_properties),
         )
-        headers = [("mqtt.topic", topic.encode()), *((k, v.encode()) for k, v in user_properties.items())]
+        headers = message_headers(topic, user_properties)
+        encoder = self._encoders[route.settings.topic]
         records = []
         for measurement in measurements:
             reading = build_reading(measurement, origin)
-            value = self._encoders[route.settings.topic].encode(reading)
-            records.append(KafkaRecord(route.settings.topic, reading["device_id"].encode(), value, headers))
+            key = reading["device_id"].encode()
+            records.append(KafkaRecord(route.settings.topic, key, encoder.encode(reading), headers))
         return records
+
+
+def message_headers(topic: str, user_properties: Mapping[str, str]) -> list[tuple[str, bytes]]:
+    """Kafka headers for a message: its MQTT topic, then its MQTT 5 user properties."""
+    return [(TOPIC_HEADER, topic.encode()), *((key, value.encode()) for key, value in user_properties.items())]

@@ -51,7 +51,7 @@ class RouteSettings(Group):
     )
     metric_from: str = Field("payload", description="topic:N, payload (object keys / SenML names) or const:<name>")
     format: PayloadFormat = Field("auto", description="auto | json | number | senml | cbor | senml-cbor")
-    fields: FieldNames = Field(default_factory=FieldNames, description="JSON/CBOR field names")
+    fields: FieldNames = Field(default_factory=FieldNames, description="JSON/CBOR field names")  # type: ignore[arg-type]
     qos: Literal[0, 1, 2] = Field(1, description="QoS of the subscription")
 
     @field_validator("filter")
@@ -122,6 +122,12 @@ class MqttSettings(Group):
     connect_timeout_s: float = Field(10.0, gt=0, description="give up one connection attempt after this long")
     reconnect_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     reconnect_max_s: float = Field(30.0, gt=0, description="cap of the exponential reconnect delay")
+
+    @field_validator("protocol_version", mode="before")
+    @classmethod
+    def _version_from_text(cls, value: object) -> object:
+        # Environment values are text, and a Literal of ints does not coerce "5".
+        return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
     @model_validator(mode="after")
     def _key_with_cert(self) -> MqttSettings:

@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,14 +37,24 @@ class Proxy:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
-    def start(self, ready_timeout: float = 30.0) -> Proxy:
-        env = {**os.environ, **self.env, "FLUXGATE_MQTT_HTTP__PORT": str(self.port)}
+    def start(self, ready_timeout: float | None = 30.0) -> Proxy:
+        """Start the process; wait for /readyz unless ``ready_timeout`` is None."""
+        inherited = {key: value for key, value in os.environ.items() if not key.startswith("FLUXGATE_MQTT_")}
+        env = {**inherited, **self.env, "FLUXGATE_MQTT_HTTP__PORT": str(self.port)}
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "fluxgate_mqtt_proxy"], env=env, stdout=log, stderr=subprocess.STDOUT
             )
-        self.wait_ready(ready_timeout)
+        if ready_timeout is not None:
+            self.wait_ready(ready_timeout)
         return self
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.log.read_text()[-3000:]}"
+            time.sleep(0.05)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -80,6 +90,10 @@ class Proxy:
         if self.process is not None and self.process.poll() is None:
             self.signal(signal.SIGKILL)
 
+    @property
+    def exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
 
 @dataclass
 class Setup:
@@ -109,6 +123,8 @@ class Setup:
             "FLUXGATE_MQTT_MQTT__PORT": str(self.stack.mqtt_port),
             "FLUXGATE_MQTT_MQTT__CLIENT_ID": client_id or f"test-{uuid.uuid4().hex[:8]}",
             "FLUXGATE_MQTT_MQTT__RECONNECT_MAX_S": "2",
+            # Sessions of killed test proxies must not pile up on the shared broker.
+            "FLUXGATE_MQTT_MQTT__SESSION_EXPIRY_S": "300",
             "FLUXGATE_MQTT_HTTP__HOST": "127.0.0.1",
             **{f"FLUXGATE_MQTT_{key}": value for key, value in extra.items()},
         }

@@ -9,15 +9,14 @@ from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder, wire_schema_id
 from fluxgate_mqtt_proxy.convert import MessageConverter, NoRoute
-from fluxgate_mqtt_proxy.routing import compile_routes
-from fluxgate_mqtt_proxy.settings import DEFAULT_ROUTES, RouteSettings
+from fluxgate_mqtt_proxy.settings import RouteSettings, default_routes
 
 NOW = 1_700_000_000_000
 PARSED = fastavro.parse_schema(schema_dict(SENSOR_READING))
 
 
-def converter(routes: list[RouteSettings] = DEFAULT_ROUTES) -> MessageConverter:
-    return MessageConverter(compile_routes(routes), AvroEncoder(schema_dict(SENSOR_READING), schema_id=7))
+def converter(routes: list[RouteSettings] | None = None) -> MessageConverter:
+    return MessageConverter(routes or default_routes(), AvroEncoder(schema_dict(SENSOR_READING), schema_id=7))
 
 
 def decode(value: bytes) -> dict[str, object]:
@@ -84,5 +83,54 @@ def test_bad_input_raises_for_the_dead_letter_path() -> None:
         converter().convert("sensors/d/temperature", b"{broken", {}, NOW)
     with pytest.raises(InvalidReading, match="no device id"):
         converter([RouteSettings(filter="x/+", metric_from="topic:1")]).convert("x/temperature", b"1", {}, NOW)
-    with pytest.raises(NoRoute, match="no route matches"):
+    with pytest.raises(NoRoute, match="no routing rule matches"):
         converter().convert("elsewhere", b"1", {}, NOW)
+
+
+def test_device_from_a_named_payload_field_and_metrics_from_object_keys() -> None:
+    route = RouteSettings(filter="fleet/#", device_from="payload:serial")  # type: ignore[call-arg]
+    payload = b'{"serial":"SN-1","timestamp":1700000000000,"temperature":20.5,"humidity":40,"room":"b12"}'
+    records = converter([route]).convert("fleet/x", payload, {}, NOW)
+    readings = sorted((decode(r.value) for r in records), key=lambda reading: str(reading["metric"]))
+    assert [(r["device_id"], r["metric"], r["value"]) for r in readings] == [
+        ("SN-1", "humidity", 40.0),
+        ("SN-1", "temperature", 20.5),
+    ]
+    assert all(r["attributes"] == {"room": "b12"} for r in readings)
+    assert {r.key for r in records} == {b"SN-1"}
+
+
+def test_payload_device_wins_over_the_topic_level() -> None:
+    payload = b'{"sensorId":"payload-dev","temperature":1}'
+    (record,) = converter().convert("sensors/topic-dev/temperature", payload, {}, NOW)
+    assert decode(record.value)["device_id"] == "payload-dev"
+    assert record.key == b"payload-dev"
+
+
+def test_senml_cbor_with_device_from_the_base_name() -> None:
+    route = RouteSettings(filter="cb/+", format="senml-cbor")  # type: ignore[call-arg]
+    pack = cbor2.dumps([{-2: "urn:dev:42:", 0: "temp", 2: 19.25, 6: 1.7e9}])
+    (record,) = converter([route]).convert("cb/x", pack, {}, NOW)
+    reading = decode(record.value)
+    assert (reading["device_id"], reading["metric"], reading["value"]) == ("urn:dev:42", "temperature", 19.25)
+    assert int(reading["event_time"].timestamp()) == 1_700_000_000  # type: ignore[attr-defined]
+
+
+def test_user_properties_become_headers_and_attributes() -> None:
+    (record,) = converter().convert("sensors/d1/temperature", b"20", {"site": "lab", "fw": "2"}, NOW)
+    assert record.headers == [("mqtt.topic", b"sensors/d1/temperature"), ("site", b"lab"), ("fw", b"2")]
+    assert decode(record.value)["attributes"] == {"site": "lab", "fw": "2"}
+
+
+def test_format_mismatch_is_a_payload_error() -> None:
+    route = RouteSettings(filter="n/+", device_from="topic:1", metric_from="const:temperature", format="number")  # type: ignore[call-arg]
+    with pytest.raises(PayloadError, match="bare number"):
+        converter([route]).convert("n/d", b'{"temperature": 1}', {}, NOW)
+    (record,) = converter([route]).convert("n/d", b"12.5", {}, NOW)
+    assert decode(record.value)["metric"] == "temperature"
+
+
+def test_event_time_in_the_far_future_is_an_invalid_reading() -> None:
+    payload = json.dumps({"sensorId": "d", "timestamp": NOW + 3 * 86_400_000, "temperature": 1}).encode()
+    with pytest.raises(InvalidReading, match="ahead of ingest time"):
+        converter().convert("sensors/d/temperature", payload, {}, NOW)

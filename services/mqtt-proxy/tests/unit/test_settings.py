@@ -1,46 +1,132 @@
+from __future__ import annotations
+
+import json
+
 import pytest
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
-from fluxgate_mqtt_proxy.service import MqttProxy
-from fluxgate_mqtt_proxy.settings import ProxySettings
+from fluxgate_mqtt_proxy.settings import ProxySettings, RouteSettings
 
 
-def test_defaults_work_with_the_local_stack_and_simulator() -> None:
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("FLUXGATE_MQTT_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def routes_env(monkeypatch: pytest.MonkeyPatch, routes: list[dict[str, object]]) -> None:
+    monkeypatch.setenv("FLUXGATE_MQTT_ROUTES", json.dumps(routes))
+
+
+def test_defaults_work_with_the_local_stack_and_the_simulator() -> None:
     settings = load_settings(ProxySettings)
-    assert (settings.mqtt.host, settings.mqtt.port, settings.http.port) == ("127.0.0.1", 1883, 9101)
-    assert settings.mqtt.clean_start is False and settings.mqtt.session_expiry_s > 0
+    assert settings.http.port == 9101
+    assert settings.mqtt.host == "127.0.0.1"
+    assert settings.mqtt.port == 1883
+    assert settings.mqtt.protocol_version == 5
+    assert settings.mqtt.clean_start is False
+    assert settings.mqtt.session_expiry_s == 86_400
     assert [route.filter for route in settings.routes] == ["sensors/+/+", "devices/+/senml"]
+    assert {route.topic for route in settings.routes} == {"sensors.readings"}
+    assert settings.deadletter_topic == "sensors.deadletter"
 
 
-def test_routes_and_nested_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLUXGATE_MQTT_ROUTES", '[{"filter":"a/+/t","device_from":"topic:1","qos":2}]')
-    monkeypatch.setenv("FLUXGATE_MQTT_MQTT__SHARE_GROUP", "proxies")
-    monkeypatch.setenv("FLUXGATE_MQTT_MQTT__PASSWORD", "s3cret")
+def test_routes_come_from_json(clean_env: pytest.MonkeyPatch) -> None:
+    routes_env(
+        clean_env,
+        [
+            {"filter": "sensors/+/temperature", "device_from": "topic:1", "metric_from": "topic:2", "qos": 2},
+            {"filter": "$share/p/raw/#", "topic": "raw.readings", "format": "cbor", "fields": {"device": "id"}},
+        ],
+    )
+    first, second = load_settings(ProxySettings).routes
+    assert (first.filter, first.device_from, first.metric_from) == ("sensors/+/temperature", "topic:1", "topic:2")
+    assert first.qos == 2
+    assert (second.topic, second.format, second.fields.device, second.qos) == ("raw.readings", "cbor", "id", 1)
+
+
+def test_nested_groups_use_double_underscore(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_MQTT_MQTT__PROTOCOL_VERSION", "4")
+    clean_env.setenv("FLUXGATE_MQTT_MQTT__PASSWORD", "s3cret")
+    clean_env.setenv("FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS", "kafka:9092")
+    clean_env.setenv("FLUXGATE_MQTT_HTTP__HOST", "127.0.0.1")
     settings = load_settings(ProxySettings)
-    proxy = MqttProxy(settings)
-    assert [route.subscription for route in proxy.routes] == ["$share/proxies/a/+/t"]
-    assert settings.routes[0].qos == 2
+    assert settings.mqtt.protocol_version == 4
+    assert settings.kafka.bootstrap_servers == "kafka:9092"
+    assert settings.http.port == 9101  # setting only the host keeps the service's port
     assert "s3cret" not in repr(settings)
+    assert settings.mqtt.password is not None and settings.mqtt.password.get_secret_value() == "s3cret"
 
 
 @pytest.mark.parametrize(
-    ("name", "value", "message"),
+    ("route", "field"),
     [
-        ("FLUXGATE_MQTT_ROUTES", '[{"filter":"a","qos":3}]', r"routes\.0\.qos \[env FLUXGATE_MQTT_ROUTES\]"),
-        ("FLUXGATE_MQTT_ROUTES", '[{"filter":"a","device_from":"header"}]', r"routes\.0\.device_from"),
-        ("FLUXGATE_MQTT_ROUTES", "[]", r"routes \[env FLUXGATE_MQTT_ROUTES\]"),
-        ("FLUXGATE_MQTT_MQTT__PROTOCOL_VERSION", "3", r"FLUXGATE_MQTT_MQTT__PROTOCOL_VERSION"),
-        ("FLUXGATE_MQTT_MAX_IN_FLIGHT", "0", r"max_in_flight \[env FLUXGATE_MQTT_MAX_IN_FLIGHT\]"),
+        ({"filter": "sensors/#/x"}, "routes.0.filter"),
+        ({"filter": "$share/g"}, "routes.0.filter"),
+        ({"filter": "a/+", "device_from": "header:x"}, "routes.0.device_from"),
+        ({"filter": "a/+", "metric_from": "topic:one"}, "routes.0.metric_from"),
+        ({"filter": "a/+", "qos": 3}, "routes.0.qos"),
+        ({"filter": "a/+", "format": "xml"}, "routes.0.format"),
+        ({"filter": "a/+", "colour": "red"}, "routes.0.colour"),
     ],
 )
-def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str) -> None:
-    monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigError, match=message):
+def test_bad_route_names_field_and_env_var(clean_env: pytest.MonkeyPatch, route: dict[str, object], field: str) -> None:
+    routes_env(clean_env, [route])
+    with pytest.raises(ConfigError) as caught:
         load_settings(ProxySettings)
+    assert field in str(caught.value)
+    assert "FLUXGATE_MQTT_ROUTES" in str(caught.value)
 
 
-def test_route_level_errors_surface_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLUXGATE_MQTT_ROUTES", '[{"filter":"a/+","device_from":"topic:5"}]')
-    with pytest.raises(ConfigError, match=r"routes\[0\]\.device_from"):
-        MqttProxy(load_settings(ProxySettings))
+@pytest.mark.parametrize(
+    ("route", "field"),
+    [
+        ({"filter": "sensors/+", "device_from": "topic:2"}, "device_from"),
+        ({"filter": "sensors/#", "metric_from": "topic:1"}, "metric_from"),
+        ({"filter": "$share/g/sensors/+", "metric_from": "topic:2"}, "metric_from"),
+    ],
+)
+def test_level_beyond_the_filter_is_rejected(
+    clean_env: pytest.MonkeyPatch, route: dict[str, object], field: str
+) -> None:
+    routes_env(clean_env, [{"device_from": "payload", **route}])
+    with pytest.raises(ConfigError) as caught:
+        load_settings(ProxySettings)
+    assert f"{field}: level" in str(caught.value)
+    assert "is beyond the fixed levels" in str(caught.value)
+    assert "[env FLUXGATE_MQTT_ROUTES]" in str(caught.value)
+
+
+def test_level_within_a_shared_filter_counts_without_the_prefix() -> None:
+    route = RouteSettings(filter="$share/g/sensors/+/+", device_from="topic:1", metric_from="topic:2")  # type: ignore[call-arg]
+    assert route.topic_level("metric_from") == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "env"),
+    [
+        ("FLUXGATE_MQTT_ROUTES", "not json", "FLUXGATE_MQTT_ROUTES"),
+        ("FLUXGATE_MQTT_ROUTES", "[]", "FLUXGATE_MQTT_ROUTES"),
+        ("FLUXGATE_MQTT_MQTT__PROTOCOL_VERSION", "3", "FLUXGATE_MQTT_MQTT__PROTOCOL_VERSION"),
+        ("FLUXGATE_MQTT_MQTT__PORT", "70000", "FLUXGATE_MQTT_MQTT__PORT"),
+        ("FLUXGATE_MQTT_MQTT__SHARE_GROUP", "a/b", "FLUXGATE_MQTT_MQTT__SHARE_GROUP"),
+        ("FLUXGATE_MQTT_MAX_IN_FLIGHT", "0", "FLUXGATE_MQTT_MAX_IN_FLIGHT"),
+        ("FLUXGATE_MQTT_HTTP__PORT", "-1", "FLUXGATE_MQTT_HTTP__PORT"),
+    ],
+)
+def test_bad_values_name_the_env_var(clean_env: pytest.MonkeyPatch, name: str, value: str, env: str) -> None:
+    clean_env.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(ProxySettings)
+    assert env in str(caught.value)
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings(ProxySettings)
+    with pytest.raises(ValueError):
+        settings.deadletter_topic = "x"  # type: ignore[misc]

@@ -1,0 +1,1 @@
+"""aggregator: per-device event-time windows over SensorReadings, emitted once each."""

@@ -1,0 +1,3 @@
+from fluxgate_aggregator.app import cli
+
+cli()

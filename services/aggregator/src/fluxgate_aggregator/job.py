@@ -1,0 +1,198 @@
+"""The streaming job: two queries over the input topic.
+
+* ``aggregates``: decode, keep the configured metric, window per device on event time
+  with a watermark, emit each window once (append) as a wire-format TemperatureAggregate.
+* ``side-outputs``: a foreachBatch over the same decoded stream that writes what the
+  aggregation cannot use: undecodable records to the dead-letter topic (original bytes,
+  reason in headers) and readings behind the watermark to the late topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
+from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, decode, encode, frame_columns
+from fluxgate_core import deadletter
+
+STATS = ("count", "min", "max", "mean", "stddev", "first_event_time", "last_event_time", "unit")
+
+
+@dataclass
+class JobState:
+    """What the driver knows between batches: the aggregation's watermark, side-output counts."""
+
+    watermark_ms: int | None = None
+    late_rows: int = 0
+    dead_letters: int = 0
+    queries: list[StreamingQuery] = field(default_factory=list)
+
+
+def kafka_options(settings: AggregatorSettings) -> dict[str, str]:
+    """Options for Spark's Kafka connector (a Java client): bootstrap and security protocol,
+    plus ``kafka.extra`` passed through, where Java-only properties such as
+    ``sasl.jaas.config`` or ``ssl.truststore.location`` go."""
+    options = {
+        "kafka.bootstrap.servers": settings.kafka.bootstrap_servers,
+        "kafka.security.protocol": settings.kafka.security_protocol,
+    }
+    if settings.kafka.sasl_mechanism:
+        options["kafka.sasl.mechanism"] = settings.kafka.sasl_mechanism
+    options.update({f"kafka.{key}": value for key, value in settings.kafka.extra.items()})
+    return options
+
+
+def read_decoded(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
+    raw = (
+        spark.readStream.format("kafka")
+        .options(**kafka_options(settings))
+        .option("subscribe", settings.input_topic)
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", "false")
+    )
+    if settings.spark.max_offsets_per_trigger:
+        raw = raw.option("maxOffsetsPerTrigger", str(settings.spark.max_offsets_per_trigger))
+    framed = raw.load().select("key", "value", "topic", "partition", "offset", *_aliased(frame_columns(F.col("value"))))
+    reading = decode(F.col("body"), F.col(SCHEMA_ID), contracts.writers, contracts.reader)
+    return framed.withColumn("reading", F.when(F.col(MAGIC_OK), reading))
+
+
+def _aliased(columns: dict[str, Column]) -> list[Column]:
+    return [column.alias(name) for name, column in columns.items()]
+
+
+def aggregate(decoded: DataFrame, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
+    window = settings.window
+    slide = window.slide or window.size
+    readings = decoded.where(F.col("reading").isNotNull()).select("reading.*")
+    stats = (
+        readings.where(F.col("metric") == settings.metric)
+        .withWatermark("event_time", window.watermark)
+        .groupBy(F.col("device_id"), F.window("event_time", window.size, slide).alias("w"))
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min("value").alias("min"),
+            F.max("value").alias("max"),
+            F.avg("value").alias("mean"),
+            F.stddev_pop("value").alias("stddev"),
+            F.min("event_time").alias("first_event_time"),
+            F.max("event_time").alias("last_event_time"),
+            F.max("unit").alias("unit"),  # deterministic, unlike first(); one unit per device in practice
+        )
+    )
+    record = F.struct(
+        F.col("device_id"),
+        F.lit(settings.metric).alias("metric"),
+        F.col("w.start").alias("window_start"),
+        F.col("w.end").alias("window_end"),
+        *[F.col(name) for name in STATS],
+    )
+    return stats.select(
+        F.col("device_id").cast("binary").alias("key"),
+        encode(record, contracts.output, contracts.output_id).alias("value"),
+    )
+
+
+def rejection_reason(known_ids: list[int]) -> Column:
+    schema_id = F.col(SCHEMA_ID).cast("string")
+    return (
+        F.when(~F.col(MAGIC_OK), F.lit("not Confluent wire format: expected magic byte 0 and a 4-byte schema id"))
+        .when(
+            ~F.col(SCHEMA_ID).isin(known_ids),
+            F.concat(F.lit("unknown schema id "), schema_id, F.lit(": not registered when the job started")),
+        )
+        .otherwise(F.concat(F.lit("Avro body does not decode with schema id "), schema_id))
+    )
+
+
+def dead_letter_rows(batch: DataFrame, known_ids: list[int]) -> DataFrame:
+    """Rejected records with their original key and bytes, and why, in ``fluxgate.dlq.*`` headers."""
+    source = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+    headers = F.array(
+        _header(deadletter.REASON, rejection_reason(known_ids)),
+        _header(deadletter.ERROR_CLASS, F.lit("SerializationError")),
+        _header(deadletter.SOURCE, source),
+        _header(deadletter.SERVICE, F.lit(SERVICE)),
+        _header(deadletter.TIMESTAMP, F.unix_millis(F.current_timestamp()).cast("string")),
+    )
+    return batch.where(F.col("reading").isNull()).select("key", "value", headers.alias("headers"))
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+
+
+def late_rows(batch: DataFrame, settings: AggregatorSettings, watermark_ms: int) -> DataFrame:
+    """Readings of the metric whose every window already closed: Spark drops a row from a
+    window whose end is at or before the watermark; a row whose latest window did is in none."""
+    slide, size = settings.window.slide_ms, settings.window.size_ms
+    event_ms = F.unix_millis(F.col("reading.event_time"))
+    latest_window_end = F.floor(event_ms / slide) * slide + size
+    return batch.where(
+        F.col("reading").isNotNull()
+        & (F.col("reading.metric") == settings.metric)
+        & (latest_window_end <= F.lit(watermark_ms))
+    ).select("key", "value")
+
+
+def side_outputs(
+    settings: AggregatorSettings, contracts: Contracts, state: JobState
+) -> Callable[[DataFrame, int], None]:
+    known_ids = sorted(contracts.writers)
+    options = kafka_options(settings)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            rejected = dead_letter_rows(batch, known_ids)
+            state.dead_letters += _write(rejected, options, settings.deadletter_topic)
+            if state.watermark_ms is not None:
+                late = late_rows(batch, settings, state.watermark_ms)
+                count = _write(late, options, settings.late_topic) if settings.late_topic else late.count()
+                state.late_rows += count
+        finally:
+            batch.unpersist()
+
+    return write_batch
+
+
+def _write(rows: DataFrame, options: dict[str, str], topic: str) -> int:
+    count = rows.count()
+    if count:
+        rows.write.format("kafka").options(**options).option("topic", topic).save()
+    return count
+
+
+def start(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts, state: JobState) -> JobState:
+    """Start both queries, each with its own checkpoint under ``checkpoint_dir``."""
+    decoded = read_decoded(spark, settings, contracts)
+    checkpoints = Path(settings.checkpoint_dir)
+    trigger: dict[str, Any] = {"processingTime": settings.spark.trigger_interval}
+    aggregates = (
+        aggregate(decoded, settings, contracts)
+        .writeStream.queryName("aggregates")
+        .format("kafka")
+        .options(**kafka_options(settings))
+        .option("topic", settings.output_topic)
+        .option("checkpointLocation", str(checkpoints / "aggregates"))
+        .outputMode("append")
+        .trigger(**trigger)
+        .start()
+    )
+    sides = (
+        decoded.writeStream.queryName("side-outputs")
+        .foreachBatch(side_outputs(settings, contracts, state))
+        .option("checkpointLocation", str(checkpoints / "side-outputs"))
+        .trigger(**trigger)
+        .start()
+    )
+    state.queries = [aggregates, sides]
+    return state

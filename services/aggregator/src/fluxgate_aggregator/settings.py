@@ -1,0 +1,99 @@
+"""Everything the aggregator reads from its environment (prefix ``FLUXGATE_AGG_``).
+
+The same settings drive ``local[*]`` (``make run``, tests) and a cluster: only
+``master`` (or spark-submit's ``--master``) changes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.settings import (
+    Group,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    RegistrySettings,
+    service_config,
+)
+
+SERVICE = "aggregator"
+_DURATION = re.compile(r"^\s*(\d+)\s*(millisecond|second|minute|hour|day)s?\s*$")
+_MS = {"millisecond": 1, "second": 1_000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+
+
+def duration_ms(text: str) -> int:
+    """``"30 seconds"`` -> 30000; the subset of Spark interval strings we accept."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"expected '<n> millisecond(s)|second(s)|minute(s)|hour(s)|day(s)', got {text!r}")
+    return int(match.group(1)) * _MS[match.group(2)]
+
+
+class WindowSettings(Group):
+    """Tumbling by default; hopping when ``slide`` is set."""
+
+    size: str = Field("1 minute", description="window length, e.g. '1 minute'")
+    slide: str | None = Field(None, description="hop between window starts; unset = tumbling")
+    watermark: str = Field("30 seconds", description="how late a reading may be and still count")
+
+    @field_validator("size", "watermark", "slide")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        if value is not None and duration_ms(value) <= 0:
+            raise ValueError("must be positive")
+        return value
+
+    @model_validator(mode="after")
+    def _slide_fits(self) -> WindowSettings:
+        if self.slide is not None and duration_ms(self.slide) > duration_ms(self.size):
+            raise ValueError("slide must not exceed size")
+        return self
+
+    @property
+    def size_ms(self) -> int:
+        return duration_ms(self.size)
+
+    @property
+    def slide_ms(self) -> int:
+        return duration_ms(self.slide) if self.slide else self.size_ms
+
+
+class SparkSettings(Group):
+    master: str = Field("local[*]", description="Spark master; spark-submit's --master wins when given")
+    app_name: str = "fluxgate-aggregator"
+    shuffle_partitions: int = Field(4, ge=1, description="spark.sql.shuffle.partitions (state store partitions)")
+    trigger_interval: str = Field("5 seconds", description="micro-batch interval")
+    max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
+    packages: str | None = Field(
+        None, description="spark.jars.packages; default: Kafka and Avro connectors of the installed pyspark's version"
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark properties")
+
+
+class AggregatorSettings(BaseSettings):
+    """aggregator's settings; nested groups with ``__`` (``FLUXGATE_AGG_WINDOW__SIZE``)."""
+
+    model_config = service_config("FLUXGATE_AGG_")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: HttpSettings = Field(default_factory=lambda: HttpSettings(port=9103))
+    log: LogSettings = Field(default_factory=LogSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    window: WindowSettings = Field(default_factory=WindowSettings)
+    metric: str = Field("temperature", min_length=1, description="the metric aggregated")
+    input_topic: str = Field("sensors.readings", min_length=1)
+    output_topic: str = Field("temperatures.aggregated", min_length=1)
+    deadletter_topic: str = Field("sensors.deadletter", min_length=1)
+    late_topic: str | None = Field("temperatures.late", description="where late readings go; empty = only count")
+    starting_offsets: str = Field("earliest", description="where a new checkpoint starts: earliest or latest")
+    checkpoint_dir: str = Field(".local/checkpoints/aggregator", min_length=1, description="durable on a cluster")
+
+    @field_validator("late_topic")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        return value or None

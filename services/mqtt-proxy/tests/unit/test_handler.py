@@ -1,0 +1,240 @@
+"""The message handler driven by gmqtt's real packet handler (``optimistic_acknowledgement=False``).
+
+PUBLISH packets are fed to gmqtt's ``MqttPackageHandler``; the acknowledgements it
+writes are recorded, so these tests check when and in which order gmqtt really acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from gmqtt.mqtt.constants import MQTTCommands
+from gmqtt.mqtt.handler import MqttPackageHandler
+from gmqtt.mqtt.utils import ConnectionState
+
+from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.errors import DeliveryError
+from fluxgate_core.schemas import SENSOR_READING, schema_dict
+from fluxgate_core.serde import AvroEncoder
+from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
+from fluxgate_mqtt_proxy.client import SocketValve
+from fluxgate_mqtt_proxy.convert import MessageConverter
+from fluxgate_mqtt_proxy.handler import MessageHandler
+from fluxgate_mqtt_proxy.settings import default_routes
+
+GOOD = json.dumps({"sensorId": "d1", "temperature": 21.5}).encode()
+
+
+@dataclass
+class FakeProducer:
+    """Records what is produced; each record's Kafka acknowledgement is resolved by the test."""
+
+    sent: list[tuple[str, bytes, Any, Any]] = field(default_factory=list)
+    pending: list[asyncio.Future[None]] = field(default_factory=list)
+    auto_confirm_topics: set[str] = field(default_factory=set)
+
+    async def send(self, topic: str, value: bytes, *, key: Any = None, headers: Any = None) -> asyncio.Future[None]:
+        self.sent.append((topic, value, key, list(headers or ())))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if topic in self.auto_confirm_topics:
+            future.set_result(None)
+        else:
+            self.pending.append(future)
+        return future
+
+    async def deliver(self, topic: str, value: bytes, *, key: Any = None, headers: Any = None) -> None:
+        await (await self.send(topic, value, key=key, headers=headers))
+
+    def confirm(self, index: int) -> None:
+        self.pending[index].set_result(None)
+
+    def reject(self, index: int, *, retriable: bool) -> None:
+        self.pending[index].set_exception(DeliveryError("Kafka rejected record: too large", retriable=retriable))
+
+
+class Harness:
+    """Our handler behind gmqtt's package handler, with the acknowledgements it writes."""
+
+    def __init__(self) -> None:
+        self.producer = FakeProducer(auto_confirm_topics={"dlq"})
+        self.acks: list[tuple[int, int, int]] = []  # (command, mid, reason code)
+        self.fatal: list[BaseException] = []
+        self.sequencer = AckSequencer()
+        self.valve = SocketValve(client=object(), high=100)  # type: ignore[arg-type]
+        converter = MessageConverter(default_routes(), AvroEncoder(schema_dict(SENSOR_READING), schema_id=1))
+        dead_letters = DeadLetterWriter(self.producer, "dlq", "mqtt-proxy")  # type: ignore[arg-type]
+        self.handler = MessageHandler(
+            converter,
+            self.producer,
+            dead_letters,
+            self.valve,
+            self.sequencer,
+            self.fatal.append,  # type: ignore[arg-type]
+        )
+        self.gmqtt = MqttPackageHandler(
+            connack_event=asyncio.Event(), connection_lost_event=asyncio.Event(),
+            connection_state=ConnectionState(), reconnect_callback=_noop, disconnect_callback=_noop,
+            resend_qos_callback=_noop, clear_qos_callback=lambda: None, connect_properties={},
+            subscriptions_getter=list, remove_message_callback=lambda mid: None,
+            store_message_callback=lambda mid, raw: None, send_command_with_mid_callback=self._ack,
+            optimistic_acknowledgement=False,
+        )  # fmt: skip
+        # What gmqtt's Client.on_message setter does: partial(callback, client).
+        self.gmqtt.on_message = functools.partial(self.handler.on_message, None)
+
+    def _ack(self, cmd: int, mid: int, dup: bool, reason_code: int = 0) -> None:
+        self.acks.append((cmd, mid, reason_code))
+
+    def publish(self, topic: str, payload: bytes, qos: int, mid: int, user_properties: Mapping[str, str] = {}) -> None:
+        name = topic.encode()
+        props = b"".join(b"\x26" + _utf8(k) + _utf8(v) for k, v in user_properties.items())
+        body = struct.pack("!H", len(name)) + name + (struct.pack("!H", mid) if qos else b"")
+        body += bytes([len(props)]) + props + payload
+        self.gmqtt._handle_packet(MQTTCommands.PUBLISH | (qos << 1), body)
+
+
+async def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _utf8(text: str) -> bytes:
+    return struct.pack("!H", len(text.encode())) + text.encode()
+
+
+async def settle() -> None:
+    """Let every runnable task and callback run (no timing involved)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+PUBACK, PUBREC = int(MQTTCommands.PUBACK), int(MQTTCommands.PUBREC)
+
+
+@pytest.fixture
+async def harness() -> Harness:
+    quiet_unacknowledged(asyncio.get_running_loop())
+    return Harness()
+
+
+@pytest.mark.parametrize(("qos", "command"), [(1, PUBACK), (2, PUBREC)])
+async def test_acknowledged_only_after_kafka_confirmed(harness: Harness, qos: int, command: int) -> None:
+    harness.publish("sensors/d1/temperature", GOOD, qos=qos, mid=7)
+    await settle()
+    assert len(harness.producer.sent) == 1
+    assert harness.acks == []  # Kafka has not confirmed yet
+    harness.producer.confirm(0)
+    await settle()
+    assert harness.acks == [(command, 7, 0)]
+
+
+async def test_acknowledgements_keep_arrival_order_when_kafka_confirms_out_of_order(harness: Harness) -> None:
+    for mid in (1, 2, 3):
+        harness.publish(f"sensors/d{mid}/temperature", GOOD, qos=1, mid=mid)
+    await settle()
+    harness.producer.confirm(2)
+    harness.producer.confirm(1)
+    await settle()
+    assert harness.acks == []  # message 1 is still waiting for Kafka
+    harness.producer.confirm(0)
+    await settle()
+    assert [mid for _, mid, _ in harness.acks] == [1, 2, 3]
+
+
+async def test_all_records_of_a_message_are_confirmed_before_its_ack(harness: Harness) -> None:
+    pack = json.dumps([{"bn": "d9:", "n": "temperature", "v": 20.0}, {"n": "humidity", "v": 40.0}]).encode()
+    harness.publish("devices/d9/senml", pack, qos=1, mid=4)
+    await settle()
+    assert len(harness.producer.pending) == 2
+    harness.producer.confirm(0)
+    await settle()
+    assert harness.acks == []
+    harness.producer.confirm(1)
+    await settle()
+    assert harness.acks == [(PUBACK, 4, 0)]
+
+
+async def test_malformed_payload_is_dead_lettered_with_original_bytes_then_acknowledged(harness: Harness) -> None:
+    harness.publish("sensors/d1/temperature", b"\xff{garbage", qos=1, mid=5, user_properties={"site": "lab"})
+    await settle()
+    ((topic, value, key, headers),) = harness.producer.sent
+    assert (topic, value, key) == ("dlq", b"\xff{garbage", "d1")
+    header = dict(headers)
+    assert header["fluxgate.dlq.error.class"] == b"PayloadError"
+    assert b"not UTF-8" in header["fluxgate.dlq.reason"]
+    assert header["mqtt.topic"] == b"sensors/d1/temperature"
+    assert header["site"] == b"lab"
+    assert harness.acks == [(PUBACK, 5, 0)]
+    assert harness.fatal == []
+
+
+async def test_record_kafka_will_never_take_is_dead_lettered(harness: Harness) -> None:
+    harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=6)
+    await settle()
+    harness.producer.reject(0, retriable=False)
+    await settle()
+    assert [topic for topic, *_ in harness.producer.sent] == ["sensors.readings", "dlq"]
+    assert harness.acks == [(PUBACK, 6, 0)]
+
+
+async def test_kafka_failure_leaves_the_message_unacknowledged_and_stops_the_proxy(harness: Harness) -> None:
+    harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=8)
+    harness.publish("sensors/d2/temperature", GOOD, qos=1, mid=9)
+    await settle()
+    harness.producer.reject(0, retriable=True)
+    harness.producer.confirm(1)
+    await settle()
+    assert [mid for _, mid, _ in harness.acks] == [9]  # 8 is redelivered by the broker
+    assert len(harness.fatal) == 1 and isinstance(harness.fatal[0], DeliveryError)
+
+
+async def test_message_from_a_lost_connection_is_not_acknowledged_on_the_next(harness: Harness) -> None:
+    harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=10)
+    await settle()
+    harness.sequencer.new_connection()  # what on_disconnect / on_connect do
+    harness.producer.confirm(0)
+    harness.publish("sensors/d2/temperature", GOOD, qos=1, mid=10)  # the broker's redelivery, same packet id
+    await settle()
+    harness.producer.confirm(1)
+    await settle()
+    assert harness.acks == [(PUBACK, 10, 0)]
+    assert len(harness.producer.sent) == 2  # both reached Kafka: a duplicate, never a loss
+
+
+async def test_qos0_waits_for_kafka_but_sends_nothing(harness: Harness) -> None:
+    harness.publish("sensors/d1/temperature", GOOD, qos=0, mid=0)
+    await settle()
+    assert harness.valve.pending == 1
+    harness.producer.confirm(0)
+    await settle()
+    assert harness.valve.pending == 0
+    assert harness.acks == []
+
+
+async def test_after_close_new_messages_are_neither_produced_nor_acknowledged(harness: Harness) -> None:
+    harness.handler.close()
+    harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=11)
+    await settle()
+    assert harness.producer.sent == []
+    assert harness.acks == []
+    assert harness.valve.idle.is_set()
+
+
+async def test_unacknowledged_messages_are_not_reported_as_loop_errors() -> None:
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    harness = Harness()
+    quiet_unacknowledged(loop)
+    harness.handler.close()
+    harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=12)
+    loop.call_soon(lambda: 1 / 0)  # a real error still reaches the previous handler
+    await settle()
+    assert [type(context.get("exception")) for context in seen] == [ZeroDivisionError]
+    loop.set_exception_handler(None)
