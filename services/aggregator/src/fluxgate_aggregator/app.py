@@ -10,10 +10,11 @@ import threading
 import structlog
 import typer
 
+from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import JobState, start
 from fluxgate_aggregator.progress import ProgressListener
-from fluxgate_aggregator.settings import SERVICE, AggregatorSettings, SparkSettings
+from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_core.errors import ConfigError, FluxgateError
 from fluxgate_core.health import HealthServer
@@ -82,8 +83,6 @@ def _signal_event() -> threading.Event:
 
 @cli.command()
 def prefetch() -> None:
-    """Resolve the Kafka and Avro connectors once (into the Ivy cache) so later starts are offline."""
-    spark = build_session(SparkSettings(master="local[1]"))
-    jars = spark.sparkContext.getConf().get("spark.jars.packages")
-    spark.stop()
-    typer.echo(f"resolved {jars}")
+    """Resolve the Kafka and Avro connectors once (Maven, into ``jars_dir``) so later starts are offline."""
+    for jar in resolve_jars(load_settings(AggregatorSettings).spark.jars_dir):
+        typer.echo(f"resolved {jar}")

@@ -7,6 +7,7 @@ The same settings drive ``local[*]`` (``make run``, tests) and a cluster: only
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -69,7 +70,10 @@ class SparkSettings(Group):
     trigger_interval: str = Field("5 seconds", description="micro-batch interval")
     max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
     packages: str | None = Field(
-        None, description="spark.jars.packages; default: Kafka and Avro connectors of the installed pyspark's version"
+        None, description="spark.jars.packages (Ivy); unset = the connectors resolved by Maven into jars_dir"
+    )
+    jars_dir: Path = Field(
+        Path.home() / ".cache" / "fluxgate" / "spark-jars", description="where Maven copies the connector jars"
     )
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark properties")
 

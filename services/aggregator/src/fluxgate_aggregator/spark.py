@@ -1,25 +1,25 @@
-"""The SparkSession: connectors from Maven Central matching the installed pyspark."""
+"""The SparkSession, with the Kafka and Avro connectors matching the installed pyspark."""
 
 from __future__ import annotations
 
-import pyspark
 from pyspark.sql import SparkSession
 
+from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.settings import SparkSettings
 
 
-def default_packages() -> str:
-    version = pyspark.__version__
-    return ",".join(
-        f"org.apache.spark:{artifact}_2.13:{version}" for artifact in ("spark-sql-kafka-0-10", "spark-avro")
-    )
+def connector_conf(settings: SparkSettings) -> tuple[str, str]:
+    """``spark.jars.packages`` when asked for, else the Maven-resolved jar files."""
+    if settings.packages:
+        return "spark.jars.packages", settings.packages
+    return "spark.jars", ",".join(str(jar) for jar in resolve_jars(settings.jars_dir))
 
 
 def build_session(settings: SparkSettings) -> SparkSession:
     builder = (
         SparkSession.builder.appName(settings.app_name)
         .master(settings.master)
-        .config("spark.jars.packages", settings.packages or default_packages())
+        .config(*connector_conf(settings))
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         # Small local state stores start faster and are enough for one node.

@@ -31,14 +31,27 @@ def frame_columns(value: Column) -> dict[str, Column]:
 def decode(body: Column, schema_id: Column, writers: Mapping[int, str], reader: str) -> Column:
     """The record decoded with its writer schema (null when the body does not decode)."""
     options = {"mode": "PERMISSIVE", "avroSchema": reader}
+    # PERMISSIVE turns a body that does not decode into a struct of nulls, not a null:
+    # a field the schema never allows to be null tells the two apart.
+    required = required_field(reader)
     decoded: Column | None = None
     for writer_id, writer_schema in sorted(writers.items()):
-        branch = from_avro(body, writer_schema, options)
+        record = from_avro(body, writer_schema, options)
+        branch = F.when(record[required].isNotNull(), record)
         decoded = (
             F.when(schema_id == writer_id, branch) if decoded is None else decoded.when(schema_id == writer_id, branch)
         )
     assert decoded is not None, "at least one writer schema"
     return decoded
+
+
+def required_field(schema_text: str) -> str:
+    """The first field of a record schema that cannot be null."""
+    for field in json.loads(schema_text)["fields"]:
+        kind = field["type"]
+        if not (isinstance(kind, list) and "null" in kind):
+            return str(field["name"])
+    raise ValueError("the reader schema has no required field to detect undecodable records by")
 
 
 def encode(record: Column, schema: str, schema_id: int) -> Column:

@@ -1,0 +1,141 @@
+"""One SparkSession for the whole run; each test gets its own topics and checkpoint."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from fluxgate_aggregator.contracts import load_contracts
+from fluxgate_aggregator.job import JobState, start
+from fluxgate_aggregator.progress import ProgressListener
+from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
+from fluxgate_aggregator.spark import build_session
+from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
+from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
+from fluxgate_core.settings import KafkaSettings, RegistrySettings
+from fluxgate_core.testing import Consumed, consume, unique_topic
+
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: window boundaries fall on whole seconds
+SECOND = 1_000
+
+
+@dataclass(frozen=True)
+class Topics:
+    input: str
+    output: str
+    deadletter: str
+    late: str
+
+
+@pytest.fixture(scope="session")
+def spark(stack: Any) -> Iterator[Any]:
+    session = build_session(SparkSettings(master="local[2]", shuffle_partitions=2))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topics(stack: Any) -> Topics:
+    return Topics(*(unique_topic(f"agg.{name}", stack.bootstrap) for name in ("in", "out", "dlq", "late")))
+
+
+@pytest.fixture
+def settings_for(stack: Any, topics: Topics, tmp_path: Path) -> Callable[..., AggregatorSettings]:
+    def make(window: WindowSettings, **overrides: Any) -> AggregatorSettings:
+        return AggregatorSettings(
+            kafka=KafkaSettings(bootstrap_servers=stack.bootstrap),
+            registry=RegistrySettings(url=stack.registry_url),
+            spark=SparkSettings(master="local[2]", shuffle_partitions=2, trigger_interval="1 second"),
+            window=window,
+            input_topic=topics.input,
+            output_topic=topics.output,
+            deadletter_topic=topics.deadletter,
+            late_topic=topics.late,
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            **overrides,
+        )
+
+    return make
+
+
+class RunningJob:
+    """The job's two queries in the shared session, as ``fluxgate-aggregator run`` starts them."""
+
+    def __init__(self, spark: Any, settings: AggregatorSettings, registry: Any) -> None:
+        self.spark = spark
+        self.state = JobState()
+        self.listener = ProgressListener(self.state)
+        spark.streams.addListener(self.listener)
+        contracts = load_contracts(registry, settings.input_topic, settings.output_topic, "BACKWARD")
+        start(spark, settings, contracts, self.state)
+
+    def wait_for_watermark(self, at_least_ms: int, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while (self.state.watermark_ms or 0) < at_least_ms:
+            self.assert_running()
+            assert time.monotonic() < deadline, f"watermark stuck at {self.state.watermark_ms}, want {at_least_ms}"
+            time.sleep(0.2)
+
+    def assert_running(self) -> None:
+        for query in self.state.queries:
+            assert query.isActive, f"query {query.name} stopped: {query.exception()}"
+
+    def stop(self) -> None:
+        for query in self.state.queries:
+            query.stop()
+        self.spark.streams.removeListener(self.listener)
+
+
+@pytest.fixture
+def run_job(spark: Any, registry_client: Any) -> Iterator[Callable[[AggregatorSettings], RunningJob]]:
+    jobs: list[RunningJob] = []
+
+    def launch(settings: AggregatorSettings) -> RunningJob:
+        jobs.append(RunningJob(spark, settings, registry_client))
+        return jobs[-1]
+
+    yield launch
+    for job in jobs:
+        job.stop()
+
+
+class Devices:
+    """Produces SensorReadings to the input topic exactly as the gateways do (wire format, keyed)."""
+
+    def __init__(self, stack: Any, registry: Any, topic: str) -> None:
+        self.topic = topic
+        self.encoder = AvroEncoder.registered(
+            registry, topic, schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
+        )
+        self.producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+
+    def send(self, readings: Iterable[dict[str, Any]]) -> list[bytes]:
+        values = []
+        for record in readings:
+            value = self.encoder.encode(record)
+            self.producer.produce(self.topic, key=record["device_id"].encode(), value=value)
+            values.append(value)
+        self.send_raw([])
+        return values
+
+    def send_raw(self, values: Iterable[bytes]) -> None:
+        for value in values:
+            self.producer.produce(self.topic, key=b"broken", value=value)
+        assert self.producer.flush(10) == 0
+
+
+@pytest.fixture
+def devices(stack: Any, registry_client: Any, topics: Topics) -> Devices:
+    return Devices(stack, registry_client, topics.input)
+
+
