@@ -56,10 +56,10 @@ test-unit: $(VENV)/.installed ## Only the tests that need no server
 	$(PYTEST) -m "not integration and not spark" $(TEST_DIRS)
 
 .PHONY: lint
-lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on the shared library
+lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on every package
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/fluxgate-core/src
+	$(VENV)/bin/mypy libs/fluxgate-core/src $(wildcard services/*/src) $(wildcard tools/*/src)
 
 .PHONY: bench
 bench: install ## Throughput against baselines measured in the same run (results in bench-results/)

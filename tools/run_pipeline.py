@@ -3,7 +3,8 @@
 Each component runs as its own process (as it would be deployed), logging to
 `.local/run/pipeline/<name>.log`. Ctrl-C (or --duration) stops them in reverse order
 with SIGTERM, so each drains what it has in flight. With --check the exit code says
-whether readings and aggregates both arrived (the end-to-end test uses that).
+whether readings, dead letters and aggregates all arrived and every service ran to a
+clean exit (the end-to-end test uses that).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ class Pipeline:
     def dead(self) -> list[str]:
         return [name for name, process in self.children if process.poll() is not None]
 
-    def stop(self) -> None:
+    def stop(self) -> dict[str, int]:
+        """SIGTERM each child (it drains), newest first; their exit codes."""
+        codes = {}
         for name, process in reversed(self.children):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -53,7 +56,9 @@ class Pipeline:
                     process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     process.kill()
-            print(f"stopped {name:<12} exit {process.wait()}")
+            codes[name] = process.wait()
+            print(f"stopped {name:<12} exit {codes[name]}")
+        return codes
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,6 +70,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--malformed", type=float, default=0.01, help="fraction of broken payloads")
     parser.add_argument("--late", type=float, default=0.01, help="fraction of late readings")
     parser.add_argument("--window", default="1 minute", help="aggregation window")
+    parser.add_argument("--watermark", default="30 seconds", help="how late a reading may be and still count")
     parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
@@ -92,7 +98,12 @@ def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
         prefixed("FLUXGATE_COAP_", {**common, "RESOURCES": coap_resources}),
     )
     if not args.no_aggregator:
-        env = {**common, "WINDOW__SIZE": args.window, "CHECKPOINT_DIR": str(ROOT / ".local/run/pipeline/checkpoints")}
+        env = {
+            **common,
+            "WINDOW__SIZE": args.window,
+            "WINDOW__WATERMARK": args.watermark,
+            "CHECKPOINT_DIR": str(ROOT / ".local/run/pipeline/checkpoints"),
+        }
         pipeline.start("aggregator", [str(BIN / "fluxgate-aggregator"), "run"], prefixed("FLUXGATE_AGG_", env))
 
 
@@ -144,15 +155,18 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
     signal.signal(signal.SIGTERM, _interrupt)
+    arrived: dict[str, int] = {}
     try:
         start_all(pipeline, args)
         print("watching Kafka (Ctrl-C stops everything)...")
         arrived = watch(pipeline, endpoints.bootstrap, args.duration)
+        died = pipeline.dead()
     finally:
-        pipeline.stop()
-    print(json.dumps({"arrived": arrived}))
-    wanted = ["sensors.readings"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
-    return 1 if args.check and any(arrived[t] == 0 for t in wanted) else 0
+        exits = pipeline.stop()
+    print(json.dumps({"arrived": arrived, "died": died, "exits": exits}))
+    wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
+    healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
+    return 1 if args.check and not healthy else 0
 
 
 if __name__ == "__main__":

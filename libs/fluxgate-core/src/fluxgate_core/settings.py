@@ -9,6 +9,8 @@ that names the environment variable, so a bad deploy fails at start with a usabl
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
 from typing import Any, Literal, TypeVar
 
@@ -131,7 +133,19 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
         prefix = str(cls.model_config.get("env_prefix", ""))
         field = re.search(r'field "([^"]+)"', str(exc))
         env_name = (prefix + field.group(1)).upper() if field else f"{prefix.upper()}*"
+        env_name = _unparseable_variable(env_name) or env_name
         raise ConfigError(f"invalid configuration:\n  [env {env_name}]: {exc}: {exc.__cause__}") from exc
+
+
+def _unparseable_variable(env_name: str) -> str | None:
+    """For a nested group (``FLUXGATE_AGG_SPARK``), the ``__`` variable under it holding bad JSON."""
+    for name, value in sorted(os.environ.items()):
+        if name.upper().startswith(env_name.rstrip("*") + "__") and value.lstrip()[:1] in ("{", "["):
+            try:
+                json.loads(value)
+            except ValueError:
+                return name
+    return None
 
 
 def _describe(prefix: str, err: Any) -> str:

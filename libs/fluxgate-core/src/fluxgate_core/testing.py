@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -11,6 +12,13 @@ from confluent_kafka import Consumer, Message
 
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.serde import AvroDecoder
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port nothing listens on right now (TCP by default, ``SOCK_DGRAM`` for UDP)."""
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def unique_topic(prefix: str, bootstrap: str, partitions: int = 3) -> str:

@@ -6,9 +6,11 @@ import logging
 import signal
 import sys
 import threading
+import time
 
 import structlog
 import typer
+from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
@@ -60,18 +62,31 @@ def serve(settings: AggregatorSettings, stop: threading.Event | None = None) -> 
         "aggregator.started", input=settings.input_topic, output=settings.output_topic, window=settings.window.size
     )
     try:
-        while not stop.is_set():
-            if any(not query.isActive for query in state.queries):
-                failed = [query.exception() for query in state.queries if query.exception()]
-                log.error("aggregator.query_failed", errors=[str(e) for e in failed])
+        restarts = 0
+        while not stop.wait(1.0):
+            failed = state.failed()
+            if failed and restarts >= settings.max_query_restarts:
+                log.error("aggregator.query_failed", errors={q.name: str(q.exception()) for q in failed})
                 return 1
-            stop.wait(1.0)
+            for query in failed:
+                restarts += 1
+                _restart(state, query, restarts)
         return 0
     finally:
         for query in state.queries:
             query.stop()
         health.stop()
         spark.stop()
+
+
+def _restart(state: JobState, query: StreamingQuery, attempt: int) -> None:
+    """Resume a failed query from its checkpoint. Its last batch is committed before Spark
+    reports progress, so a failure while reporting (SPARK-55271: Kafka source metrics in
+    4.1.1 throw on the first batch after a restart) or a transient Kafka error costs
+    one restart, not the job."""
+    log.warning("aggregator.query_restarting", name=query.name, error=str(query.exception()), attempt=attempt)
+    time.sleep(min(2.0**attempt, 30.0))
+    state.restart(query)
 
 
 def _signal_event() -> threading.Event:

@@ -10,6 +10,7 @@ still use ``--packages`` (see the README); ``FLUXGATE_AGG_SPARK__PACKAGES`` does
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,6 +30,9 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 """
 _DEPENDENCY = """
     <dependency><groupId>org.apache.spark</groupId><artifactId>{artifact}</artifactId><version>{version}</version></dependency>"""
+
+
+_VERSIONED = re.compile(r"^(.*?)-\d+(?:\.\d+)+")
 
 
 class ConnectorError(FluxgateError):
@@ -53,7 +57,9 @@ def resolve_jars(cache_dir: Path, version: str = pyspark.__version__) -> list[Pa
 def _download(target: Path, version: str) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise ConnectorError("Maven (mvn) is needed to fetch the Spark Kafka/Avro connectors; install it or set packages")
+        raise ConnectorError(
+            "Maven (mvn) is needed to fetch the Spark Kafka/Avro connectors; install it or set spark.packages"
+        )
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     dependencies = "".join(_DEPENDENCY.format(artifact=a, version=version) for a in ARTIFACTS)
@@ -70,7 +76,8 @@ def _download(target: Path, version: str) -> None:
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise ConnectorError(f"mvn could not resolve {packages(version)}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        output = result.stdout[-2000:] + result.stderr[-2000:]
+        raise ConnectorError(f"mvn could not resolve {packages(version)}:\n{output}")
     _drop_bundled(target)
 
 
@@ -83,9 +90,7 @@ def _drop_bundled(target: Path) -> None:
 
 
 def _artifact_name(jar: Path) -> str:
-    """``kafka-clients-3.9.1.jar`` -> ``kafka-clients``: the name up to the first dash before a digit."""
-    parts = jar.stem.split("-")
-    for index, part in enumerate(parts):
-        if part[:1].isdigit():
-            return "-".join(parts[:index])
-    return jar.stem
+    """``kafka-clients-3.9.1.jar`` -> ``kafka-clients``: the name before the first ``-<n>.<n>``
+    (``spark-sql-kafka-0-10_2.13-4.1.1`` keeps its ``-0-10_2.13``)."""
+    match = _VERSIONED.match(jar.stem)
+    return match.group(1) if match else jar.stem

@@ -29,9 +29,9 @@ def load_contracts(client: SchemaRegistryClient, input_topic: str, output_topic:
     # before any gateway has produced; a changed gateway schema just adds a version.
     register(client, subject, reader, compatibility)
     try:
+        versions = [client.get_version(subject, v) for v in client.get_versions(subject)]
         writers = {
-            int(version.schema_id): str(version.schema.schema_str)
-            for version in (client.get_version(subject, v) for v in client.get_versions(subject))
+            version.schema_id: str(version.schema.schema_str) for version in versions if version.schema_id is not None
         }
     except Exception as exc:
         raise RegistryError(f"cannot list schemas of {subject}: {exc}") from exc

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
@@ -34,6 +34,16 @@ class JobState:
     late_rows: int = 0
     dead_letters: int = 0
     queries: list[StreamingQuery] = field(default_factory=list)
+    starters: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
+
+    def failed(self) -> list[StreamingQuery]:
+        return [query for query in self.queries if not query.isActive]
+
+    def restart(self, query: StreamingQuery) -> StreamingQuery:
+        """Start ``query`` again from its checkpoint, in place of the stopped one."""
+        again = self.starters[query.name]()
+        self.queries = [again if old is query else old for old in self.queries]
+        return again
 
 
 def kafka_options(settings: AggregatorSettings) -> dict[str, str]:
@@ -173,26 +183,39 @@ def _write(rows: DataFrame, options: dict[str, str], topic: str) -> int:
 
 def start(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts, state: JobState) -> JobState:
     """Start both queries, each with its own checkpoint under ``checkpoint_dir``."""
+    state.starters = starters(spark, settings, contracts, state)
+    state.queries = [begin() for begin in state.starters.values()]
+    return state
+
+
+def starters(
+    spark: SparkSession, settings: AggregatorSettings, contracts: Contracts, state: JobState
+) -> dict[str, Callable[[], StreamingQuery]]:
+    """How to start each query by name; calling one again resumes it from its checkpoint."""
     decoded = read_decoded(spark, settings, contracts)
     checkpoints = Path(settings.checkpoint_dir)
     trigger: dict[str, Any] = {"processingTime": settings.spark.trigger_interval}
-    aggregates = (
-        aggregate(decoded, settings, contracts)
-        .writeStream.queryName("aggregates")
-        .format("kafka")
-        .options(**kafka_options(settings))
-        .option("topic", settings.output_topic)
-        .option("checkpointLocation", str(checkpoints / "aggregates"))
-        .outputMode("append")
-        .trigger(**trigger)
-        .start()
-    )
-    sides = (
-        decoded.writeStream.queryName("side-outputs")
-        .foreachBatch(side_outputs(settings, contracts, state))
-        .option("checkpointLocation", str(checkpoints / "side-outputs"))
-        .trigger(**trigger)
-        .start()
-    )
-    state.queries = [aggregates, sides]
-    return state
+
+    def aggregates() -> StreamingQuery:
+        return (
+            aggregate(decoded, settings, contracts)
+            .writeStream.queryName("aggregates")
+            .format("kafka")
+            .options(**kafka_options(settings))
+            .option("topic", settings.output_topic)
+            .option("checkpointLocation", str(checkpoints / "aggregates"))
+            .outputMode("append")
+            .trigger(**trigger)
+            .start()
+        )
+
+    def sides() -> StreamingQuery:
+        return (
+            decoded.writeStream.queryName("side-outputs")
+            .foreachBatch(side_outputs(settings, contracts, state))
+            .option("checkpointLocation", str(checkpoints / "side-outputs"))
+            .trigger(**trigger)
+            .start()
+        )
+
+    return {"aggregates": aggregates, "side-outputs": sides}

@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 from prometheus_client import Counter, Gauge
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from fluxgate_aggregator.job import JobState
 

@@ -83,18 +83,21 @@ class AggregatorSettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_AGG_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
     http: HttpSettings = Field(default_factory=lambda: HttpSettings(port=9103))
-    log: LogSettings = Field(default_factory=LogSettings)
-    spark: SparkSettings = Field(default_factory=SparkSettings)
-    window: WindowSettings = Field(default_factory=WindowSettings)
+    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
+    spark: SparkSettings = Field(default_factory=SparkSettings)  # type: ignore[arg-type]
+    window: WindowSettings = Field(default_factory=WindowSettings)  # type: ignore[arg-type]
     metric: str = Field("temperature", min_length=1, description="the metric aggregated")
     input_topic: str = Field("sensors.readings", min_length=1)
     output_topic: str = Field("temperatures.aggregated", min_length=1)
     deadletter_topic: str = Field("sensors.deadletter", min_length=1)
     late_topic: str | None = Field("temperatures.late", description="where late readings go; empty = only count")
     starting_offsets: str = Field("earliest", description="where a new checkpoint starts: earliest or latest")
+    max_query_restarts: int = Field(
+        5, ge=0, description="failed queries are resumed from their checkpoint this many times before the job exits 1"
+    )
     checkpoint_dir: str = Field(".local/checkpoints/aggregator", min_length=1, description="durable on a cluster")
 
     @field_validator("late_topic")

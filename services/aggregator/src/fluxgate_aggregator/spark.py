@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pyspark.sql import SparkSession
 
 from fluxgate_aggregator.connectors import resolve_jars
@@ -15,14 +17,22 @@ def connector_conf(settings: SparkSettings) -> tuple[str, str]:
     return "spark.jars", ",".join(str(jar) for jar in resolve_jars(settings.jars_dir))
 
 
+def submitted() -> bool:
+    """True in a driver started by spark-submit (it hands pyspark its gateway's port)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def build_session(settings: SparkSettings) -> SparkSession:
+    builder = SparkSession.builder.appName(settings.app_name)
+    # Under spark-submit the JVM is up already and the submit line's --master and
+    # --packages (or --jars) apply; a plain ``fluxgate-aggregator run`` takes both from
+    # the settings.
+    if not submitted():
+        builder = builder.master(settings.master).config(*connector_conf(settings))
     builder = (
-        SparkSession.builder.appName(settings.app_name)
-        .master(settings.master)
-        .config(*connector_conf(settings))
-        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
-        # Small local state stores start faster and are enough for one node.
+        # Nothing reads the web UI of a headless job; it would cost a port and memory.
         .config("spark.ui.enabled", "false")
         .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true")
     )
@@ -30,4 +40,18 @@ def build_session(settings: SparkSettings) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    _quiet(session, QUIET_LOGGERS)
     return session
+
+
+# Loggers whose warnings are expected and say nothing actionable:
+# * AvroSerializer warns on every batch that aggregate columns are nullable in Catalyst
+#   while the TemperatureAggregate fields are not; they are never null (count >= 1).
+QUIET_LOGGERS = ("org.apache.spark.sql.avro.AvroSerializer",)
+
+
+def _quiet(session: SparkSession, loggers: tuple[str, ...]) -> None:
+    jvm = session.sparkContext._jvm  # log4j is only reachable through the gateway
+    assert jvm is not None
+    for name in loggers:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.ERROR)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +17,9 @@ from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
-from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
+from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_core.testing import Consumed, consume, unique_topic
-
-BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: window boundaries fall on whole seconds
-SECOND = 1_000
 
 
 @dataclass(frozen=True)
@@ -114,9 +107,7 @@ class Devices:
 
     def __init__(self, stack: Any, registry: Any, topic: str) -> None:
         self.topic = topic
-        self.encoder = AvroEncoder.registered(
-            registry, topic, schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
-        )
+        self.encoder = AvroEncoder.registered(registry, topic, schema_text(SENSOR_READING), schema_dict(SENSOR_READING))
         self.producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
 
     def send(self, readings: Iterable[dict[str, Any]]) -> list[bytes]:
@@ -139,3 +130,12 @@ def devices(stack: Any, registry_client: Any, topics: Topics) -> Devices:
     return Devices(stack, registry_client, topics.input)
 
 
+@pytest.fixture
+def read_aggregates(stack: Any, registry_client: Any) -> Callable[..., list[Consumed]]:
+    """Decoded TemperatureAggregates of a topic, once ``expected`` arrived and the topic went quiet."""
+    decoder = AvroDecoder(registry_client, schema_dict(TEMPERATURE_AGGREGATE))
+
+    def read(topic: str, expected: int, timeout: float = 120.0) -> list[Consumed]:
+        return consume(stack.bootstrap, topic, expected=expected, timeout=timeout, decoder=decoder)
+
+    return read

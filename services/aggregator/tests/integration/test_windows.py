@@ -3,20 +3,14 @@ late readings, dead letters, hopping windows."""
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections import defaultdict
-from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from fluxgate_aggregator.settings import WindowSettings
+from fluxgate_aggregator.testing import assert_aggregate_equal, by_window, expected_aggregates, reading
 from fluxgate_core.deadletter import REASON, SERVICE
-from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
-from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, consume
+from fluxgate_core.testing import consume
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -24,95 +18,8 @@ BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: window boundaries fall on w
 S = 1_000
 
 
-def reading(device: str, at_ms: int, value: float, metric: str = "temperature", unit: str = "Cel") -> dict[str, Any]:
-    return {
-        "device_id": device,
-        "metric": metric,
-        "value": value,
-        "unit": unit,
-        "event_time": at_ms,
-        "ingest_time": at_ms + 50,
-        "source_protocol": "MQTT",
-        "source": f"devices/{device}/{metric}",
-        "sequence": None,
-        "attributes": {},
-    }
-
-
-def expected_aggregates(
-    readings: Iterable[dict[str, Any]], size_ms: int, slide_ms: int, metric: str = "temperature"
-) -> dict[tuple[str, int], dict[str, Any]]:
-    """The windows computed here, independently of Spark: every window containing each reading."""
-    members: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for record in readings:
-        if record["metric"] != metric:
-            continue
-        t = record["event_time"]
-        start = (t // slide_ms) * slide_ms
-        while start + size_ms > t:
-            members[(record["device_id"], start)].append(record)
-            start -= slide_ms
-    out = {}
-    for (device, start), rows in members.items():
-        values = [row["value"] for row in rows]
-        times = [row["event_time"] for row in rows]
-        out[(device, start)] = {
-            "device_id": device,
-            "metric": metric,
-            "window_start": start,
-            "window_end": start + size_ms,
-            "count": len(rows),
-            "min": min(values),
-            "max": max(values),
-            "mean": sum(values) / len(values),
-            "stddev": statistics.pstdev(values),
-            "first_event_time": min(times),
-            "last_event_time": max(times),
-            "unit": rows[0]["unit"],
-        }
-    return out
-
-
-def aggregate_decoder(registry: Any) -> AvroDecoder:
-    return AvroDecoder(registry, schema_dict(TEMPERATURE_AGGREGATE))
-
-
-def as_millis(record: dict[str, Any]) -> dict[str, Any]:
-    """fastavro gives timestamp-millis as datetimes; the expectations are in epoch ms."""
-    return {
-        key: int(value.timestamp() * 1000) if isinstance(value, datetime) else value for key, value in record.items()
-    }
-
-
-def consume_aggregates(
-    stack: Any, registry: Any, topic: str, expected: int, timeout: float = 120.0
-) -> list[Consumed]:
-    return consume(stack.bootstrap, topic, expected=expected, timeout=timeout, decoder=aggregate_decoder(registry))
-
-
-def assert_aggregates_equal(got: dict[str, Any], want: dict[str, Any]) -> None:
-    """Every field equal; the standard deviation to 1e-12 relative, because Spark's
-    streaming variance and Python's two-pass one round differently in the last bits."""
-    got = as_millis(got)
-    assert set(got) == set(want), f"fields differ: {set(got) ^ set(want)}"
-    for name, value in want.items():
-        if name == "stddev":
-            assert math.isclose(got[name], value, rel_tol=1e-12, abs_tol=1e-12), (name, got, want)
-        else:
-            assert got[name] == value, f"{name}: got {got[name]!r}, want {value!r} in {got}"
-
-
-def by_window(records: list[Consumed]) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    out: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for item in records:
-        assert item.record is not None
-        out[(item.record["device_id"], as_millis(item.record)["window_start"])].append(item.record)
-        assert item.key == item.record["device_id"].encode(), "aggregates are keyed by device id"
-    return out
-
-
 def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
-    stack: Any, registry_client: Any, topics: Any, devices: Any, settings_for: Any, run_job: Any
+    stack: Any, topics: Any, devices: Any, settings_for: Any, run_job: Any, read_aggregates: Any
 ) -> None:
     on_time = [
         reading("d1", BASE_MS + 1 * S, 20.0),
@@ -126,7 +33,7 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
     ]
     devices.send(on_time)
     job = run_job(settings_for(WindowSettings(size="10 seconds", watermark="5 seconds")))
-    first = consume_aggregates(stack, registry_client, topics.output, expected=3)
+    first = read_aggregates(topics.output, expected=3)
     assert len(first) == 3, [c.record for c in first]
     job.wait_for_watermark(BASE_MS + 21 * S)
 
@@ -136,12 +43,12 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
     closer = [reading("d2", BASE_MS + 40 * S, 32.0)]  # watermark -> 35 s: [20,30) closes
     devices.send(closer)
 
-    got = by_window(consume_aggregates(stack, registry_client, topics.output, expected=4))
+    got = by_window(read_aggregates(topics.output, expected=4))
     want = expected_aggregates(on_time, 10 * S, 10 * S)
     assert set(got) == set(want) - {("d2", BASE_MS + 40 * S)}
     for key, records in got.items():
         assert len(records) == 1, f"window {key} emitted {len(records)} times"
-        assert_aggregates_equal(records[0], want[key])
+        assert_aggregate_equal(records[0], want[key])
 
     late_out = consume(stack.bootstrap, topics.late, expected=1)
     assert [c.value for c in late_out] == late, "the late reading, byte for byte, on the late topic"
@@ -159,7 +66,7 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
 
 
 def test_hopping_windows_of_a_non_default_size(
-    stack: Any, registry_client: Any, topics: Any, devices: Any, settings_for: Any, run_job: Any
+    stack: Any, topics: Any, devices: Any, settings_for: Any, run_job: Any, read_aggregates: Any
 ) -> None:
     sent = [reading("d1", BASE_MS + t * S, v) for t, v in ((1, 10.0), (11, 12.0), (15, 13.5), (25, 16.0))]
     sent += [reading("d2", BASE_MS + 14 * S, 40.0)]
@@ -169,9 +76,9 @@ def test_hopping_windows_of_a_non_default_size(
 
     want = expected_aggregates(sent, 20 * S, 10 * S)
     assert {start - BASE_MS for (device, start) in want if device == "d1"} == {-10 * S, 0, 10 * S, 20 * S}
-    got = by_window(consume_aggregates(stack, registry_client, topics.output, expected=len(want)))
+    got = by_window(read_aggregates(topics.output, expected=len(want)))
     assert set(got) == set(want)
     assert {key: len(records) for key, records in got.items()} == dict.fromkeys(want, 1)
     for key, records in got.items():
-        assert_aggregates_equal(records[0], want[key])
+        assert_aggregate_equal(records[0], want[key])
     assert [want[("d1", BASE_MS + s * S)]["count"] for s in (-10, 0, 10, 20)] == [1, 3, 3, 1]

@@ -20,15 +20,9 @@ from typing import Any
 import pytest
 
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import unique_topic
+from fluxgate_core.testing import free_port, unique_topic
 
 INGEST = Path(sys.executable).with_name("fluxgate-coap-ingest")
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def is_free(port: int, kind: int) -> bool:

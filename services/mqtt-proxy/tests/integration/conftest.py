@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,13 +20,7 @@ import pytest
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, consume, unique_topic
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from fluxgate_core.testing import Consumed, consume, free_port, unique_topic
 
 
 @dataclass

@@ -1,0 +1,36 @@
+"""JobState's bookkeeping of queries, with stand-ins for Spark's StreamingQuery."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fluxgate_aggregator.job import JobState
+
+
+@dataclass
+class StandIn:
+    name: str
+    isActive: bool = True  # noqa: N815 - pyspark's attribute name
+
+
+def test_a_failed_query_is_restarted_in_its_place() -> None:
+    started: list[str] = []
+
+    def starter(name: str) -> Any:
+        def begin() -> StandIn:
+            started.append(name)
+            return StandIn(name)
+
+        return begin
+
+    state = JobState(starters={"aggregates": starter("aggregates"), "side-outputs": starter("side-outputs")})
+    state.queries = [begin() for begin in state.starters.values()]
+    aggregates, sides = state.queries
+    sides.isActive = False
+
+    assert state.failed() == [sides]
+    again = state.restart(sides)
+    assert state.queries == [aggregates, again] and again is not sides
+    assert started == ["aggregates", "side-outputs", "side-outputs"]
+    assert state.failed() == []
