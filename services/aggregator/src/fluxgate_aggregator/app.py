@@ -6,11 +6,9 @@ import logging
 import signal
 import sys
 import threading
-import time
 
 import structlog
 import typer
-from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
@@ -18,6 +16,7 @@ from fluxgate_aggregator.job import JobState, start
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
+from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.errors import ConfigError, FluxgateError
 from fluxgate_core.health import HealthServer
 from fluxgate_core.logs import configure_logging
@@ -50,43 +49,27 @@ def run() -> None:
 def serve(settings: AggregatorSettings, stop: threading.Event | None = None) -> int:
     """Start the queries and block until ``stop`` (or a signal), then stop them gracefully."""
     stop = stop or _signal_event()
-    contracts = load_contracts(
-        registry_client(settings.registry), settings.input_topic, settings.output_topic, settings.registry.compatibility
-    )
+    client = registry_client(settings.registry)
+    contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
     spark = build_session(settings.spark)
     state = JobState()
     spark.streams.addListener(ProgressListener(state))
     start(spark, settings, contracts, state)
+    supervisor = Supervisor(spark, settings, client, contracts, state)
     health = HealthServer(settings.http, {"queries": lambda: all(q.isActive for q in state.queries)}).start()
     log.info(
         "aggregator.started", input=settings.input_topic, output=settings.output_topic, window=settings.window.size
     )
     try:
-        restarts = 0
         while not stop.wait(1.0):
-            failed = state.failed()
-            if failed and restarts >= settings.max_query_restarts:
-                log.error("aggregator.query_failed", errors={q.name: str(q.exception()) for q in failed})
+            if not supervisor.tick():
                 return 1
-            for query in failed:
-                restarts += 1
-                _restart(state, query, restarts)
         return 0
     finally:
         for query in state.queries:
             query.stop()
         health.stop()
         spark.stop()
-
-
-def _restart(state: JobState, query: StreamingQuery, attempt: int) -> None:
-    """Resume a failed query from its checkpoint. Its last batch is committed before Spark
-    reports progress, so a failure while reporting (SPARK-55271: Kafka source metrics in
-    4.1.1 throw on the first batch after a restart) or a transient Kafka error costs
-    one restart, not the job."""
-    log.warning("aggregator.query_restarting", name=query.name, error=str(query.exception()), attempt=attempt)
-    time.sleep(min(2.0**attempt, 30.0))
-    state.restart(query)
 
 
 def _signal_event() -> threading.Event:

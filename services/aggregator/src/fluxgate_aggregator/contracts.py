@@ -23,18 +23,24 @@ class Contracts:
 def load_contracts(client: SchemaRegistryClient, input_topic: str, output_topic: str, compatibility: str) -> Contracts:
     """Every schema registered under the input subject (so old records still decode) and
     the output schema registered under the output subject, before any record is read."""
-    reader = compact(schema_text(SENSOR_READING))
     subject = value_subject(input_topic)
-    # Registering the schema we read with is idempotent and makes a fresh stack usable
-    # before any gateway has produced; a changed gateway schema just adds a version.
-    register(client, subject, reader, compatibility)
+    # Registering the schema we read with makes a fresh stack usable before any gateway
+    # has produced. The text must be byte for byte the gateways' own: the registry keeps
+    # a differently formatted copy as a new version with a new id.
+    register(client, subject, schema_text(SENSOR_READING), compatibility)
+    output_id = register(client, value_subject(output_topic), schema_text(TEMPERATURE_AGGREGATE), compatibility)
+    return Contracts(
+        compact(schema_text(SENSOR_READING)),
+        writer_schemas(client, subject),
+        compact(schema_text(TEMPERATURE_AGGREGATE)),
+        output_id,
+    )
+
+
+def writer_schemas(client: SchemaRegistryClient, subject: str) -> dict[int, str]:
+    """Schema id -> schema text of every version registered under ``subject``."""
     try:
         versions = [client.get_version(subject, v) for v in client.get_versions(subject)]
-        writers = {
-            version.schema_id: str(version.schema.schema_str) for version in versions if version.schema_id is not None
-        }
     except Exception as exc:
         raise RegistryError(f"cannot list schemas of {subject}: {exc}") from exc
-    output = compact(schema_text(TEMPERATURE_AGGREGATE))
-    output_id = register(client, value_subject(output_topic), output, compatibility)
-    return Contracts(reader, writers, output, output_id)
+    return {version.schema_id: str(version.schema.schema_str) for version in versions if version.schema_id is not None}

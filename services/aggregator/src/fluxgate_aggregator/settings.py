@@ -98,6 +98,9 @@ class AggregatorSettings(BaseSettings):
     max_query_restarts: int = Field(
         5, ge=0, description="failed queries are resumed from their checkpoint this many times before the job exits 1"
     )
+    schema_refresh_seconds: float = Field(
+        30.0, gt=0, description="how often the registry is asked for new writer schemas of the input subject"
+    )
     checkpoint_dir: str = Field(".local/checkpoints/aggregator", min_length=1, description="durable on a cluster")
 
     @field_validator("late_topic")

@@ -16,6 +16,7 @@ from fluxgate_aggregator.job import JobState, start
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
 from fluxgate_aggregator.spark import build_session
+from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
@@ -71,6 +72,7 @@ class RunningJob:
         spark.streams.addListener(self.listener)
         contracts = load_contracts(registry, settings.input_topic, settings.output_topic, "BACKWARD")
         start(spark, settings, contracts, self.state)
+        self.supervisor = Supervisor(spark, settings, registry, contracts, self.state)
 
     def wait_for_watermark(self, at_least_ms: int, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -119,9 +121,9 @@ class Devices:
         self.send_raw([])
         return values
 
-    def send_raw(self, values: Iterable[bytes]) -> None:
+    def send_raw(self, values: Iterable[bytes], key: bytes = b"broken") -> None:
         for value in values:
-            self.producer.produce(self.topic, key=b"broken", value=value)
+            self.producer.produce(self.topic, key=key, value=value)
         assert self.producer.flush(10) == 0
 
 

@@ -3,6 +3,7 @@ late readings, dead letters, hopping windows."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from fluxgate_aggregator.settings import WindowSettings
 from fluxgate_aggregator.testing import assert_aggregate_equal, by_window, expected_aggregates, reading
 from fluxgate_core.deadletter import REASON, SERVICE
+from fluxgate_core.schemas import SENSOR_READING, schema_dict
+from fluxgate_core.serde import AvroEncoder, register, value_subject
 from fluxgate_core.testing import consume
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -82,3 +85,30 @@ def test_hopping_windows_of_a_non_default_size(
     for key, records in got.items():
         assert_aggregate_equal(records[0], want[key])
     assert [want[("d1", BASE_MS + s * S)]["count"] for s in (-10, 0, 10, 20)] == [1, 3, 3, 1]
+
+
+def test_a_new_writer_schema_version_is_followed(
+    registry_client: Any, topics: Any, devices: Any, settings_for: Any, run_job: Any, read_aggregates: Any
+) -> None:
+    """A gateway upgraded to a newer SensorReading (an added optional field) registers a
+    new version; the job re-plans its decoding and aggregates the new records too."""
+    old = [reading("d1", BASE_MS + 1 * S, 20.0)]
+    devices.send(old)
+    job = run_job(settings_for(WindowSettings(size="10 seconds", watermark="5 seconds")))
+
+    newer = schema_dict(SENSOR_READING)
+    newer["fields"] = [*newer["fields"], {"name": "firmware", "type": ["null", "string"], "default": None}]
+    new_id = register(registry_client, value_subject(topics.input), json.dumps(newer), "BACKWARD")
+    assert new_id not in job.supervisor.contracts.writers
+    job.supervisor.follow_writers()
+    assert new_id in job.supervisor.contracts.writers
+
+    upgraded = AvroEncoder(newer, new_id)
+    fresh = [{**reading("d1", BASE_MS + 4 * S, 24.0), "firmware": "2.1"}, reading("d1", BASE_MS + 30 * S, 0.0)]
+    devices.send_raw([upgraded.encode(record) for record in fresh], key=b"d1")
+
+    (window,) = by_window(read_aggregates(topics.output, expected=1)).values()
+    want = expected_aggregates([*old, reading("d1", BASE_MS + 4 * S, 24.0)], 10 * S, 10 * S)
+    assert_aggregate_equal(window[0], want[("d1", BASE_MS)])
+    job.assert_running()
+    assert job.state.dead_letters == 0
