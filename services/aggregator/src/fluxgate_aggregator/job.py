@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from fluxgate_aggregator.consumed import CONSUMED_FIELDS
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, decode, encode, frame_columns
@@ -82,7 +83,11 @@ def _aliased(columns: dict[str, Column]) -> list[Column]:
 def aggregate(decoded: DataFrame, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
     window = settings.window
     slide = window.slide or window.size
-    readings = decoded.where(F.col("reading").isNotNull()).select("reading.*")
+    # Only the declared fields go on: using another one fails at analysis, not in a
+    # producer's release, until it is added to the consumer contract.
+    readings = decoded.where(F.col("reading").isNotNull()).select(
+        *[F.col(f"reading.{name}").alias(name) for name in CONSUMED_FIELDS]
+    )
     stats = (
         readings.where(F.col("metric") == settings.metric)
         .withWatermark("event_time", window.watermark)

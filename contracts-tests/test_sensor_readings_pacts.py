@@ -1,0 +1,196 @@
+"""Provider verification of the aggregator's pacts for ``sensors.readings``.
+
+Each producer's real converter (``MessageConverter`` for mqtt-proxy,
+``NotificationConverter`` for coap-ingest) turns a device payload into Kafka records
+with the real ``AvroEncoder``; the value is decoded from its Confluent wire-format bytes
+by the real ``AvroDecoder`` and handed, as JSON, to the Pact verifier, which applies the
+pact's matching rules. Nothing here compares dicts by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import pytest
+from confluent_kafka.schema_registry import Schema
+from pact import Verifier
+from pact.types import Message
+
+from fluxgate_coap_ingest.convert import NotificationConverter
+from fluxgate_coap_ingest.settings import SERVICE as COAP_INGEST
+from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_core.kafka import KafkaRecord
+from fluxgate_core.payloads import CF_CBOR, CF_JSON, CF_SENML_JSON
+from fluxgate_core.readings import build_reading
+from fluxgate_core.schemas import SENSOR_READING, schema_dict
+from fluxgate_core.serde import AvroDecoder, AvroEncoder
+from fluxgate_mqtt_proxy.convert import MessageConverter
+from fluxgate_mqtt_proxy.settings import SERVICE as MQTT_PROXY
+from fluxgate_mqtt_proxy.settings import default_routes
+
+PACTS_DIR = Path(__file__).resolve().parent / "pacts"
+CONSUMER = "aggregator"
+SCHEMA_ID = 1
+NOW_MS = 1_700_000_000_000  # fixed ingest time: the messages, and so the runs, are deterministic
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+COAP_URI = "coap://10.0.0.7:5683/sensors/dev-9/temperature"
+JSON_OBJECT = {"sensorId": "Sensor4", "timestamp": 1486997194029, "temperature": 23.6}
+SENML_PACK = [
+    {"bn": "urn:dev:ow:10e2073a:", "bt": 1_700_000_000, "n": "temp", "u": "Cel", "v": 22.5},
+    {"n": "pressure", "v": 1013, "t": 1.5},  # no unit and none by default: unit is null
+]
+
+Produce = Callable[[AvroEncoder], list[KafkaRecord]]
+
+
+class OneSchemaRegistry:
+    """Stands in for the schema registry: the producer's schema under ``SCHEMA_ID``."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._schema = Schema(json.dumps(schema), "AVRO")
+
+    def get_schema(self, schema_id: int) -> Schema:
+        if schema_id != SCHEMA_ID:
+            raise KeyError(f"schema id {schema_id} was never registered")
+        return self._schema
+
+
+@dataclass(frozen=True)
+class Producer:
+    """A producer's real serialization, with the writer schema it registers."""
+
+    name: str
+    produce: Produce
+    schema: dict[str, Any]
+
+    def messages(self) -> list[bytes]:
+        """Each record value decoded with the writer's own schema, as the JSON the verifier matches.
+
+        Decoding with the writer schema (not the aggregator's reader schema) matters: Avro
+        resolution would fill a dropped field with its default and hide the break.
+        """
+        records = self.produce(AvroEncoder(self.schema, SCHEMA_ID))
+        assert records, f"{self.name} produced no record"
+        decoder = AvroDecoder(OneSchemaRegistry(self.schema))  # type: ignore[arg-type]
+        return [json.dumps(as_json(decoder.decode(record.value))).encode() for record in records]
+
+
+def as_json(record: dict[str, Any]) -> dict[str, Any]:
+    """fastavro reads timestamp-millis as datetimes; the contract states epoch milliseconds."""
+    return {
+        key: (v - EPOCH) // timedelta(milliseconds=1) if isinstance(v, datetime) else v for key, v in record.items()
+    }
+
+
+def verify(provider: str, message: bytes) -> None:
+    """Run the Pact verifier for ``provider``'s pact; AssertionError listing the mismatches."""
+
+    # One kind of message goes on the topic, so every interaction gets the produced one.
+    def handler(name: str) -> Message:
+        return Message(contents=message, content_type="application/json", metadata=None)
+
+    pact_file = PACTS_DIR / f"{CONSUMER}-{provider}.json"
+    verifier = Verifier(provider).message_handler(handler).add_source(pact_file).set_coloured_output(enabled=False)
+    try:
+        verifier.verify()
+    except RuntimeError:
+        raise AssertionError(failure_report(provider, pact_file, verifier)) from None
+
+
+def failure_report(provider: str, pact_file: Path, verifier: Verifier) -> str:
+    """The mismatches first, one a line with where they are; then the verifier's own report."""
+    lines = [f"{provider} breaks the aggregator's contract ({pact_file.name}):"]
+    for error in verifier.results.get("errors", []):
+        mismatch = error.get("mismatch", {})
+        for found in mismatch.get("mismatches") or [mismatch]:
+            lines.append(f"  {found.get('path') or found.get('key', '?')} -> {found.get('mismatch', found)}")
+    return "\n".join([*lines, "", verifier.output(strip_ansi=True)])
+
+
+def reading_schema() -> dict[str, Any]:
+    return schema_dict(SENSOR_READING)
+
+
+def mqtt(topic: str, payload: bytes) -> Produce:
+    """mqtt-proxy with its default routes (``sensors/<device>/<metric>``, ``devices/<device>/senml``)."""
+    return lambda encoder: MessageConverter(default_routes(), encoder).convert(topic, payload, {"fw": "1.2"}, NOW_MS)
+
+
+def coap(payload: bytes, content_format: int | None, **resource: Any) -> Produce:
+    def produce(encoder: AvroEncoder) -> list[KafkaRecord]:
+        converter = NotificationConverter(ResourceSettings(uri=COAP_URI, **resource), encoder)
+        return converter.convert(COAP_URI, payload, content_format, 17, NOW_MS)
+
+    return produce
+
+
+MQTT_PAYLOADS = {
+    "json object": mqtt("sensors/Sensor4/temperature", json.dumps(JSON_OBJECT).encode()),
+    "bare number": mqtt("sensors/d9/temperature", b"21"),
+    "senml pack": mqtt("devices/dev-3/senml", json.dumps(SENML_PACK).encode()),
+}
+COAP_PAYLOADS = {
+    "json object": coap(json.dumps(JSON_OBJECT).encode(), CF_JSON),
+    "cbor object": coap(cbor2.dumps(JSON_OBJECT), CF_CBOR),
+    "senml pack": coap(json.dumps(SENML_PACK).encode(), CF_SENML_JSON),
+    "bare number": coap(b"21.25", None, device_from="path:1", metric_from="path:2"),
+}
+PRODUCERS = [
+    *(
+        pytest.param(Producer(MQTT_PROXY, produce, reading_schema()), id=f"mqtt-{kind}")
+        for kind, produce in MQTT_PAYLOADS.items()
+    ),
+    *(
+        pytest.param(Producer(COAP_INGEST, produce, reading_schema()), id=f"coap-{kind}")
+        for kind, produce in COAP_PAYLOADS.items()
+    ),
+]
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_producer_satisfies_the_aggregator_pact(producer: Producer) -> None:
+    for message in producer.messages():
+        verify(producer.name, message)
+
+
+def without_field(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    changed = copy.deepcopy(schema)
+    changed["fields"] = [field for field in changed["fields"] if field["name"] != name]
+    return changed
+
+
+def renamed_field(schema: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    changed = copy.deepcopy(schema)
+    changed["fields"] = [{**field, "name": new} if field["name"] == old else field for field in changed["fields"]]
+    return changed
+
+
+def test_a_producer_dropping_a_consumed_field_fails_naming_it() -> None:
+    # The .avsc loses ``unit``: the encoder then skips the key the converter still fills.
+    producer = Producer(MQTT_PROXY, MQTT_PAYLOADS["json object"], without_field(reading_schema(), "unit"))
+    (message,) = producer.messages()
+    assert b'"unit"' not in message
+    with pytest.raises(AssertionError, match=r"mqtt-proxy breaks .*\n.*missing the following keys: unit"):
+        verify(producer.name, message)
+
+
+def test_a_producer_renaming_a_consumed_field_fails_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Schema and converter renamed together, as a deliberate producer refactoring would.
+    def camel_case(*args: Any) -> dict[str, Any]:
+        reading = build_reading(*args)
+        reading["eventTime"] = reading.pop("event_time")
+        return reading
+
+    monkeypatch.setattr("fluxgate_coap_ingest.convert.build_reading", camel_case)
+    schema = renamed_field(reading_schema(), "event_time", "eventTime")
+    (message,) = Producer(COAP_INGEST, COAP_PAYLOADS["json object"], schema).messages()
+    assert b'"eventTime"' in message
+    with pytest.raises(AssertionError, match=r"coap-ingest breaks .*\n.*missing the following keys: event_time"):
+        verify(COAP_INGEST, message)

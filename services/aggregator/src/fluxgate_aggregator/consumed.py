@@ -1,0 +1,40 @@
+"""The fields of ``SensorReading`` that the aggregator reads from ``sensors.readings``.
+
+The streaming job relies on exactly these fields and on nothing else a gateway writes:
+``device_id`` keys the per-device windows, ``metric`` selects the configured metric,
+``value`` feeds the statistics, ``unit`` is carried into the aggregate and
+``event_time`` drives the watermark and the windows.
+
+The consumer-driven contract (``services/aggregator/tests/contract``) is written from
+this declaration and verified against what mqtt-proxy and coap-ingest really encode
+(``contracts-tests/``). Reading another field in the job therefore means declaring it
+here first, which is what makes the producers promise to keep it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+AvroType = str | list[str] | dict[str, str]
+"""An Avro type as it appears in the ``.avsc``: a name, a union, or a logical type."""
+
+TIMESTAMP_MILLIS: Final[dict[str, str]] = {"type": "long", "logicalType": "timestamp-millis"}
+
+CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
+    {
+        "device_id": "string",
+        "metric": "string",
+        "value": "double",
+        # A device may not state a unit; the job passes null through to the aggregate.
+        "unit": ["null", "string"],
+        "event_time": TIMESTAMP_MILLIS,
+    }
+)
+"""Field name -> its Avro type in ``schemas/sensor_reading.avsc``, in schema order."""
+
+
+def is_nullable(avro_type: AvroType) -> bool:
+    """Whether a field of this type may be null (a union with ``"null"``)."""
+    return isinstance(avro_type, list) and "null" in avro_type
