@@ -90,9 +90,7 @@ def test_service_images_build_from_their_own_dockerfile(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(BUILT))
-def test_service_env_names_are_settings_fields_and_values_validate(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_service_env_names_are_settings_fields_and_values_validate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     env = BUILT[name]["environment"]
     prefix = prefix_of(BUILT[name])
     cls = settings_class(prefix)
