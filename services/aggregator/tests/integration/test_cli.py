@@ -45,6 +45,10 @@ class Job:
         except (OSError, urllib.error.URLError):
             return None
 
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as answer:
+            return str(answer.read().decode())
+
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while (status := self.readiness()) is None or not status["ready"]:
@@ -124,5 +128,10 @@ def test_killed_mid_stream_and_restarted_from_its_checkpoint(
     for key, emitted in got.items():
         for record in emitted:  # re-emissions after the kill are allowed only as exact copies
             assert_aggregate_equal(record, want[key])
+
+    metrics = job.metrics()
+    for name in ("input_rows_per_second", "processed_rows_per_second", "batch_duration_seconds", "state_rows"):
+        assert f"fluxgate_aggregator_{name}" in metrics, name
+    assert "fluxgate_aggregator_watermark_seconds 1.7672256" in metrics, "the watermark passed 60 s into the data"
 
     assert job.signal(signal.SIGTERM) == 0, job.tail()
