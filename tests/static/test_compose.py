@@ -1,11 +1,16 @@
-"""docker-compose.yml is checked statically (no Docker engine here): it must stay
-equivalent to the local stack and to the services' own settings."""
+"""docker-compose.yml and the services' Dockerfiles are checked statically (no Docker
+engine here): they must stay equivalent to the local stack and to the services' own
+settings."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from pathlib import Path
+import json
+import os
+import shlex
+import tomllib
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -25,6 +30,7 @@ SETTINGS_MODULES = {
     "FLUXGATE_AGG_": "fluxgate_aggregator.settings",
 }
 BUILT = {name: spec for name, spec in SERVICES.items() if "build" in spec}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def settings_class(prefix: str) -> type[BaseSettings]:
@@ -49,6 +55,54 @@ def field_exists(model: type[BaseModel], path: list[str]) -> bool:
         return True
     nested = field.annotation
     return isinstance(nested, type) and issubclass(nested, BaseModel) and field_exists(nested, path[1:])
+
+
+def assert_settings_fields(cls: type[BaseSettings], env: dict[str, Any], where: str) -> None:
+    prefix = str(cls.model_config["env_prefix"])
+    for key in env:
+        if key.startswith(prefix):
+            path = key[len(prefix) :].split("__")
+            assert field_exists(cls, path), f"{where}: {key} is not a field of {cls.__name__}"
+
+
+def load_with_env(cls: type[BaseSettings], env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``cls`` loaded from exactly ``env``: this process's own variables under the prefix are hidden."""
+    prefix = str(cls.model_config["env_prefix"])
+    for key in list(os.environ):
+        if key.upper().startswith(prefix):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, str(value))
+    return load_settings(cls)
+
+
+def dockerfile_of(name: str) -> Path:
+    return ROOT / str(BUILT[name]["build"]["dockerfile"])
+
+
+def instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` pairs, continuation lines joined, comments dropped."""
+    result: list[tuple[str, str]] = []
+    pending = ""
+    for line in dockerfile.read_text().splitlines():
+        if line.lstrip().startswith("#") or not line.strip():
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        keyword, _, arguments = pending.strip().partition(" ")
+        result.append((keyword.upper(), arguments.strip()))
+        pending = ""
+    return result
+
+
+def arguments(dockerfile: Path, keyword: str) -> list[str]:
+    return [args for kw, args in instructions(dockerfile) if kw == keyword]
+
+
+def dockerfile_env(dockerfile: Path) -> dict[str, str]:
+    return dict(item.split("=", 1) for args in arguments(dockerfile, "ENV") for item in shlex.split(args))
 
 
 def image_tag(service: str) -> str:
@@ -76,7 +130,12 @@ def test_topics_match_the_local_stack() -> None:
 
 
 def test_registry_compatibility_matches_the_local_stack() -> None:
-    assert f'"compatibility":"{StackSettings().registry_compatibility}"' in SERVICES["registry-config"]["command"]
+    body = " ".join(SERVICES["registry-config"]["command"])
+    assert f'"compatibility":"{StackSettings().registry_compatibility}"' in body
+
+
+def test_every_service_with_settings_runs_in_compose() -> None:
+    assert {prefix_of(spec) for spec in BUILT.values()} == set(SETTINGS_MODULES)
 
 
 @pytest.mark.parametrize("name", sorted(BUILT))
@@ -90,19 +149,73 @@ def test_service_images_build_from_their_own_dockerfile(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(BUILT))
+def test_dockerfile_copies_only_what_exists_and_runs_the_console_script(name: str) -> None:
+    dockerfile = dockerfile_of(name)
+    for args in arguments(dockerfile, "COPY"):
+        assert not args.startswith("--from"), "single-stage images"
+        *sources, _ = shlex.split(args)
+        for source in sources:
+            assert (ROOT / source).exists(), f"{dockerfile}: COPY {source} (paths are relative to the repo root)"
+    [entrypoint] = arguments(dockerfile, "ENTRYPOINT")
+    scripts = tomllib.loads((dockerfile.parent / "pyproject.toml").read_text())["project"]["scripts"]
+    assert json.loads(entrypoint)[0] in scripts, f"{dockerfile}: ENTRYPOINT is not a console script of the service"
+    [user] = arguments(dockerfile, "USER")
+    assert user not in {"root", "0"}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_dockerfile_env_names_are_settings_fields_and_its_port_is_the_settings_port(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dockerfile = dockerfile_of(name)
+    env = dockerfile_env(dockerfile)
+    cls = settings_class(prefix_of(BUILT[name]))
+    assert_settings_fields(cls, env, str(dockerfile))
+    port = load_with_env(cls, env, monkeypatch).http.port
+    assert arguments(dockerfile, "EXPOSE") == [str(port)]
+    [healthcheck] = arguments(dockerfile, "HEALTHCHECK")
+    assert f"127.0.0.1:{port}/healthz" in healthcheck
+    assert f"{port}:{port}" in BUILT[name]["ports"]
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
 def test_service_env_names_are_settings_fields_and_values_validate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     env = BUILT[name]["environment"]
-    prefix = prefix_of(BUILT[name])
-    cls = settings_class(prefix)
-    for key, value in env.items():
-        if key.startswith(prefix):
-            path = key[len(prefix) :].split("__")
-            assert field_exists(cls, path), f"{name}: {key} is not a field of {cls.__name__}"
-            monkeypatch.setenv(key, str(value))
-    settings: Any = load_settings(cls)
+    cls = settings_class(prefix_of(BUILT[name]))
+    assert_settings_fields(cls, env, name)
+    settings: Any = load_with_env(cls, env, monkeypatch)
     port = settings.http.port
     assert f"{port}:{port}" in BUILT[name]["ports"]
     assert str(port) in " ".join(BUILT[name]["healthcheck"]["test"])
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_services_reach_the_other_containers_not_their_own_loopback(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings: Any = load_with_env(settings_class(prefix_of(BUILT[name])), BUILT[name]["environment"], monkeypatch)
+    endpoints = {"kafka": settings.kafka.bootstrap_servers, "registry": settings.registry.url}
+    if "mqtt" in type(settings).model_fields:
+        endpoints["mqtt"] = settings.mqtt.host
+    for what, endpoint in endpoints.items():
+        assert not any(host in endpoint for host in LOOPBACK), f"{name}: {what} at {endpoint} is the container itself"
+
+
+def test_named_volumes_are_declared() -> None:
+    declared = set(COMPOSE.get("volumes") or {})
+    for name, spec in SERVICES.items():
+        for volume in spec.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if not source.startswith((".", "/")):
+                assert source in declared, f"{name}: volume {source} is not declared"
+
+
+def test_aggregator_checkpoints_live_on_a_named_volume(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = SERVICES["aggregator"]
+    settings: Any = load_with_env(settings_class("FLUXGATE_AGG_"), spec["environment"], monkeypatch)
+    checkpoint = PurePosixPath(settings.checkpoint_dir)
+    mounts = {PurePosixPath(v.split(":")[1]): v.split(":")[0] for v in spec.get("volumes", [])}
+    named = [target for target, source in mounts.items() if source in (COMPOSE.get("volumes") or {})]
+    assert any(checkpoint == target or target in checkpoint.parents for target in named), checkpoint
+    assert str(checkpoint) in arguments(dockerfile_of("aggregator"), "VOLUME")[0]
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))

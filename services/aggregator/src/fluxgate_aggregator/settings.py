@@ -78,6 +78,12 @@ class SparkSettings(Group):
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark properties")
 
 
+class AggregatorHttpSettings(HttpSettings):
+    """Health and metrics; its own class so that setting only the host keeps port 9103."""
+
+    port: int = Field(9103, ge=0, le=65535, description="0 picks a free port")
+
+
 class AggregatorSettings(BaseSettings):
     """aggregator's settings; nested groups with ``__`` (``FLUXGATE_AGG_WINDOW__SIZE``)."""
 
@@ -85,7 +91,7 @@ class AggregatorSettings(BaseSettings):
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
     registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: HttpSettings = Field(default_factory=lambda: HttpSettings(port=9103))
+    http: AggregatorHttpSettings = Field(default_factory=AggregatorHttpSettings)  # type: ignore[arg-type]
     log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
     spark: SparkSettings = Field(default_factory=SparkSettings)  # type: ignore[arg-type]
     window: WindowSettings = Field(default_factory=WindowSettings)  # type: ignore[arg-type]

@@ -98,3 +98,9 @@ def test_the_cli_exits_2_naming_the_field_before_starting_spark() -> None:
     assert result.returncode == 2, result.stderr
     assert "FLUXGATE_AGG_WINDOW__SIZE" in result.stderr
     assert "soon" in result.stderr
+
+
+def test_setting_only_the_http_host_keeps_the_service_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_AGG_HTTP__HOST", "0.0.0.0")
+    settings = load_settings(AggregatorSettings)
+    assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9103)

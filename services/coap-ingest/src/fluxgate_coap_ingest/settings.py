@@ -137,6 +137,12 @@ class DtlsSettings(Group):
         return self
 
 
+class IngestHttpSettings(HttpSettings):
+    """Health and metrics; its own class so that setting only the host keeps port 9102."""
+
+    port: int = Field(9102, ge=0, le=65535, description="0 picks a free port")
+
+
 class CoapIngestSettings(BaseSettings):
     """coap-ingest's settings; nested groups with ``__`` (``FLUXGATE_COAP_KAFKA__BOOTSTRAP_SERVERS``)."""
 
@@ -152,7 +158,7 @@ class CoapIngestSettings(BaseSettings):
     # fluxgate-core's groups give defaults positionally, which mypy (no pydantic plugin) cannot see.
     kafka: KafkaSettings = KafkaSettings()  # type: ignore[call-arg]
     registry: RegistrySettings = RegistrySettings()  # type: ignore[call-arg]
-    http: HttpSettings = HttpSettings(port=9102)
+    http: IngestHttpSettings = Field(default_factory=IngestHttpSettings)  # type: ignore[arg-type]
     log: LogSettings = LogSettings()  # type: ignore[call-arg]
 
     @field_validator("resources")

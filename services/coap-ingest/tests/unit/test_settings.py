@@ -92,3 +92,8 @@ def test_explicit_routing_wins_over_path_levels() -> None:
     assert (explicit.routed_device(), explicit.routed_metric()) == ("boiler", "humidity")
     assert ResourceSettings(uri=URI).routed_device() is None
     assert explicit.host == "127.0.0.1"
+
+
+def test_setting_only_the_http_host_keeps_the_service_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load(monkeypatch, [], FLUXGATE_COAP_HTTP__HOST="0.0.0.0")
+    assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9102)
