@@ -1,0 +1,195 @@
+"""What both benchmarks share: CPU accounting from /proc, the stack, and how results are written.
+
+Imported as ``_common`` by the scripts next to it; ``python bench/<name>.py`` puts this
+folder first on ``sys.path``, so no package or install is needed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fluxgate_stack import Endpoints, Stack
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench-results"
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+NEEDED = ("kafka", "registry", "mosquitto")
+
+
+def stack_up() -> Endpoints:
+    """The running local stack as it is, or a fresh one when something is missing.
+
+    Not ``Stack().up()`` unconditionally: ``make bench`` starts the JVMs with full JIT, and
+    ``up`` from this process (without that variable) would restart them in quick-start mode.
+    """
+    stack = Stack()
+    states = {status.name: status.state for status in stack.status()}
+    if all(states.get(name) in {"ready", "external"} for name in NEEDED):
+        return stack.endpoints()
+    return stack.up(list(NEEDED))
+
+
+def server_pid(name: str) -> int | None:
+    """Pid of one of the stack's servers, when this machine's stack tool started it."""
+    for status in Stack().status():
+        if status.name == name and status.state == "ready":
+            return status.pid
+    return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of a running process (all its threads), 0 when unknown or gone."""
+    if pid is None:
+        return 0.0
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    # The command name (field 2) may hold spaces; every field after its ")" is numeric.
+    fields = stat.rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / TICKS_PER_SECOND
+
+
+def quick_start_jit(pid: int | None) -> bool | None:
+    """Whether a stack JVM runs C1-only (``fluxgate-stack``'s quick start), which lowers its peak."""
+    try:
+        return b"-XX:TieredStopAtLevel=1" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, TypeError):
+        return None
+
+
+def reap(process: subprocess.Popen[Any], timeout: float) -> float:
+    """Wait for a child and return the CPU seconds it used; kill it after ``timeout``.
+
+    ``wait4`` reports the child's exact rusage, which /proc cannot once the child is gone.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        time.sleep(0.005)
+    process.kill()
+    process.wait()
+    raise TimeoutError(f"{process.args!r} did not finish within {timeout:.0f}s")
+
+
+@dataclass
+class Meter:
+    """Wall time and CPU of some processes between ``start()`` and ``stop()``."""
+
+    pids: dict[str, int | None]
+    started: float = 0.0
+    wall: float = 0.0
+    cpu: dict[str, float] | None = None
+
+    def start(self) -> Meter:
+        self.cpu = {name: -cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.started = time.perf_counter()
+        return self
+
+    def stop(self) -> Meter:
+        self.wall = time.perf_counter() - self.started
+        assert self.cpu is not None, "start() first"
+        self.cpu = {name: used + cpu_seconds(self.pids[name]) for name, used in self.cpu.items()}
+        return self
+
+
+class CpuSampler:
+    """CPU seconds of some processes, sampled in a thread, to read between two instants later.
+
+    Spark reports when each micro-batch started and how long it took; sampling lets the CPU of
+    exactly the steady batches be told apart from start-up and the first batch afterwards.
+    """
+
+    def __init__(self, pids: Sequence[int], interval: float = 0.1) -> None:
+        self._pids = list(pids)
+        self._interval = interval
+        self._samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self._samples.append((time.time(), sum(cpu_seconds(pid) for pid in self._pids)))
+            if self._stop.wait(self._interval):
+                self._samples.append((time.time(), sum(cpu_seconds(pid) for pid in self._pids)))
+                return
+
+    def used(self, start: float, end: float) -> float:
+        """CPU seconds used between two ``time.time()`` instants, interpolated between samples."""
+        return self._at(end) - self._at(start)
+
+    def _at(self, instant: float) -> float:
+        samples = self._samples
+        if not samples:
+            return 0.0
+        for (t0, c0), (t1, c1) in itertools.pairwise(samples):
+            if t0 <= instant <= t1:
+                return c0 + (c1 - c0) * (instant - t0) / (t1 - t0) if t1 > t0 else c1
+        return samples[0][1] if instant < samples[0][0] else samples[-1][1]
+
+
+def micros_per(seconds: float, count: int) -> float:
+    return round(seconds / count * 1e6, 2) if count else 0.0
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    cells = [list(header), *[[_cell(value) for value in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for index, row in enumerate(cells):
+        print(
+            "  ".join(
+                cell.rjust(width) if i else cell.ljust(width)
+                for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if index == 0:
+            print("  ".join("-" * width for width in widths))
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def write_results(name: str, results: dict[str, Any]) -> Path:
+    """``bench-results/<name>.json`` with the machine the numbers came from."""
+    RESULTS.mkdir(exist_ok=True)
+    machine = {
+        "cpus": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "stack_jvms_quick_start": {server: quick_start_jit(server_pid(server)) for server in ("kafka", "registry")},
+    }
+    document = {
+        "benchmark": name,
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine,
+        **results,
+    }
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return path
