@@ -12,6 +12,7 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -47,6 +48,11 @@ class AsyncProducer:
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.last_error: KafkaError | None = None
+        # Delivery reports arrive in librdkafka's callback thread; they are handed to the
+        # event loop in batches, one wake-up per batch instead of one per record.
+        self._reports: list[tuple[asyncio.Future[Message], KafkaError | None, Message]] = []
+        self._reports_lock = threading.Lock()
+        self._drain_scheduled = False
 
     async def start(self) -> None:
         """Start the thread that serves delivery reports (poll must never block the loop)."""
@@ -64,7 +70,7 @@ class AsyncProducer:
         while True:
             try:
                 self._producer.produce(
-                    topic, value, key, headers=list(headers or ()), on_delivery=self._callback(future)
+                    topic, value, key, headers=list(headers or ()), on_delivery=partial(self._report, future)
                 )
                 break
             except BufferError:
@@ -105,14 +111,22 @@ class AsyncProducer:
             await asyncio.to_thread(self._poller.join, 5.0)
             self._poller = None
 
-    def _callback(self, future: asyncio.Future[Message]) -> Any:
-        loop = self._loop
-        assert loop is not None
+    def _report(self, future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
+        """librdkafka's delivery callback (poll or flush thread): queue, wake the loop once."""
+        with self._reports_lock:
+            self._reports.append((future, err, msg))
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._drain_reports)
 
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            loop.call_soon_threadsafe(self._settle, future, err, msg)
-
-        return on_delivery
+    def _drain_reports(self) -> None:
+        with self._reports_lock:
+            reports, self._reports = self._reports, []
+            self._drain_scheduled = False
+        for future, err, msg in reports:
+            self._settle(future, err, msg)
 
     def _settle(self, future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
         self._slots.release()

@@ -14,6 +14,7 @@ valve) bounds how many QoS 0 messages can be in memory.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -67,13 +68,13 @@ class MessageHandler:
         try:
             await self._handle(name, payload or b"", qos, properties, ticket)
         except NotAcknowledged as exc:
-            metrics.UNACKNOWLEDGED.labels(str(exc)).inc()
+            _child(metrics.UNACKNOWLEDGED, str(exc)).inc()
             if qos:
                 raise
             return SUCCESS  # a QoS 0 task's exception would only be logged as "never retrieved"
         finally:
             self._valve.left()
-        metrics.ACKNOWLEDGED.labels(str(qos)).inc()
+        _child(metrics.ACKNOWLEDGED, str(qos)).inc()
         metrics.ACK_LATENCY.observe(time.monotonic() - started)
         return SUCCESS
 
@@ -81,8 +82,8 @@ class MessageHandler:
         if not self._open:
             raise NotAcknowledged("shutting down")
         route = self._converter.route(topic)
-        metrics.MESSAGES.labels(route.name if route else "", str(qos)).inc()
-        core_metrics.RECORDS_IN.labels("mqtt").inc()
+        _child(metrics.MESSAGES, route.name if route else "", str(qos)).inc()
+        _child(core_metrics.RECORDS_IN, "mqtt").inc()
         try:
             await self._deliver(topic, payload, user_properties(properties))
         except Exception as exc:  # Kafka refused a record or its dead letter, or a bug: stop, unacknowledged
@@ -114,7 +115,7 @@ class MessageHandler:
         pending = [await self._producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
         for record, future in zip(records, pending, strict=True):
             await future
-            core_metrics.RECORDS_OUT.labels(record.topic).inc()
+            _child(core_metrics.RECORDS_OUT, record.topic).inc()
 
     async def _dead_letter(self, topic: str, payload: bytes, properties: dict[str, str], exc: BaseException) -> None:
         log.info("message.dead_lettered", topic=topic, reason=str(exc), error_class=type(exc).__name__)
@@ -122,6 +123,12 @@ class MessageHandler:
         key = route.device_from_topic(topic) if route else None  # keeps a device's dead letters together
         headers = message_headers(topic, properties)
         await self._dead_letters.send(payload, error=exc, source=topic, key=key, headers=headers)
+
+
+@functools.cache
+def _child(metric: Any, *values: str) -> Any:
+    """A labelled child, looked up once: ``labels()`` takes a lock and builds a key per call."""
+    return metric.labels(*values)
 
 
 def user_properties(properties: Any) -> dict[str, str]:
