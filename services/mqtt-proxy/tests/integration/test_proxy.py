@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fluxgate_core.testing import consume
-from fluxgate_stack import restart
+from fluxgate_stack import kill, restart, start
 
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
 
@@ -119,6 +119,41 @@ def test_broker_restart_then_the_proxy_resumes(setup: Setup) -> None:
     got = setup.readings_in_kafka(expected=2)
     assert sorted(r.record["sequence"] for r in got) == [1, 2]  # type: ignore[index]
     assert proxy.metric("fluxgate_mqtt_disconnects_total") >= 1
+
+
+def test_kafka_down_stops_acknowledging_stays_bounded_and_loses_nothing(setup: Setup) -> None:
+    bound, receive_maximum = 50, 100
+    proxy = setup.proxy(QOS="1", MAX_PENDING_MESSAGES=str(bound), MQTT__RECEIVE_MAXIMUM=str(receive_maximum)).start()
+    setup.publish([(f"{setup.prefix}/d0/temperature", reading("d0", 0, 0.5))], 1)
+    assert len(setup.readings_in_kafka(expected=1)) == 1
+    acknowledged = proxy.metric("fluxgate_mqtt_acknowledged_total")
+    count = 1000
+    kill("kafka")
+    try:
+        # The broker takes these (its PUBACK is to mosquitto_pub) and queues them in the proxy's session.
+        setup.publish(
+            [
+                (f"{setup.prefix}/d{seq % 5}/temperature", reading(f"d{seq % 5}", seq, seq))
+                for seq in range(1, count + 1)
+            ],
+            1,
+        )
+        proxy.wait_until(lambda: proxy.http("/readyz")[0] == 503, "/readyz to report Kafka down")
+        proxy.wait_until(lambda: proxy.metric("fluxgate_mqtt_read_pauses_total") >= 1, "reading to pause")
+        peak = 0.0
+        for _ in range(30):  # watch it for a few seconds: bounded, nothing acknowledged
+            peak = max(peak, proxy.metric("fluxgate_mqtt_pending_messages"))
+            time.sleep(0.1)
+        assert proxy.metric("fluxgate_mqtt_acknowledged_total") == acknowledged
+        assert 0 < peak <= receive_maximum, peak
+        assert not proxy.exited
+    finally:
+        start("kafka")
+    proxy.wait_ready(timeout=60)
+    got = setup.readings_in_kafka(expected=count + 1, timeout=120)
+    seqs = collections.Counter(r.record["sequence"] for r in got)  # type: ignore[index]
+    assert set(seqs) == set(range(count + 1)), f"lost {sorted(set(range(count + 1)) - set(seqs))[:20]}"
+    print(f"peak pending {peak} (bound {bound}); duplicates after the outage: {sum(seqs.values()) - count - 1}")
 
 
 def test_sigterm_drains_and_exits_zero(setup: Setup) -> None:
