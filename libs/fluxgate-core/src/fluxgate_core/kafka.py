@@ -16,11 +16,12 @@ from functools import partial
 from typing import Any
 
 import structlog
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from fluxgate_core import metrics
-from fluxgate_core.errors import DeliveryError
+from fluxgate_core.errors import DeliveryError, FluxgateError
+from fluxgate_core.serde import AvroDecoder
 
 Headers = Sequence[tuple[str, bytes | str]]
 log = structlog.get_logger(__name__)
@@ -34,6 +35,95 @@ class KafkaRecord:
     key: bytes | None
     value: bytes
     headers: Sequence[tuple[str, bytes]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """One record read from Kafka: the raw bytes, and the decoded value or why it did not decode."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: dict[str, bytes]
+    timestamp_ms: int
+    record: dict[str, Any] | None = None
+    error: FluxgateError | None = None
+
+    @property
+    def source(self) -> str:
+        """``topic/partition/offset``: where a dead letter says it came from."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+class RecordConsumer:
+    """A consumer that hands out decoded batches and commits only what the caller says it handled.
+
+    A value that does not decode comes back with ``error`` set instead of raising, so one
+    poison record never stops a batch: the caller dead-letters it and moves on.
+    """
+
+    def __init__(self, config: dict[str, Any], topics: Sequence[str], decoder: AvroDecoder | None = None) -> None:
+        self._consumer = Consumer(config)
+        self._consumer.subscribe(list(topics))
+        self._decoder = decoder
+        self._closed = False
+
+    def poll_batch(self, max_records: int = 500, timeout: float = 1.0) -> list[ConsumedRecord]:
+        """Up to ``max_records`` records, waiting at most ``timeout`` s for the first."""
+        messages = self._consumer.consume(max_records, timeout)
+        return [self._record(msg) for msg in messages if not _partition_event(msg)]
+
+    def commit(self, records: Sequence[ConsumedRecord]) -> None:
+        """Commit past the highest offset of ``records`` in each partition (synchronously)."""
+        ends: dict[tuple[str, int], int] = {}
+        for item in records:
+            ends[(item.topic, item.partition)] = max(ends.get((item.topic, item.partition), -1), item.offset + 1)
+        if ends:
+            self._consumer.commit(
+                offsets=[TopicPartition(topic, partition, end) for (topic, partition), end in ends.items()],
+                asynchronous=False,
+            )
+
+    def close(self) -> None:
+        """Leave the group (partitions move to the other members at once). Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._consumer.close()
+
+    def _record(self, msg: Message) -> ConsumedRecord:
+        error = msg.error()
+        if error is not None:
+            raise DeliveryError(f"consuming failed: {error.str()}", retriable=error.retriable())
+        value = msg.value() or b""
+        record: dict[str, Any] | None = None
+        failure: FluxgateError | None = None
+        if self._decoder is not None:
+            try:
+                record = self._decoder.decode(value)
+            except FluxgateError as exc:
+                if exc.retriable:  # the registry is away: the record is fine, try it again later
+                    raise
+                failure = exc
+        raw_headers: list[tuple[str, bytes | None]] = list(msg.headers() or [])  # type: ignore[arg-type]
+        return ConsumedRecord(
+            topic=msg.topic() or "",
+            partition=msg.partition() or 0,
+            offset=msg.offset() or 0,
+            key=msg.key(),
+            value=value,
+            headers={name: raw or b"" for name, raw in raw_headers},
+            timestamp_ms=msg.timestamp()[1],
+            record=record,
+            error=failure,
+        )
+
+
+def _partition_event(msg: Message) -> bool:
+    """End-of-partition notices are events, not records (only with ``enable.partition.eof``)."""
+    error = msg.error()
+    return error is not None and error.code() == KafkaError._PARTITION_EOF
 
 
 class AsyncProducer:

@@ -80,6 +80,21 @@ class KafkaSettings(Group):
         config.update(self.extra)
         return config
 
+    def consumer_config(self, group_id: str, default_client_id: str) -> dict[str, Any]:
+        """A consumer that commits only when told (after the records are safely handled elsewhere)."""
+        config = self.client_config(default_client_id)
+        config.update(
+            {
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                # Only what producers committed: transactional writers never leak aborted records.
+                "isolation.level": "read_committed",
+            }
+        )
+        config.update(self.extra)
+        return config
+
 
 class RegistrySettings(Group):
     """A Confluent-compatible schema registry (Confluent, Karapace, Apicurio's ccompat API)."""

@@ -5,13 +5,10 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any
 
-from confluent_kafka import Consumer, Message
-
-from fluxgate_core.kafka import ensure_topics
+from fluxgate_core.kafka import ConsumedRecord, RecordConsumer, ensure_topics
 from fluxgate_core.serde import AvroDecoder
+from fluxgate_core.settings import KafkaSettings
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -28,14 +25,7 @@ def unique_topic(prefix: str, bootstrap: str, partitions: int = 3) -> str:
     return name
 
 
-@dataclass
-class Consumed:
-    key: bytes | None
-    value: bytes
-    headers: dict[str, bytes]
-    partition: int
-    offset: int
-    record: dict[str, Any] | None = None
+Consumed = ConsumedRecord  # what the tests have always called it
 
 
 def consume(
@@ -46,40 +36,27 @@ def consume(
     timeout: float = 30.0,
     idle: float = 2.0,
     decoder: AvroDecoder | None = None,
-) -> list[Consumed]:
+) -> list[ConsumedRecord]:
     """Read ``topic`` from the beginning until ``expected`` records arrived (or ``idle`` s of
-    silence once at least that many arrived, to catch extras), or until ``timeout``."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    out: list[Consumed] = []
+    silence once at least that many arrived, to catch extras), or until ``timeout``.
+    A record that does not decode fails the test."""
+    settings = KafkaSettings.model_validate({"bootstrap_servers": bootstrap})
+    consumer = RecordConsumer(settings.consumer_config(f"test-{uuid.uuid4().hex}", "fluxgate-test"), [topic], decoder)
+    out: list[ConsumedRecord] = []
     deadline = time.monotonic() + timeout
     last_seen = time.monotonic()
     try:
         while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
+            batch = consumer.poll_batch(timeout=0.2)
+            if not batch:
                 if expected is not None and len(out) >= expected and time.monotonic() - last_seen > idle:
                     break
                 continue
-            if msg.error():
-                continue
-            out.append(_consumed(msg, decoder))
+            for item in batch:
+                if item.error is not None:
+                    raise item.error
+            out.extend(batch)
             last_seen = time.monotonic()
     finally:
         consumer.close()
     return out
-
-
-def _consumed(msg: Message, decoder: AvroDecoder | None) -> Consumed:
-    value = msg.value() or b""
-    raw_headers: list[tuple[str, bytes | None]] = list(msg.headers() or [])  # type: ignore[arg-type]
-    headers = {key: value or b"" for key, value in raw_headers}
-    record = decoder.decode(value) if decoder is not None else None
-    return Consumed(msg.key(), value, headers, msg.partition() or 0, msg.offset() or 0, record)
