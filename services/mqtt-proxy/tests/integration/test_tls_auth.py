@@ -1,0 +1,122 @@
+"""mqtt-proxy against a Mosquitto of its own that demands TLS and a password."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluxgate_core.testing import free_port
+
+Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class SecureBroker:
+    port: int
+    ca_file: Path
+    users: dict[str, str]
+
+    def publish(self, topic: str, payload: str, user: str) -> None:
+        subprocess.run(
+            ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), "--cafile", str(self.ca_file),
+             "-u", user, "-P", self.users[user], "-q", "1", "-t", topic, "-m", payload],
+            check=True, timeout=30, capture_output=True,
+        )  # fmt: skip
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_certificates(folder: Path) -> None:
+    """A throwaway CA and a server certificate for 127.0.0.1, as an operator would make them."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+            "-days", "2", "-subj", "/CN=fluxgate-test-ca", cwd=folder)  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=localhost", cwd=folder)  # fmt: skip
+    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "san.ext", cwd=folder)  # fmt: skip
+
+
+@pytest.fixture
+def secure_broker(tmp_path: Path) -> Iterator[SecureBroker]:
+    folder = tmp_path / "broker"
+    folder.mkdir()
+    make_certificates(folder)
+    users = {"proxy": "proxy-secret", "device": "device-secret"}
+    for number, (user, password) in enumerate(users.items()):
+        create = ["-c"] if number == 0 else []
+        subprocess.run(["mosquitto_passwd", *create, "-b", str(folder / "passwd"), user, password], check=True)
+    port = free_port()
+    (folder / "mosquitto.conf").write_text(
+        "\n".join(
+            [
+                f"user {getpass.getuser()}",
+                f"listener {port} 127.0.0.1",
+                f"cafile {folder / 'ca.crt'}",
+                f"certfile {folder / 'server.crt'}",
+                f"keyfile {folder / 'server.key'}",
+                "allow_anonymous false",
+                f"password_file {folder / 'passwd'}",
+                "persistence false",
+                f"log_dest file {folder / 'mosquitto.log'}",
+                "",
+            ]
+        )
+    )
+    broker = subprocess.Popen(["mosquitto", "-c", str(folder / "mosquitto.conf")])
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            assert broker.poll() is None, "mosquitto exited at start"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "mosquitto never listened"
+                time.sleep(0.05)
+        yield SecureBroker(port, folder / "ca.crt", users)
+    finally:
+        broker.terminate()
+        broker.wait(timeout=10)
+
+
+def secure_proxy(setup: Setup, broker: SecureBroker, password: str) -> Any:
+    return setup.proxy(
+        MQTT__HOST="127.0.0.1",
+        MQTT__PORT=str(broker.port),
+        MQTT__TLS="true",
+        MQTT__CA_FILE=str(broker.ca_file),
+        MQTT__USERNAME="proxy",
+        MQTT__PASSWORD=password,
+        MQTT__RECONNECT_MAX_S="1",
+    )
+
+
+def test_tls_and_password_authentication(setup: Setup, secure_broker: SecureBroker) -> None:
+    secure_proxy(setup, secure_broker, secure_broker.users["proxy"]).start()
+    payload = json.dumps({"sensorId": "s1", "timestamp": int(time.time() * 1000), "temperature": 19.75, "seq": 7})
+    secure_broker.publish(f"{setup.prefix}/s1/temperature", payload, user="device")
+    [got] = setup.readings_in_kafka(expected=1)
+    assert got.record is not None
+    assert (got.record["device_id"], got.record["value"], got.record["sequence"]) == ("s1", 19.75, 7)
+
+
+def test_wrong_password_is_fatal_and_says_why(setup: Setup, secure_broker: SecureBroker) -> None:
+    proxy = secure_proxy(setup, secure_broker, "not-the-password").start(ready_timeout=None)
+    assert proxy.process is not None
+    assert proxy.process.wait(timeout=30) == 1
+    log = proxy.log.read_text()
+    assert "refused" in log.lower(), log[-2000:]
+    assert "not-the-password" not in log
