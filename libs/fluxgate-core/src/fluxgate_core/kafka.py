@@ -254,11 +254,18 @@ def make_producer(config: dict[str, Any], *, max_in_flight: int = 10_000) -> Asy
     return producer
 
 
-def ensure_topics(admin_config: dict[str, Any], topics: dict[str, int], replication: int = -1) -> None:
-    """Create the topics that do not exist yet (idempotent); ``-1`` = the broker's default replication."""
+def ensure_topics(
+    admin_config: dict[str, Any], topics: dict[str, int], replication: int = -1, config: dict[str, str] | None = None
+) -> None:
+    """Create the topics that do not exist yet (idempotent); ``-1`` = the broker's default replication.
+    ``config`` (topic-level settings such as ``retention.ms``) applies to the topics created here."""
     admin = AdminClient(admin_config)
     existing = set(admin.list_topics(timeout=10).topics)
-    wanted = [NewTopic(name, partitions, replication) for name, partitions in topics.items() if name not in existing]
+    wanted = [
+        NewTopic(name, partitions, replication, config=dict(config or {}))
+        for name, partitions in topics.items()
+        if name not in existing
+    ]
     for name, future in admin.create_topics(wanted).items() if wanted else ():
         try:
             future.result()

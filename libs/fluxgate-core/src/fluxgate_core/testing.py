@@ -18,10 +18,10 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return int(probe.getsockname()[1])
 
 
-def unique_topic(prefix: str, bootstrap: str, partitions: int = 3) -> str:
+def unique_topic(prefix: str, bootstrap: str, partitions: int = 3, config: dict[str, str] | None = None) -> str:
     """Create and return a fresh topic so tests never see each other's records."""
     name = f"{prefix}.{uuid.uuid4().hex[:10]}"
-    ensure_topics({"bootstrap.servers": bootstrap}, {name: partitions}, replication=1)
+    ensure_topics({"bootstrap.servers": bootstrap}, {name: partitions}, replication=1, config=config)
     return name
 
 

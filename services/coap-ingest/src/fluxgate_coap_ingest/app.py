@@ -22,7 +22,7 @@ async def run(stop: asyncio.Event) -> None:
     """Run the service until ``stop`` is set, then drain."""
     settings = load_settings(CoapIngestSettings)
     configure_logging(SERVICE, settings.log)
-    service = CoapIngestService(settings)
+    service = CoapIngestService(settings, stop)
     health = HealthServer(settings.http, checks={"ready": service.ready}).start()
     try:
         async with service:
@@ -35,6 +35,9 @@ async def run(stop: asyncio.Event) -> None:
         raise SystemExit(1) from exc
     finally:
         health.stop()
+    if service.fatal is not None:
+        log.error("service.stopped", error=str(service.fatal), error_class=type(service.fatal).__name__)
+        raise SystemExit(1)
 
 
 def main() -> None:

@@ -2,13 +2,16 @@
 
 A notification is done only when Kafka confirmed every record it became (or the
 dead-letter topic confirmed its original bytes), so one resource's readings reach
-Kafka in the order the device sent them and a stop never loses an accepted one.
+Kafka in the order the device sent them and a stop never loses an accepted one. What
+can be neither produced nor dead-lettered stops the service (exit 1) rather than
+being dropped quietly: CoAP has no redelivery, so a loud stop is the only honest answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -18,8 +21,8 @@ from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.observer import Notification
 from fluxgate_core import metrics as core_metrics
 from fluxgate_core.deadletter import DeadLetterWriter
-from fluxgate_core.errors import FluxgateError, InvalidReading, PayloadError, SerializationError
-from fluxgate_core.kafka import AsyncProducer
+from fluxgate_core.errors import DeliveryError, InvalidReading, PayloadError, SerializationError
+from fluxgate_core.kafka import AsyncProducer, KafkaRecord
 
 log = structlog.get_logger(__name__)
 REJECTED = (PayloadError, InvalidReading, SerializationError)
@@ -58,17 +61,31 @@ class NotificationHandler:
         except REJECTED as exc:
             await self._reject(notification, exc)
             return
+        except Exception as exc:  # a payload that trips a bug: keep it in the dead letters, do not lose it
+            log.exception("notification.convert_failed", uri=notification.uri)
+            await self._reject(notification, exc)
+            return
         key = DedupeWindow.key(notification.payload, notification.observe, device_timed=conversion.device_timed)
         if self._duplicate(key, notification):
             return
-        acks = [await self._producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in conversion.records]
-        await asyncio.gather(*acks)
+        try:
+            await self._produce(conversion.records)
+        except DeliveryError as exc:
+            if exc.retriable:
+                raise
+            await self._reject(notification, exc)  # Kafka will never take it (too large, ...): keep the bytes
+            return
         self._dedupe.remember(key)
-        for record in conversion.records:
-            core_metrics.RECORDS_OUT.labels(record.topic).inc()
         core_metrics.END_TO_END_LATENCY.observe(time.monotonic() - started)
 
-    async def _reject(self, notification: Notification, error: FluxgateError) -> None:
+    async def _produce(self, records: list[KafkaRecord]) -> None:
+        # Send all first so they share Kafka batches, then wait for every acknowledgement.
+        acks = [await self._producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
+        for record, ack in zip(records, acks, strict=True):
+            await ack
+            core_metrics.RECORDS_OUT.labels(record.topic).inc()
+
+    async def _reject(self, notification: Notification, error: BaseException) -> None:
         # A broken payload replayed by a re-registration is dead-lettered once, not each time.
         key = DedupeWindow.key(notification.payload, notification.observe, device_timed=False)
         if self._duplicate(key, notification):
@@ -101,15 +118,20 @@ class NotificationHandler:
         return headers
 
 
-async def drain_queue(queue: asyncio.Queue[Notification], handler: NotificationHandler) -> None:
-    """Handle notifications from ``queue`` until cancelled; one bad one never stops the rest."""
+async def drain_queue(
+    queue: asyncio.Queue[Notification], handler: NotificationHandler, on_fatal: Callable[[BaseException], None]
+) -> None:
+    """Handle notifications from ``queue`` until cancelled, or until one can be neither produced nor
+    dead-lettered: then ``on_fatal`` stops the service instead of dropping it."""
     while True:
         notification = await queue.get()
         try:
             await handler.handle(notification)
-        except FluxgateError as exc:
-            log.error("notification.failed", uri=notification.uri, error=str(exc), retriable=exc.retriable)
-        except Exception:
-            log.exception("notification.crashed", uri=notification.uri)
+        except Exception as exc:
+            log.error(
+                "notification.not_delivered", uri=notification.uri, error=str(exc), error_class=type(exc).__name__
+            )
+            on_fatal(exc)
+            return
         finally:
             queue.task_done()

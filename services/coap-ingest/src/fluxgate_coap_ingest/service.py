@@ -24,10 +24,16 @@ log = structlog.get_logger(__name__)
 
 
 class CoapIngestService:
-    """Observes every configured resource; ``stop()`` drains and is safe to call twice."""
+    """Observes every configured resource; ``stop()`` drains and is safe to call twice.
 
-    def __init__(self, settings: CoapIngestSettings) -> None:
+    ``fatal`` says why the service asked to stop early (``stop`` is set then): a
+    notification that could be neither produced nor dead-lettered.
+    """
+
+    def __init__(self, settings: CoapIngestSettings, stop: asyncio.Event | None = None) -> None:
         self.settings = settings
+        self.fatal: BaseException | None = None
+        self._stop = stop or asyncio.Event()
         self.observers: list[ResourceObserver] = []
         self._producer: AsyncProducer | None = None
         self._context: aiocoap.Context | None = None
@@ -105,7 +111,14 @@ class CoapIngestService:
         self.observers.append(observer)
         self._queues.append(queue)
         self._readers.append(asyncio.create_task(observer.run(), name=f"observe {resource.uri}"))
-        self._workers.append(asyncio.create_task(drain_queue(queue, handler), name=f"produce {resource.uri}"))
+        self._workers.append(
+            asyncio.create_task(drain_queue(queue, handler, self._fail), name=f"produce {resource.uri}")
+        )
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+        self._stop.set()
 
 
 def check_dtls_available(resources: list[ResourceSettings]) -> None:

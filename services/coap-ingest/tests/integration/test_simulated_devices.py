@@ -13,7 +13,7 @@ import pytest
 
 from fluxgate_core import deadletter
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, consume
+from fluxgate_core.testing import Consumed, consume, unique_topic
 from fluxgate_sim.coap import CoapDeviceServer
 
 pytestmark = pytest.mark.integration
@@ -87,6 +87,28 @@ async def test_malformed_payload_goes_to_the_dead_letter_topic(
     assert dead[0].headers[deadletter.SERVICE] == b"coap-ingest"
     assert dead[0].headers["coap.content-format"] == b"50"
     assert sorted(c.record["value"] for c in good if c.record) == [19.0, 19.5]
+
+
+async def test_what_kafka_refuses_for_good_is_dead_lettered_and_what_nothing_takes_stops_the_service(
+    stack: Any, topics: tuple[str, str], start_ingest: Callable[..., Any]
+) -> None:
+    _, dead_letter_topic = topics
+    # Smaller than any record batch: the broker refuses every record, for good (not retriable).
+    refusing = unique_topic("test.coap.refusing", stack.bootstrap, config={"max.message.bytes": "64"})
+    payload = reading_json("dev-r", "temperature", 17.25, T0)
+    async with CoapDeviceServer(port=0) as server:
+        server.publish("dev-r", "temperature", payload)
+        resources = [{**resource, "topic": refusing} for resource in server.resources_config()]
+        ingest = start_ingest(resources)
+        dead = await consume_async(stack.bootstrap, dead_letter_topic, expected=1, timeout=30)
+        assert ingest.process.poll() is None, ingest.log()
+        assert await asyncio.to_thread(ingest.stop) == 0
+        stuck = start_ingest(resources, DEADLETTER_TOPIC=refusing)
+        assert await asyncio.to_thread(stuck.process.wait, 60) == 1
+    assert [letter.value for letter in dead] == [payload]
+    assert dead[0].headers[deadletter.ERROR_CLASS] == b"DeliveryError"
+    assert b"too large" in dead[0].headers[deadletter.REASON].lower()
+    assert "notification.not_delivered" in stuck.log() and "Message size too large" in stuck.log()
 
 
 async def test_sigterm_drains_and_exits_zero(start_ingest: Callable[..., Any]) -> None:

@@ -13,6 +13,7 @@ from fluxgate_coap_ingest.observer import Notification
 from fluxgate_coap_ingest.settings import ResourceSettings
 from fluxgate_core import deadletter
 from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.errors import DeliveryError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 
@@ -106,24 +107,62 @@ async def test_invalid_reading_is_dead_lettered() -> None:
     assert dict(producer.sent[0][3])[deadletter.ERROR_CLASS] == b"InvalidReading"
 
 
-async def test_drain_queue_keeps_going_after_a_failure() -> None:
+class RefusingProducer(FakeProducer):
+    """Kafka refuses every record on ``refused`` topics with ``error``."""
+
+    def __init__(self, refused: set[str], error: BaseException) -> None:
+        super().__init__()
+        self.refused, self.error = refused, error
+
+    async def send(self, topic: str, value: bytes, *, key: Any = None, headers: Sequence[Any] | None = None) -> Any:
+        future = await super().send(topic, value, key=key, headers=headers)
+        if topic in self.refused:
+            fresh: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            fresh.set_exception(self.error)
+            return fresh
+        return future
+
+
+async def test_record_kafka_will_never_take_is_dead_lettered_with_the_original_bytes() -> None:
+    producer = RefusingProducer({"sensors.readings"}, DeliveryError("Message size too large", retriable=False))
+    await make_handler(producer).handle(notification(TIMED))
+    topic, value, _, headers = producer.sent[-1]
+    assert (topic, value) == ("dlq", TIMED)
+    assert dict(headers)[deadletter.ERROR_CLASS] == b"DeliveryError"
+    assert b"too large" in dict(headers)[deadletter.REASON]
+
+
+async def test_payload_that_trips_a_bug_is_dead_lettered_not_lost() -> None:
     producer = FakeProducer()
     handler = make_handler(producer)
+
+    def broken(*args: Any) -> Any:
+        raise KeyError("a bug")
+
+    handler._converter.conversion = broken  # type: ignore[method-assign]
+    await handler.handle(notification(TIMED))
+    assert [(topic, value) for topic, value, _, _ in producer.sent] == [("dlq", TIMED)]
+    assert dict(producer.sent[0][3])[deadletter.ERROR_CLASS] == b"KeyError"
+
+
+async def test_what_can_be_neither_produced_nor_dead_lettered_stops_the_service() -> None:
+    refusal = DeliveryError("Message size too large", retriable=False)
+    handler = make_handler(RefusingProducer({"sensors.readings", "dlq"}, refusal))
     queue: asyncio.Queue[Notification] = asyncio.Queue()
-    failing = FakeProducer()
-
-    async def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("boom")
-
-    failing.send = refuse  # type: ignore[method-assign]
-    broken_handler = make_handler(failing)
-    worker = asyncio.create_task(drain_queue(queue, broken_handler))
+    fatal: list[BaseException] = []
+    worker = asyncio.create_task(drain_queue(queue, handler, fatal.append))
     queue.put_nowait(notification(TIMED))
-    await asyncio.wait_for(queue.join(), 5)
-    assert not worker.done()
-    worker.cancel()
-    worker = asyncio.create_task(drain_queue(queue, handler))
+    await asyncio.wait_for(worker, 5)  # the worker ends: nothing after it is taken and dropped
+    assert fatal == [refusal]
+    await asyncio.wait_for(queue.join(), 1)
+
+
+async def test_retriable_delivery_errors_are_not_dead_lettered() -> None:
+    producer = RefusingProducer({"sensors.readings"}, DeliveryError("broker transport failure", retriable=True))
+    fatal: list[BaseException] = []
+    queue: asyncio.Queue[Notification] = asyncio.Queue()
+    worker = asyncio.create_task(drain_queue(queue, make_handler(producer), fatal.append))
     queue.put_nowait(notification(TIMED))
-    await asyncio.wait_for(queue.join(), 5)
-    worker.cancel()
-    assert len(producer.sent) == 1
+    await asyncio.wait_for(worker, 5)
+    assert [topic for topic, *_ in producer.sent] == ["sensors.readings"]
+    assert len(fatal) == 1 and fatal[0].retriable  # type: ignore[attr-defined]
