@@ -138,6 +138,7 @@ class AsyncProducer:
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.last_error: KafkaError | None = None
+        self._brokers_down = False
         # Delivery reports arrive in librdkafka's callback thread; they are handed to the
         # event loop in batches, one wake-up per batch instead of one per record.
         self._reports: list[tuple[asyncio.Future[Message], KafkaError | None, Message]] = []
@@ -183,9 +184,21 @@ class AsyncProducer:
     def in_flight(self) -> int:
         return self._in_flight
 
-    def healthy(self) -> bool:
-        """False while the last report from librdkafka says every broker is down."""
-        return self.last_error is None or self.last_error.code() != KafkaError._ALL_BROKERS_DOWN
+    def healthy(self, probe_timeout: float = 1.0) -> bool:
+        """False while every broker is down.
+
+        librdkafka says once that it lost every broker (then only per-connection transport
+        errors) and never says it got one back. So "down" is a state: set by that report,
+        cleared by a confirmed delivery or, for an idle producer, by a metadata request here.
+        """
+        if not self._brokers_down:
+            return True
+        try:
+            self._producer.list_topics(timeout=probe_timeout)
+        except KafkaException:
+            return False
+        self._brokers_down = False
+        return True
 
     async def flush(self, timeout: float = 30.0) -> int:
         """Wait until every queued record is confirmed; return how many are still queued."""
@@ -223,7 +236,7 @@ class AsyncProducer:
         self._in_flight -= 1
         metrics.KAFKA_IN_FLIGHT.dec()
         if err is None:
-            self.last_error = None
+            self._brokers_down = False
         if future.done():
             return
         if err is None:
@@ -238,6 +251,8 @@ class AsyncProducer:
 
     def _on_error(self, err: KafkaError) -> None:
         self.last_error = err
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._brokers_down = True
 
 
 def make_producer(config: dict[str, Any], *, max_in_flight: int = 10_000) -> AsyncProducer:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_core.testing import unique_topic
+from fluxgate_stack import kill, start
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +86,30 @@ async def test_records_come_back_decoded_poison_flagged_and_commits_resume_the_g
     finally:
         second.close()
     assert sorted(item.source for item in rest) == sorted(item.source for item in got if item.offset >= 4)
+
+
+async def test_an_idle_producer_is_unhealthy_while_kafka_is_down_and_healthy_once_it_is_back(stack: Any) -> None:
+    settings = KafkaSettings.model_validate({"bootstrap_servers": stack.bootstrap})
+    producer = make_producer(settings.producer_config("core-health-test"))
+    await producer.start()
+    try:
+        assert producer.healthy()
+        kill("kafka")
+        try:
+            await wait_for(lambda: not producer.healthy(), "the producer to see every broker down")
+            for _ in range(8):  # and it stays so: librdkafka's later transport errors do not hide it
+                await asyncio.sleep(0.5)
+                assert not await asyncio.to_thread(producer.healthy)
+        finally:
+            start("kafka")
+        # Nothing is produced: only the health check itself may notice that Kafka is back.
+        await wait_for(producer.healthy, "the producer to be healthy again without producing")
+    finally:
+        await producer.stop()
+
+
+async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)

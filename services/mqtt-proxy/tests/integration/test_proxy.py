@@ -143,6 +143,7 @@ def test_kafka_down_stops_acknowledging_stays_bounded_and_loses_nothing(setup: S
         peak = 0.0
         for _ in range(30):  # watch it for a few seconds: bounded, nothing acknowledged
             peak = max(peak, proxy.metric("fluxgate_mqtt_pending_messages"))
+            assert proxy.http("/readyz")[0] == 503
             time.sleep(0.1)
         assert proxy.metric("fluxgate_mqtt_acknowledged_total") == acknowledged
         assert 0 < peak <= receive_maximum, peak
