@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from collections.abc import Callable
 
 from fluxgate_core.kafka import ConsumedRecord, RecordConsumer, ensure_topics
 from fluxgate_core.serde import AvroDecoder
@@ -36,9 +37,11 @@ def consume(
     timeout: float = 30.0,
     idle: float = 2.0,
     decoder: AvroDecoder | None = None,
+    complete: Callable[[list[ConsumedRecord]], bool] | None = None,
 ) -> list[ConsumedRecord]:
-    """Read ``topic`` from the beginning until ``expected`` records arrived (or ``idle`` s of
-    silence once at least that many arrived, to catch extras), or until ``timeout``.
+    """Read ``topic`` from the beginning until ``expected`` records arrived (then ``idle`` s of
+    silence, to catch extras), or until ``timeout``. ``complete`` replaces the count where
+    duplicates are allowed: a count can be reached while some records are still missing.
     A record that does not decode fails the test."""
     settings = KafkaSettings.model_validate({"bootstrap_servers": bootstrap})
     consumer = RecordConsumer(settings.consumer_config(f"test-{uuid.uuid4().hex}", "fluxgate-test"), [topic], decoder)
@@ -49,7 +52,8 @@ def consume(
         while time.monotonic() < deadline:
             batch = consumer.poll_batch(timeout=0.2)
             if not batch:
-                if expected is not None and len(out) >= expected and time.monotonic() - last_seen > idle:
+                done = complete(out) if complete is not None else expected is not None and len(out) >= expected
+                if done and time.monotonic() - last_seen > idle:
                     break
                 continue
             for item in batch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -139,6 +140,16 @@ class Setup:
 
     def readings_in_kafka(self, expected: int, timeout: float = 60.0) -> list[Consumed]:
         return consume(self.stack.bootstrap, self.readings, expected=expected, timeout=timeout, decoder=self.decoder)
+
+    def sequences_in_kafka(self, sequences: set[int], timeout: float = 90.0) -> collections.Counter[int]:
+        """How often each sequence number arrived, read until every one of ``sequences`` has
+        (at least once delivery: duplicates are allowed, so a count alone proves nothing)."""
+
+        def every_one(got: list[Consumed]) -> bool:
+            return sequences <= {item.record["sequence"] for item in got if item.record}
+
+        got = consume(self.stack.bootstrap, self.readings, timeout=timeout, decoder=self.decoder, complete=every_one)
+        return collections.Counter(item.record["sequence"] for item in got if item.record)
 
 
 @pytest.fixture

@@ -22,6 +22,8 @@ from fluxgate_stack.servers.base import Port, Server
 from fluxgate_stack.settings import StackSettings
 from fluxgate_stack.stack import Stack
 
+pytestmark = pytest.mark.integration  # real processes and ports, though no server of the stack
+
 
 class FakeServer(Server):
     name = "fake"
