@@ -19,7 +19,8 @@ help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements-dev.txt $(addsuffix /pyproject.toml,$(PACKAGES))
-	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv || \
+		python3 -m pip install --quiet --break-system-packages uv  # Debian's own python3 is externally managed
 	@test -x $(PY) || python3 -m uv venv --quiet --python 3.11 $(VENV)
 	@command -v autoreconf >/dev/null && command -v libtoolize >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq $(BUILD_DEPS) >/dev/null; }

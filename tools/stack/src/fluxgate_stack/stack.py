@@ -101,6 +101,12 @@ class Stack:
     def _install(self, chosen: list[Server]) -> None:
         missing = [server for server in chosen if not server.is_installed()]
         packages = {binary: package for server in missing for binary, package in server.debian_packages.items()}
+        packages.update(
+            (binary, package)
+            for server in chosen
+            for binary, package in server.toolchain().items()
+            if fetch.find_binary(binary) is None
+        )
         if packages:
             started = time.monotonic()
             fetch.ensure_debian_packages(packages)  # one apt-get run for all servers

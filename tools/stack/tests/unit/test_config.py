@@ -134,3 +134,28 @@ def test_repo_root_is_found_by_walking_up(tmp_path: Path) -> None:
     assert find_repo_root(nested) == tmp_path
     with pytest.raises(StackError):
         find_repo_root(Path("/proc/self"))
+
+
+def test_missing_java_and_maven_are_installed_from_debian_even_when_the_jars_are_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fluxgate_stack import fetch
+    from fluxgate_stack.stack import Stack
+
+    asked: list[dict[str, str]] = []
+    monkeypatch.setattr(fetch, "ensure_debian_packages", asked.append)
+    monkeypatch.setattr(RegistryServer, "is_installed", lambda self: True)
+    settings = StackSettings(home=tmp_path, java=str(tmp_path / "no-java"), mvn=str(tmp_path / "no-mvn"))
+    Stack(settings).install(["registry"])
+    assert asked == [{str(tmp_path / "no-java"): "openjdk-17-jre-headless", str(tmp_path / "no-mvn"): "maven"}]
+
+
+def test_present_toolchain_installs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fluxgate_stack import fetch
+    from fluxgate_stack.stack import Stack
+
+    asked: list[dict[str, str]] = []
+    monkeypatch.setattr(fetch, "ensure_debian_packages", asked.append)
+    monkeypatch.setattr(RegistryServer, "is_installed", lambda self: True)
+    Stack(StackSettings(home=tmp_path, java="sh", mvn="sh")).install(["registry"])
+    assert asked == []

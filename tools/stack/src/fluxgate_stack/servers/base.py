@@ -71,6 +71,11 @@ class Server(ABC):
     def is_installed(self) -> bool:
         return all(find_binary(binary) for binary in self.debian_packages)
 
+    def toolchain(self) -> dict[str, str]:
+        """Executables the server runs on or is fetched with, and the Debian package of each;
+        checked on every install, since the server's own files may already be there."""
+        return {}
+
     def install(self) -> None:  # noqa: B027 - optional hook, most servers need nothing
         """Fetch what is missing beyond Debian packages (those are batched by the stack)."""
 
@@ -107,6 +112,9 @@ class JavaServer(Server):
     """A server that runs on the JVM; checks the java executable before starting."""
 
     min_java: ClassVar[int] = 17
+
+    def toolchain(self) -> dict[str, str]:
+        return {self.settings.java: "openjdk-17-jre-headless", self.settings.mvn: "maven"}
 
     def java(self) -> str:
         java = shutil.which(self.settings.java)
