@@ -9,6 +9,8 @@ import inspect
 import json
 import os
 import shlex
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -107,6 +109,38 @@ def dockerfile_env(dockerfile: Path) -> dict[str, str]:
 
 def image_tag(service: str) -> str:
     return str(SERVICES[service]["image"]).rsplit(":", 1)[1]
+
+
+@pytest.fixture(scope="module")
+def compose_check() -> Path:
+    """tests/static/compose-check, built (Go's build cache makes a rebuild take a second)."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("Go is needed to build tests/static/compose-check (Debian: apt-get install golang-go)")
+    binary = ROOT / ".local" / "bin" / "compose-check"
+    subprocess.run(
+        [go, "build", "-o", str(binary), "."], cwd=ROOT / "tests/static/compose-check", check=True, timeout=600
+    )
+    return binary
+
+
+def test_compose_file_loads_as_docker_compose_would(compose_check: Path) -> None:
+    result = subprocess.run(
+        [str(compose_check), str(ROOT / "docker-compose.yml")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == sorted(SERVICES)
+
+
+def test_compose_check_rejects_an_invalid_file_naming_the_field(compose_check: Path, tmp_path: Path) -> None:
+    broken = (ROOT / "docker-compose.yml").read_text().replace("service_healthy}", "service_heathy}", 1)
+    (tmp_path / "docker-compose.yml").write_text(broken)
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    result = subprocess.run(
+        [str(compose_check), str(tmp_path / "docker-compose.yml")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert "depends_on" in result.stderr and "condition" in result.stderr, result.stderr
 
 
 def test_every_image_is_pinned() -> None:
@@ -228,3 +262,19 @@ def test_dependencies_wait_for_health_and_long_runners_have_healthchecks(name: s
             assert "healthcheck" in SERVICES[dependency], dependency
     if spec.get("restart") != "no":
         assert "healthcheck" in spec, name
+
+
+def test_kafka_is_reachable_from_the_containers_and_from_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = SERVICES["kafka"]["environment"]
+    listeners = dict(item.split("://") for item in env["KAFKA_LISTENERS"].split(","))
+    advertised = dict(item.split("://") for item in env["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    protocols = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    for name, address in advertised.items():
+        assert name in protocols, name
+        assert listeners[name] == ":" + address.rsplit(":", 1)[1], f"{name} advertises a port it does not listen on"
+    published = {mapping.split(":")[0] for mapping in SERVICES["kafka"]["ports"]}
+    host_facing = [address for address in advertised.values() if address.split(":")[0] in LOOPBACK]
+    assert host_facing and all(address.rsplit(":", 1)[1] in published for address in host_facing)
+    for name, spec in BUILT.items():
+        settings: Any = load_with_env(settings_class(prefix_of(spec)), spec["environment"], monkeypatch)
+        assert settings.kafka.bootstrap_servers in advertised.values(), f"{name}: not an advertised listener"
