@@ -8,6 +8,7 @@ contract names them there, and consumers that only read the Avro value still see
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from fluxgate_core.errors import InvalidReading
@@ -19,6 +20,7 @@ from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
 from fluxgate_mqtt_proxy.settings import RouteSettings
 
 TOPIC_HEADER = "mqtt.topic"
+ROUTE_CACHE_SIZE = 65_536  # distinct MQTT topics whose route is remembered (least recently used go)
 
 
 class NoRoute(InvalidReading):
@@ -35,10 +37,12 @@ class MessageConverter:
         self.routes = [rule if isinstance(rule, Route) else compile_routes([rule])[0] for rule in rules]
         topics = {route.settings.topic for route in self.routes}
         self._encoders = dict(encoder) if isinstance(encoder, Mapping) else dict.fromkeys(topics, encoder)
+        # Devices publish on the same few topics again and again: match each topic's filters once.
+        self._routes_by_topic = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(route_for, self.routes))
 
     def route(self, topic: str) -> Route | None:
         """The rule ``topic`` falls under (rules are tried in configured order)."""
-        return route_for(self.routes, topic)
+        return self._routes_by_topic(topic)
 
     def convert(self, topic: str, payload: bytes, user_properties: Mapping[str, str], now_ms: int) -> list[KafkaRecord]:
         """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter."""
