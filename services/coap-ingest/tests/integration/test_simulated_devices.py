@@ -64,6 +64,30 @@ async def test_notifications_arrive_in_kafka_exactly(
     assert first["ingest_time"] >= datetime.now(UTC).replace(year=2024)
 
 
+async def test_resources_across_two_servers(
+    stack: Any, topics: tuple[str, str], decoder: AvroDecoder, start_ingest: Callable[..., Any]
+) -> None:
+    readings_topic, _ = topics
+    async with CoapDeviceServer(port=0) as first, CoapDeviceServer(port=0) as second:
+        first.publish("dev-1", "temperature", reading_json("dev-1", "temperature", 11.5, T0))
+        second.publish("dev-2", "brightness", reading_json("dev-2", "brightness", 250.0, T0))
+        ingest = start_ingest([*first.resources_config(), *second.resources_config()], READINESS="all")
+        await asyncio.to_thread(ingest.wait_ready)
+        first.publish("dev-1", "temperature", reading_json("dev-1", "temperature", 12.5, T0 + 1000))
+        second.publish("dev-2", "brightness", reading_json("dev-2", "brightness", 260.0, T0 + 1000))
+        records = await consume_async(stack.bootstrap, readings_topic, expected=4, decoder=decoder, timeout=30)
+        assert ingest.stop() == 0
+    got = sorted((c.record["source"], c.record["value"]) for c in records if c.record)
+    assert got == sorted(
+        [
+            (first.uri("dev-1", "temperature"), 11.5),
+            (first.uri("dev-1", "temperature"), 12.5),
+            (second.uri("dev-2", "brightness"), 250.0),
+            (second.uri("dev-2", "brightness"), 260.0),
+        ]
+    )
+
+
 async def test_malformed_payload_goes_to_the_dead_letter_topic(
     stack: Any, topics: tuple[str, str], decoder: AvroDecoder, start_ingest: Callable[..., Any]
 ) -> None:
