@@ -110,7 +110,11 @@ class ResourceObserver:
 
     async def _register(self, request: aiocoap.protocol.Request) -> aiocoap.Message:
         try:
-            first = await asyncio.wait_for(request.response, self._settings.request_timeout_s)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+            # arrives as the awaited item completes, and a reader that ignores its cancel
+            # hangs the service's shutdown.
+            async with asyncio.timeout(self._settings.request_timeout_s):
+                first = await request.response
         except TimeoutError as exc:
             raise ObservationEnded("timeout", f"no answer within {self._settings.request_timeout_s}s") from exc
         except coap_error.Error as exc:
@@ -127,7 +131,8 @@ class ResourceObserver:
         iterator = aiter(request.observation)
         while True:
             try:
-                notification = await asyncio.wait_for(anext(iterator), self._settings.max_age_s)
+                async with asyncio.timeout(self._settings.max_age_s):
+                    notification = await anext(iterator)
             except StopAsyncIteration:
                 return
             except TimeoutError as exc:

@@ -72,7 +72,8 @@ class CoapIngestService:
         self._started = False
         await _cancel(self._readers)
         try:
-            await asyncio.wait_for(asyncio.gather(*(queue.join() for queue in self._queues)), drain_timeout)
+            async with asyncio.timeout(drain_timeout):
+                await asyncio.gather(*(queue.join() for queue in self._queues))
         except TimeoutError:
             log.warning("service.stop.unhandled", notifications=sum(queue.qsize() for queue in self._queues))
         await _cancel(self._workers)
@@ -146,8 +147,15 @@ def load_credentials(context: aiocoap.Context, settings: CoapIngestSettings) -> 
         context.client_credentials.load_from_dict({rendered: {"dtls": dtls}})
 
 
-async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+async def _cancel(tasks: list[asyncio.Task[None]], timeout: float = 5.0) -> None:
+    """Cancel and wait, bounded: a task that ignores its cancel is logged, never waited on forever."""
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    if tasks:
+        _, stuck = await asyncio.wait(tasks, timeout=timeout)
+        for task in stuck:
+            log.error("service.stop.task_stuck", task=task.get_name())
+        for task in set(tasks) - stuck:
+            if not task.cancelled() and task.exception() is not None:
+                log.warning("service.stop.task_failed", task=task.get_name(), error=repr(task.exception()))
     tasks.clear()

@@ -124,7 +124,8 @@ class MqttProxy:
             try:
                 tls, version = tls_context(mqtt), protocol_version(mqtt)
                 connect = client.connect(mqtt.host, mqtt.port, ssl=tls, keepalive=mqtt.keepalive_s, version=version)
-                await asyncio.wait_for(connect, mqtt.connect_timeout_s)
+                async with asyncio.timeout(mqtt.connect_timeout_s):
+                    await connect
                 return True
             except MQTTConnectError as exc:
                 raise BrokerRefused(f"broker {mqtt.host}:{mqtt.port} refused the connection: {exc}") from exc
@@ -138,7 +139,8 @@ class MqttProxy:
         handler.close()
         valve.hold()
         try:
-            await asyncio.wait_for(valve.idle.wait(), self.settings.drain_timeout_s)
+            async with asyncio.timeout(self.settings.drain_timeout_s):
+                await valve.idle.wait()
         except TimeoutError:
             log.warning("shutdown.drain_timeout", pending=valve.pending)
         await producer.stop()
@@ -157,6 +159,7 @@ class MqttProxy:
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
     try:
-        await asyncio.wait_for(stop.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stop.wait()
     except TimeoutError:
         return

@@ -49,7 +49,8 @@ class MqttFleet:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Wait (bounded) for QoS 1/2 acknowledgements, then disconnect."""
-        await asyncio.wait_for(asyncio.gather(*(self._drained(client) for client in self._clients)), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(self._drained(client) for client in self._clients))
         await asyncio.gather(*(client.disconnect() for client in self._clients if client.is_connected))
 
     async def __aenter__(self) -> MqttFleet:

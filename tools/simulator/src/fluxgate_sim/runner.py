@@ -100,7 +100,8 @@ class Simulation:
             delay = started + tick * interval - time.monotonic()
             if delay > 0 and not self._done(tick, started, stop):
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await stop.wait()
 
     def _done(self, tick: int, started: float, stop: asyncio.Event) -> bool:
         config = self.config
