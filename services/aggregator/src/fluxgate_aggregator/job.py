@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from fluxgate_aggregator import checkpoints
 from fluxgate_aggregator.consumed import CONSUMED_FIELDS
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
@@ -198,29 +198,36 @@ def starters(
 ) -> dict[str, Callable[[], StreamingQuery]]:
     """How to start each query by name; calling one again resumes it from its checkpoint."""
     decoded = read_decoded(spark, settings, contracts)
-    checkpoints = Path(settings.checkpoint_dir)
     trigger: dict[str, Any] = {"processingTime": settings.spark.trigger_interval}
 
     def aggregates() -> StreamingQuery:
+        checkpoint = prepared_checkpoint(spark, settings, "aggregates")
         return (
             aggregate(decoded, settings, contracts)
             .writeStream.queryName("aggregates")
             .format("kafka")
             .options(**kafka_options(settings))
             .option("topic", settings.output_topic)
-            .option("checkpointLocation", str(checkpoints / "aggregates"))
+            .option("checkpointLocation", checkpoint)
             .outputMode("append")
             .trigger(**trigger)
             .start()
         )
 
     def sides() -> StreamingQuery:
+        checkpoint = prepared_checkpoint(spark, settings, "side-outputs")
         return (
             decoded.writeStream.queryName("side-outputs")
             .foreachBatch(side_outputs(settings, contracts, state))
-            .option("checkpointLocation", str(checkpoints / "side-outputs"))
+            .option("checkpointLocation", checkpoint)
             .trigger(**trigger)
             .start()
         )
 
     return {"aggregates": aggregates, "side-outputs": sides}
+
+
+def prepared_checkpoint(spark: SparkSession, settings: AggregatorSettings, query: str) -> str:
+    checkpoint = checkpoints.location(settings.checkpoint_dir, query)
+    checkpoints.remove_abandoned_temp_files(spark, checkpoint)
+    return checkpoint

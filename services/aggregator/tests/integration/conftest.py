@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ def settings_for(stack: Any, topics: Topics, tmp_path: Path) -> Callable[..., Ag
 
 
 class RunningJob:
-    """The job's two queries in the shared session, as ``fluxgate-aggregator run`` starts them."""
+    """The job's two queries in the shared session, supervised as ``fluxgate-aggregator run``
+    supervises them: a background thread ticks the supervisor, which resumes failed queries."""
 
     def __init__(self, spark: Any, settings: AggregatorSettings, registry: Any) -> None:
         self.spark = spark
@@ -73,6 +75,22 @@ class RunningJob:
         contracts = load_contracts(registry, settings.input_topic, settings.output_topic, "BACKWARD")
         start(spark, settings, contracts, self.state)
         self.supervisor = Supervisor(spark, settings, registry, contracts, self.state)
+        self.gave_up = False
+        self._turn = threading.Lock()  # the supervisor is single-threaded in the service
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
+        self._ticker.start()
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._turn:
+                if not self.supervisor.tick():
+                    self.gave_up = True
+                    return
+
+    def follow_writers(self) -> None:
+        with self._turn:
+            self.supervisor.follow_writers()
 
     def wait_for_watermark(self, at_least_ms: int, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -82,10 +100,16 @@ class RunningJob:
             time.sleep(0.2)
 
     def assert_running(self) -> None:
-        for query in self.state.queries:
-            assert query.isActive, f"query {query.name} stopped: {query.exception()}"
+        """After the supervisor's turn every query is active: a failure it cannot resume shows here."""
+        with self._turn:
+            assert not self.gave_up, f"the supervisor gave up after {self.supervisor.restarts} restarts"
+            self.supervisor.tick()
+            for query in self.state.queries:
+                assert query.isActive, f"query {query.name} stopped: {query.exception()}"
 
     def stop(self) -> None:
+        self._stop.set()
+        self._ticker.join()
         for query in self.state.queries:
             query.stop()
         self.spark.streams.removeListener(self.listener)

@@ -1,9 +1,11 @@
 """The job in the shared SparkSession against real Kafka and the registry: exact windows,
-late readings, dead letters, hopping windows."""
+late readings, dead letters, hopping windows (from a checkpoint a kill left half-written),
+a new writer schema."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,7 +67,17 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
         [b"plain text", header + b"\xff\xff\xff", b"\x00\x7f\xff\xff\xff" + late[0][5:]]
     )
     job.assert_running()
+    assert job.supervisor.restarts == 0, "malformed and late records never fail a query"
     assert job.state.late_rows == 1 and job.state.dead_letters == 3
+
+
+def abandon_first_batch(checkpoints: Path) -> None:
+    """What a job killed while writing its first offset log entry leaves behind."""
+    for query in ("aggregates", "side-outputs"):
+        offsets = checkpoints / query / "offsets"
+        offsets.mkdir(parents=True)
+        (offsets / ".0.2b6115e8-153b-4908-b9cc-8d3353f7d622.tmp").touch()
+        (offsets / "..0.2b6115e8-153b-4908-b9cc-8d3353f7d622.tmp.crc").touch()
 
 
 def test_hopping_windows_of_a_non_default_size(
@@ -75,7 +87,9 @@ def test_hopping_windows_of_a_non_default_size(
     sent += [reading("d2", BASE_MS + 14 * S, 40.0)]
     closer = reading("d9", BASE_MS + 100 * S, 0.0)  # watermark -> 95 s: every window above closes
     devices.send([*sent, closer])
-    run_job(settings_for(WindowSettings(size="20 seconds", slide="10 seconds", watermark="5 seconds")))
+    settings = settings_for(WindowSettings(size="20 seconds", slide="10 seconds", watermark="5 seconds"))
+    abandon_first_batch(Path(settings.checkpoint_dir))
+    run_job(settings)
 
     want = expected_aggregates(sent, 20 * S, 10 * S)
     assert {start - BASE_MS for (device, start) in want if device == "d1"} == {-10 * S, 0, 10 * S, 20 * S}
@@ -100,7 +114,7 @@ def test_a_new_writer_schema_version_is_followed(
     newer["fields"] = [*newer["fields"], {"name": "firmware", "type": ["null", "string"], "default": None}]
     new_id = register(registry_client, value_subject(topics.input), json.dumps(newer), "BACKWARD")
     assert new_id not in job.supervisor.contracts.writers
-    job.supervisor.follow_writers()
+    job.follow_writers()  # what the supervisor does every schema_refresh_seconds
     assert new_id in job.supervisor.contracts.writers
 
     upgraded = AvroEncoder(newer, new_id)
