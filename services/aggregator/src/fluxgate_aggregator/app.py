@@ -61,10 +61,7 @@ def serve(settings: AggregatorSettings, stop: threading.Event | None = None) -> 
         "aggregator.started", input=settings.input_topic, output=settings.output_topic, window=settings.window.size
     )
     try:
-        while not stop.wait(1.0):
-            if not supervisor.tick():
-                return 1
-        return 0
+        return 0 if supervisor.run(stop) else 1
     finally:
         for query in state.queries:
             query.stop()

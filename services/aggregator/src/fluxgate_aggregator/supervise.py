@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -29,9 +30,22 @@ class Supervisor:
     state: JobState
     restarts: int = 0
     checked_at: float = field(default_factory=time.monotonic)
+    # One turn at a time: a schema change must not restart queries a tick is restarting.
+    _turn: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def run(self, stop: threading.Event, interval_s: float = 1.0) -> bool:
+        """Tick every ``interval_s`` until ``stop``; False when the queries kept failing."""
+        while not stop.wait(interval_s):
+            if not self.tick():
+                return False
+        return True
 
     def tick(self) -> bool:
         """One look at the queries; False when they keep failing and the job should exit."""
+        with self._turn:
+            return self._tick()
+
+    def _tick(self) -> bool:
         failed = self.state.failed()
         if failed and self.restarts >= self.settings.max_query_restarts:
             log.error("aggregator.query_failed", errors={q.name: str(q.exception()) for q in failed})
@@ -59,6 +73,10 @@ class Supervisor:
         version needs new plans: stop both queries and start them again from their
         checkpoints. Records with the new id read before that are dead-lettered with
         the reason (their bytes kept), never dropped."""
+        with self._turn:
+            self._follow_writers()
+
+    def _follow_writers(self) -> None:
         subject = value_subject(self.settings.input_topic)
         try:
             writers = writer_schemas(self.client, subject)

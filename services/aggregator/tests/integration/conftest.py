@@ -76,21 +76,12 @@ class RunningJob:
         start(spark, settings, contracts, self.state)
         self.supervisor = Supervisor(spark, settings, registry, contracts, self.state)
         self.gave_up = False
-        self._turn = threading.Lock()  # the supervisor is single-threaded in the service
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
         self._ticker.start()
 
     def _supervise(self) -> None:
-        while not self._stop.wait(0.5):
-            with self._turn:
-                if not self.supervisor.tick():
-                    self.gave_up = True
-                    return
-
-    def follow_writers(self) -> None:
-        with self._turn:
-            self.supervisor.follow_writers()
+        self.gave_up = not self.supervisor.run(self._stop, interval_s=0.5)
 
     def wait_for_watermark(self, at_least_ms: int, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -101,11 +92,10 @@ class RunningJob:
 
     def assert_running(self) -> None:
         """After the supervisor's turn every query is active: a failure it cannot resume shows here."""
-        with self._turn:
-            assert not self.gave_up, f"the supervisor gave up after {self.supervisor.restarts} restarts"
-            self.supervisor.tick()
-            for query in self.state.queries:
-                assert query.isActive, f"query {query.name} stopped: {query.exception()}"
+        assert not self.gave_up, f"the supervisor gave up after {self.supervisor.restarts} restarts"
+        assert self.supervisor.tick(), f"the supervisor gives up after {self.supervisor.restarts} restarts"
+        for query in self.state.queries:
+            assert query.isActive, f"query {query.name} stopped: {query.exception()}"
 
     def stop(self) -> None:
         self._stop.set()

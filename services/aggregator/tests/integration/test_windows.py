@@ -114,7 +114,7 @@ def test_a_new_writer_schema_version_is_followed(
     newer["fields"] = [*newer["fields"], {"name": "firmware", "type": ["null", "string"], "default": None}]
     new_id = register(registry_client, value_subject(topics.input), json.dumps(newer), "BACKWARD")
     assert new_id not in job.supervisor.contracts.writers
-    job.follow_writers()  # what the supervisor does every schema_refresh_seconds
+    job.supervisor.follow_writers()  # what it does every schema_refresh_seconds
     assert new_id in job.supervisor.contracts.writers
 
     upgraded = AvroEncoder(newer, new_id)
