@@ -46,6 +46,11 @@ class Pipeline:
     def dead(self) -> list[str]:
         return [name for name, process in self.children if process.poll() is not None]
 
+    def tail(self, name: str, lines: int = 25) -> str:
+        """The end of a child's log: why it died, shown where the run's output is read."""
+        text = (self.logs / f"{name}.log").read_text(errors="replace").splitlines()
+        return "\n".join(f"  {name}| {line}" for line in text[-lines:])
+
     def stop(self) -> dict[str, int]:
         """SIGTERM each child (it drains), newest first; their exit codes."""
         codes = {}
@@ -156,6 +161,7 @@ def main() -> int:
     pipeline = Pipeline(logs)
     signal.signal(signal.SIGTERM, _interrupt)
     arrived: dict[str, int] = {}
+    died: list[str] = []
     try:
         start_all(pipeline, args)
         print("watching Kafka (Ctrl-C stops everything)...")
@@ -163,6 +169,8 @@ def main() -> int:
         died = pipeline.dead()
     finally:
         exits = pipeline.stop()
+    for name in sorted({*died, *(n for n, code in exits.items() if code)}):
+        print(f"{name} failed; the end of its log:\n{pipeline.tail(name)}")
     print(json.dumps({"arrived": arrived, "died": died, "exits": exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
