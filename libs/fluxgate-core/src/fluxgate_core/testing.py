@@ -40,8 +40,9 @@ def consume(
     complete: Callable[[list[ConsumedRecord]], bool] | None = None,
 ) -> list[ConsumedRecord]:
     """Read ``topic`` from the beginning until ``expected`` records arrived (then ``idle`` s of
-    silence, to catch extras), or until ``timeout``. ``complete`` replaces the count where
-    duplicates are allowed: a count can be reached while some records are still missing.
+    silence, to catch extras; 0 for a topic that never falls silent), or until ``timeout``.
+    ``complete`` replaces the count where duplicates are allowed: a count can be reached
+    while some records are still missing.
     A record that does not decode fails the test."""
     settings = KafkaSettings.model_validate({"bootstrap_servers": bootstrap})
     consumer = RecordConsumer(settings.consumer_config(f"test-{uuid.uuid4().hex}", "fluxgate-test"), [topic], decoder)
@@ -51,16 +52,15 @@ def consume(
     try:
         while time.monotonic() < deadline:
             batch = consumer.poll_batch(timeout=0.2)
-            if not batch:
-                done = complete(out) if complete is not None else expected is not None and len(out) >= expected
-                if done and time.monotonic() - last_seen > idle:
-                    break
-                continue
             for item in batch:
                 if item.error is not None:
                     raise item.error
-            out.extend(batch)
-            last_seen = time.monotonic()
+            if batch:
+                out.extend(batch)
+                last_seen = time.monotonic()
+            done = complete(out) if complete is not None else expected is not None and len(out) >= expected
+            if done and time.monotonic() - last_seen >= idle:
+                break
     finally:
         consumer.close()
     return out

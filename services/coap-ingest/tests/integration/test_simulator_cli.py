@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_core.serde import AvroDecoder
 from fluxgate_core.testing import consume
 
@@ -38,22 +39,30 @@ def test_simulated_fleet_flows_into_kafka(
     listed = subprocess.run([str(SIM), "coap-resources", *common], capture_output=True, check=True, timeout=30)
     resources = json.loads(listed.stdout)
     assert len(resources) == 4
+    wanted = {(f"{prefix}coap-{n:04d}", metric) for n in (1, 2) for metric in ("temperature", "humidity")}
+
+    def every_resource_sent(records: list[ConsumedRecord]) -> bool:
+        return len(records) >= 20 and wanted <= {
+            (r.record["device_id"], r.record["metric"]) for r in records if r.record
+        }
+
     run = [str(SIM), "run", *common, "--rate", "5", "--duration", "120", "--seed", "3", "--coap-format", coap_format]
     simulator = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         ingest = start_ingest(resources, READINESS="all")
         ingest.wait_ready()
-        records = consume(stack.bootstrap, readings_topic, expected=20, decoder=decoder, timeout=30, idle=0.1)
+        records = consume(
+            stack.bootstrap, readings_topic, decoder=decoder, timeout=30, idle=0, complete=every_resource_sent
+        )
         assert ingest.stop() == 0
     finally:
         simulator.send_signal(signal.SIGTERM)
         out, err = simulator.communicate(timeout=30)
+        print(f"simulator exited {simulator.returncode}:\n{err.decode(errors='replace')[-3000:]}")  # shown on failure
     assert simulator.returncode == 0, err
     assert json.loads(out)["sent"]["ok"] >= 20
     readings = [r.record for r in records if r.record]
-    assert {(r["device_id"], r["metric"]) for r in readings} == {
-        (f"{prefix}coap-{n:04d}", metric) for n in (1, 2) for metric in ("temperature", "humidity")
-    }
+    assert {(r["device_id"], r["metric"]) for r in readings} == wanted
     assert {r["unit"] for r in readings if r["metric"] == "temperature"} == {"Cel"}
     assert all(10 < r["value"] < 35 for r in readings if r["metric"] == "temperature")
     assert all(0 <= r["value"] <= 100 for r in readings if r["metric"] == "humidity")

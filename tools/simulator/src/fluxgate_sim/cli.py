@@ -69,7 +69,11 @@ def run(
         typer.echo(
             f"coap: {len(simulation.coap)} devices on coap://{coap_host}:{simulation.coap_server.port}", err=True
         )
-    stats = asyncio.run(_run_until_signal(simulation))
+    try:
+        stats = asyncio.run(_run_until_signal(simulation))
+    except OSError as exc:  # a CoAP port in use, a broker that refuses: one line, not a traceback
+        typer.echo(f"fluxgate-sim: {exc}", err=True)
+        raise typer.Exit(1) from exc
     typer.echo(json.dumps({"sent": dict(stats)}, sort_keys=True))
 
 

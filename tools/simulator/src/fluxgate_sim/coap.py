@@ -70,7 +70,15 @@ class CoapDeviceServer:
         self._context: aiocoap.Context | None = None
 
     async def start(self) -> CoapDeviceServer:
-        self._context = await aiocoap.Context.create_server_context(self._site, bind=(self.host, self.port))
+        # UDP only, as devices serve. aiocoap's default server transports also listen for
+        # CoAP over TCP on the same port number, where any process's outgoing connection
+        # may hold it: the simulator then died with "address already in use".
+        try:
+            self._context = await aiocoap.Context.create_server_context(
+                self._site, bind=(self.host, self.port), transports=["udp6"]
+            )
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot serve CoAP on udp {self.host}:{self.port}: {exc.strerror}") from exc
         return self
 
     async def stop(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 from typer.testing import CliRunner
 
@@ -42,3 +43,13 @@ def test_bad_options_are_refused() -> None:
     result = runner.invoke(app, ["run", "--coap-devices", "1", "--metrics", "pressure", "--count", "1"])
     assert result.exit_code == 2
     assert "metrics must be among" in result.output
+
+
+def test_a_coap_port_in_use_is_one_clear_line() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["run", "--coap-devices", "1", "--coap-port", str(port), "--count", "1"])
+    assert result.exit_code == 1
+    assert f"fluxgate-sim: [Errno 98] cannot serve CoAP on udp 127.0.0.1:{port}: " in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,28 @@
+"""The simulated CoAP devices on loopback: UDP only, so a busy TCP port of the same number is no obstacle."""
+
+from __future__ import annotations
+
+import socket
+
+import aiocoap
+
+from fluxgate_sim.coap import CoapDeviceServer
+
+
+async def test_serves_on_a_port_whose_tcp_twin_is_taken() -> None:
+    # Any process's outgoing TCP connection can hold the number we picked as a free UDP
+    # port; aiocoap's default server transports would listen there for CoAP over TCP too.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        port = tcp.getsockname()[1]
+        async with CoapDeviceServer("127.0.0.1", port, "json") as server:
+            server.publish("d1", "temperature", b'{"value": 21.5}')
+            client = await aiocoap.Context.create_client_context()
+            try:
+                request = aiocoap.Message(code=aiocoap.GET, uri=server.uri("d1", "temperature"))
+                response = await client.request(request).response
+            finally:
+                await client.shutdown()
+    assert response.code == aiocoap.CONTENT
+    assert response.payload == b'{"value": 21.5}'
