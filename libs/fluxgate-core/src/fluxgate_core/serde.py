@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import time
 from typing import Any
 
 import fastavro
@@ -36,34 +35,27 @@ def registry_client(settings: RegistrySettings) -> SchemaRegistryClient:
 
 
 def register(client: SchemaRegistryClient, subject: str, schema_text: str, compatibility: str | None) -> int:
-    """Set the subject's compatibility (when given) and register the schema; return its id.
-
-    Every service registers at start, so on a fresh registry several create the same
-    subject at once. Apicurio answers all but one with 409 ("rule already exists"); that
-    is a lost race, not a refusal, so it is retried. An incompatible schema is 409 too but
-    carries error code 409, and is never retried.
-    """
-    for attempt in range(_REGISTER_ATTEMPTS):
-        try:
-            if compatibility:
-                client.set_compatibility(subject_name=subject, level=compatibility)
-            return int(client.register_schema(subject, Schema(schema_text, "AVRO")))
-        except SchemaRegistryError as exc:
-            if _lost_race(exc) and attempt + 1 < _REGISTER_ATTEMPTS:
-                time.sleep(0.05 * (attempt + 1))
-                continue
-            raise RegistryError(f"registry refused schema for subject {subject!r}: {exc}") from exc
-        except Exception as exc:  # connection errors come from requests/httpx underneath
-            raise RegistryError(f"schema registry unreachable while registering {subject!r}: {exc}") from exc
-    raise AssertionError("unreachable")  # the loop returns or raises
+    """Set the subject's compatibility (when given) and register the schema; return its id."""
+    try:
+        if compatibility:
+            _set_compatibility(client, subject, compatibility)
+        return int(client.register_schema(subject, Schema(schema_text, "AVRO")))
+    except SchemaRegistryError as exc:
+        raise RegistryError(f"registry refused schema for subject {subject!r}: {exc}") from exc
+    except Exception as exc:  # connection errors come from requests/httpx underneath
+        raise RegistryError(f"schema registry unreachable while registering {subject!r}: {exc}") from exc
 
 
-_REGISTER_ATTEMPTS = 5
-_INCOMPATIBLE = 409  # the registry's error code (not the HTTP status) for an incompatible schema
-
-
-def _lost_race(exc: SchemaRegistryError) -> bool:
-    return exc.http_status_code == 409 and exc.error_code != _INCOMPATIBLE
+def _set_compatibility(client: SchemaRegistryClient, subject: str, level: str) -> None:
+    try:
+        client.set_compatibility(subject_name=subject, level=level)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code != 409:
+            raise
+        # Every service sets this at start. On a new subject Apicurio creates the rule, and
+        # answers all but the first of simultaneous creators 409 "rule already exists".
+        # The rule exists now, so setting it again is an update, which cannot conflict.
+        client.set_compatibility(subject_name=subject, level=level)
 
 
 class AvroEncoder:
