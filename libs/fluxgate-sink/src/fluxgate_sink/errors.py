@@ -1,0 +1,25 @@
+"""Errors a sink reports; drivers' exceptions are converted to these at the sink's boundary."""
+
+from __future__ import annotations
+
+from fluxgate_core.errors import ConfigError, FluxgateError
+
+
+class SinkError(FluxgateError):
+    """A write failed. ``retriable`` says whether the same write may succeed later as it is
+    (store overloaded or away) or never will (a document the store's mapping refuses)."""
+
+
+class StoreUnavailable(SinkError):
+    """The whole store is away or overloaded (connection refused, timeout, 5xx, 429):
+    the runner pauses, keeps the batch and writes it again once the store answers."""
+
+    retriable = True
+
+
+class PolicyStop(SinkError):
+    """The error policy (``THROW``, or ``RETRY`` out of retries) stopped the persister."""
+
+
+class KcqlError(ConfigError):
+    """A KCQL statement that does not parse or makes no sense; says where and what was expected."""

@@ -1,0 +1,69 @@
+"""What a persister implements: a :class:`Sink`. Everything else is the runner's.
+
+The runner polls, decodes, routes each record through the KCQL statements that read
+its topic (one :class:`SinkItem` per statement), batches per partition, calls
+:meth:`Sink.write_batch`, sends the failed items through the error policy, and commits
+offsets only once the batch is written and its dead letters are confirmed by Kafka.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_sink.errors import SinkError
+
+if TYPE_CHECKING:
+    from fluxgate_sink.kcql import Statement
+
+
+@dataclass(frozen=True, slots=True)
+class SinkItem:
+    """One record routed to one target by one KCQL statement."""
+
+    source: ConsumedRecord  # raw bytes and coordinates, for dead letters and logs
+    statement: Statement  # the statement that routed it (mode, PK, TTL, STOREAS, properties ...)
+    target: str  # resolved: e.g. the daily index ``temperatures-2026.11.23``
+    id: str  # stable id from the statement's PK: a replay writes the same id again
+    document: dict[str, Any]  # the projected fields (SELECT/AS/IGNORE applied); datetimes stay datetimes
+    event_time: datetime  # UTC; what dates a daily index, never the wall clock
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFailure:
+    """Item ``index`` of a batch failed; ``error.retriable`` says whether writing it again can help."""
+
+    index: int
+    error: SinkError
+
+
+class Sink(ABC):
+    """A store. ``write_batch`` must be idempotent: writing the same items twice changes nothing."""
+
+    #: short name for logs, metrics and dead-letter headers (``elasticsearch``, ``scylla`` ...)
+    name: str = "sink"
+
+    @abstractmethod
+    async def setup(self, statements: Sequence[Statement]) -> None:
+        """Connect and prepare targets (templates, tables ...); fail fast with a clear error."""
+
+    @abstractmethod
+    async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
+        """Write ``items``; return the ones that failed (an empty list when all were written).
+
+        Raise :class:`~fluxgate_sink.errors.StoreUnavailable` when the store as a whole
+        cannot take the batch now (down, timing out, 5xx, 429): the runner pauses and
+        writes the same batch again later.
+        """
+
+    async def ping(self) -> bool:
+        """Whether the store answers; the runner asks this before resuming after an outage."""
+        return True
+
+    async def close(self) -> None:
+        """Release connections; safe to call twice."""
+        return None
