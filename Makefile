@@ -7,7 +7,8 @@ MAKEFLAGS += --no-print-directory
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK := $(VENV)/bin/fluxgate-stack
-PACKAGES := libs/fluxgate-core $(patsubst %/pyproject.toml,%,$(wildcard services/*/pyproject.toml tools/*/pyproject.toml))
+# libs first: the services depend on them.
+PACKAGES := $(patsubst %/pyproject.toml,%,$(wildcard libs/*/pyproject.toml services/*/pyproject.toml services/persisters/*/pyproject.toml tools/*/pyproject.toml))
 # coap-ingest's DTLS extra builds DTLSSocket, which needs autotools from Debian.
 INSTALL_SPECS := $(patsubst services/coap-ingest,services/coap-ingest[dtls],$(PACKAGES))
 BUILD_DEPS := autoconf automake libtool
@@ -60,7 +61,7 @@ test-unit: $(VENV)/.installed ## Only the tests that need no server
 lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on every package
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/fluxgate-core/src $(wildcard services/*/src) $(wildcard tools/*/src)
+	$(VENV)/bin/mypy $(wildcard libs/*/src) $(wildcard services/*/src services/persisters/*/src) $(wildcard tools/*/src)
 
 .PHONY: bench
 bench: install ## Throughput against baselines measured in the same run (results in bench-results/)
