@@ -1,0 +1,1 @@
+"""Elasticsearch persister: TemperatureAggregates into daily indices behind one alias."""

@@ -1,0 +1,3 @@
+from fluxgate_es_persister.app import main
+
+main()

@@ -1,0 +1,114 @@
+"""Everything the persister reads from its environment (prefix ``FLUXGATE_ES_``).
+
+Nested groups with ``__``: ``FLUXGATE_ES_ELASTICSEARCH__HOSTS='["https://es:9200"]'``,
+``FLUXGATE_ES_SINK__KCQL=...``, ``FLUXGATE_ES_RETENTION__DAYS=30``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.settings import (
+    Group,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    RegistrySettings,
+    service_config,
+)
+from fluxgate_sink.settings import SinkSettings
+
+SERVICE = "es-persister"
+HEALTH_PORT = 9104
+# (device_id, window_start) identifies a window: a replayed aggregate overwrites its own document.
+DEFAULT_KCQL = (
+    "INSERT INTO temperatures SELECT * FROM temperatures.aggregated"
+    " PK device_id, window_start WITHINDEXSUFFIX=-{YYYY.MM.dd}"
+)
+
+
+class EsSinkSettings(SinkSettings):
+    """The shared sink options, with this persister's default statement."""
+
+    kcql: str = Field(
+        DEFAULT_KCQL,
+        min_length=1,
+        description="KCQL statements (';'-separated): which topic goes to which index, id, suffix",
+    )
+
+
+class ConnectionSettings(Group):
+    """How to reach Elasticsearch: hosts, TLS, and either an API key or basic auth."""
+
+    hosts: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:9200"], min_length=1, description="JSON list of node URLs"
+    )
+    api_key: SecretStr | None = Field(None, description="API key (the base64 'id:key' form); excludes username")
+    username: str | None = Field(None, description="basic auth user; needs password")
+    password: SecretStr | None = Field(None, description="basic auth password")
+    ca_certs: str | None = Field(None, description="CA bundle to verify https nodes (default: system CAs)")
+    verify_certs: bool = Field(True, description="false skips certificate verification (tests only)")
+    request_timeout: float = Field(30.0, gt=0, description="seconds before a request counts as failed")
+    bulk_max_actions: int = Field(1000, ge=1, le=100_000, description="documents per bulk request")
+    number_of_shards: int = Field(1, ge=1, le=1024, description="primary shards of each daily index")
+    number_of_replicas: int = Field(0, ge=0, le=16, description="replicas of each daily index (0 on one node)")
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> ConnectionSettings:
+        if self.api_key is not None and (self.username or self.password):
+            raise ValueError("api_key and username/password are exclusive: set one way to authenticate")
+        if bool(self.username) != bool(self.password):
+            raise ValueError("username and password go together")
+        return self
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``AsyncElasticsearch``."""
+        options: dict[str, Any] = {
+            "hosts": self.hosts,
+            "request_timeout": self.request_timeout,
+            "verify_certs": self.verify_certs,
+            # Retrying is the runner's job (it pauses and writes the same batch again).
+            "max_retries": 0,
+            "retry_on_timeout": False,
+        }
+        if self.ca_certs:
+            options["ca_certs"] = self.ca_certs
+        if not self.verify_certs:
+            options["ssl_show_warn"] = False
+        if self.api_key is not None:
+            options["api_key"] = self.api_key.get_secret_value()
+        elif self.username and self.password:
+            options["basic_auth"] = (self.username, self.password.get_secret_value())
+        return options
+
+
+class RetentionSettings(Group):
+    """Dated indices older than ``days`` (by the date in their name, UTC) are deleted or closed."""
+
+    enabled: bool = Field(True, description="false never deletes or closes anything")
+    days: int = Field(7, ge=1, le=36_500, description="keep indices dated within this many days")
+    action: Literal["delete", "close"] = Field("delete", description="what happens to an expired index")
+    interval_s: float = Field(3600.0, gt=0, description="how often to look for expired indices")
+
+
+class EsHttpSettings(HttpSettings):
+    """Health and metrics; its own class so that setting only the host keeps port 9104."""
+
+    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
+
+
+class ElasticsearchSettings(BaseSettings):
+    """The persister's settings; nested groups with ``__`` (``FLUXGATE_ES_ELASTICSEARCH__HOSTS``)."""
+
+    model_config = service_config("FLUXGATE_ES_")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
+    http: EsHttpSettings = Field(default_factory=EsHttpSettings)  # type: ignore[arg-type]
+    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
+    sink: EsSinkSettings = Field(default_factory=EsSinkSettings)  # type: ignore[arg-type]
+    elasticsearch: ConnectionSettings = Field(default_factory=ConnectionSettings)  # type: ignore[arg-type]
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)  # type: ignore[arg-type]

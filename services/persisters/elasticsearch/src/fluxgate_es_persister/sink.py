@@ -1,0 +1,177 @@
+"""``ElasticsearchSink``: bulk writes into daily indices, failures reported per item.
+
+``INSERT`` is an ``index`` action and ``UPSERT`` an ``update`` with ``doc_as_upsert``,
+both with ``_id`` = the statement's PK, so writing the same items twice changes nothing.
+The raw bulk API (rather than the helpers) keeps one request per chunk and its
+per-item statuses in order, which is all the runner needs: item ``i`` of the response is
+item ``i`` of the chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from elastic_transport import ConnectionError as TransportConnectionError
+from elastic_transport import ConnectionTimeout, TlsError, TransportError
+from elasticsearch import ApiError, AsyncElasticsearch
+
+from fluxgate_es_persister.mapping import IndexFamily, index_template
+from fluxgate_es_persister.settings import ConnectionSettings
+from fluxgate_sink.errors import SinkError, StoreUnavailable
+from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
+
+if TYPE_CHECKING:
+    from fluxgate_sink.kcql import Statement
+
+log = structlog.get_logger(__name__)
+
+#: Item errors that succeed when written again later: a full write queue, a shard moving,
+#: a concurrent update of the same document.
+RETRIABLE_TYPES = frozenset(
+    {
+        "es_rejected_execution_exception",
+        "circuit_breaking_exception",
+        "unavailable_shards_exception",
+        "version_conflict_engine_exception",
+        "cluster_block_exception",  # read-only-allow-delete after a full disk clears by itself
+    }
+)
+# Only the outcome of each item travels back, not the whole echo of every action.
+BULK_FILTER = "errors,items.*.status,items.*.error"
+
+
+class ElasticsearchSink(Sink):
+    """Writes :class:`SinkItem` batches with the bulk API of ``AsyncElasticsearch``."""
+
+    name = "elasticsearch"
+
+    def __init__(self, settings: ConnectionSettings, client: AsyncElasticsearch | None = None) -> None:
+        self._settings = settings
+        self._client = client or AsyncElasticsearch(**settings.client_options())
+        self._closed = False
+
+    @property
+    def client(self) -> AsyncElasticsearch:
+        return self._client
+
+    async def setup(self, statements: Sequence[Statement]) -> None:
+        """Check that Elasticsearch answers, then put one index template (with its alias) per target."""
+        hosts = ", ".join(self._settings.hosts)
+        try:
+            info = await self._client.info()
+        except (TransportError, ApiError) as exc:
+            raise StoreUnavailable(f"Elasticsearch at {hosts} does not answer: {_describe(exc)}") from exc
+        log.info("elasticsearch.connected", hosts=hosts, version=info["version"]["number"])
+        for family in families(statements):
+            await self._put_template(family)
+
+    async def _put_template(self, family: IndexFamily) -> None:
+        body = index_template(
+            family, shards=self._settings.number_of_shards, replicas=self._settings.number_of_replicas
+        )
+        try:
+            await self._client.indices.put_index_template(name=family.target, **body)
+        except ApiError as exc:
+            if _status(exc) >= 500 or _status(exc) == 429:
+                raise StoreUnavailable(f"index template {family.target}: {_describe(exc)}") from exc
+            raise SinkError(f"index template {family.target} refused: {_describe(exc)}") from exc
+        except TransportError as exc:
+            raise StoreUnavailable(f"index template {family.target}: {_describe(exc)}") from exc
+        log.info("elasticsearch.template", name=family.target, pattern=family.wildcard, alias=family.alias)
+
+    async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
+        failures: list[ItemFailure] = []
+        step = self._settings.bulk_max_actions
+        for start in range(0, len(items), step):
+            chunk = items[start : start + step]
+            response = await self._bulk(bulk_operations(chunk))
+            failures.extend(item_failures(response, offset=start))
+        return failures
+
+    async def _bulk(self, operations: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+        try:
+            response = await self._client.bulk(operations=operations, filter_path=BULK_FILTER)
+        except (TransportConnectionError, ConnectionTimeout) as exc:
+            raise StoreUnavailable(f"Elasticsearch unreachable: {_describe(exc)}") from exc
+        except TlsError as exc:
+            raise SinkError(f"TLS with Elasticsearch failed: {_describe(exc)}") from exc
+        except ApiError as exc:
+            status = _status(exc)
+            if status == 429 or status >= 500:
+                raise StoreUnavailable(f"Elasticsearch refused the bulk request: {_describe(exc)}") from exc
+            # 401/403/400 on the whole request: writing it again changes nothing.
+            raise SinkError(f"Elasticsearch refused the bulk request: {_describe(exc)}") from exc
+        except TransportError as exc:
+            raise StoreUnavailable(f"Elasticsearch request failed: {_describe(exc)}") from exc
+        body: Mapping[str, Any] = response.body
+        return body
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._client.ping())
+        except (TransportError, ApiError):
+            return False
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._client.close()
+
+
+def families(statements: Sequence[Statement]) -> list[IndexFamily]:
+    """One index family per distinct target (two statements writing one target share it)."""
+    seen: dict[str, IndexFamily] = {}
+    for statement in statements:
+        seen.setdefault(statement.target, IndexFamily(statement.target, statement.index_suffix or None))
+    return list(seen.values())
+
+
+def bulk_operations(items: Sequence[SinkItem]) -> list[Mapping[str, Any]]:
+    """The action and source lines of a bulk request, in item order."""
+    operations: list[Mapping[str, Any]] = []
+    for item in items:
+        if item.statement.mode == "UPSERT":
+            operations.append({"update": {"_index": item.target, "_id": item.id, "retry_on_conflict": 3}})
+            operations.append({"doc": item.document, "doc_as_upsert": True})
+        else:
+            operations.append({"index": {"_index": item.target, "_id": item.id}})
+            operations.append(item.document)
+    return operations
+
+
+def item_failures(response: Mapping[str, Any], *, offset: int = 0) -> list[ItemFailure]:
+    """The failed items of one bulk response, indexed in the batch (``offset`` + position in the chunk)."""
+    if not response.get("errors"):
+        return []
+    failures = []
+    for position, outcome in enumerate(response.get("items", [])):
+        (result,) = outcome.values()
+        error = result.get("error")
+        if error is not None:
+            failures.append(ItemFailure(offset + position, item_error(int(result.get("status", 0)), error)))
+    return failures
+
+
+def item_error(status: int, error: Mapping[str, Any] | str) -> SinkError:
+    """One item's error: retriable when the store was only busy, never when the document is wrong."""
+    if isinstance(error, str):
+        kind, reason = "error", error
+    else:
+        kind, reason = str(error.get("type", "error")), str(error.get("reason", ""))
+        cause = error.get("caused_by")
+        if isinstance(cause, Mapping) and cause.get("reason"):
+            reason = f"{reason}: {cause.get('type')}: {cause['reason']}"
+    retriable = status == 429 or status >= 500 or kind in RETRIABLE_TYPES
+    return SinkError(f"{kind} (status {status}): {reason}", retriable=retriable)
+
+
+def _status(exc: ApiError) -> int:
+    status = getattr(exc, "status_code", None)
+    return int(status) if isinstance(status, int) else 0
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,179 @@
+"""Bulk responses to per-item failures, and whole-request errors to StoreUnavailable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from elastic_transport import ApiResponseMeta, ConnectionTimeout, HttpHeaders, NodeConfig
+from elastic_transport import ConnectionError as TransportConnectionError
+from elasticsearch import ApiError
+
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_es_persister.settings import ConnectionSettings
+from fluxgate_es_persister.sink import ElasticsearchSink, bulk_operations, item_failures
+from fluxgate_sink.errors import SinkError, StoreUnavailable
+from fluxgate_sink.sink import SinkItem
+
+
+@dataclass(frozen=True)
+class FakeStatement:
+    """The parts of a KCQL statement the sink reads."""
+
+    target: str = "temperatures"
+    index_suffix: str | None = "-{YYYY.MM.dd}"
+    mode: str = "INSERT"
+    topic: str = "temperatures.aggregated"
+
+
+def item(n: int, statement: FakeStatement | None = None, **document: Any) -> SinkItem:
+    at = datetime(2026, 11, 23, 12, n % 60, tzinfo=UTC)
+    source = ConsumedRecord("temperatures.aggregated", 0, n, b"d", b"\x00", {}, 0)
+    doc = {"device_id": f"d{n}", "window_start": at, "mean": 20.0 + n, **document}
+    return SinkItem(source, statement or FakeStatement(), "temperatures-2026.11.23", f"d{n}|{n}", doc, at)  # type: ignore[arg-type]
+
+
+def api_error(status: int, error: str = "error", reason: str = "") -> ApiError:
+    meta = ApiResponseMeta(
+        status=status, http_version="1.1", headers=HttpHeaders(), duration=0.0, node=NodeConfig("http", "es", 9200)
+    )
+    return ApiError(reason or error, meta=meta, body={"error": {"type": error, "reason": reason}, "status": status})
+
+
+MAPPING_ERROR = {
+    "type": "document_parsing_exception",
+    "reason": "[1:52] failed to parse field [mean] of type [double] in document with id 'd1'",
+    "caused_by": {"type": "number_format_exception", "reason": 'For input string: "warm"'},
+}
+REJECTED = {
+    "type": "es_rejected_execution_exception",
+    "reason": "rejected execution of TimedRunnable ... queue capacity = 1",
+}
+
+
+def response(*outcomes: tuple[int, dict[str, Any] | None], op: str = "index") -> dict[str, Any]:
+    items = [{op: {"status": status, **({"error": error} if error else {})}} for status, error in outcomes]
+    return {"errors": any(error for _, error in outcomes), "items": items}
+
+
+def test_no_errors_means_no_failures() -> None:
+    assert item_failures(response((201, None), (200, None))) == []
+
+
+def test_mapping_errors_are_final_and_name_type_and_reason() -> None:
+    (failure,) = item_failures(response((201, None), (400, MAPPING_ERROR), (201, None)))
+    assert failure.index == 1
+    assert failure.error.retriable is False
+    message = str(failure.error)
+    assert (
+        "document_parsing_exception" in message and "field [mean]" in message and "number_format_exception" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (429, REJECTED),
+        (503, {"type": "unavailable_shards_exception", "reason": "primary shard is not active"}),
+        (409, {"type": "version_conflict_engine_exception", "reason": "version conflict"}),
+        (500, {"type": "some_internal_exception", "reason": "?"}),
+    ],
+)
+def test_busy_store_errors_are_retriable(status: int, error: dict[str, Any]) -> None:
+    (failure,) = item_failures(response((status, error)))
+    assert failure.error.retriable is True
+    assert error["type"] in str(failure.error)
+
+
+@pytest.mark.parametrize(
+    "error_type", ["mapper_parsing_exception", "illegal_argument_exception", "strict_dynamic_mapping_exception"]
+)
+def test_document_errors_are_not_retriable(error_type: str) -> None:
+    (failure,) = item_failures(response((400, {"type": error_type, "reason": "no"})))
+    assert failure.error.retriable is False
+
+
+def test_indexes_are_offset_by_the_chunk_start() -> None:
+    failures = item_failures(response((429, REJECTED), (201, None), (400, MAPPING_ERROR)), offset=1000)
+    assert [(f.index, f.error.retriable) for f in failures] == [(1000, True), (1002, False)]
+
+
+def test_update_results_are_read_like_index_results() -> None:
+    (failure,) = item_failures(response((201, None), (429, REJECTED), op="update"))
+    assert (failure.index, failure.error.retriable) == (1, True)
+
+
+def test_insert_is_index_with_the_id_and_upsert_is_doc_as_upsert() -> None:
+    insert, upsert = item(1), item(2, FakeStatement(mode="UPSERT"))
+    operations = bulk_operations([insert, upsert])
+    assert operations[0] == {"index": {"_index": "temperatures-2026.11.23", "_id": "d1|1"}}
+    assert operations[1] is insert.document
+    assert operations[2]["update"]["_id"] == "d2|2"
+    assert operations[3] == {"doc": upsert.document, "doc_as_upsert": True}
+
+
+class FakeClient:
+    """Answers each bulk call with the next scripted response, or raises it."""
+
+    def __init__(self, *answers: Mapping[str, Any] | Exception) -> None:
+        self.answers = list(answers)
+        self.bulks: list[Sequence[Mapping[str, Any]]] = []
+        self.closed = 0
+
+    async def bulk(self, *, operations: Sequence[Mapping[str, Any]], **_: Any) -> Any:
+        self.bulks.append(operations)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return type("Response", (), {"body": answer})()
+
+    async def close(self) -> None:
+        self.closed += 1
+
+
+def sink(client: FakeClient, **settings: Any) -> ElasticsearchSink:
+    return ElasticsearchSink(ConnectionSettings(**settings), client)  # type: ignore[arg-type]
+
+
+async def test_large_batches_go_in_chunks_and_failures_keep_batch_indexes() -> None:
+    client = FakeClient(
+        response((201, None), (201, None)), response((201, None), (429, REJECTED)), response((201, None))
+    )
+    failures = await sink(client, bulk_max_actions=2).write_batch([item(n) for n in range(5)])
+    assert [len(ops) // 2 for ops in client.bulks] == [2, 2, 1]
+    assert [(f.index, f.error.retriable) for f in failures] == [(3, True)]
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TransportConnectionError("Connection refused"),
+        ConnectionTimeout("timed out"),
+        api_error(503, "cluster_block_exception", "blocked"),
+        api_error(429, "es_rejected_execution_exception", "queue full"),
+        api_error(502, "bad_gateway"),
+    ],
+)
+async def test_whole_request_failures_raise_store_unavailable(exc: Exception) -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        await sink(FakeClient(exc)).write_batch([item(1)])
+    assert caught.value.retriable is True
+    assert caught.value.__cause__ is exc
+
+
+async def test_a_refused_request_is_not_a_store_outage() -> None:
+    with pytest.raises(SinkError) as caught:
+        await sink(FakeClient(api_error(403, "security_exception", "unauthorized"))).write_batch([item(1)])
+    assert not isinstance(caught.value, StoreUnavailable)
+    assert caught.value.retriable is False
+
+
+async def test_close_twice_closes_once() -> None:
+    client = FakeClient()
+    es = sink(client)
+    await es.close()
+    await es.close()
+    assert client.closed == 1

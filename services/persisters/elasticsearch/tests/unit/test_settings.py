@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.settings import load_settings
+from fluxgate_es_persister.settings import DEFAULT_KCQL, ElasticsearchSettings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("FLUXGATE_ES_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_defaults_work_with_the_local_stack() -> None:
+    settings = load_settings(ElasticsearchSettings)
+    assert settings.http.port == 9104
+    assert settings.elasticsearch.hosts == ["http://127.0.0.1:9200"]
+    assert settings.sink.kcql == DEFAULT_KCQL
+    assert settings.sink.error_policy == "THROW"
+    assert (settings.retention.days, settings.retention.action) == (7, "delete")
+    options = settings.elasticsearch.client_options()
+    assert "api_key" not in options and "basic_auth" not in options
+
+
+def test_nested_groups_and_secrets(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__HOSTS", '["https://es1:9200", "https://es2:9200"]')
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__USERNAME", "writer")
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__PASSWORD", "s3cret")
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__CA_CERTS", "/etc/ssl/es-ca.pem")
+    clean_env.setenv("FLUXGATE_ES_RETENTION__ACTION", "close")
+    clean_env.setenv("FLUXGATE_ES_HTTP__HOST", "127.0.0.1")
+    settings = load_settings(ElasticsearchSettings)
+    assert settings.http.port == 9104  # setting only the host keeps the service's port
+    assert settings.retention.action == "close"
+    assert "s3cret" not in repr(settings)
+    options = settings.elasticsearch.client_options()
+    assert options["hosts"] == ["https://es1:9200", "https://es2:9200"]
+    assert options["basic_auth"] == ("writer", "s3cret")
+    assert options["ca_certs"] == "/etc/ssl/es-ca.pem"
+
+
+def test_api_key(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__API_KEY", "aWQ6a2V5")
+    assert load_settings(ElasticsearchSettings).elasticsearch.client_options()["api_key"] == "aWQ6a2V5"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("FLUXGATE_ES_RETENTION__ACTION", "archive", "FLUXGATE_ES_RETENTION__ACTION"),
+        ("FLUXGATE_ES_RETENTION__DAYS", "0", "FLUXGATE_ES_RETENTION__DAYS"),
+        ("FLUXGATE_ES_RETENTION__INTERVAL_S", "soon", "FLUXGATE_ES_RETENTION__INTERVAL_S"),
+        ("FLUXGATE_ES_ELASTICSEARCH__REQUEST_TIMEOUT", "-1", "FLUXGATE_ES_ELASTICSEARCH__REQUEST_TIMEOUT"),
+        ("FLUXGATE_ES_ELASTICSEARCH__NUMBER_OF_SHARDS", "0", "FLUXGATE_ES_ELASTICSEARCH__NUMBER_OF_SHARDS"),
+        ("FLUXGATE_ES_ELASTICSEARCH__HOSTS", "[]", "FLUXGATE_ES_ELASTICSEARCH__HOSTS"),
+        ("FLUXGATE_ES_ELASTICSEARCH__HOSTS", "[not json", "FLUXGATE_ES_ELASTICSEARCH"),
+        ("FLUXGATE_ES_SINK__ERROR_POLICY", "IGNORE", "FLUXGATE_ES_SINK__ERROR_POLICY"),
+        ("FLUXGATE_ES_HTTP__PORT", "99999", "FLUXGATE_ES_HTTP__PORT"),
+        ("FLUXGATE_ES_ELASTICSEARCH__COLOUR", "red", "FLUXGATE_ES_ELASTICSEARCH__COLOUR"),
+    ],
+)
+def test_a_bad_value_names_its_variable(clean_env: pytest.MonkeyPatch, variable: str, value: str, named: str) -> None:
+    clean_env.setenv(variable, value)
+    with pytest.raises(ConfigError, match=named):
+        load_settings(ElasticsearchSettings)
+
+
+def test_conflicting_auth_names_both_fields(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__API_KEY", "aWQ6a2V5")
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__USERNAME", "writer")
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__PASSWORD", "s3cret")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(ElasticsearchSettings)
+    message = str(caught.value)
+    assert "FLUXGATE_ES_ELASTICSEARCH" in message
+    assert "api_key" in message and "username" in message
+    assert "s3cret" not in message and "aWQ6a2V5" not in message
+
+
+def test_username_without_password(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__USERNAME", "writer")
+    with pytest.raises(ConfigError, match=r"username and password"):
+        load_settings(ElasticsearchSettings)
