@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
+import zipfile
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from xml.sax.saxutils import escape
 
 from fluxgate_stack.errors import InstallError
@@ -72,17 +74,36 @@ def maven_copy_dependencies(mvn: str, coordinates: list[str], work_dir: Path, ou
 
 
 def maven_copy_artifact(mvn: str, coordinate: str, work_dir: Path, out_dir: Path) -> Path:
-    """Fetch one artifact (``g:a:v:type:classifier``) without dependencies; returns the file."""
+    """Fetch one artifact (``g:a:v:type[:classifier]``) without dependencies; returns the file."""
     work_dir.mkdir(parents=True, exist_ok=True)
     command = [mvn, "-q", "-B", f"{COPY_PLUGIN}:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={out_dir}"]
     _check(_run(command, cwd=work_dir), f"mvn copy {coordinate}")
-    _group, artifact, version, kind, classifier = coordinate.split(":")
-    return out_dir / f"{artifact}-{version}-{classifier}.{kind}"
+    _group, artifact, version, kind, *classifier = coordinate.split(":")
+    return out_dir / ("-".join([artifact, version, *classifier]) + f".{kind}")
 
 
 def unpack_tar(archive: Path, out_dir: Path) -> None:
     with tarfile.open(archive) as tar:
         tar.extractall(out_dir, filter="data")  # "data" refuses absolute paths and links out of out_dir
+
+
+def unpack_zip(archive: Path, out_dir: Path, *, strip_top_folder: bool = False) -> None:
+    """Unpack ``archive`` keeping Unix permission bits (``zipfile`` alone drops them, and with
+    them the executable bit of every launcher script)."""
+    with zipfile.ZipFile(archive) as zipped:
+        for info in zipped.infolist():
+            name = PurePosixPath(info.filename)
+            parts = name.parts[1:] if strip_top_folder else name.parts
+            mode = info.external_attr >> 16
+            if not parts or info.is_dir():
+                continue
+            if stat.S_ISLNK(mode) or ".." in parts or name.is_absolute():
+                raise InstallError(f"{archive.name}: refusing entry {info.filename!r} (link or outside the folder)")
+            target = out_dir.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zipped.open(info) as source, target.open("wb") as sink:
+                shutil.copyfileobj(source, sink)
+            target.chmod((mode & 0o777) or 0o644)
 
 
 def install_atomically(target: Path, fill: Callable[[Path], None]) -> None:
