@@ -1,9 +1,10 @@
-"""Fluxgate's local stack: real Kafka, schema registry, Mosquitto and CoAP servers on loopback.
+"""Fluxgate's local stack: real Kafka, schema registry, Mosquitto, Elasticsearch and CoAP servers on loopback.
 
 Typical fixture use::
 
     from fluxgate_stack import ensure_up
     endpoints = ensure_up(["kafka", "registry", "mosquitto"])
+    es_url = ensure_up(["elasticsearch"]).elasticsearch_url
 """
 
 from fluxgate_stack.api import endpoints, ensure_up, kill, restart, start, stop

@@ -37,6 +37,16 @@ class StackSettings(BaseSettings):
     mqtt_port: int = Field(default=1883, ge=1, le=65535, description="Mosquitto listener")
     mqtt_max_queued_messages: int = Field(default=100_000, ge=0, description="per-client queue of a persistent session")
     coap_port: int = Field(default=15683, ge=1, le=65535, description="libcoap coap-server (UDP and TCP)")
+    es_port: int = Field(default=9200, ge=1, le=65535, description="Elasticsearch HTTP port")
+    es_transport_port: int = Field(default=9300, ge=1, le=65535, description="Elasticsearch transport port")
+    es_version: str = Field(
+        default="8.19.21", description="org.elasticsearch.distribution.integ-test-zip:elasticsearch version (8.x)"
+    )
+    es_heap: str = Field(default="512m", description="-Xms/-Xmx of Elasticsearch")
+    es_java_home: Path | None = Field(
+        default=None, description="ES_JAVA_HOME (Java 17+); default: the JDK of the `java` setting"
+    )
+    es_user: str = Field(default="fluxgate", description="unprivileged user Elasticsearch runs as when we are root")
     java: str = Field(default="java", description="java executable for Kafka and the registry (17+)")
     jvm_quick_start: bool = Field(
         default=True, description="C1-only JIT: faster start, lower peak throughput (set false for benchmarks)"

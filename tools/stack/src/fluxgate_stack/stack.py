@@ -34,6 +34,7 @@ class Endpoints:
     mqtt_host: str
     mqtt_port: int
     coap_url: str
+    elasticsearch_url: str
 
     @classmethod
     def from_settings(cls, settings: StackSettings) -> Endpoints:
@@ -44,6 +45,7 @@ class Endpoints:
             mqtt_host=host,
             mqtt_port=settings.mqtt_port,
             coap_url=f"coap://{host}:{settings.coap_port}",
+            elasticsearch_url=f"http://{host}:{settings.es_port}",
         )
 
 

@@ -10,6 +10,7 @@ import pytest
 from fluxgate_stack.errors import StackError, UnknownServer
 from fluxgate_stack.fetch import maven_pom
 from fluxgate_stack.servers import build, default_names
+from fluxgate_stack.servers.elasticsearch import ElasticsearchServer, elasticsearch_yml, node_settings
 from fluxgate_stack.servers.kafka import random_cluster_id, server_properties
 from fluxgate_stack.servers.mosquitto import mosquitto_conf
 from fluxgate_stack.servers.registry import RegistryServer
@@ -92,11 +93,13 @@ def test_endpoints_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         mqtt_host="127.0.0.1",
         mqtt_port=1883,
         coap_url="coap://127.0.0.1:15683",
+        elasticsearch_url="http://127.0.0.1:9200",
     )
     env = {key: value for server in build(None, settings, all_if_empty=True) for key, value in server.env().items()}
     assert env["FLUXGATE_KAFKA_BOOTSTRAP"] == "127.0.0.1:29092"
     assert env["FLUXGATE_REGISTRY_URL"] == "http://127.0.0.1:8081/apis/ccompat/v7"
     assert env["FLUXGATE_MQTT_PORT"] == "1883"
+    assert env["FLUXGATE_ELASTICSEARCH_URL"] == "http://127.0.0.1:9200"
 
 
 def test_parse_topics() -> None:
@@ -159,3 +162,56 @@ def test_present_toolchain_installs_nothing(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(RegistryServer, "is_installed", lambda self: True)
     Stack(StackSettings(home=tmp_path, java="sh", mvn="sh")).install(["registry"])
     assert asked == []
+
+
+def test_elasticsearch_single_node_on_loopback(tmp_path: Path) -> None:
+    settings = StackSettings(home=tmp_path, es_port=19200, es_transport_port=19300)
+    node = node_settings(settings, tmp_path / "data", tmp_path / "logs")
+    assert node["discovery.type"] == "single-node"
+    assert node["network.host"] == "127.0.0.1"
+    assert (node["http.port"], node["transport.port"]) == ("19200", "19300")
+    assert node["xpack.security.enabled"] == "false"
+    assert node["cluster.routing.allocation.disk.threshold_enabled"] == "false"
+    assert node["path.data"] == str(tmp_path / "data")
+    assert 'xpack.security.enabled: "false"' in elasticsearch_yml(node).splitlines()
+
+
+def test_elasticsearch_config_files_heap_jit_and_extra_settings(tmp_path: Path) -> None:
+    settings = StackSettings(home=tmp_path, es_heap="384m", es_java_home=tmp_path / "jdk")
+    server = ElasticsearchServer(settings, extra_settings={"thread_pool.write.size": "1"}, base_dir=tmp_path / "n")
+    files = {path.name: text for path, text in server.config_files().items()}
+    assert set(files) == {"elasticsearch.yml", "jvm.options", "log4j2.properties"}
+    assert files["elasticsearch.yml"].splitlines()[-1] == 'thread_pool.write.size: "1"'
+    assert f'path.data: "{tmp_path / "n" / "data"}"' in files["elasticsearch.yml"]
+    options = files["jvm.options"].splitlines()
+    assert {"-Xms384m", "-Xmx384m", "-XX:TieredStopAtLevel=1"} <= set(options)
+    assert server.process_env()["ES_JAVA_HOME"] == str(tmp_path / "jdk")
+    assert server.process_env()["ES_PATH_CONF"] == str(tmp_path / "n" / "run" / "config")
+    no_quick_start = ElasticsearchServer(StackSettings(home=tmp_path, jvm_quick_start=False, es_java_home=tmp_path))
+    assert "-XX:TieredStopAtLevel=1" not in no_quick_start.config_files()[no_quick_start.config_dir / "jvm.options"]
+
+
+def test_elasticsearch_runs_unprivileged_when_root(settings: StackSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ElasticsearchServer(settings)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert server.command()[:3] == ["setpriv", "--reuid=fluxgate", "--regid=fluxgate"]
+    assert server.command()[-1] == str(server.home / "bin" / "elasticsearch")
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert server.command() == [str(server.home / "bin" / "elasticsearch")]
+
+
+def test_zip_unpacking_keeps_the_executable_bit(tmp_path: Path) -> None:
+    import stat
+    import zipfile
+
+    from fluxgate_stack.fetch import unpack_zip
+
+    archive = tmp_path / "a.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        launcher = zipfile.ZipInfo("es-1/bin/elasticsearch")
+        launcher.external_attr = (stat.S_IFREG | 0o755) << 16
+        zipped.writestr(launcher, "#!/bin/sh\n")
+        zipped.writestr("es-1/config/jvm.options", "-Xmx1g\n")
+    unpack_zip(archive, tmp_path / "out", strip_top_folder=True)
+    assert (tmp_path / "out" / "bin" / "elasticsearch").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "out" / "config" / "jvm.options").read_text() == "-Xmx1g\n"
