@@ -25,3 +25,16 @@ def registry_client(stack: Any) -> Any:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
     return SchemaRegistryClient({"url": stack.registry_url})
+
+
+@pytest.fixture(scope="session")
+def elasticsearch() -> str:
+    """Elasticsearch 8.x on loopback (single node, security off); its URL, e.g. http://127.0.0.1:9200.
+
+    A test crashes and revives it with ``fluxgate_stack.kill("elasticsearch")`` and
+    ``fluxgate_stack.start("elasticsearch")``; a second node with its own static settings
+    comes from ``fluxgate_stack.servers.elasticsearch.throwaway_node({...})``.
+    """
+    from fluxgate_stack import ensure_up
+
+    return ensure_up(["elasticsearch"]).elasticsearch_url
