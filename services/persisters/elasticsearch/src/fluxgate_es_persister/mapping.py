@@ -28,6 +28,7 @@ _DATE_TOKENS = {
     "dd": r"(?P<day>\d{2})",
     "DD": r"(?P<day>\d{2})",
     "HH": r"\d{2}",
+    "mm": r"\d{2}",
 }
 _TOKEN = re.compile("|".join(sorted(map(re.escape, _DATE_TOKENS), key=len, reverse=True)))
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")

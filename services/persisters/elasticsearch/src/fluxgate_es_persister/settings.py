@@ -23,10 +23,10 @@ from fluxgate_sink.settings import SinkSettings
 
 SERVICE = "es-persister"
 HEALTH_PORT = 9104
-# (device_id, window_start) identifies a window: a replayed aggregate overwrites its own document.
+# (device_id, metric, window_start) identifies a window: a replayed aggregate overwrites its own document.
 DEFAULT_KCQL = (
     "INSERT INTO temperatures SELECT * FROM temperatures.aggregated"
-    " PK device_id, window_start WITHINDEXSUFFIX=-{YYYY.MM.dd}"
+    " PK device_id, metric, window_start WITHINDEXSUFFIX=-{YYYY.MM.dd}"
 )
 
 
