@@ -1,0 +1,47 @@
+"""Per-partition state of the runner: records waiting, the batch being written, paused or not."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from fluxgate_core.kafka import ConsumedRecord
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Partition:
+    """Records of one partition in offset order; at most one batch of them being written."""
+
+    tp: TopicPartition
+    batch_size: int
+    batch_age: float
+    waiting: list[ConsumedRecord] = field(default_factory=list)
+    oldest: float = 0.0
+    writing: asyncio.Task[None] | None = None
+    writing_end: int = -1  # the offset to commit once ``writing`` succeeds
+    paused: bool = False
+
+    def add(self, record: ConsumedRecord) -> None:
+        if not self.waiting:
+            self.oldest = time.monotonic()
+        self.waiting.append(record)
+
+    def due(self, now: float) -> bool:
+        """A batch is due when it is full or its oldest record waited long enough (and none is being written)."""
+        if self.writing is not None or not self.waiting:
+            return False
+        return len(self.waiting) >= self.batch_size or now - self.oldest >= self.batch_age
+
+    def take(self) -> list[ConsumedRecord]:
+        batch, self.waiting = self.waiting[: self.batch_size], self.waiting[self.batch_size :]
+        self.oldest = time.monotonic() if self.waiting else 0.0
+        self.writing_end = batch[-1].offset + 1
+        return batch
+
+    @property
+    def full(self) -> bool:
+        """Enough waiting for another batch while one is being written: time to pause fetching."""
+        return self.writing is not None and len(self.waiting) >= self.batch_size

@@ -1,0 +1,80 @@
+"""From consumed records to :class:`SinkItem`s: one per KCQL statement that reads the record's topic."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fluxgate_core.errors import FluxgateError
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_sink.errors import SinkError
+from fluxgate_sink.kcql import Statement, statements_for
+from fluxgate_sink.sink import SinkItem
+
+
+@dataclass(frozen=True, slots=True)
+class Unroutable:
+    """A decoded record a statement could not turn into an item (a PK field missing ...)."""
+
+    source: ConsumedRecord
+    statement: Statement
+    error: SinkError
+
+
+@dataclass(slots=True)
+class Routed:
+    items: list[SinkItem] = field(default_factory=list)
+    unroutable: list[Unroutable] = field(default_factory=list)
+    undecodable: list[ConsumedRecord] = field(default_factory=list)
+
+
+class Router:
+    """Routes records through the statements; what cannot be routed is reported, never raised."""
+
+    def __init__(self, statements: Sequence[Statement]) -> None:
+        self.statements = list(statements)
+        self._by_topic = {s.topic: statements_for(self.statements, s.topic) for s in self.statements}
+
+    @property
+    def topics(self) -> list[str]:
+        return list(self._by_topic)
+
+    def batch_size(self, topic: str, default: int) -> int:
+        """The smallest ``BATCH=`` among the topic's statements, else ``default``."""
+        sizes = [s.batch_size for s in self._by_topic.get(topic, ()) if s.batch_size]
+        return min(sizes, default=default)
+
+    def route(self, records: Sequence[ConsumedRecord]) -> Routed:
+        routed = Routed()
+        for record in records:
+            if record.record is None:
+                routed.undecodable.append(record)
+                continue
+            for statement in self._by_topic.get(record.topic, ()):
+                try:
+                    routed.items.append(_item(record, statement))
+                except Exception as exc:  # a bad record must never stop the batch: report it
+                    routed.unroutable.append(Unroutable(record, statement, _as_sink_error(exc)))
+        return routed
+
+
+def _item(record: ConsumedRecord, statement: Statement) -> SinkItem:
+    value = record.record or {}
+    event_time = statement.event_time(value)
+    return SinkItem(
+        source=record,
+        statement=statement,
+        target=statement.target_for(event_time),
+        id=statement.document_id(value),
+        document=statement.project(value),
+        event_time=event_time,
+    )
+
+
+def _as_sink_error(exc: Exception) -> SinkError:
+    if isinstance(exc, SinkError):
+        return exc
+    retriable = exc.retriable if isinstance(exc, FluxgateError) else False
+    error = SinkError(f"cannot route record: {type(exc).__name__}: {exc}", retriable=retriable)
+    error.__cause__ = exc
+    return error

@@ -1,0 +1,50 @@
+"""The options every persister shares, one group reused by all (``<PREFIX>SINK__*``).
+
+Names and defaults follow Stream-Reactor's (``error.policy`` THROW, ``max.retries`` 20,
+``retry.interval`` 60 s) so its users find what they know. A persister subclasses
+:class:`SinkSettings` only to give ``kcql`` its own default.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from fluxgate_core.settings import Group
+from fluxgate_sink.errors import KcqlError
+
+ErrorPolicy = Literal["NOOP", "THROW", "RETRY"]
+
+
+class SinkSettings(Group):
+    """Routing, batching, error policy and dead letters of one persister."""
+
+    kcql: str = Field(..., min_length=1, description="KCQL statements, separated by ';'")
+    error_policy: ErrorPolicy = Field(
+        "THROW",
+        description="what a record the store refuses does: NOOP dead-letters it and goes on, THROW stops "
+        "(exit 1, nothing committed past it), RETRY retries with backoff then behaves like THROW",
+    )
+    max_retries: int = Field(20, ge=0, description="RETRY: attempts before giving up like THROW")
+    retry_interval_ms: int = Field(60_000, ge=1, description="RETRY: first backoff; doubles each attempt, jittered")
+    retry_max_interval_ms: int = Field(300_000, ge=1, description="RETRY: cap of one backoff")
+    outage_backoff_ms: int = Field(500, ge=1, description="store down: first wait before writing again")
+    outage_max_backoff_ms: int = Field(30_000, ge=1, description="store down: cap of one wait")
+    batch_size: int = Field(1000, ge=1, le=100_000, description="records per partition per write (KCQL BATCH= wins)")
+    batch_age_ms: int = Field(500, ge=0, description="write a partition's records once the oldest is this old")
+    poll_max_records: int = Field(2000, ge=1, description="records taken from Kafka per poll")
+    group_id: str | None = Field(None, description="consumer group; default fluxgate-<service>")
+    deadletter_topic: str = Field("persisters.deadletter", min_length=1, description="where refused records go")
+    from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
+
+    @field_validator("kcql")
+    @classmethod
+    def _parses(cls, text: str) -> str:
+        from fluxgate_sink.kcql import parse
+
+        try:
+            parse(text)
+        except KcqlError as exc:  # pydantic names the field (FLUXGATE_..._SINK__KCQL) around this message
+            raise ValueError(str(exc)) from exc
+        return text

@@ -1,0 +1,192 @@
+"""The runner against an in-memory source, sink and dead-letter topic: commits, policies, outages."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.settings import KafkaSettings, RegistrySettings
+from fluxgate_sink import metrics
+from fluxgate_sink.errors import PolicyStop
+from fluxgate_sink.runner import SinkRunner
+from fluxgate_sink.settings import SinkSettings
+from fluxgate_sink.testing.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
+
+KCQL = "INSERT INTO temps SELECT * FROM aggs"
+ID0 = "dev-0|temperature|1795435200000"  # device, metric, window start in epoch ms
+
+
+class Harness:
+    def __init__(self, records: Sequence[ConsumedRecord], sink: FakeSink | None = None, **options: Any) -> None:
+        self.sink = sink or FakeSink()
+        self.dead = FakeDeadLetters()
+        self.source: FakeSource | None = None
+        options = {"kcql": KCQL, "batch_age_ms": 0, "retry_interval_ms": 1, "outage_backoff_ms": 1, **options}
+        self.runner = SinkRunner(
+            "test",
+            self.sink,
+            kafka=KafkaSettings(),
+            registry=RegistrySettings(),
+            settings=SinkSettings(**options),
+            source_factory=self._source(records),
+            dead_letters=self.dead,
+        )
+        self.stop = asyncio.Event()
+
+    def _source(self, records: Sequence[ConsumedRecord]) -> Any:
+        def build(topics: list[str], on_assign: Any, on_revoke: Any) -> FakeSource:
+            self.source = FakeSource(records, on_assign, on_revoke)
+            return self.source
+
+        return build
+
+    async def run_until(self, done: Callable[[], bool], timeout: float = 5.0) -> None:
+        task = asyncio.create_task(self.runner.run(self.stop))
+        await until(lambda: done() or task.done(), timeout)
+        self.stop.set()
+        await task
+
+    def committed(self, partition: int) -> int | None:
+        return self.source.committed(("aggs", partition)) if self.source else None
+
+
+async def until(done: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait for a condition the fakes change (they have no events to wait on)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if done():
+                return
+            await asyncio.sleep(0.005)
+
+
+def batch(count: int, partition: int = 0, first: int = 0) -> list[ConsumedRecord]:
+    return [record("aggs", partition, first + i, aggregate(f"dev-{i}", 0)) for i in range(count)]
+
+
+async def test_writes_every_record_and_commits_past_the_last() -> None:
+    h = Harness(batch(5, 0) + batch(3, 1, first=10))
+    await h.run_until(lambda: h.committed(0) == 5 and h.committed(1) == 13)
+    assert len(h.sink.docs["temps"]) == 5  # partition 1 repeats dev-0..2: same ids, one document each
+    assert h.sink.docs["temps"][ID0]["device_id"] == "dev-0"
+    assert h.dead.sent == []
+    assert h.source is not None and h.source.closed and h.sink.closed == 1
+
+
+async def test_batches_per_partition_by_size() -> None:
+    h = Harness(batch(10), batch_size=4)
+    await h.run_until(lambda: h.committed(0) == 10)
+    assert h.sink.batches == [4, 4, 2]
+
+
+async def test_a_replay_changes_nothing() -> None:
+    sink = FakeSink()
+    first = Harness(batch(6), sink=sink)
+    await first.run_until(lambda: first.committed(0) == 6)
+    before = {t: dict(d) for t, d in sink.docs.items()}
+    again = Harness(batch(6), sink=sink)
+    await again.run_until(lambda: again.committed(0) == 6)
+    assert sink.docs == before
+
+
+@pytest.mark.parametrize("policy", ["NOOP", "THROW", "RETRY"])
+async def test_a_record_that_does_not_decode_is_always_dead_lettered(policy: str) -> None:
+    records = [*batch(2), record("aggs", 0, 2, None), *batch(1, first=3)]
+    h = Harness(records, error_policy=policy)
+    await h.run_until(lambda: h.committed(0) == 4)
+    [(payload, error, source, headers)] = h.dead.sent
+    assert payload == b"\x07raw" and "magic byte" in str(error) and source == "aggs/0/2"
+    assert ("fluxgate.dlq.offset", b"2") in headers and ("fluxgate.dlq.topic", b"aggs") in headers
+    assert [v for k, v in headers if k == "trace"] == [b"1", b"2"]  # repeated original headers kept
+
+
+async def test_noop_dead_letters_the_refused_item_and_writes_the_rest() -> None:
+    sink = FakeSink(refuse={ID0})
+    h = Harness(batch(4), sink=sink, error_policy="NOOP")
+    await h.run_until(lambda: h.committed(0) == 4)
+    assert ID0 not in sink.docs["temps"] and len(sink.docs["temps"]) == 3
+    [(_, error, source, headers)] = h.dead.sent
+    assert source == "aggs/0/0" and "mapper_parsing_exception" in str(error)
+    assert ("fluxgate.dlq.target", b"temps") in headers and ("fluxgate.dlq.partition", b"0") in headers
+
+
+async def test_throw_stops_and_commits_nothing_of_the_failed_batch() -> None:
+    sink = FakeSink(refuse={"dev-2|temperature|1795435200000"})
+    h = Harness(batch(3) + batch(3, partition=1, first=0), sink=sink, error_policy="THROW", batch_size=3)
+    with pytest.raises(PolicyStop, match=r"THROW: aggs/\d/2 -> temps: SinkError: mapper_parsing"):
+        await h.run_until(lambda: False)
+    assert h.dead.sent == []
+    assert h.committed(0) is None or h.committed(1) is None  # at least the failing partition: never
+
+
+async def test_retry_retries_then_stops_like_throw() -> None:
+    sink = FakeSink(refuse={ID0})
+    h = Harness(batch(2), sink=sink, error_policy="RETRY", max_retries=3)
+    with pytest.raises(PolicyStop, match="RETRY \\(out of retries\\): aggs/0/0"):
+        await h.run_until(lambda: False)
+    assert sink.writes == 4  # the first write and three retries of the refused item
+    assert h.committed(0) is None
+
+
+async def test_retry_succeeds_when_the_store_takes_it_later() -> None:
+    sink = FakeSink(refuse={ID0}, refuse_times=2)
+    h = Harness(batch(2), sink=sink, error_policy="RETRY", max_retries=5)
+    await h.run_until(lambda: h.committed(0) == 2)
+    assert ID0 in sink.docs["temps"] and h.dead.sent == []
+
+
+async def test_overloaded_items_are_written_again_whatever_the_policy() -> None:
+    sink = FakeSink(overloaded={ID0})
+    h = Harness(batch(3), sink=sink, error_policy="THROW")
+    await h.run_until(lambda: h.committed(0) == 3)
+    assert len(sink.docs["temps"]) == 3 and sink.writes == 2
+
+
+async def test_store_down_pauses_keeps_the_batch_and_resumes() -> None:
+    sink = FakeSink(down=True)
+    h = Harness(batch(8), sink=sink, batch_size=2, poll_max_records=8)
+    task = asyncio.create_task(h.runner.run(h.stop))
+    await until(lambda: sink.pings >= 5)
+    assert not h.runner.ready() and metrics.STORE_UP._value.get() == 0
+    assert h.committed(0) is None and h.source is not None and ("aggs", 0) in h.source.paused
+    sink.down = False
+    await until(lambda: h.committed(0) == 8)
+    assert h.runner.ready() and len(sink.docs["temps"]) == 8 and ("aggs", 0) not in h.source.paused
+    h.stop.set()
+    await task
+
+
+async def test_stop_while_the_store_is_down_commits_nothing() -> None:
+    sink = FakeSink(down=True)
+    h = Harness(batch(3), sink=sink)
+    await h.run_until(lambda: sink.pings >= 2)
+    assert h.committed(0) is None and h.source is not None and h.source.closed
+
+
+async def test_stop_finishes_the_batch_in_hand() -> None:
+    h = Harness(batch(5), batch_age_ms=60_000)  # nothing is due until the stop drains it
+    await h.run_until(lambda: h.source is not None and not h.source.pending)
+    assert h.committed(0) == 5 and len(h.sink.docs["temps"]) == 5
+
+
+async def test_records_of_a_revoked_partition_are_never_committed() -> None:
+    h = Harness(batch(4) + batch(4, partition=1), batch_age_ms=60_000)
+    task = asyncio.create_task(h.runner.run(h.stop))
+    await until(lambda: h.source is not None)
+    assert h.source is not None
+    h.source.revoke_after_polls = (h.source.polls + 1, [("aggs", 1)])
+    await until(lambda: h.source is not None and h.source.revoke_after_polls is None)
+    h.stop.set()
+    await task
+    assert h.committed(0) == 4 and h.committed(1) is None
+
+
+async def test_a_record_without_its_pk_field_goes_through_the_policy() -> None:
+    records = [record("aggs", 0, 0, {"device_id": "d", "metric": "temperature"})]  # no event time, no window
+    h = Harness(records, error_policy="NOOP")
+    await h.run_until(lambda: h.committed(0) == 1)
+    [(_, error, source, _)] = h.dead.sent
+    assert source == "aggs/0/0" and "window_start" in str(error)
