@@ -23,3 +23,10 @@ class PolicyStop(SinkError):
 
 class KcqlError(ConfigError):
     """A KCQL statement that does not parse or makes no sense; says where and what was expected."""
+
+
+class FieldMissing(SinkError, ValueError):
+    """A record lacks a field its KCQL statement selects, keys or dates it by (or the field
+    has the wrong shape): writing it again can never help, so the runner dead-letters it."""
+
+    retriable = False

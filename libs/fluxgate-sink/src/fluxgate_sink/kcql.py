@@ -1,0 +1,363 @@
+"""KCQL, the routing statements Stream-Reactor users already write, parsed into :class:`Statement`::
+
+    INSERT INTO temperatures SELECT * FROM temperatures.aggregated WITHINDEXSUFFIX -{YYYY.MM.DD};
+    UPSERT INTO indexA SELECT sensor.*, device.* FROM topicA PK device.id
+
+The grammar is ``kcql.lark`` (LALR, keywords case-insensitive, the clauses after FROM in any
+order, each at most once). A statement that does not parse or makes no sense raises
+:class:`~fluxgate_sink.errors.KcqlError` naming the line and column, with the line and a caret.
+
+Date patterns in WITHINDEXSUFFIX mean what the people who write them mean, not what Java's
+DateTimeFormatter would make of them: inside ``{...}`` ``YYYY``/``yyyy`` is the calendar year,
+``MM`` the month, ``DD``/``dd`` the day of the month, ``HH`` the hour (00-23), ``mm`` the minutes;
+``-``, ``.`` and ``_`` stay as they are, and so does everything outside the braces.
+DateTimeFormatter reads ``YYYY`` as the week-based year and ``DD`` as the day of the year, which
+would file 2025-12-29 under ``2026.12.363``: the wrong index around New Year and on every day
+after the 31st of January. Times are converted to UTC first; a naive datetime is taken as UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any, Literal
+
+from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.tree import Meta
+
+from fluxgate_sink.errors import FieldMissing, KcqlError
+
+FieldPath = tuple[str, ...]
+Format = Literal["JSON", "AVRO"]
+
+EVENT_TIME_PROPERTY = "event.time.field"
+EVENT_TIME_FIELDS = ("window_start", "event_time")
+DEFAULT_PK: tuple[FieldPath, ...] = (("device_id",), ("metric",))  # then the event-time field
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FORMATS: dict[str, Format] = {"JSON": "JSON", "AVRO": "AVRO"}
+_STRFTIME = {"YYYY": "%Y", "yyyy": "%Y", "MM": "%m", "DD": "%d", "dd": "%d", "HH": "%H", "mm": "%M"}
+_DATE_TOKEN = re.compile(r"YYYY|yyyy|MM|DD|dd|HH|mm|[-._]|([A-Za-z]+|.)")
+_BRACES = re.compile(r"\{([^{}]*)\}|[{}]")
+_CLAUSES = ("IGNORE", "PK", "AUTOCREATE", "BATCH", "WITHINDEXSUFFIX", "STOREAS", "WITHFORMAT", "TTL", "PROPERTIES")
+# What "expected ..." says for terminals that are neither keywords nor punctuation; None: another one says it.
+_NAMED: dict[str, str | None] = {"ENTITY": "a topic or target name", "NAME": "a field name", "NUMBER": "a number"}
+_NAMED |= {"SUFFIX": "an index suffix such as -{YYYY.MM.dd}", "PROP_WORD": "a property key or value"}
+_NAMED |= {"$END": "the end of the input", "QUOTED_NAME": None, "STRING": None, "_WITH": None}
+_PARSER = Lark.open(
+    "kcql.lark", rel_to=__file__, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True
+)
+_TERMINAL_ORDER = [terminal.name for terminal in _PARSER.terminals]
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """One SELECT entry: ``a.b AS x`` is ``FieldRef(("a", "b"), "x")``, ``a.*`` is
+    ``FieldRef(("a",), wildcard=True)``, ``*`` is ``FieldRef((), wildcard=True)``."""
+
+    path: FieldPath
+    alias: str | None = None
+    wildcard: bool = False
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One KCQL statement: which topic goes to which target, with which fields, keyed how."""
+
+    text: str
+    mode: Literal["INSERT", "UPSERT"]
+    target: str
+    topic: str
+    fields: tuple[FieldRef, ...]
+    ignore: tuple[FieldPath, ...] = ()
+    pk: tuple[FieldPath, ...] = ()
+    autocreate: bool = False
+    batch_size: int | None = None
+    index_suffix: str | None = None
+    store_as: str | None = None
+    format: Format | None = None
+    ttl: int | None = None
+    properties: Mapping[str, str] = dataclass_field(default_factory=lambda: MappingProxyType({}), hash=False)
+
+    def __post_init__(self) -> None:
+        # A caller's dict is copied and frozen, so the statement cannot change under the runner.
+        object.__setattr__(self, "properties", MappingProxyType(dict(self.properties)))
+
+    def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
+        ignored = frozenset(self.ignore)
+        document: dict[str, Any] = {}
+        for ref in self.fields:
+            if not ref.wildcard:
+                if ref.path not in ignored:
+                    document[ref.alias or ref.path[-1]] = _prune(_lookup(record, ref.path), ref.path, ignored)
+                continue
+            source = _lookup(record, ref.path) if ref.path else record
+            if not isinstance(source, Mapping):
+                raise FieldMissing(
+                    f"field {_dotted(ref.path)} is not a record, so {_dotted(ref.path)}.* selects nothing"
+                )
+            for key, value in source.items():
+                if (path := (*ref.path, key)) not in ignored:
+                    document[key] = _prune(value, path, ignored)
+        return document
+
+    def event_time_field(self, record: Mapping[str, Any]) -> str:
+        """PROPERTIES('event.time.field'=...) if given, else the first of window_start, event_time present."""
+        if name := self.properties.get(EVENT_TIME_PROPERTY):
+            return name
+        for name in EVENT_TIME_FIELDS:
+            if name in record:
+                return name
+        raise FieldMissing(
+            f"the record has no event time: none of {', '.join(EVENT_TIME_FIELDS)} (or set '{EVENT_TIME_PROPERTY}')"
+        )
+
+    def event_time(self, record: Mapping[str, Any]) -> datetime:
+        """The record's event time in UTC, from a datetime or epoch milliseconds."""
+        name = self.event_time_field(record)
+        value = _lookup(record, tuple(name.split(".")))
+        if isinstance(value, datetime):
+            return _utc(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _EPOCH + timedelta(milliseconds=value)
+        raise FieldMissing(f"field {name} is {value!r}, not a datetime or epoch milliseconds")
+
+    def document_id(self, record: Mapping[str, Any]) -> str:
+        """The PK fields of the original record joined with ``|`` (datetimes as epoch millis):
+        the same record always gets the same id, so a replay overwrites instead of duplicating."""
+        paths = self.pk or (*DEFAULT_PK, tuple(self.event_time_field(record).split(".")))
+        return "|".join(_id_part(_lookup(record, path), path) for path in paths)
+
+    def target_for(self, event_time: datetime) -> str:
+        """The target, with the index suffix formatted for ``event_time`` (``temperatures-2026.11.23``)."""
+        return self.target + format_date_pattern(self.index_suffix, event_time) if self.index_suffix else self.target
+
+
+def parse(text: str) -> list[Statement]:
+    """The statements in ``text``, separated by ``;``; raises KcqlError on any fault."""
+    try:
+        tree = _PARSER.parse(text)
+    except UnexpectedInput as exc:
+        raise _syntax_error(text, exc) from exc
+    statements = [_statement(text, node) for node in tree.children if isinstance(node, Tree)]
+    if not statements:
+        raise KcqlError("KCQL is empty: expected a statement such as INSERT INTO <target> SELECT * FROM <topic>")
+    return statements
+
+
+def statements_for(statements: Iterable[Statement], topic: str) -> list[Statement]:
+    """The statements that read ``topic``, in their order."""
+    return [statement for statement in statements if statement.topic == topic]
+
+
+def format_date_pattern(pattern: str, when: datetime) -> str:
+    """``pattern`` with each ``{...}`` date pattern filled in from ``when`` in UTC (see the module doc)."""
+    try:
+        return _utc(when).strftime(_strftime_format(pattern))
+    except _PatternError as exc:
+        raise KcqlError(f"index suffix {pattern!r}: {exc.why}") from exc
+
+
+class _PatternError(Exception):
+    def __init__(self, offset: int, why: str) -> None:
+        super().__init__(why)
+        self.offset, self.why = offset, why
+
+
+def _strftime_format(pattern: str) -> str:
+    """The strftime format that means what ``pattern`` means; _PatternError says where it is wrong."""
+    parts, end = [], 0
+    for brace in _BRACES.finditer(pattern):
+        parts.append(pattern[end : brace.start()].replace("%", "%%"))
+        end = brace.end()
+        if brace.group(1) is None:
+            raise _PatternError(brace.start(), f"unbalanced '{brace.group()}'")
+        if not brace.group(1):
+            raise _PatternError(brace.start(), "empty {}: put a date pattern such as {YYYY.MM.dd} inside")
+        for token in _DATE_TOKEN.finditer(brace.group(1)):
+            if token.group(1) is not None:
+                why = f"unknown date field '{token.group(1)}'; use YYYY, MM, DD, HH, mm and - . _"
+                raise _PatternError(brace.start(1) + token.start(), why)
+            parts.append(_STRFTIME.get(token.group(), token.group()))
+    return "".join(parts) + pattern[end:].replace("%", "%%")
+
+
+def _id_part(value: Any, path: FieldPath) -> str:
+    if value is None:
+        raise FieldMissing(f"key field {_dotted(path)} is null")
+    return str((_utc(value) - _EPOCH) // timedelta(milliseconds=1)) if isinstance(value, datetime) else str(value)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _dotted(path: FieldPath) -> str:
+    return ".".join(path) or "*"
+
+
+def _lookup(record: Mapping[str, Any], path: FieldPath) -> Any:
+    value: Any = record
+    for name in path:
+        if not isinstance(value, Mapping) or name not in value:
+            raise FieldMissing(f"field {_dotted(path)} is missing")
+        value = value[name]
+    return value
+
+
+def _prune(value: Any, path: FieldPath, ignored: frozenset[FieldPath]) -> Any:
+    """``value`` without the IGNOREd fields nested under ``path`` (a copy; the record is not touched)."""
+    if not isinstance(value, Mapping) or not any(p[: len(path)] == path and len(p) > len(path) for p in ignored):
+        return value
+    return {k: _prune(v, (*path, k), ignored) for k, v in value.items() if (*path, k) not in ignored}
+
+
+# ---- from the lark tree to a Statement, with the semantic checks that need positions ----
+
+
+def _statement(text: str, node: Tree[Token]) -> Statement:
+    mode, target, select, topic, *clauses = (child for child in node.children if isinstance(child, Tree))
+    fields: tuple[FieldRef, ...] = ()
+    for field in (child for child in select.children if isinstance(child, Tree)):
+        fields += (_field_ref(field),)
+        names = [f.alias or f.path[-1] for f in fields if not f.wildcard]
+        if len(set(names)) < len(names):
+            raise _located(text, field.meta, f"a second field named '{names[-1]}'; give it an alias")
+    values: dict[str, Any] = {}
+    seen: set[str] = set()
+    for clause in clauses:
+        keyword = clause.data.upper()  # the grammar names each clause's rule after its keyword
+        if keyword in seen:
+            raise _located(text, clause.meta, f"{keyword} given twice; each clause may appear once")
+        seen.add(keyword)
+        values.update(_clause(text, clause, keyword, fields))
+    return Statement(
+        text=text[node.meta.start_pos : node.meta.end_pos].strip(),
+        mode="INSERT" if _leaf(mode).upper() == "INSERT" else "UPSERT",
+        target=_unquote(_leaf(target)),
+        topic=_unquote(_leaf(topic)),
+        fields=fields,
+        **values,
+    )
+
+
+def _field_ref(node: Tree[Token]) -> FieldRef:
+    if node.data == "all":
+        return FieldRef((), wildcard=True)
+    path = _path(node.children[0])
+    if node.data == "nested_all":
+        return FieldRef(path, wildcard=True)
+    alias = node.children[1]
+    return FieldRef(path, _unquote(_leaf(alias)) if isinstance(alias, Tree) else None)
+
+
+def _clause(text: str, node: Tree[Token], keyword: str, fields: tuple[FieldRef, ...]) -> dict[str, Any]:
+    kids = node.children
+    if keyword in ("IGNORE", "PK"):
+        paths = tuple(_path(kid) for kid in kids)
+        for kid, path in zip(kids, paths, strict=True):
+            if not _selected(path, fields) and isinstance(kid, Tree):
+                selected = ", ".join(_dotted(f.path) + (".*" if f.wildcard and f.path else "") for f in fields)
+                why = f"{keyword} {_dotted(path)} names a field the statement does not select (SELECT {selected})"
+                raise _located(text, kid.meta, why)
+        return {keyword.lower(): paths}
+    if keyword == "AUTOCREATE":
+        return {"autocreate": True}
+    token = _leaf(kids[0])
+    if keyword in ("BATCH", "TTL"):
+        if not token.isdecimal() or int(token) <= 0:
+            raise _located(text, token, f"{keyword} must be a positive integer, not '{token}'")
+        return {"batch_size" if keyword == "BATCH" else "ttl": int(token)}
+    if keyword == "WITHINDEXSUFFIX":
+        suffix = token.strip("'") if token.type == "STRING" else str(token)
+        try:
+            _strftime_format(suffix)
+        except _PatternError as exc:
+            at = (token.column or 1) + exc.offset + (token.type == "STRING")
+            raise _located(text, (token.line or 1, at), f"WITHINDEXSUFFIX {suffix}: {exc.why}") from exc
+        return {"index_suffix": suffix}
+    if keyword == "STOREAS":
+        return {"store_as": _unquote(token).upper()}
+    if keyword == "WITHFORMAT":
+        if (fmt := _FORMATS.get(_unquote(token).upper())) is None:
+            raise _located(text, token, f"unknown format '{token}'; expected JSON or AVRO")
+        return {"format": fmt}
+    return {"properties": _properties(text, node)}
+
+
+def _properties(text: str, node: Tree[Token]) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for prop in node.children:
+        if isinstance(prop, Tree):
+            key, value = (_leaf(word).strip("'") for word in prop.children)
+            if key in properties:
+                raise _located(text, prop.meta, f"property '{key}' given twice")
+            properties[key] = value
+    return properties
+
+
+def _selected(path: FieldPath, fields: tuple[FieldRef, ...]) -> bool:
+    """Whether ``path`` lies inside what the SELECT list takes from the record."""
+    return any(path[: len(f.path)] == f.path and (len(path) > len(f.path) or not f.wildcard) for f in fields)
+
+
+def _path(node: Tree[Token] | Token) -> FieldPath:
+    assert isinstance(node, Tree)
+    return tuple(_unquote(token) for token in node.scan_values(lambda v: isinstance(v, Token)))
+
+
+def _leaf(node: Tree[Token] | Token | None) -> Token:
+    """The (first) token of ``node``, with its line and column."""
+    assert node is not None
+    return node if isinstance(node, Token) else next(node.scan_values(lambda v: isinstance(v, Token)))
+
+
+def _unquote(name: str) -> str:
+    return str(name[1:-1] if name.startswith("`") else name)
+
+
+# ---- errors a user can act on ----
+
+
+def _syntax_error(text: str, exc: UnexpectedInput) -> KcqlError:
+    line, column = exc.line, exc.column
+    if isinstance(exc, UnexpectedToken):
+        expected, found = set(exc.accepts or exc.expected), f"'{exc.token}'"
+        if exc.token.type == "$END":
+            stripped = text.rstrip()
+            line, column = stripped.count("\n") + 1, len(stripped) - stripped.rfind("\n")
+            found = "the end of the input"
+    elif isinstance(exc, UnexpectedCharacters):
+        expected, found = set(exc.allowed), f"'{text[exc.pos_in_stream or 0]}'"
+    else:
+        expected, found = set(getattr(exc, "expected", ())), "something else"
+    return _located(text, (line, column), f"expected {_describe(expected)}, found {found}")
+
+
+def _describe(expected: set[str]) -> str:
+    words = []
+    if (clauses := {f"_{keyword}" for keyword in _CLAUSES}) <= expected:
+        words.append(f"a clause ({', '.join(_CLAUSES)})")
+        expected -= clauses
+    for name in sorted(expected, key=lambda n: _TERMINAL_ORDER.index(n) if n in _TERMINAL_ORDER else 99):
+        if name in _NAMED:
+            readable = _NAMED[name]
+        else:  # a keyword says its name; punctuation shows itself
+            pattern = _PARSER.get_terminal(name).pattern
+            readable = repr(pattern.value) if pattern.type == "str" else name.lstrip("_")
+        if readable is not None:
+            words.append(readable)
+    return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _located(text: str, where: Token | Meta | tuple[int, int], message: str) -> KcqlError:
+    line, column = where if isinstance(where, tuple) else (where.line or 1, where.column or 1)
+    lines = text.splitlines() or [""]
+    source = lines[line - 1] if 0 < line <= len(lines) else ""
+    pad = "".join("\t" if char == "\t" else " " for char in source[: column - 1]).ljust(column - 1)
+    return KcqlError(f"KCQL line {line}, column {column}: {message}\n    {source}\n    {pad}^")
