@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -108,6 +108,6 @@ class Retention:
                     await stop.wait()
 
 
-def retention_task(retention: Retention | None) -> list[Callable[[asyncio.Event], Awaitable[None]]]:
+def retention_task(retention: Retention | None) -> list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]]:
     """The runner's extra tasks: the sweep, unless retention is off."""
     return [retention.run] if retention is not None else []

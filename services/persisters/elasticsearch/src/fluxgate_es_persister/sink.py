@@ -57,7 +57,17 @@ class ElasticsearchSink(Sink):
         return self._client
 
     async def setup(self, statements: Sequence[Statement]) -> None:
-        """Check that Elasticsearch answers, then put one index template (with its alias) per target."""
+        """Check that Elasticsearch answers, then put one index template (with its alias) per target.
+
+        A failed setup closes the client: the process is about to exit, without a warning
+        about an unclosed session."""
+        try:
+            await self._setup(statements)
+        except SinkError:
+            await self.close()
+            raise
+
+    async def _setup(self, statements: Sequence[Statement]) -> None:
         hosts = ", ".join(self._settings.hosts)
         try:
             # Not ``GET /`` (info, ping): that lives in the rest-root module, which minimal
