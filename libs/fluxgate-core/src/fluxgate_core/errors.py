@@ -44,6 +44,26 @@ class DeliveryError(FluxgateError):
     """Kafka did not accept a record."""
 
 
+class ConsumeError(FluxgateError):
+    """Kafka could not hand records to a consumer (or it could not seek, pause, subscribe)."""
+
+
+class CommitError(FluxgateError):
+    """Offsets were not committed.
+
+    ``rebalanced`` is True (and ``retriable`` False) when the partition is no longer this
+    consumer's: it was revoked or lost, a rebalance is in progress, or the group moved to a
+    new generation (Kafka's ``ILLEGAL_GENERATION``, ``UNKNOWN_MEMBER_ID``,
+    ``REBALANCE_IN_PROGRESS``, ``FENCED_INSTANCE_ID``, librdkafka's ``_STATE`` and
+    ``_ASSIGNMENT_LOST``, or a partition the consumer does not hold). Its records will be
+    read again by the new owner from the last committed offset: drop them, do not retry.
+    """
+
+    def __init__(self, message: str, *, retriable: bool | None = None, rebalanced: bool = False) -> None:
+        super().__init__(message, retriable=False if rebalanced else retriable)
+        self.rebalanced = rebalanced
+
+
 class Retry(FluxgateError):
     """Raised by a loop that wants the runner to wait and call it again."""
 

@@ -1,4 +1,4 @@
-"""An asyncio face on confluent-kafka's producer.
+"""An asyncio face on confluent-kafka's producer (and, re-exported, the consumer).
 
 ``send`` returns an awaitable that resolves when Kafka has the record (acks=all), which
 is what lets a gateway acknowledge its own input only after Kafka confirmed it. The
@@ -16,14 +16,27 @@ from functools import partial
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from fluxgate_core import metrics
-from fluxgate_core.errors import DeliveryError, FluxgateError
-from fluxgate_core.serde import AvroDecoder
+from fluxgate_core.consumer import ConsumedRecord, Decoder, Partition, RecordConsumer
+from fluxgate_core.errors import DeliveryError
+from fluxgate_core.kafka_errors import config_error, converted
 
-Headers = Sequence[tuple[str, bytes | str]]
+__all__ = [
+    "AsyncProducer",
+    "ConsumedRecord",
+    "Decoder",
+    "Headers",
+    "KafkaRecord",
+    "Partition",
+    "RecordConsumer",
+    "ensure_topics",
+    "make_producer",
+]
+
+Headers = Sequence[tuple[str, bytes | str | None]]
 log = structlog.get_logger(__name__)
 
 
@@ -37,100 +50,14 @@ class KafkaRecord:
     headers: Sequence[tuple[str, bytes]] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumedRecord:
-    """One record read from Kafka: the raw bytes, and the decoded value or why it did not decode."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: dict[str, bytes]
-    timestamp_ms: int
-    record: dict[str, Any] | None = None
-    error: FluxgateError | None = None
-
-    @property
-    def source(self) -> str:
-        """``topic/partition/offset``: where a dead letter says it came from."""
-        return f"{self.topic}/{self.partition}/{self.offset}"
-
-
-class RecordConsumer:
-    """A consumer that hands out decoded batches and commits only what the caller says it handled.
-
-    A value that does not decode comes back with ``error`` set instead of raising, so one
-    poison record never stops a batch: the caller dead-letters it and moves on.
-    """
-
-    def __init__(self, config: dict[str, Any], topics: Sequence[str], decoder: AvroDecoder | None = None) -> None:
-        self._consumer = Consumer(config)
-        self._consumer.subscribe(list(topics))
-        self._decoder = decoder
-        self._closed = False
-
-    def poll_batch(self, max_records: int = 500, timeout: float = 1.0) -> list[ConsumedRecord]:
-        """Up to ``max_records`` records, waiting at most ``timeout`` s for the first."""
-        messages = self._consumer.consume(max_records, timeout)
-        return [self._record(msg) for msg in messages if not _partition_event(msg)]
-
-    def commit(self, records: Sequence[ConsumedRecord]) -> None:
-        """Commit past the highest offset of ``records`` in each partition (synchronously)."""
-        ends: dict[tuple[str, int], int] = {}
-        for item in records:
-            ends[(item.topic, item.partition)] = max(ends.get((item.topic, item.partition), -1), item.offset + 1)
-        if ends:
-            self._consumer.commit(
-                offsets=[TopicPartition(topic, partition, end) for (topic, partition), end in ends.items()],
-                asynchronous=False,
-            )
-
-    def close(self) -> None:
-        """Leave the group (partitions move to the other members at once). Safe to call twice."""
-        if not self._closed:
-            self._closed = True
-            self._consumer.close()
-
-    def _record(self, msg: Message) -> ConsumedRecord:
-        error = msg.error()
-        if error is not None:
-            raise DeliveryError(f"consuming failed: {error.str()}", retriable=error.retriable())
-        value = msg.value() or b""
-        record: dict[str, Any] | None = None
-        failure: FluxgateError | None = None
-        if self._decoder is not None:
-            try:
-                record = self._decoder.decode(value)
-            except FluxgateError as exc:
-                if exc.retriable:  # the registry is away: the record is fine, try it again later
-                    raise
-                failure = exc
-        raw_headers: list[tuple[str, bytes | None]] = list(msg.headers() or [])  # type: ignore[arg-type]
-        return ConsumedRecord(
-            topic=msg.topic() or "",
-            partition=msg.partition() or 0,
-            offset=msg.offset() or 0,
-            key=msg.key(),
-            value=value,
-            headers={name: raw or b"" for name, raw in raw_headers},
-            timestamp_ms=msg.timestamp()[1],
-            record=record,
-            error=failure,
-        )
-
-
-def _partition_event(msg: Message) -> bool:
-    """End-of-partition notices are events, not records (only with ``enable.partition.eof``)."""
-    error = msg.error()
-    return error is not None and error.code() == KafkaError._PARTITION_EOF
-
-
 class AsyncProducer:
     """Idempotent producer with delivery futures and a bounded number in flight."""
 
     def __init__(self, config: dict[str, Any], *, max_in_flight: int = 10_000, poll_timeout: float = 0.1) -> None:
-        self._producer = Producer(config)
+        try:
+            self._producer = Producer(config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise config_error(exc, "producer") from exc
         self._slots = asyncio.Semaphore(max_in_flight)
         self._in_flight = 0
         self._poll_timeout = poll_timeout
@@ -167,9 +94,9 @@ class AsyncProducer:
             except BufferError:
                 # librdkafka's own queue is full: give it time to drain rather than drop.
                 await asyncio.sleep(0.05)
-            except KafkaException as exc:
+            except (KafkaException, RuntimeError, TypeError) as exc:
                 self._slots.release()
-                raise DeliveryError(f"cannot produce to {topic}: {exc}") from exc
+                raise converted(exc, DeliveryError, f"cannot produce to {topic}") from exc
         self._in_flight += 1
         metrics.KAFKA_IN_FLIGHT.inc()
         return future
@@ -274,8 +201,14 @@ def ensure_topics(
 ) -> None:
     """Create the topics that do not exist yet (idempotent); ``-1`` = the broker's default replication.
     ``config`` (topic-level settings such as ``retention.ms``) applies to the topics created here."""
-    admin = AdminClient(admin_config)
-    existing = set(admin.list_topics(timeout=10).topics)
+    try:
+        admin = AdminClient(admin_config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise config_error(exc, "admin") from exc
+    try:
+        existing = set(admin.list_topics(timeout=10).topics)
+    except KafkaException as exc:
+        raise converted(exc, DeliveryError, "cannot list topics") from exc
     wanted = [
         NewTopic(name, partitions, replication, config=dict(config or {}))
         for name, partitions in topics.items()
@@ -286,4 +219,4 @@ def ensure_topics(
             future.result()
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise DeliveryError(f"cannot create topic {name}: {exc}") from exc
+                raise converted(exc, DeliveryError, f"cannot create topic {name}") from exc

@@ -7,9 +7,12 @@ import time
 import uuid
 from collections.abc import Callable
 
-from fluxgate_core.kafka import ConsumedRecord, RecordConsumer, ensure_topics
-from fluxgate_core.serde import AvroDecoder
+from fluxgate_core.consumer import ConsumedRecord, Decoder, RecordConsumer
+from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
+from fluxgate_core.testing.process import ServiceProcess
+
+__all__ = ["Consumed", "ServiceProcess", "consume", "free_port", "unique_topic"]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -36,14 +39,14 @@ def consume(
     expected: int | None = None,
     timeout: float = 30.0,
     idle: float = 2.0,
-    decoder: AvroDecoder | None = None,
+    decoder: Decoder | None = None,
     complete: Callable[[list[ConsumedRecord]], bool] | None = None,
 ) -> list[ConsumedRecord]:
     """Read ``topic`` from the beginning until ``expected`` records arrived (then ``idle`` s of
     silence, to catch extras; 0 for a topic that never falls silent), or until ``timeout``.
     ``complete`` replaces the count where duplicates are allowed: a count can be reached
     while some records are still missing.
-    A record that does not decode fails the test."""
+    A record that does not decode fails the test. Nothing is committed: the group is new each time."""
     settings = KafkaSettings.model_validate({"bootstrap_servers": bootstrap})
     consumer = RecordConsumer(settings.consumer_config(f"test-{uuid.uuid4().hex}", "fluxgate-test"), [topic], decoder)
     out: list[ConsumedRecord] = []

@@ -1,0 +1,330 @@
+"""A Kafka consumer that never skips a record and commits only what the caller handled.
+
+Rebalance callbacks (``on_assign``, ``on_revoke``; a lost assignment counts as revoked)
+run inside :meth:`RecordConsumer.poll_batch`, on the caller's thread, with
+``(topic, partition)`` pairs. Not thread-safe: one thread polls, seeks and commits.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from fluxgate_core.errors import CommitError, ConsumeError, FluxgateError
+from fluxgate_core.kafka_errors import commit_error, config_error, converted
+
+Partition = tuple[str, int]
+"""``(topic, partition)``."""
+PartitionsCallback = Callable[[list[Partition]], None]
+RecordHeaders = tuple[tuple[str, bytes | None], ...]
+log = structlog.get_logger(__name__)
+
+
+class Decoder(Protocol):
+    """Turns a record value into a dict; raises a retriable FluxgateError when it may work later."""
+
+    def decode(self, data: bytes) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """One record read from Kafka: the raw bytes, and the decoded value or why it did not decode.
+
+    ``headers`` keeps every header in the order the producer wrote them, repeats included.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: RecordHeaders
+    timestamp_ms: int
+    record: dict[str, Any] | None = None
+    error: FluxgateError | None = None
+
+    @property
+    def source(self) -> str:
+        """``topic/partition/offset``: where a dead letter says it came from."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+    def header(self, name: str) -> bytes | None:
+        """The last value of header ``name`` (None when absent or null)."""
+        for key, value in reversed(self.headers):
+            if key == name:
+                return value
+        return None
+
+
+class RecordConsumer:
+    """Subscribes to ``topics``, hands out decoded batches, commits only what it is told.
+
+    A value that does not decode for good comes back with ``error`` set instead of raising,
+    so one poison record never stops a batch: the caller dead-letters it and moves on.
+    Paused partitions are resumed by Kafka on a new assignment: pause again in ``on_assign``.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        topics: Sequence[str],
+        decoder: Decoder | None = None,
+        *,
+        on_assign: PartitionsCallback | None = None,
+        on_revoke: PartitionsCallback | None = None,
+    ) -> None:
+        self._decoder = decoder
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._incremental = _incremental(config)
+        self._returned: dict[Partition, deque[int]] = {}  # returned, not yet committed, in order
+        self._assigning: dict[Partition, TopicPartition] | None = None  # set inside on_assign
+        self._deferred: ConsumeError | None = None
+        self._closed = False
+        try:
+            self._consumer = Consumer({"error_cb": _client_error, **config})
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise config_error(exc, "consumer") from exc
+        try:
+            self._consumer.subscribe(
+                list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
+            )
+        except (KafkaException, ValueError) as exc:
+            raise converted(exc, ConsumeError, f"cannot subscribe to {list(topics)}") from exc
+
+    def poll_batch(self, max_records: int = 500, timeout: float = 1.0) -> list[ConsumedRecord]:
+        """Up to ``max_records`` records, waiting at most ``timeout`` s for the first.
+
+        Never skips a record. When a value cannot be decoded for a retriable reason (the
+        registry is away) or Kafka reports an error for a partition, the records before it
+        are returned and every partition is sought back to its first record not returned,
+        so the next call reads it again. With nothing before it, the error is raised (a
+        partition error that came after some records is raised by the next call).
+        """
+        if self._deferred is not None:
+            error, self._deferred = self._deferred, None
+            raise error
+        messages = self._consume(max_records, timeout)
+        records: list[ConsumedRecord] = []
+        for index, msg in enumerate(messages):
+            if _partition_eof(msg):
+                continue
+            try:
+                records.append(self._record(msg))
+            except Exception as exc:
+                self._rewind(messages[index:])
+                if not records:
+                    raise
+                if isinstance(exc, ConsumeError):  # an event, not a record: nothing reads it again
+                    self._deferred = exc
+                break
+        for item in records:
+            self._returned.setdefault((item.topic, item.partition), deque()).append(item.offset)
+        return records
+
+    def commit(self, records: Iterable[ConsumedRecord]) -> None:
+        """Commit ``records`` synchronously (past the last of them in each partition).
+
+        In each partition they must be exactly the oldest records returned and not yet
+        committed (any order): a gap would commit past a record nobody handled, so it is a
+        ``ValueError``. :class:`CommitError` as for :meth:`commit_offsets`.
+        """
+        by_partition: dict[Partition, list[int]] = {}
+        for item in records:
+            by_partition.setdefault((item.topic, item.partition), []).append(item.offset)
+        self._check_held(by_partition)
+        ends = {part: self._checked_end(part, sorted(offsets)) for part, offsets in by_partition.items()}
+        self.commit_offsets(ends)
+
+    def commit_offsets(self, offsets: Mapping[Partition, int]) -> None:
+        """Commit synchronously; each value is the next offset to read in that partition.
+
+        Raises :class:`CommitError` with ``rebalanced=True`` when a partition is not this
+        consumer's any more (Kafka would accept that commit and overwrite its new owner's),
+        and with Kafka's ``retriable`` flag for anything else.
+        """
+        if not offsets:
+            return
+        self._check_held(offsets)
+        wanted = [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
+        try:
+            results = self._consumer.commit(offsets=wanted, asynchronous=False)
+        except (KafkaException, RuntimeError) as exc:
+            raise commit_error(exc) from exc
+        for result in results or ():
+            if result.error is not None:
+                raise commit_error(KafkaException(result.error))
+        for part, offset in offsets.items():
+            pending = self._returned.get(part, deque())
+            while pending and pending[0] < offset:
+                pending.popleft()
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read ``topic/partition`` from ``offset`` next (a logical offset such as
+        ``OFFSET_BEGINNING`` too). Inside ``on_assign`` it sets where the assignment starts."""
+        part = (topic, partition)
+        pending = self._returned.get(part)
+        while pending and pending[-1] >= offset:  # those come again: they are not committable now
+            pending.pop()
+        if self._assigning is not None and part in self._assigning:
+            self._assigning[part] = TopicPartition(topic, partition, offset)
+            return
+        try:
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+        except (KafkaException, RuntimeError) as exc:
+            raise converted(exc, ConsumeError, f"cannot seek {topic}/{partition} to {offset}") from exc
+
+    def seek_to_beginning(self, partitions: Iterable[Partition]) -> None:
+        """Read ``partitions`` from their first record (a replay); works inside ``on_assign``."""
+        for topic, partition in partitions:
+            self.seek(topic, partition, OFFSET_BEGINNING)
+
+    def pause(self, partitions: Iterable[Partition]) -> None:
+        """Stop fetching ``partitions`` (records already returned are unaffected)."""
+        self._pause_or_resume(self._consumer.pause, partitions, "pause")
+
+    def resume(self, partitions: Iterable[Partition]) -> None:
+        """Fetch paused ``partitions`` again, from where they were."""
+        self._pause_or_resume(self._consumer.resume, partitions, "resume")
+
+    def assignment(self) -> list[Partition]:
+        """The partitions this consumer holds now."""
+        if self._closed:
+            return []
+        try:
+            return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+        except (KafkaException, RuntimeError) as exc:
+            raise converted(exc, ConsumeError, "cannot read the assignment") from exc
+
+    def close(self) -> None:
+        """Leave the group (partitions move to the other members at once). Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._consumer.close()
+            except (KafkaException, RuntimeError) as exc:  # leaving is best effort; the session times out
+                log.warning("kafka.consumer.close_failed", error=str(exc))
+
+    def _consume(self, max_records: int, timeout: float) -> list[Message]:
+        try:
+            return self._consumer.consume(max_records, timeout)
+        except (KafkaException, RuntimeError) as exc:
+            raise converted(exc, ConsumeError, "consuming failed") from exc
+
+    def _record(self, msg: Message) -> ConsumedRecord:
+        error = msg.error()
+        if error is not None:
+            where = f"{msg.topic()}/{msg.partition()}"
+            raise ConsumeError(f"consuming {where} failed: {error.str()}", retriable=error.retriable())
+        value = msg.value() or b""
+        record, failure = self._decode(value)
+        return ConsumedRecord(
+            topic=msg.topic() or "",
+            partition=msg.partition() or 0,
+            offset=msg.offset() or 0,
+            key=msg.key(),
+            value=value,
+            headers=tuple(msg.headers() or ()),  # type: ignore[arg-type]
+            timestamp_ms=msg.timestamp()[1],
+            record=record,
+            error=failure,
+        )
+
+    def _decode(self, value: bytes) -> tuple[dict[str, Any] | None, FluxgateError | None]:
+        if self._decoder is None:
+            return None, None
+        try:
+            return self._decoder.decode(value), None
+        except FluxgateError as exc:
+            if exc.retriable:  # the registry is away: the record is fine, read it again later
+                raise
+            return None, exc
+
+    def _rewind(self, messages: Sequence[Message]) -> None:
+        """Seek every partition of ``messages`` (the rest of a batch) back to its first one there."""
+        firsts: dict[Partition, int] = {}
+        for msg in messages:
+            if msg.error() is None:
+                firsts.setdefault((msg.topic() or "", msg.partition() or 0), msg.offset() or 0)
+        for (topic, partition), offset in firsts.items():
+            self.seek(topic, partition, offset)
+        if firsts:
+            log.info("kafka.consumer.rewound", partitions={f"{t}/{p}": o for (t, p), o in firsts.items()})
+
+    def _check_held(self, partitions: Iterable[Partition]) -> None:
+        if self._closed:
+            raise CommitError("commit failed: the consumer is closed", rebalanced=True)
+        foreign = sorted(set(partitions) - set(self.assignment()))
+        if foreign:
+            names = ", ".join(f"{topic}/{partition}" for topic, partition in foreign)
+            raise CommitError(f"commit failed, not assigned to this consumer: {names}", rebalanced=True)
+
+    def _checked_end(self, part: Partition, offsets: list[int]) -> int:
+        oldest = list(itertools.islice(self._returned.get(part, ()), len(offsets)))
+        if offsets != oldest:
+            raise ValueError(
+                f"{part[0]}/{part[1]}: offsets {offsets[:5]}... are not the oldest uncommitted records "
+                f"returned ({oldest[:5]}...): committing them would skip records"
+            )
+        return offsets[-1] + 1
+
+    def _pause_or_resume(
+        self, action: Callable[[list[TopicPartition]], None], partitions: Iterable[Partition], what: str
+    ) -> None:
+        try:
+            action([TopicPartition(topic, partition) for topic, partition in partitions])
+        except (KafkaException, RuntimeError) as exc:
+            raise converted(exc, ConsumeError, f"cannot {what} partitions") from exc
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigning = {(tp.topic, tp.partition): tp for tp in partitions}
+        try:
+            if self._on_assign is not None:
+                self._on_assign(list(self._assigning))
+        finally:
+            # Assigning here (not letting confluent-kafka do it after us) is what makes
+            # a seek inside on_assign take effect: the offsets travel with the assignment.
+            chosen, self._assigning = list(self._assigning.values()), None
+            if self._incremental:
+                consumer.incremental_assign(chosen)
+            else:
+                consumer.assign(chosen)
+        log.info("kafka.consumer.assigned", partitions=[f"{tp.topic}/{tp.partition}" for tp in chosen])
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        parts = [(tp.topic, tp.partition) for tp in partitions]
+        try:
+            if self._on_revoke is not None:
+                self._on_revoke(parts)
+        finally:
+            for part in parts:  # their records go to the new owner from the last commit
+                self._returned.pop(part, None)
+        log.info("kafka.consumer.revoked", partitions=[f"{t}/{p}" for t, p in parts])
+
+    def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.warning("kafka.consumer.lost", partitions=[f"{tp.topic}/{tp.partition}" for tp in partitions])
+        self._revoked(consumer, partitions)
+
+
+def _incremental(config: Mapping[str, Any]) -> bool:
+    """Cooperative assignors and KIP-848's protocol hand out partitions incrementally."""
+    strategy = str(config.get("partition.assignment.strategy", ""))
+    return "cooperative" in strategy or str(config.get("group.protocol", "")) == "consumer"
+
+
+def _partition_eof(msg: Message) -> bool:
+    """End-of-partition notices are events, not records (only with ``enable.partition.eof``)."""
+    error = msg.error()
+    return error is not None and error.code() == KafkaError._PARTITION_EOF
+
+
+def _client_error(err: KafkaError) -> None:
+    """Client-wide errors (brokers away...): librdkafka retries them itself; without this
+    callback they would arrive as records' errors from ``consume``."""
+    log.warning("kafka.consumer.client_error", code=err.name(), reason=err.str(), fatal=err.fatal())

@@ -1,0 +1,100 @@
+"""The delivery policy every stage shares: produce, wait for Kafka, classify what failed.
+
+A gateway's input is done only when Kafka confirmed every record it became, or the
+dead-letter topic confirmed its original bytes. :func:`classify` says which of three
+answers an error calls for; a sink runner classifies its write failures the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from fluxgate_core import metrics
+from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.errors import ConfigError, FluxgateError, InvalidReading, PayloadError, SerializationError
+from fluxgate_core.kafka import AsyncProducer, Headers, KafkaRecord
+
+log = structlog.get_logger(__name__)
+REJECTED_ERRORS = (PayloadError, InvalidReading, SerializationError)
+
+
+class Outcome(enum.Enum):
+    """What to do about an error."""
+
+    REJECTED = "rejected"  # the input itself is bad and always will be: dead-letter it
+    RETRIABLE = "retriable"  # the same attempt may work later (Kafka, registry, store away)
+    FATAL = "fatal"  # neither: stop the service (configuration, a bug)
+
+
+def classify(exc: BaseException) -> Outcome:
+    """Parsing, validation and serialization failures, and any other non-retriable Fluxgate
+    error (Kafka refusing one record as too large...), reject the input; a retriable one is
+    retriable; configuration errors and anything that is not a Fluxgate error are fatal."""
+    if isinstance(exc, REJECTED_ERRORS):
+        return Outcome.REJECTED
+    if isinstance(exc, ConfigError) or not isinstance(exc, FluxgateError):
+        return Outcome.FATAL
+    return Outcome.RETRIABLE if exc.retriable else Outcome.REJECTED
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    """The original input, as it goes to the dead-letter topic if it must."""
+
+    payload: bytes
+    source: str  # where it came from: an MQTT topic, a CoAP URI, ``topic/partition/offset``
+    key: bytes | str | None = None
+    headers: Headers = ()
+
+
+async def produce_all(producer: AsyncProducer, records: Sequence[KafkaRecord]) -> None:
+    """Produce ``records`` and return once Kafka confirmed every one; raise the first failure
+    (:class:`~fluxgate_core.errors.DeliveryError`) after waiting for all of them."""
+    # Send all first so they share Kafka batches, then wait for every acknowledgement.
+    acks = [await producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
+    failure: BaseException | None = None
+    for record, ack in zip(records, acks, strict=True):
+        try:
+            await ack
+        except Exception as exc:
+            failure = failure or exc
+            continue
+        _records_out(record.topic).inc()
+    if failure is not None:
+        raise failure
+
+
+async def dead_letter(writer: DeadLetterWriter, letter: Letter, error: BaseException) -> None:
+    """Send ``letter`` to the dead-letter topic with ``error`` as the reason; wait for Kafka."""
+    log.info("deadletter.sent", source=letter.source, reason=str(error), error_class=type(error).__name__)
+    await writer.send(letter.payload, error=error, source=letter.source, key=letter.key, headers=letter.headers)
+
+
+async def deliver(
+    producer: AsyncProducer, records: Sequence[KafkaRecord], writer: DeadLetterWriter, letter: Letter
+) -> bool:
+    """Produce ``records``; when Kafka rejects one for good, dead-letter ``letter`` instead.
+
+    True when every record was confirmed, False when the input was dead-lettered. A
+    retriable or fatal failure (and a dead letter Kafka did not take) is raised.
+    """
+    try:
+        await produce_all(producer, records)
+    except Exception as exc:
+        if classify(exc) is not Outcome.REJECTED:
+            raise
+        await dead_letter(writer, letter, exc)
+        return False
+    return True
+
+
+@functools.cache
+def _records_out(topic: str) -> Any:
+    """A labelled child, looked up once: ``labels()`` takes a lock and builds a key per call."""
+    return metrics.RECORDS_OUT.labels(topic)

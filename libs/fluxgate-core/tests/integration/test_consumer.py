@@ -1,0 +1,195 @@
+"""RecordConsumer against the real broker: nothing skipped, rebalances, seeks, pauses, commits."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from fluxgate_core.consumer import ConsumedRecord, Partition, RecordConsumer
+from fluxgate_core.errors import CommitError, ConfigError, RegistryError, SerializationError
+from fluxgate_core.settings import KafkaSettings
+from fluxgate_core.testing import unique_topic
+
+pytestmark = pytest.mark.integration
+PARTITIONS = 3
+PER_PARTITION = 20
+
+
+class FlakyDecoder:
+    """Decodes ``n=<int>`` values; the registry is 'away' on every ``every``-th call, and a
+    value ``poison`` never decodes."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.calls = 0
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls % self.every == 0:
+            raise RegistryError("registry away (fake)")
+        if data == b"poison":
+            raise SerializationError("not a record (fake)")
+        return {"n": int(data.decode().split("=")[1])}
+
+
+@pytest.fixture
+def topic(stack: Any) -> str:
+    name = unique_topic("test.consumer", stack.bootstrap, partitions=PARTITIONS)
+    producer = Producer({"bootstrap.servers": stack.bootstrap})
+    for n in range(PARTITIONS * PER_PARTITION):
+        producer.produce(name, f"n={n}".encode(), partition=n % PARTITIONS, headers=[("h", b"1"), ("h", b"2")])
+    assert producer.flush(10) == 0
+    return name
+
+
+def config(stack: Any, group: str | None = None, **extra: Any) -> dict[str, Any]:
+    settings = KafkaSettings.model_validate({"bootstrap_servers": stack.bootstrap})
+    return {**settings.consumer_config(group or f"g-{uuid.uuid4().hex[:8]}", "core-test"), **extra}
+
+
+def read_all(consumer: RecordConsumer, count: int, timeout: float = 60.0) -> tuple[list[ConsumedRecord], int]:
+    """Poll until ``count`` records arrived, counting (and riding over) retriable failures."""
+    got: list[ConsumedRecord] = []
+    failures = 0
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        try:
+            got.extend(consumer.poll_batch(max_records=7, timeout=0.5))
+        except RegistryError:
+            failures += 1
+    return got, failures
+
+
+def wait_for(condition: Callable[[], bool], what: str, *consumers: RecordConsumer, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for consumer in consumers:
+            consumer.poll_batch(max_records=1, timeout=0.2)
+
+
+def test_a_retriable_decode_failure_mid_batch_skips_nothing(stack: Any, topic: str) -> None:
+    consumer = RecordConsumer(config(stack), [topic], FlakyDecoder(every=5))
+    try:
+        got, failures = read_all(consumer, PARTITIONS * PER_PARTITION)
+        got.extend(consumer.poll_batch(timeout=1.0) if not failures else [])
+    finally:
+        consumer.close()
+    assert failures > 0
+    for partition in range(PARTITIONS):
+        offsets = [item.offset for item in got if item.partition == partition]
+        assert offsets == list(range(PER_PARTITION)), f"partition {partition}: {offsets}"
+    assert all(item.record == {"n": int(item.value.split(b"=")[1])} for item in got)
+
+
+def test_repeated_headers_are_kept_in_order(stack: Any, topic: str) -> None:
+    consumer = RecordConsumer(config(stack), [topic])
+    try:
+        got, _ = read_all(consumer, 1)
+    finally:
+        consumer.close()
+    assert got[0].headers == (("h", b"1"), ("h", b"2"))
+    assert got[0].header("h") == b"2" and got[0].header("absent") is None
+
+
+def test_commits_resume_the_group_and_only_whole_prefixes_commit(stack: Any, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first = RecordConsumer(config(stack, group), [topic])
+    got, _ = read_all(first, PARTITIONS * PER_PARTITION)
+    p0 = [item for item in got if item.partition == 0]
+    with pytest.raises(ValueError, match="skip records"):
+        first.commit(p0[1:5])  # offset 0 left out
+    first.commit(list(reversed(p0[:5])))  # any order, as long as nothing is left out
+    first.commit_offsets({(topic, 1): 10})
+    with pytest.raises(ValueError):
+        first.commit(p0[:5])  # already committed: not the oldest uncommitted any more
+    first.close()
+    second = RecordConsumer(config(stack, group), [topic])
+    try:
+        rest, _ = read_all(second, 3 * PER_PARTITION - 15)
+    finally:
+        second.close()
+    starts = {p: min(item.offset for item in rest if item.partition == p) for p in range(PARTITIONS)}
+    assert starts == {0: 5, 1: 10, 2: 0}
+
+
+def test_rebalance_callbacks_and_a_revoked_partition_cannot_be_committed(stack: Any, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list[tuple[str, list[Partition]]] = []
+    first = RecordConsumer(
+        config(stack, group),
+        [topic],
+        on_assign=lambda parts: events.append(("assign", sorted(parts))),
+        on_revoke=lambda parts: events.append(("revoke", sorted(parts))),
+    )
+    got, _ = read_all(first, 1)
+    assert events[0] == ("assign", [(topic, p) for p in range(PARTITIONS)])
+    assert sorted(first.assignment()) == events[0][1]
+    second = RecordConsumer(config(stack, group), [topic])
+    try:
+        wait_for(lambda: len(first.assignment()) < PARTITIONS, "the second member", first, second)
+        moved = [item for item in got if (item.topic, item.partition) not in first.assignment()]
+        assert any(kind == "revoke" for kind, _ in events)
+        if moved:
+            with pytest.raises(CommitError) as error:
+                first.commit(moved[:1])
+            assert error.value.rebalanced and not error.value.retriable
+        gone = next(p for p in range(PARTITIONS) if (topic, p) not in first.assignment())
+        with pytest.raises(CommitError) as error:
+            first.commit_offsets({(topic, gone): 1})
+        assert error.value.rebalanced
+    finally:
+        second.close()
+        first.close()
+    with pytest.raises(CommitError):
+        first.commit_offsets({(topic, 0): 1})  # closed: nothing is ours
+
+
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_seek_to_beginning_inside_on_assign_replays_committed_records(stack: Any, topic: str, strategy: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first = RecordConsumer(config(stack, group, **{"partition.assignment.strategy": strategy}), [topic])
+    got, _ = read_all(first, PARTITIONS * PER_PARTITION)
+    first.commit(got)
+    first.close()
+    holder: list[RecordConsumer] = []
+    replay = RecordConsumer(
+        config(stack, group, **{"partition.assignment.strategy": strategy}),
+        [topic],
+        on_assign=lambda parts: holder[0].seek_to_beginning(parts),
+    )
+    holder.append(replay)
+    try:
+        again, _ = read_all(replay, PARTITIONS * PER_PARTITION)
+    finally:
+        replay.close()
+    assert sorted((item.partition, item.offset) for item in again) == sorted((i.partition, i.offset) for i in got)
+
+
+def test_pause_resume_seek_and_seek_to_beginning_outside_a_rebalance(stack: Any, topic: str) -> None:
+    consumer = RecordConsumer(config(stack), [topic])
+    try:
+        got, _ = read_all(consumer, PARTITIONS * PER_PARTITION)
+        consumer.seek(topic, 1, 15)
+        with pytest.raises(ValueError):
+            consumer.commit([item for item in got if item.partition == 1])  # 15.. are to be handed out again
+        consumer.seek_to_beginning([(topic, 2)])
+        consumer.pause([(topic, 2)])
+        replayed, _ = read_all(consumer, PER_PARTITION - 15, timeout=10)
+        replayed.extend(consumer.poll_batch(timeout=1.0))
+        assert sorted((item.partition, item.offset) for item in replayed) == [(1, o) for o in range(15, 20)]
+        consumer.resume([(topic, 2)])
+        resumed, _ = read_all(consumer, PER_PARTITION)
+        assert sorted(item.offset for item in resumed if item.partition == 2) == list(range(PER_PARTITION))
+    finally:
+        consumer.close()
+
+
+def test_a_bad_consumer_property_is_a_config_error(stack: Any) -> None:
+    with pytest.raises(ConfigError, match=r"no\.such\.property"):
+        RecordConsumer(config(stack, **{"no.such.property": "1"}), ["t"])

@@ -1,0 +1,119 @@
+"""The shared delivery policy with an in-memory producer and dead-letter writer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from fluxgate_core.consumer import ConsumedRecord
+from fluxgate_core.delivery import Letter, Outcome, classify, deliver, produce_all
+from fluxgate_core.errors import (
+    CommitError,
+    ConfigError,
+    DeliveryError,
+    InvalidReading,
+    PayloadError,
+    RegistryError,
+    SerializationError,
+)
+from fluxgate_core.kafka import KafkaRecord
+from fluxgate_core.kafka_errors import commit_error, config_error, converted
+
+
+class FakeProducer:
+    def __init__(self, failures: dict[str, BaseException] | None = None) -> None:
+        self.failures = failures or {}
+        self.sent: list[tuple[str, bytes, Any, list[Any]]] = []
+
+    async def send(self, topic: str, value: bytes, *, key: Any = None, headers: Any = None) -> asyncio.Future[Any]:
+        self.sent.append((topic, value, key, list(headers or ())))
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        failure = self.failures.get(value.decode(errors="replace"))
+        if failure is None:
+            future.set_result(None)
+        else:
+            future.set_exception(failure)
+        return future
+
+
+class FakeDeadLetters:
+    def __init__(self, failure: BaseException | None = None) -> None:
+        self.failure = failure
+        self.sent: list[tuple[bytes, BaseException, str, Any, list[Any]]] = []
+
+    async def send(self, payload: bytes, *, error: BaseException, source: str, key: Any, headers: Any) -> None:
+        if self.failure is not None:
+            raise self.failure
+        self.sent.append((payload, error, source, key, list(headers)))
+
+
+def records(*values: str) -> list[KafkaRecord]:
+    return [KafkaRecord("t", b"k", value.encode()) for value in values]
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (PayloadError("x"), Outcome.REJECTED),
+        (InvalidReading("x"), Outcome.REJECTED),
+        (SerializationError("x"), Outcome.REJECTED),
+        (DeliveryError("too large", retriable=False), Outcome.REJECTED),
+        (DeliveryError("timed out", retriable=True), Outcome.RETRIABLE),
+        (RegistryError("away"), Outcome.RETRIABLE),
+        (ConfigError("bad"), Outcome.FATAL),
+        (RuntimeError("bug"), Outcome.FATAL),
+    ],
+)
+def test_classify(error: BaseException, outcome: Outcome) -> None:
+    assert classify(error) is outcome
+
+
+async def test_produce_all_waits_for_every_ack_and_raises_the_first_failure() -> None:
+    refused = DeliveryError("refused", retriable=False)
+    producer = FakeProducer({"b": refused, "c": DeliveryError("later")})
+    with pytest.raises(DeliveryError) as error:
+        await produce_all(producer, records("a", "b", "c"))  # type: ignore[arg-type]
+    assert error.value is refused and len(producer.sent) == 3
+
+
+async def test_deliver_dead_letters_what_kafka_refuses_for_good_with_the_original_headers() -> None:
+    producer = FakeProducer({"b": DeliveryError("too large", retriable=False)})
+    writer = FakeDeadLetters()
+    letter = Letter(b"raw", "src", key=b"k", headers=[("h", b"1"), ("h", b"2"), ("n", None)])
+    assert await deliver(producer, records("a"), writer, letter) is True  # type: ignore[arg-type]
+    assert await deliver(producer, records("a", "b"), writer, letter) is False  # type: ignore[arg-type]
+    assert [(p, s, k, h) for p, _, s, k, h in writer.sent] == [
+        (b"raw", "src", b"k", [("h", b"1"), ("h", b"2"), ("n", None)])
+    ]
+
+
+async def test_deliver_raises_retriable_failures_and_failed_dead_letters() -> None:
+    letter = Letter(b"raw", "src")
+    with pytest.raises(DeliveryError):
+        await deliver(FakeProducer({"a": DeliveryError("x", retriable=True)}), records("a"), FakeDeadLetters(), letter)  # type: ignore[arg-type]
+    gone = DeliveryError("dlq refused", retriable=False)
+    with pytest.raises(DeliveryError, match="dlq refused"):
+        await deliver(FakeProducer({"a": DeliveryError("x")}), records("a"), FakeDeadLetters(gone), letter)  # type: ignore[arg-type]
+
+
+def test_headers_keep_repeats_and_order() -> None:
+    item = ConsumedRecord("t", 0, 1, None, b"", (("a", b"1"), ("b", None), ("a", b"2")), 0)
+    assert item.header("a") == b"2" and item.header("b") is None and item.header("c") is None
+    assert item.source == "t/0/1"
+
+
+@pytest.mark.parametrize("code", [KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError._STATE])
+def test_commit_errors_of_a_rebalance_are_not_retriable(code: int) -> None:
+    error = commit_error(KafkaException(KafkaError(code)))
+    assert isinstance(error, CommitError) and error.rebalanced and not error.retriable
+
+
+def test_driver_errors_keep_their_retriable_flag() -> None:
+    retriable = KafkaError(KafkaError.REQUEST_TIMED_OUT, retriable=True)
+    assert converted(KafkaException(retriable), DeliveryError, "x").retriable
+    assert not commit_error(KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT))).rebalanced
+    assert commit_error(RuntimeError("Consumer closed")).rebalanced
+    assert "no.such" in str(config_error(KafkaException(KafkaError(KafkaError._INVALID_ARG, "no.such")), "consumer"))
