@@ -1,0 +1,259 @@
+"""The sink test suite every persister passes against its real store (redpanda connect's StreamTests).
+
+A persister's tests subclass :class:`SinkSuite` and provide a ``store`` fixture returning
+its :class:`StoreUnderTest`; the root conftest's ``stack`` fixture gives Kafka and the
+registry. Each test runs the persister as its own process, on its own topic, group,
+dead-letter topic and target, so tests never see each other's records.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
+from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.testing import consume, free_port, unique_topic
+from fluxgate_core.testing.process import ServiceProcess
+from fluxgate_sink.testing.store import StoreUnderTest
+
+DAY = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+
+
+def aggregate(device: int, window: int, **changes: Any) -> dict[str, Any]:
+    """A TemperatureAggregate of device ``device`` for the ``window``-th minute of ``DAY``."""
+    start = DAY + timedelta(minutes=window)
+    return {
+        "device_id": f"device-{device:04d}",
+        "metric": "temperature",
+        "window_start": start,
+        "window_end": start + timedelta(minutes=1),
+        "count": 2 + window % 5,
+        "min": 18.0 + device % 7,
+        "max": 24.5 + window % 3,
+        "mean": 21.25,
+        "stddev": 0.5,
+        "first_event_time": start + timedelta(seconds=1),
+        "last_event_time": start + timedelta(seconds=59),
+        "unit": "Cel",
+        **changes,
+    }
+
+
+def aggregates(count: int, devices: int = 50) -> list[dict[str, Any]]:
+    return [aggregate(i % devices, i // devices) for i in range(count)]
+
+
+class Run:
+    """One test's topic, target, group and dead-letter topic, and the persister processes on them."""
+
+    def __init__(self, stack: Any, store: StoreUnderTest, registry: Any, partitions: int = 3) -> None:
+        self.stack = stack
+        self.store = store
+        self.topic = unique_topic("suite.aggregates", stack.bootstrap, partitions)
+        self.deadletters = unique_topic("suite.deadletters", stack.bootstrap, 1)
+        self.target = store.new_target()
+        self.group = f"suite-{uuid.uuid4().hex[:8]}"
+        self.encoder = AvroEncoder.registered(
+            registry, self.topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+        )
+        self.producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+        self.processes: list[ServiceProcess] = []
+
+    def produce(self, values: list[dict[str, Any]], *, partition: int | None = None) -> None:
+        for value in values:
+            self.produce_raw(self.encoder.encode(value), value["device_id"].encode(), partition)
+        assert self.producer.flush(30) == 0
+
+    def produce_raw(self, data: bytes, key: bytes, partition: int | None = None) -> None:
+        # -1: librdkafka's "unassigned", i.e. the partitioner chooses
+        self.producer.produce(self.topic, data, key, partition=-1 if partition is None else partition)
+
+    def persister(self, *args: str, target: str | None = None, **sink: str) -> ServiceProcess:
+        """A persister process (not started) writing this run's topic to ``target``."""
+        prefix, port = self.store.env_prefix, free_port()
+        options = {"batch_age_ms": "100", "deadletter_topic": self.deadletters, "group_id": self.group, **sink}
+        env = {
+            "KAFKA__BOOTSTRAP_SERVERS": self.stack.bootstrap,
+            "REGISTRY__URL": self.stack.registry_url,
+            "HTTP__HOST": "127.0.0.1",
+            "HTTP__PORT": str(port),
+            "SINK__KCQL": self.store.kcql(self.topic, target or self.target),
+            **{f"SINK__{name.upper()}": value for name, value in options.items()},
+            **self.store.env(),
+        }
+        process = ServiceProcess(
+            [*self.store.argv, *args],
+            {prefix + name: value for name, value in env.items()},
+            health_port=port,
+            isolate_prefix=prefix,
+        )
+        self.processes.append(process)
+        return process
+
+    def wait_for(self, process: ServiceProcess, ids: int, target: str | None = None, timeout: float = 60) -> None:
+        where = target or self.target
+        process.wait_until(lambda: len(self.store.documents(where)) >= ids, f"{ids} documents in {where}", timeout)
+
+    def committed(self, partition: int) -> int | None:
+        """The group's committed offset of ``partition`` (None if it committed nothing)."""
+        consumer = Consumer({"bootstrap.servers": self.stack.bootstrap, "group.id": self.group})
+        try:
+            (found,) = consumer.committed([TopicPartition(self.topic, partition)], timeout=10)
+        finally:
+            consumer.close()
+        return None if found.offset < 0 else int(found.offset)
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.kill()
+        self.store.drop(self.target)
+
+
+def expected_ids(values: list[dict[str, Any]]) -> set[str]:
+    return {f"{v['device_id']}|{v['metric']}|{int(v['window_start'].timestamp() * 1000)}" for v in values}
+
+
+@pytest.mark.integration
+class SinkSuite:
+    """Single record, batch, replay, poison record, NOOP/THROW/RETRY, store and persister killed.
+
+    A subclass provides the fixture ``store`` (a :class:`StoreUnderTest`)."""
+
+    @pytest.fixture
+    def run(self, stack: Any, store: StoreUnderTest, registry_client: Any) -> Any:
+        current = Run(stack, store, registry_client)
+        yield current
+        current.close()
+
+    def test_a_record(self, run: Run) -> None:
+        value = aggregate(7, 0)
+        process = run.persister().start()
+        run.produce([value])
+        run.wait_for(process, 1)
+        [(doc_id, doc)] = run.store.documents(run.target).items()
+        assert doc_id in expected_ids([value])
+        assert doc["device_id"] == "device-0007" and doc["count"] == value["count"] and doc["max"] == value["max"]
+        assert process.terminate() == 0
+
+    def test_a_batch(self, run: Run) -> None:
+        values = aggregates(600)
+        run.produce(values)
+        process = run.persister(batch_size="200").start()
+        run.wait_for(process, 600)
+        assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert run.store.count(run.target) == 600
+        assert process.metric("fluxgate_sink_records_written_total") == 600
+        assert process.terminate() == 0
+        assert sum(run.committed(p) or 0 for p in range(3)) == 600
+
+    def test_the_same_batch_twice_is_one_document_per_id(self, run: Run) -> None:
+        values = aggregates(100)
+        run.produce(values)
+        run.produce(values)
+        process = run.persister().start()
+        process.wait_until(lambda: process.metric("fluxgate_sink_records_written_total") >= 200, "200 writes")
+        assert run.store.count(run.target) == 100
+        assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert process.terminate() == 0
+
+    def test_a_poison_record_is_dead_lettered_under_noop(self, run: Run) -> None:
+        good = aggregates(20)
+        run.produce(good[:10], partition=0)
+        run.produce_raw(b"\x00\x00\x00\x00\x01not avro at all", b"poison", partition=0)
+        run.produce([run.store.refused_value(aggregate(999, 0))], partition=0)
+        run.produce(good[10:], partition=0)
+        process = run.persister(error_policy="NOOP").start()
+        run.wait_for(process, 20)
+        dead = consume(run.stack.bootstrap, run.deadletters, expected=2, timeout=30)
+        assert {d.offset for d in dead} == {0, 1}
+        reasons = {d.header("fluxgate.dlq.offset"): d for d in dead}
+        assert set(reasons) == {b"10", b"11"}
+        assert reasons[b"10"].value == b"\x00\x00\x00\x00\x01not avro at all"
+        assert reasons[b"11"].header("fluxgate.dlq.target") == run.target.encode()
+        assert reasons[b"11"].header("fluxgate.dlq.topic") == run.topic.encode()
+        assert reasons[b"11"].header("fluxgate.dlq.error.class")
+        assert set(run.store.documents(run.target)) == expected_ids(good)
+        assert process.running and process.terminate() == 0
+        assert run.committed(0) == 22
+
+    def test_throw_stops_without_committing_past_the_failure(self, run: Run) -> None:
+        values = aggregates(10)
+        run.produce(values[:5], partition=0)
+        run.produce([run.store.refused_value(aggregate(999, 0))], partition=0)
+        run.produce(values[5:], partition=0)
+        process = run.persister(error_policy="THROW").start()
+        assert process.wait(60) == 1
+        assert f"{run.topic}/0/5" in process.log_text()
+        committed = run.committed(0)
+        assert committed is None or committed <= 5
+
+    def test_retry_retries_then_stops(self, run: Run) -> None:
+        run.produce([aggregate(1, 0), run.store.refused_value(aggregate(999, 0))], partition=0)
+        process = run.persister(error_policy="RETRY", max_retries="3", retry_interval_ms="50").start()
+        assert process.wait(60) == 1
+        log = process.log_text()
+        assert log.count("sink.retrying") == 3 and "RETRY (out of retries)" in log and f"{run.topic}/0/1" in log
+        committed = run.committed(0)
+        assert committed is None or committed <= 1
+
+    def test_the_store_killed_mid_stream_loses_and_doubles_nothing(self, run: Run) -> None:
+        values = aggregates(1500)
+        process = run.persister(batch_size="50").start()
+        producing = threading.Thread(target=_trickle, args=(run, values, 30), daemon=True)
+        producing.start()
+        run.wait_for(process, 100)
+        run.store.kill()
+        process.wait_until(lambda: not process.ready(), "/readyz 503 while the store is down", 60)
+        assert process.metric("fluxgate_sink_store_up") == 0
+        time.sleep(2)  # writes keep failing meanwhile: the batch in hand is kept, not skipped
+        run.store.start()
+        producing.join(120)
+        run.wait_for(process, 1500, timeout=120)
+        process.wait_until(process.ready, "/readyz 200 once the store is back")
+        assert run.store.count(run.target) == 1500
+        assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert process.terminate() == 0
+
+    def test_the_persister_killed_mid_batch_loses_and_doubles_nothing(self, run: Run) -> None:
+        values = aggregates(3000)
+        run.produce(values)
+        first = run.persister(batch_size="100").start()
+        run.wait_for(first, 200)
+        first.kill()
+        written = len(run.store.documents(run.target))
+        assert written < 3000, "killed after everything was written: not mid-stream"
+        second = run.persister(batch_size="100").start()
+        run.wait_for(second, 3000)
+        assert run.store.count(run.target) == 3000
+        assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert second.terminate() == 0
+
+    def test_a_replay_rebuilds_a_fresh_store_identical(self, run: Run) -> None:
+        values = aggregates(400)
+        run.produce(values)
+        first = run.persister().start()
+        run.wait_for(first, 400)
+        assert first.terminate() == 0
+        fresh = run.store.new_target()
+        try:
+            replay = run.persister("--from-beginning", target=fresh).start()  # same group: it committed all
+            run.wait_for(replay, 400, target=fresh)
+            assert replay.terminate() == 0
+            assert run.store.documents(fresh) == run.store.documents(run.target)
+            assert run.store.count(fresh) == 400
+        finally:
+            run.store.drop(fresh)
+
+
+def _trickle(run: Run, values: list[dict[str, Any]], chunk: int) -> None:
+    """Produce ``values`` a chunk at a time, so the store dies with records still coming."""
+    for start in range(0, len(values), chunk):
+        run.produce(values[start : start + chunk])
+        time.sleep(0.05)
