@@ -24,15 +24,14 @@ from gmqtt.mqtt.constants import PubRecReasonCode
 
 from fluxgate_core import metrics as core_metrics
 from fluxgate_core.deadletter import DeadLetterWriter
-from fluxgate_core.errors import DeliveryError, InvalidReading, PayloadError, SerializationError
-from fluxgate_core.kafka import AsyncProducer, KafkaRecord
+from fluxgate_core.delivery import Letter, Outcome, classify, dead_letter, deliver
+from fluxgate_core.kafka import AsyncProducer
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.acks import AckSequencer, NotAcknowledged, Ticket
 from fluxgate_mqtt_proxy.client import SocketValve
 from fluxgate_mqtt_proxy.convert import MessageConverter, message_headers
 
 log = structlog.get_logger(__name__)
-REJECTED = (PayloadError, InvalidReading, SerializationError)
 SUCCESS = int(PubRecReasonCode.SUCCESS)
 
 
@@ -94,35 +93,21 @@ class MessageHandler:
             await self._sequencer.turn(ticket)
 
     async def _deliver(self, topic: str, payload: bytes, properties: dict[str, str]) -> None:
+        route = self._converter.route(topic)
+        letter = Letter(
+            payload,
+            source=topic,
+            key=route.device_from_topic(topic) if route else None,  # keeps a device's dead letters together
+            headers=message_headers(topic, properties),
+        )
         try:
             records = self._converter.convert(topic, payload, properties, int(time.time() * 1000))
-        except REJECTED as exc:
-            await self._dead_letter(topic, payload, properties, exc)
+        except Exception as exc:
+            if classify(exc) is not Outcome.REJECTED:  # a payload that trips a bug: keep it, do not crash-loop
+                log.exception("message.convert_failed", topic=topic)
+            await dead_letter(self._dead_letters, letter, exc)
             return
-        except Exception as exc:  # a payload that trips a bug: keep it, do not crash-loop on it
-            log.exception("message.convert_failed", topic=topic)
-            await self._dead_letter(topic, payload, properties, exc)
-            return
-        try:
-            await self._produce(records)
-        except DeliveryError as exc:
-            if exc.retriable:
-                raise
-            await self._dead_letter(topic, payload, properties, exc)
-
-    async def _produce(self, records: list[KafkaRecord]) -> None:
-        # Send all first so they share Kafka batches, then wait for every acknowledgement.
-        pending = [await self._producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
-        for record, future in zip(records, pending, strict=True):
-            await future
-            _child(core_metrics.RECORDS_OUT, record.topic).inc()
-
-    async def _dead_letter(self, topic: str, payload: bytes, properties: dict[str, str], exc: BaseException) -> None:
-        log.info("message.dead_lettered", topic=topic, reason=str(exc), error_class=type(exc).__name__)
-        route = self._converter.route(topic)
-        key = route.device_from_topic(topic) if route else None  # keeps a device's dead letters together
-        headers = message_headers(topic, properties)
-        await self._dead_letters.send(payload, error=exc, source=topic, key=key, headers=headers)
+        await deliver(self._producer, records, self._dead_letters, letter)
 
 
 @functools.cache

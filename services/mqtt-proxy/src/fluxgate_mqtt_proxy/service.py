@@ -17,7 +17,6 @@ from gmqtt.mqtt.handler import MQTTConnectError
 
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.health import HealthServer
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
@@ -50,16 +49,23 @@ class MqttProxy:
         self.settings = settings
         self.routes: list[Route] = compile_routes(settings.routes, settings.mqtt.share_group)
         self.fatal: BaseException | None = None
-        self.ready = False
+        self.subscribed = False
+        self._producer: AsyncProducer | None = None
         self._stop = asyncio.Event()
         self._sequencer = AckSequencer()
 
+    def ready(self) -> bool:
+        """Every route subscribed on the broker, and Kafka reachable."""
+        return self.subscribed and self._producer is not None and self._producer.healthy()
+
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
+        mqtt = self.settings.mqtt
+        log.info("mqtt-proxy.starting", broker=f"{mqtt.host}:{mqtt.port}", routes=len(self.routes))
         quiet_unacknowledged(asyncio.get_running_loop())
         encoders = await asyncio.to_thread(self._register_schemas)
         kafka_config = self.settings.kafka.producer_config(SERVICE)
-        producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
+        producer = self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
         await producer.start()
         client = make_client(self.settings.mqtt)
         valve = SocketValve(client, self.settings.max_pending_messages)
@@ -67,13 +73,11 @@ class MqttProxy:
         converter = MessageConverter(self.routes, encoders)
         handler = MessageHandler(converter, producer, dead_letters, valve, self._sequencer, self._fail)
         self._wire(client, handler)
-        health = HealthServer(self.settings.http, {"mqtt": lambda: self.ready, "kafka": producer.healthy}).start()
         try:
             if await self._connect(client):
                 await stop.wait()
         finally:
             await self._drain(client, producer, valve, handler)
-            health.stop()
 
     def _register_schemas(self) -> dict[str, AvroEncoder]:
         """Register SensorReading under ``<topic>-value`` for every target topic before reading anything."""
@@ -100,7 +104,7 @@ class MqttProxy:
 
     def _on_disconnect(self, client: ProxyClient, packet: Any, exc: Any = None) -> None:
         self._sequencer.new_connection()  # nothing received so far may be acknowledged any more
-        self.ready = False
+        self.subscribed = False
         for sub in client.subscriptions:
             sub.acknowledged = False
         metrics.CONNECTED.set(0)
@@ -112,9 +116,9 @@ class MqttProxy:
         codes = list(granted) if isinstance(granted, tuple | list) else [granted]
         if any(code >= 128 for code in codes):
             log.error("mqtt.subscribe.refused", codes=codes, filters=[s.topic for s in client.subscriptions])
-        self.ready = bool(client.subscriptions) and all(sub.acknowledged for sub in client.subscriptions)
-        metrics.CONNECTED.set(1 if self.ready else 0)
-        log.info("mqtt.subscribed", granted=codes, ready=self.ready)
+        self.subscribed = bool(client.subscriptions) and all(sub.acknowledged for sub in client.subscriptions)
+        metrics.CONNECTED.set(1 if self.subscribed else 0)
+        log.info("mqtt.subscribed", granted=codes, ready=self.subscribed)
 
     async def _connect(self, client: ProxyClient) -> bool:
         """The first connection, retried with backoff (the broker may start after us); False if stopped."""

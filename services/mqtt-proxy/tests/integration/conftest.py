@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,72 +16,7 @@ import pytest
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, consume, free_port, unique_topic
-
-
-@dataclass
-class Proxy:
-    env: dict[str, str]
-    log: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self, ready_timeout: float | None = 30.0) -> Proxy:
-        """Start the process; wait for /readyz unless ``ready_timeout`` is None."""
-        inherited = {key: value for key, value in os.environ.items() if not key.startswith("FLUXGATE_MQTT_")}
-        env = {**inherited, **self.env, "FLUXGATE_MQTT_HTTP__PORT": str(self.port)}
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "fluxgate_mqtt_proxy"], env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-        if ready_timeout is not None:
-            self.wait_ready(ready_timeout)
-        return self
-
-    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
-            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.log.read_text()[-3000:]}"
-            time.sleep(0.05)
-
-    def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
-            if self.http("/readyz")[0] == 200:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"proxy not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
-
-    def http(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, ""
-        except OSError:
-            return 0, ""
-
-    def metric(self, name: str) -> float:
-        return sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in self.http("/metrics")[1].splitlines()
-            if line.startswith(name + "{") or line.startswith(name + " ")
-        )
-
-    def signal(self, signum: int, timeout: float = 30.0) -> int:
-        assert self.process is not None
-        self.process.send_signal(signum)
-        return self.process.wait(timeout=timeout)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.signal(signal.SIGKILL)
-
-    @property
-    def exited(self) -> bool:
-        return self.process is not None and self.process.poll() is not None
+from fluxgate_core.testing import Consumed, ServiceProcess, consume, free_port, unique_topic
 
 
 @dataclass
@@ -99,16 +29,18 @@ class Setup:
     prefix: str
     tmp: Path
     decoder: AvroDecoder
-    proxies: list[Proxy] = field(default_factory=list)
+    proxies: list[ServiceProcess] = field(default_factory=list)
 
-    def proxy(self, client_id: str | None = None, **extra: str) -> Proxy:
+    def proxy(self, client_id: str | None = None, **extra: str) -> ServiceProcess:
         route = {
             "filter": f"{self.prefix}/+/+",
             "topic": self.readings,
             "device_from": "topic:1",
             "metric_from": "topic:2",
         }
+        port = free_port()
         env = {
+            "FLUXGATE_MQTT_HTTP__PORT": str(port),
             "FLUXGATE_MQTT_ROUTES": json.dumps([{**route, "qos": int(extra.pop("QOS", "2"))}]),
             "FLUXGATE_MQTT_DEADLETTER_TOPIC": self.deadletters,
             "FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS": self.stack.bootstrap,
@@ -122,7 +54,13 @@ class Setup:
             "FLUXGATE_MQTT_HTTP__HOST": "127.0.0.1",
             **{f"FLUXGATE_MQTT_{key}": value for key, value in extra.items()},
         }
-        proxy = Proxy(env, self.tmp / f"proxy-{len(self.proxies)}.log")
+        proxy = ServiceProcess(
+            [sys.executable, "-m", "fluxgate_mqtt_proxy"],
+            env,
+            health_port=port,
+            log_path=self.tmp / f"proxy-{len(self.proxies)}.log",
+            isolate_prefix="FLUXGATE_MQTT_",
+        )
         self.proxies.append(proxy)
         return proxy
 
@@ -164,4 +102,4 @@ def setup(stack: Any, registry_client: Any, tmp_path: Path) -> Iterator[Setup]:
     )
     yield world
     for proxy in world.proxies:
-        proxy.stop()
+        proxy.kill()

@@ -56,7 +56,7 @@ def test_mqtt_311_and_mqtt5_user_properties(setup: Setup) -> None:
     )
     got = {r.record["device_id"]: r for r in setup.readings_in_kafka(expected=2)}  # type: ignore[index]
     assert got["d1"].record["value"] == 55.5 and got["d2"].record["value"] == 44.25  # type: ignore[index]
-    assert got["d2"].headers["site"] == b"lab"
+    assert got["d2"].header("site") == b"lab"
     assert got["d2"].record["attributes"] == {"site": "lab"}  # type: ignore[index]
 
 
@@ -68,10 +68,10 @@ def test_malformed_payloads_go_to_the_dead_letter_topic_and_the_proxy_keeps_goin
     dead = consume(setup.stack.bootstrap, setup.deadletters, expected=3, timeout=30)
     assert sorted(d.value for d in dead) == sorted(p.encode() for p in bad)
     for letter in dead:
-        assert letter.headers["fluxgate.dlq.service"] == b"mqtt-proxy"
-        assert letter.headers["fluxgate.dlq.source"] == f"{setup.prefix}/d1/temperature".encode()
-        assert letter.headers["fluxgate.dlq.error.class"] in {b"PayloadError", b"InvalidReading"}
-        assert letter.headers["fluxgate.dlq.reason"]
+        assert letter.header("fluxgate.dlq.service") == b"mqtt-proxy"
+        assert letter.header("fluxgate.dlq.source") == f"{setup.prefix}/d1/temperature".encode()
+        assert letter.header("fluxgate.dlq.error.class") in {b"PayloadError", b"InvalidReading"}
+        assert letter.header("fluxgate.dlq.reason")
     assert [r.record["value"] for r in setup.readings_in_kafka(expected=1)] == [21.0]  # type: ignore[index]
     assert proxy.process is not None and proxy.process.poll() is None
 
@@ -138,12 +138,12 @@ def test_kafka_down_stops_acknowledging_stays_bounded_and_loses_nothing(setup: S
             ],
             1,
         )
-        proxy.wait_until(lambda: proxy.http("/readyz")[0] == 503, "/readyz to report Kafka down")
+        proxy.wait_until(lambda: proxy.get("/readyz")[0] == 503, "/readyz to report Kafka down")
         proxy.wait_until(lambda: proxy.metric("fluxgate_mqtt_read_pauses_total") >= 1, "reading to pause")
         peak = 0.0
         for _ in range(30):  # watch it for a few seconds: bounded, nothing acknowledged
             peak = max(peak, proxy.metric("fluxgate_mqtt_pending_messages"))
-            assert proxy.http("/readyz")[0] == 503
+            assert proxy.get("/readyz")[0] == 503
             time.sleep(0.1)
         assert proxy.metric("fluxgate_mqtt_acknowledged_total") == acknowledged
         assert 0 < peak <= receive_maximum, peak

@@ -114,9 +114,9 @@ def test_tls_and_password_authentication(setup: Setup, secure_broker: SecureBrok
 
 
 def test_wrong_password_is_fatal_and_says_why(setup: Setup, secure_broker: SecureBroker) -> None:
-    proxy = secure_proxy(setup, secure_broker, "not-the-password").start(ready_timeout=None)
+    proxy = secure_proxy(setup, secure_broker, "not-the-password").start(wait_ready=False)
     assert proxy.process is not None
     assert proxy.process.wait(timeout=30) == 1
-    log = proxy.log.read_text()
+    log = proxy.log_text()
     assert "refused" in log.lower(), log[-2000:]
     assert "not-the-password" not in log
