@@ -21,11 +21,10 @@ from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.observer import Notification
 from fluxgate_core import metrics as core_metrics
 from fluxgate_core.deadletter import DeadLetterWriter
-from fluxgate_core.errors import DeliveryError, InvalidReading, PayloadError, SerializationError
-from fluxgate_core.kafka import AsyncProducer, KafkaRecord
+from fluxgate_core.delivery import Letter, Outcome, classify, dead_letter, produce_all
+from fluxgate_core.kafka import AsyncProducer
 
 log = structlog.get_logger(__name__)
-REJECTED = (PayloadError, InvalidReading, SerializationError)
 CONTENT_FORMAT_HEADER = "coap.content-format"
 OBSERVE_HEADER = "coap.observe"
 
@@ -58,32 +57,23 @@ class NotificationHandler:
                 notification.observe,
                 notification.received_ms,
             )
-        except REJECTED as exc:
-            await self._reject(notification, exc)
-            return
-        except Exception as exc:  # a payload that trips a bug: keep it in the dead letters, do not lose it
-            log.exception("notification.convert_failed", uri=notification.uri)
+        except Exception as exc:
+            if classify(exc) is not Outcome.REJECTED:  # a payload that trips a bug: keep it, do not lose it
+                log.exception("notification.convert_failed", uri=notification.uri)
             await self._reject(notification, exc)
             return
         key = DedupeWindow.key(notification.payload, notification.observe, device_timed=conversion.device_timed)
         if self._duplicate(key, notification):
             return
         try:
-            await self._produce(conversion.records)
-        except DeliveryError as exc:
-            if exc.retriable:
+            await produce_all(self._producer, conversion.records)
+        except Exception as exc:
+            if classify(exc) is not Outcome.REJECTED:
                 raise
             await self._reject(notification, exc)  # Kafka will never take it (too large, ...): keep the bytes
             return
         self._dedupe.remember(key)
         core_metrics.END_TO_END_LATENCY.observe(time.monotonic() - started)
-
-    async def _produce(self, records: list[KafkaRecord]) -> None:
-        # Send all first so they share Kafka batches, then wait for every acknowledgement.
-        acks = [await self._producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
-        for record, ack in zip(records, acks, strict=True):
-            await ack
-            core_metrics.RECORDS_OUT.labels(record.topic).inc()
 
     async def _reject(self, notification: Notification, error: BaseException) -> None:
         # A broken payload replayed by a re-registration is dead-lettered once, not each time.
@@ -91,13 +81,13 @@ class NotificationHandler:
         if self._duplicate(key, notification):
             return
         log.warning("notification.rejected", uri=notification.uri, error=str(error), observe=notification.observe)
-        await self._dead_letters.send(
+        letter = Letter(
             notification.payload,
-            error=error,
             source=notification.uri,
             key=self._converter.resource.routed_device(),
             headers=self._coap_headers(notification),
         )
+        await dead_letter(self._dead_letters, letter, error)
         self._dedupe.remember(key)
         metrics.DEAD_LETTERED.labels(self._host).inc()
 

@@ -67,6 +67,12 @@ class CoapIngestService:
             return True
         return all(active) if self.settings.readiness == "all" else any(active)
 
+    async def run(self, stop: asyncio.Event) -> None:
+        """Observe until ``stop`` is set (by a signal, or by :attr:`fatal`), then drain."""
+        self._stop = stop
+        async with self:
+            await stop.wait()
+
     async def stop(self, drain_timeout: float = 10.0) -> None:
         """Stop observing, hand what was received to Kafka, wait for the acks."""
         self._started = False

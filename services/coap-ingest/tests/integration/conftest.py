@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +16,7 @@ from typing import Any
 import pytest
 
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import free_port, unique_topic
+from fluxgate_core.testing import ServiceProcess, free_port, unique_topic
 
 INGEST = Path(sys.executable).with_name("fluxgate-coap-ingest")
 
@@ -43,54 +39,6 @@ def free_coap_port(pair: bool = False) -> int:
     raise RuntimeError("no free port for a CoAP server")
 
 
-@dataclass
-class Ingest:
-    """A running ``fluxgate-coap-ingest``; ``stop()`` sends SIGTERM and returns the exit code."""
-
-    process: subprocess.Popen[bytes]
-    health_port: int
-    log_path: Path
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=2) as reply:
-                return int(reply.status), reply.read().decode()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.read().decode()
-        except OSError:
-            return 0, ""
-
-    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"coap-ingest exited with {self.process.returncode} waiting for {what}:\n{self.log()}")
-            if condition():
-                return
-            time.sleep(0.1)
-        pytest.fail(f"timed out waiting for {what}:\n{self.log()[-4000:]}")
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        self.wait_until(lambda: self.get("/readyz")[0] == 200, "/readyz", timeout)
-
-    def metric(self, name: str, **labels: str) -> float:
-        """The value of one sample in /metrics (0 when absent)."""
-        wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
-        prefix = f"{name}{{{wanted}}} " if labels else f"{name} "
-        for line in self.get("/metrics")[1].splitlines():
-            if line.startswith(prefix):
-                return float(line.split()[-1])
-        return 0.0
-
-    def stop(self, timeout: float = 30.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
 @pytest.fixture
 def topics(stack: Any) -> tuple[str, str]:
     """A fresh readings topic and a fresh dead-letter topic."""
@@ -108,41 +56,37 @@ def decoder(registry_client: Any) -> AvroDecoder:
 
 
 @pytest.fixture
-def start_ingest(stack: Any, topics: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., Ingest]]:
-    """Start coap-ingest observing ``resources`` (topic defaults to the test's readings topic)."""
-    started: list[Ingest] = []
+def start_ingest(stack: Any, topics: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
+    """Start coap-ingest observing ``resources`` (topic defaults to the test's readings topic);
+    it is not waited for: ``wait_ready()`` when the test needs it ready."""
+    started: list[ServiceProcess] = []
 
-    def start(resources: list[dict[str, Any]], **settings: str) -> Ingest:
+    def start(resources: list[dict[str, Any]], **settings: str) -> ServiceProcess:
         readings, dead_letters = topics
-        env = {key: value for key, value in os.environ.items() if not key.startswith("FLUXGATE_COAP_")}
         health_port = free_port()
-        env.update(
-            {
-                "FLUXGATE_COAP_RESOURCES": json.dumps([{"topic": readings, **resource} for resource in resources]),
-                "FLUXGATE_COAP_DEADLETTER_TOPIC": dead_letters,
-                "FLUXGATE_COAP_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-                "FLUXGATE_COAP_REGISTRY__URL": stack.registry_url,
-                "FLUXGATE_COAP_HTTP__HOST": "127.0.0.1",
-                "FLUXGATE_COAP_HTTP__PORT": str(health_port),
-                "FLUXGATE_COAP_LOG__LEVEL": "DEBUG",
-                "FLUXGATE_COAP_OBSERVE__BACKOFF_INITIAL_S": "0.2",
-                "FLUXGATE_COAP_OBSERVE__BACKOFF_MAX_S": "1.0",
-                "FLUXGATE_COAP_OBSERVE__REQUEST_TIMEOUT_S": "2",
-                **{f"FLUXGATE_COAP_{key.upper()}": value for key, value in settings.items()},
-            }
-        )
+        env = {
+            "FLUXGATE_COAP_RESOURCES": json.dumps([{"topic": readings, **resource} for resource in resources]),
+            "FLUXGATE_COAP_DEADLETTER_TOPIC": dead_letters,
+            "FLUXGATE_COAP_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+            "FLUXGATE_COAP_REGISTRY__URL": stack.registry_url,
+            "FLUXGATE_COAP_HTTP__HOST": "127.0.0.1",
+            "FLUXGATE_COAP_HTTP__PORT": str(health_port),
+            "FLUXGATE_COAP_LOG__LEVEL": "DEBUG",
+            "FLUXGATE_COAP_OBSERVE__BACKOFF_INITIAL_S": "0.2",
+            "FLUXGATE_COAP_OBSERVE__BACKOFF_MAX_S": "1.0",
+            "FLUXGATE_COAP_OBSERVE__REQUEST_TIMEOUT_S": "2",
+            **{f"FLUXGATE_COAP_{key.upper()}": value for key, value in settings.items()},
+        }
         log_path = tmp_path / f"coap-ingest-{len(started)}.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen([str(INGEST)], env=env, stdout=log, stderr=subprocess.STDOUT)
-        ingest = Ingest(process, health_port, log_path)
-        started.append(ingest)
+        ingest = ServiceProcess(
+            [str(INGEST)], env, health_port=health_port, log_path=log_path, isolate_prefix="FLUXGATE_COAP_"
+        )
+        started.append(ingest.start(wait_ready=False))
         return ingest
 
     yield start
     for ingest in started:
-        if ingest.process.poll() is None:
-            ingest.process.kill()
-            ingest.process.wait(10)
+        ingest.kill()
 
 
 @dataclass

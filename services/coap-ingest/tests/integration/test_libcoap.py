@@ -49,7 +49,7 @@ def test_dynamic_resources_and_the_time_resource(
     server.put("/lc-2/temperature", b"22")
     readings = consume(stack.bootstrap, readings_topic, expected=4, decoder=decoder, timeout=30)
     dead = consume(stack.bootstrap, dead_letter_topic, expected=1, timeout=30, idle=0.5)
-    assert ingest.stop() == 0
+    assert ingest.terminate() == 0
     assert values(readings) == [
         ("lc-1", "temperature", 20.25),
         ("lc-1", "temperature", 20.75),
@@ -57,8 +57,8 @@ def test_dynamic_resources_and_the_time_resource(
         ("lc-2", "temperature", 22.0),
     ]
     assert {r.key for r in readings} == {b"lc-1", b"lc-2"}
-    assert dead[0].headers[deadletter.SOURCE] == f"{base}/time".encode()
-    assert b"not valid JSON" in dead[0].headers[deadletter.REASON]
+    assert dead[0].header(deadletter.SOURCE) == f"{base}/time".encode()
+    assert b"not valid JSON" in dead[0].header(deadletter.REASON)
     assert dead[0].key == b"lc-clock"
 
 
@@ -89,7 +89,7 @@ def test_observation_comes_back_after_the_server_restarts(
     assert [r.record["value"] for r in records] == [60.0, 61.0, 62.0]
     assert ingest.metric("fluxgate_coap_reregistrations_total", host="127.0.0.1", reason="silence") >= 1
     assert ingest.metric("fluxgate_coap_duplicates_dropped_total", host="127.0.0.1") >= 1
-    assert ingest.stop() == 0
+    assert ingest.terminate() == 0
 
 
 def test_dtls_with_a_pre_shared_key(
@@ -110,7 +110,7 @@ def test_dtls_with_a_pre_shared_key(
     ingest.wait_ready()
     server.put("/secure", body("vault", 6.5, T0 + 1000))
     records = consume(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
-    assert ingest.stop() == 0
+    assert ingest.terminate() == 0
     uri = resource["uri"]
     assert [(r.record["value"], r.record["source"]) for r in records] == [(5.5, uri), (6.5, uri)]
 
@@ -131,7 +131,7 @@ def test_wrong_pre_shared_key_never_becomes_ready(
 
     ingest.wait_until(lambda: failed_attempts() >= 1, "the handshake to fail")
     assert ingest.get("/readyz")[0] == 503
-    assert ingest.stop() == 0
+    assert ingest.terminate() == 0
 
 
 def test_coap_over_tcp(
@@ -148,5 +148,5 @@ def test_coap_over_tcp(
     ingest.wait_ready()
     server.put("/tcp-1", body("tcp-1", 31.5, T0 + 1000))
     records = consume(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
-    assert ingest.stop() == 0
+    assert ingest.terminate() == 0
     assert [r.record["value"] for r in records] == [30.5, 31.5]

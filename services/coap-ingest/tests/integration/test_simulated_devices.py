@@ -47,7 +47,7 @@ async def test_notifications_arrive_in_kafka_exactly(
             server.publish("dev-a", "temperature", reading_json("dev-a", "temperature", 20.5 + step, T0 + step * 1000))
             await asyncio.sleep(0.05)  # pacing only: observe coalesces updates made in one instant
         records = await consume_async(stack.bootstrap, readings_topic, expected=5, decoder=decoder, timeout=30)
-        assert ingest.stop() == 0
+        assert ingest.terminate() == 0
     by_device = sorted(((c.key, c.record) for c in records), key=lambda kv: (kv[0], ms(kv[1]["event_time"])))
     assert [(key, r["metric"], r["value"], ms(r["event_time"])) for key, r in by_device] == [
         (b"dev-a", "temperature", 20.5, T0),
@@ -76,7 +76,7 @@ async def test_resources_across_two_servers(
         first.publish("dev-1", "temperature", reading_json("dev-1", "temperature", 12.5, T0 + 1000))
         second.publish("dev-2", "brightness", reading_json("dev-2", "brightness", 260.0, T0 + 1000))
         records = await consume_async(stack.bootstrap, readings_topic, expected=4, decoder=decoder, timeout=30)
-        assert ingest.stop() == 0
+        assert ingest.terminate() == 0
     got = sorted((c.record["source"], c.record["value"]) for c in records if c.record)
     assert got == sorted(
         [
@@ -102,14 +102,14 @@ async def test_malformed_payload_goes_to_the_dead_letter_topic(
         server.publish("dev-m", "temperature", reading_json("dev-m", "temperature", 19.5, T0 + 1000))
         dead = await consume_async(stack.bootstrap, dead_letter_topic, expected=1, timeout=30)
         good = await consume_async(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
-        assert ingest.stop() == 0
+        assert ingest.terminate() == 0
     assert len(dead) == 1
     assert dead[0].value == broken
-    assert b"not valid JSON" in dead[0].headers[deadletter.REASON]
-    assert dead[0].headers[deadletter.ERROR_CLASS] == b"PayloadError"
-    assert dead[0].headers[deadletter.SOURCE] == server.uri("dev-m", "temperature").encode()
-    assert dead[0].headers[deadletter.SERVICE] == b"coap-ingest"
-    assert dead[0].headers["coap.content-format"] == b"50"
+    assert b"not valid JSON" in dead[0].header(deadletter.REASON)
+    assert dead[0].header(deadletter.ERROR_CLASS) == b"PayloadError"
+    assert dead[0].header(deadletter.SOURCE) == server.uri("dev-m", "temperature").encode()
+    assert dead[0].header(deadletter.SERVICE) == b"coap-ingest"
+    assert dead[0].header("coap.content-format") == b"50"
     assert sorted(c.record["value"] for c in good if c.record) == [19.0, 19.5]
 
 
@@ -125,14 +125,14 @@ async def test_what_kafka_refuses_for_good_is_dead_lettered_and_what_nothing_tak
         resources = [{**resource, "topic": refusing} for resource in server.resources_config()]
         ingest = start_ingest(resources)
         dead = await consume_async(stack.bootstrap, dead_letter_topic, expected=1, timeout=30)
-        assert ingest.process.poll() is None, ingest.log()
-        assert await asyncio.to_thread(ingest.stop) == 0
+        assert ingest.process.poll() is None, ingest.log_text()
+        assert await asyncio.to_thread(ingest.terminate) == 0
         stuck = start_ingest(resources, DEADLETTER_TOPIC=refusing)
         assert await asyncio.to_thread(stuck.process.wait, 60) == 1
     assert [letter.value for letter in dead] == [payload]
-    assert dead[0].headers[deadletter.ERROR_CLASS] == b"DeliveryError"
-    assert b"too large" in dead[0].headers[deadletter.REASON].lower()
-    assert "notification.not_delivered" in stuck.log() and "Message size too large" in stuck.log()
+    assert dead[0].header(deadletter.ERROR_CLASS) == b"DeliveryError"
+    assert b"too large" in dead[0].header(deadletter.REASON).lower()
+    assert "notification.not_delivered" in stuck.log_text() and "Message size too large" in stuck.log_text()
 
 
 async def test_sigterm_drains_and_exits_zero(start_ingest: Callable[..., Any]) -> None:
@@ -141,13 +141,13 @@ async def test_sigterm_drains_and_exits_zero(start_ingest: Callable[..., Any]) -
         ingest = start_ingest(server.resources_config())
         await asyncio.to_thread(ingest.wait_ready)
         assert ingest.metric("fluxgate_coap_observations_active", host="127.0.0.1") == 1.0
-        assert await asyncio.to_thread(ingest.stop) == 0
-    log = ingest.log()
+        assert await asyncio.to_thread(ingest.terminate) == 0
+    log = ingest.log_text()
     assert "shutdown.draining" in log and "service.stopped" in log
 
 
 def test_bad_configuration_exits_two_naming_the_variable(start_ingest: Callable[..., Any]) -> None:
     ingest = start_ingest([{"uri": "http://127.0.0.1/sensors/x"}])
     assert ingest.process.wait(30) == 2
-    assert "FLUXGATE_COAP_RESOURCES" in ingest.log()
-    assert "scheme must be one of" in ingest.log()
+    assert "FLUXGATE_COAP_RESOURCES" in ingest.log_text()
+    assert "scheme must be one of" in ingest.log_text()

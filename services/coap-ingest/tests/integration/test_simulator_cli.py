@@ -54,7 +54,7 @@ def test_simulated_fleet_flows_into_kafka(
         records = consume(
             stack.bootstrap, readings_topic, decoder=decoder, timeout=30, idle=0, complete=every_resource_sent
         )
-        assert ingest.stop() == 0
+        assert ingest.terminate() == 0
     finally:
         simulator.send_signal(signal.SIGTERM)
         out, err = simulator.communicate(timeout=30)
