@@ -1,10 +1,12 @@
-"""``fluxgate-aggregator run`` (the job) and ``fluxgate-aggregator prefetch`` (warm the jar cache)."""
+"""``fluxgate-aggregator run`` (the job) and ``fluxgate-aggregator prefetch`` (warm the jar cache).
+
+Exit codes of ``run``: 0 after a clean stop (SIGTERM/SIGINT), 2 for bad configuration
+(before Spark starts), 1 when the registry failed or the queries kept failing.
+"""
 
 from __future__ import annotations
 
-import logging
-import signal
-import sys
+import asyncio
 import threading
 
 import structlog
@@ -17,63 +19,74 @@ from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.supervise import Supervisor
-from fluxgate_core.errors import ConfigError, FluxgateError
-from fluxgate_core.health import HealthServer
-from fluxgate_core.logs import configure_logging
+from fluxgate_core.errors import FluxgateError
+from fluxgate_core.lifecycle import run_service
 from fluxgate_core.serde import registry_client
 from fluxgate_core.settings import load_settings
 
 cli = typer.Typer(help=__doc__, add_completion=False, no_args_is_help=True)
 log = structlog.get_logger(__name__)
+CHATTY_LOGGERS = ("py4j", "httpx", "httpx2")
+
+
+class QueriesFailed(FluxgateError):
+    """The streaming queries kept failing after every restart the settings allow."""
+
+
+class AggregatorJob:
+    """The streaming job as a service: Spark's driver loop is blocking, so it runs in a
+    thread, stopped through a ``threading.Event`` that mirrors the service's ``stop``."""
+
+    def __init__(self, settings: AggregatorSettings) -> None:
+        self.settings = settings
+        self._state: JobState | None = None
+
+    def ready(self) -> bool:
+        """Every streaming query is running."""
+        state = self._state
+        return state is not None and all(query.isActive for query in state.queries)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        halt = threading.Event()
+        mirror = asyncio.create_task(_mirror(stop, halt))
+        try:
+            finished = await asyncio.to_thread(self.serve, halt)
+        finally:
+            halt.set()
+            mirror.cancel()
+        if not finished:
+            raise QueriesFailed(f"the queries kept failing after {self.settings.max_query_restarts} restarts")
+
+    def serve(self, stop: threading.Event) -> bool:
+        """Start the queries and block until ``stop``, then stop them gracefully; False when
+        they kept failing."""
+        settings = self.settings
+        client = registry_client(settings.registry)
+        contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
+        spark = build_session(settings.spark)
+        state = JobState()
+        spark.streams.addListener(ProgressListener(state))
+        try:
+            start(spark, settings, contracts, state)
+            self._state = state
+            window = settings.window.size
+            log.info("aggregator.started", input=settings.input_topic, output=settings.output_topic, window=window)
+            return Supervisor(spark, settings, client, contracts, state).run(stop)
+        finally:
+            for query in state.queries:
+                query.stop()
+            spark.stop()
+
+
+async def _mirror(stop: asyncio.Event, halt: threading.Event) -> None:
+    await stop.wait()
+    halt.set()
 
 
 @cli.command()
 def run() -> None:
     """Run the streaming job until SIGTERM/SIGINT; exit 2 on bad configuration, 1 on failure."""
-    try:
-        settings = load_settings(AggregatorSettings)
-    except ConfigError as exc:
-        print(f"aggregator: configuration error: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from exc
-    configure_logging(SERVICE, settings.log)
-    for chatty in ("py4j", "httpx", "httpx2"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
-    try:
-        code = serve(settings)
-    except FluxgateError as exc:
-        log.error("aggregator.failed", error=str(exc), error_class=type(exc).__name__)
-        code = 1
-    raise typer.Exit(code)
-
-
-def serve(settings: AggregatorSettings, stop: threading.Event | None = None) -> int:
-    """Start the queries and block until ``stop`` (or a signal), then stop them gracefully."""
-    stop = stop or _signal_event()
-    client = registry_client(settings.registry)
-    contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
-    spark = build_session(settings.spark)
-    state = JobState()
-    spark.streams.addListener(ProgressListener(state))
-    start(spark, settings, contracts, state)
-    supervisor = Supervisor(spark, settings, client, contracts, state)
-    health = HealthServer(settings.http, {"queries": lambda: all(q.isActive for q in state.queries)}).start()
-    log.info(
-        "aggregator.started", input=settings.input_topic, output=settings.output_topic, window=settings.window.size
-    )
-    try:
-        return 0 if supervisor.run(stop) else 1
-    finally:
-        for query in state.queries:
-            query.stop()
-        health.stop()
-        spark.stop()
-
-
-def _signal_event() -> threading.Event:
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
+    raise typer.Exit(run_service(SERVICE, AggregatorSettings, AggregatorJob, quiet_loggers=CHATTY_LOGGERS))
 
 
 @cli.command()

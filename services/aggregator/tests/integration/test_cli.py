@@ -3,14 +3,8 @@ from the environment, killed mid-stream and restarted from its checkpoint."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +12,7 @@ from typing import Any
 import pytest
 
 from fluxgate_aggregator.testing import assert_aggregate_equal, by_window, expected_aggregates, reading
-from fluxgate_core.testing import free_port
+from fluxgate_core.testing import ServiceProcess, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -28,47 +22,9 @@ S = 1_000
 DEVICES = ("d1", "d2", "d3")
 
 
-class Job:
-    def __init__(self, env: dict[str, str], log: Path, port: int) -> None:
-        self.env, self.log, self.port = env, log, port
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Job:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen([str(AGGREGATOR), "run"], env=self.env, stdout=out, stderr=out)
-        return self
-
-    def readiness(self) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as answer:
-                return dict(json.load(answer))
-        except (OSError, urllib.error.URLError):
-            return None
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as answer:
-            return str(answer.read().decode())
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while (status := self.readiness()) is None or not status["ready"]:
-            assert self.process is not None and self.process.poll() is None, self.tail()
-            assert time.monotonic() < deadline, f"not ready after {timeout}s: {status}\n{self.tail()}"
-            time.sleep(0.5)
-
-    def signal(self, signum: int) -> int:
-        assert self.process is not None
-        self.process.send_signal(signum)
-        return self.process.wait(timeout=60)
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-
 @pytest.fixture
 def job_env(stack: Any, topics: Any, tmp_path: Path) -> dict[str, str]:
     return {
-        **os.environ,
         "FLUXGATE_AGG_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
         "FLUXGATE_AGG_REGISTRY__URL": stack.registry_url,
         "FLUXGATE_AGG_INPUT_TOPIC": topics.input,
@@ -95,27 +51,28 @@ def readings_between(first_s: int, last_s: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def job(job_env: dict[str, str], tmp_path: Path) -> Iterator[Job]:
+def job(job_env: dict[str, str], tmp_path: Path) -> Iterator[ServiceProcess]:
     port = free_port()
-    job = Job({**job_env, "FLUXGATE_AGG_HTTP__PORT": str(port)}, tmp_path / "aggregator.log", port)
-    yield job
-    if job.process is not None and job.process.poll() is None:
-        job.process.kill()
-        job.process.wait()
+    env = {**job_env, "FLUXGATE_AGG_HTTP__PORT": str(port)}
+    log_path = tmp_path / "aggregator.log"
+    with ServiceProcess(
+        [str(AGGREGATOR), "run"], env, health_port=port, log_path=log_path, isolate_prefix="FLUXGATE_AGG_"
+    ) as job:
+        yield job
 
 
 def test_killed_mid_stream_and_restarted_from_its_checkpoint(
-    job: Job, devices: Any, topics: Any, read_aggregates: Any
+    job: ServiceProcess, devices: Any, topics: Any, read_aggregates: Any
 ) -> None:
     before = readings_between(0, 35)  # watermark -> 29.2 s: [0,10) and [10,20) close for every device
     devices.send(before)
-    job.start().wait_ready()
+    job.start(timeout=120)
     assert len(read_aggregates(topics.output, expected=2 * len(DEVICES), timeout=120)) >= 2 * len(DEVICES)
 
-    assert job.signal(signal.SIGKILL) == -signal.SIGKILL
+    assert job.signal(signal.SIGKILL, timeout=60) == -signal.SIGKILL
     while_down = readings_between(35, 65)  # watermark -> 59.2 s
     devices.send(while_down)
-    job.start().wait_ready()
+    job.start(timeout=120)
     # Devices keep sending. Spark runs a batch only for new input after a restart, so the
     # windows the last batch before the kill closed are emitted with the next input.
     afterwards = readings_between(65, 70)  # watermark -> 64.2 s: windows up to [50,60) close
@@ -134,4 +91,4 @@ def test_killed_mid_stream_and_restarted_from_its_checkpoint(
         assert f"fluxgate_aggregator_{name}" in metrics, name
     assert "fluxgate_aggregator_watermark_seconds 1.7672256" in metrics, "the watermark passed 60 s into the data"
 
-    assert job.signal(signal.SIGTERM) == 0, job.tail()
+    assert job.terminate(timeout=60) == 0, job.log_tail()

@@ -58,8 +58,8 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
     late_out = consume(stack.bootstrap, topics.late, expected=1)
     assert [c.value for c in late_out] == late, "the late reading, byte for byte, on the late topic"
     dead = consume(stack.bootstrap, topics.deadletter, expected=3)
-    reasons = sorted(c.headers[REASON].decode() for c in dead)
-    assert [c.headers[SERVICE] for c in dead] == [b"aggregator"] * 3, (reasons, [c.value for c in dead])
+    reasons = sorted(c.header(REASON).decode() for c in dead)
+    assert [c.header(SERVICE) for c in dead] == [b"aggregator"] * 3, (reasons, [c.value for c in dead])
     assert reasons[0].startswith("Avro body does not decode with schema id"), reasons
     assert reasons[1].startswith("not Confluent wire format"), reasons
     assert reasons[2].startswith("unknown schema id 2147483647"), reasons
