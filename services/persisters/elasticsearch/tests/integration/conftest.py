@@ -41,7 +41,7 @@ async def es(es_url: str, target: str) -> AsyncIterator[AsyncElasticsearch]:
     client = AsyncElasticsearch(es_url, request_timeout=30)
     yield client
     await client.indices.delete(index=f"{target}*", ignore_unavailable=True, expand_wildcards="all")
-    await client.indices.delete_index_template(name=target, ignore=[404])
+    await client.options(ignore_status=404).indices.delete_index_template(name=target)
     await client.close()
 
 

@@ -32,7 +32,7 @@ def sync_es(es_url: str, target: str) -> Iterator[Elasticsearch]:
     client = Elasticsearch(es_url, request_timeout=30)
     yield client
     client.indices.delete(index=f"{target}*", ignore_unavailable=True, expand_wildcards="all")
-    client.indices.delete_index_template(name=target, ignore=[404])
+    client.options(ignore_status=404).indices.delete_index_template(name=target)
     client.close()
 
 

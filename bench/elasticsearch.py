@@ -1,0 +1,223 @@
+"""Aggregates/s from Kafka into Elasticsearch through ``fluxgate-es-persister`` (the real
+service, as a process) next to a baseline, in the same run, that writes the same documents
+with the same client's plain bulk helper (``elasticsearch.helpers.async_bulk``, no Kafka).
+
+* ``baseline``: N ``TemperatureAggregate`` documents (the ids and daily indices the persister
+  would give them) written with ``async_bulk`` in chunks of the persister's batch size, then
+  a refresh: timed from the first request to the last document searchable.
+* ``persister``: the same N aggregates, Avro wire format, produced to a fresh 3-partition
+  topic first; then the persister starts and is timed from ready until a count through the
+  alias reaches N (start-up and the first poll are outside the time).
+
+Each leg writes its own fresh target (template, daily indices, alias), deleted afterwards.
+Results: ``bench-results/elasticsearch.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
+
+# This script's own name is the client's: with bench/ first on sys.path (as ``python
+# bench/elasticsearch.py`` puts it), ``import elasticsearch`` would import this file again.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
+from elasticsearch import AsyncElasticsearch, Elasticsearch  # noqa: E402
+from elasticsearch.helpers import async_bulk  # noqa: E402
+
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
+from fluxgate_core.serde import AvroEncoder  # noqa: E402
+from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
+from fluxgate_es_persister.mapping import IndexFamily, index_template  # noqa: E402
+from fluxgate_sink.kcql import parse  # noqa: E402
+
+START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)  # two days of windows: two daily indices
+
+
+def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        start = START + timedelta(minutes=i // devices)
+        out.append(
+            {
+                "device_id": f"d{i % devices}",
+                "metric": "temperature",
+                "window_start": start,
+                "window_end": start + timedelta(minutes=1),
+                "count": 60,
+                "min": 15.0 + (i % 200) / 10,
+                "max": 25.0 + (i % 200) / 10,
+                "mean": 20.0 + (i % 200) / 10,
+                "stddev": 1.5,
+                "first_event_time": start,
+                "last_event_time": start + timedelta(seconds=59),
+                "unit": "Cel",
+            }
+        )
+    return out
+
+
+def kcql(target: str, topic: str) -> str:
+    return (  # KCQL, not SQL: nothing is queried with it
+        f"INSERT INTO {target} SELECT * FROM {topic}"  # noqa: S608
+        " PK device_id, metric, window_start WITHINDEXSUFFIX=-{YYYY.MM.dd}"
+    )
+
+
+def cleanup(es_url: str, target: str) -> None:
+    with Elasticsearch(es_url, request_timeout=60) as es:
+        es.indices.delete(index=f"{target}-*", ignore_unavailable=True, expand_wildcards="all")
+        es.options(ignore_status=404).indices.delete_index_template(name=target)
+
+
+def baseline(es_url: str, records: list[dict[str, Any]], batch: int) -> dict[str, Any]:
+    target = f"bench-base-{uuid.uuid4().hex[:6]}"
+    (statement,) = parse(kcql(target, "unused"))
+    actions = [
+        {
+            "_index": statement.target_for(statement.event_time(r)),
+            "_id": statement.document_id(r),
+            "_source": statement.project(r),
+        }
+        for r in records
+    ]
+
+    async def run() -> float:
+        async with AsyncElasticsearch(es_url, request_timeout=60) as es:
+            body = index_template(IndexFamily(target, "-{YYYY.MM.dd}"), shards=1, replicas=0)
+            await es.indices.put_index_template(name=target, **body)
+            began = time.perf_counter()
+            written, errors = await async_bulk(es, actions, chunk_size=batch, raise_on_error=True)
+            await es.indices.refresh(index=target)
+            wall = time.perf_counter() - began
+            assert written == len(actions) and not errors, errors
+            assert (await es.count(index=target))["count"] == len(actions)
+            return wall
+
+    cpu = os.times()
+    try:
+        wall = asyncio.run(run())
+    finally:
+        cleanup(es_url, target)
+    used = (os.times().user - cpu.user) + (os.times().system - cpu.system)
+    return {"wall_s": round(wall, 3), "records_per_s": round(len(records) / wall), "client_cpu_s": round(used, 2)}
+
+
+def persister(stack: Any, records: list[dict[str, Any]], batch: int, log: Path) -> dict[str, Any]:
+    target = f"bench-es-{uuid.uuid4().hex[:6]}"
+    topic = unique_topic("bench.aggregates", stack.bootstrap)
+    registry = SchemaRegistryClient({"url": stack.registry_url})
+    encoder = AvroEncoder.registered(
+        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+    )
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for record in records:
+        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_ES_")},
+        "FLUXGATE_ES_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+        "FLUXGATE_ES_REGISTRY__URL": stack.registry_url,
+        "FLUXGATE_ES_ELASTICSEARCH__HOSTS": f'["{stack.elasticsearch_url}"]',
+        "FLUXGATE_ES_HTTP__HOST": "127.0.0.1",
+        "FLUXGATE_ES_HTTP__PORT": str(port),
+        "FLUXGATE_ES_SINK__KCQL": kcql(target, topic),
+        "FLUXGATE_ES_SINK__BATCH_SIZE": str(batch),
+        "FLUXGATE_ES_SINK__GROUP_ID": f"bench-{target}",
+        "FLUXGATE_ES_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
+        "FLUXGATE_ES_ELASTICSEARCH__BULK_MAX_ACTIONS": str(batch),
+    }
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fluxgate_es_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    es = Elasticsearch(stack.elasticsearch_url, request_timeout=60)
+    try:
+        began, cpu_before = time.perf_counter(), 0.0
+        while not es.indices.exists_index_template(name=target):  # setup done: the clock starts
+            assert process.poll() is None, f"the persister exited; see {log}"
+            time.sleep(0.01)
+        began, cpu_before = time.perf_counter(), cpu_seconds(process.pid)
+        count = 0
+        while count < len(records):
+            assert process.poll() is None, f"the persister exited; see {log}"
+            assert time.perf_counter() - began < 600, f"{count} of {len(records)} after 600 s; see {log}"
+            time.sleep(0.05)
+            if es.indices.exists_alias(name=target):
+                es.indices.refresh(index=target)
+                count = int(es.count(index=target)["count"])
+        wall = time.perf_counter() - began
+        cpu = cpu_seconds(process.pid) - cpu_before
+    finally:
+        process.terminate()
+        process.wait(60)
+        es.close()
+        cleanup(stack.elasticsearch_url, target)
+    assert process.returncode == 0, f"exit {process.returncode}; see {log}"
+    return {
+        "wall_s": round(wall, 3),
+        "records_per_s": round(len(records) / wall),
+        "persister_cpu_s": round(cpu, 2),
+        "persister_us_cpu_per_record": micros_per(cpu, len(records)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000, help="aggregates per leg")
+    parser.add_argument("--devices", type=int, default=1000, help="devices (documents per window minute)")
+    parser.add_argument("--batch", type=int, default=1000, help="bulk size of both legs (the persister's batch_size)")
+    args = parser.parse_args()
+
+    from fluxgate_stack import ensure_up
+
+    stack_up()
+    stack = ensure_up(["kafka", "registry", "elasticsearch"])
+    records = aggregates(args.records, args.devices)
+    log = ROOT / "bench-results" / "elasticsearch-persister.log"
+    log.parent.mkdir(exist_ok=True)
+    base = baseline(stack.elasticsearch_url, records, args.batch)
+    through = persister(stack, records, args.batch, log)
+    ratio = round(through["records_per_s"] / base["records_per_s"], 3)
+    print_table(
+        f"Elasticsearch: {args.records:,} aggregates, bulk size {args.batch}",
+        ["leg", "records/s", "wall s", "CPU s"],
+        [
+            ["baseline (async_bulk, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"]],
+            [
+                "persister (Kafka -> ES process)",
+                through["records_per_s"],
+                through["wall_s"],
+                through["persister_cpu_s"],
+            ],
+        ],
+    )
+    print(f"\nratio persister / baseline: {ratio}")
+    path = write_results(
+        "elasticsearch",
+        {
+            "parameters": vars(args),
+            "baseline": base,
+            "persister": through,
+            "throughput_persister_over_baseline": ratio,
+        },
+    )
+    print(f"results: {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
