@@ -34,7 +34,7 @@ install: $(VENV)/.installed ## Python packages (editable, one venv) and the loca
 	$(VENV)/bin/fluxgate-aggregator prefetch
 
 .PHONY: up
-up: $(VENV)/.installed ## Download, configure and start Kafka (KRaft), the schema registry and Mosquitto
+up: $(VENV)/.installed ## Download, configure and start Kafka (KRaft), the schema registry, Mosquitto and Elasticsearch
 	$(STACK) up
 
 .PHONY: down

@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +78,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--late", type=float, default=0.01, help="fraction of late readings")
     parser.add_argument("--window", default="1 minute", help="aggregation window")
     parser.add_argument("--watermark", default="30 seconds", help="how late a reading may be and still count")
-    parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job")
+    parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job (and the persisters)")
+    parser.add_argument("--no-persisters", action="store_true", help="skip the persisters")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
     return parser.parse_args()
@@ -110,6 +113,23 @@ def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
             "CHECKPOINT_DIR": str(ROOT / ".local/run/pipeline/checkpoints"),
         }
         pipeline.start("aggregator", [str(BIN / "fluxgate-aggregator"), "run"], prefixed("FLUXGATE_AGG_", env))
+    if persisting(args):
+        pipeline.start("es-persister", [str(BIN / "fluxgate-es-persister")], prefixed("FLUXGATE_ES_", common))
+
+
+def persisting(args: argparse.Namespace) -> bool:
+    return not (args.no_aggregator or args.no_persisters)
+
+
+def stored(elasticsearch_url: str | None) -> dict[str, int]:
+    """What the stores hold: documents behind the persister's alias (0 before the first is written)."""
+    if elasticsearch_url is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"{elasticsearch_url}/temperatures/_count", timeout=5) as reply:  # noqa: S310
+            return {"elasticsearch": int(json.load(reply)["count"])}
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return {"elasticsearch": 0}
 
 
 def prefixed(prefix: str, values: dict[str, str]) -> dict[str, str]:
@@ -126,7 +146,7 @@ def end_offsets(consumer: Consumer) -> dict[str, int]:
     return totals
 
 
-def watch(pipeline: Pipeline, bootstrap: str, duration: float | None) -> dict[str, int]:
+def watch(pipeline: Pipeline, bootstrap: str, duration: float | None, es_url: str | None) -> dict[str, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
     start, first = time.monotonic(), end_offsets(consumer)
     previous, last = first, time.monotonic()
@@ -138,6 +158,7 @@ def watch(pipeline: Pipeline, bootstrap: str, duration: float | None) -> dict[st
             print(
                 f"[{now - start:6.0f}s] "
                 + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
+                + "".join(f"  {store}: {count} documents" for store, count in stored(es_url).items())
                 + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else ""),
                 flush=True,
             )
@@ -155,7 +176,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     args = parse_args()
-    endpoints = ensure_up(["kafka", "registry", "mosquitto"])
+    servers = ["kafka", "registry", "mosquitto"] + (["elasticsearch"] if persisting(args) else [])
+    endpoints = ensure_up(servers)
+    es_url = endpoints.elasticsearch_url if persisting(args) else None
     logs = ROOT / ".local/run/pipeline"
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
@@ -165,15 +188,17 @@ def main() -> int:
     try:
         start_all(pipeline, args)
         print("watching Kafka (Ctrl-C stops everything)...")
-        arrived = watch(pipeline, endpoints.bootstrap, args.duration)
+        arrived = watch(pipeline, endpoints.bootstrap, args.duration, es_url)
         died = pipeline.dead()
     finally:
         exits = pipeline.stop()
     for name in sorted({*died, *(n for n, code in exits.items() if code)}):
         print(f"{name} failed; the end of its log:\n{pipeline.tail(name)}")
-    print(json.dumps({"arrived": arrived, "died": died, "exits": exits}))
+    documents = stored(es_url)
+    print(json.dumps({"arrived": arrived, "documents": documents, "died": died, "exits": exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
+    healthy = healthy and all(count > 0 for count in documents.values())
     return 1 if args.check and not healthy else 0
 
 

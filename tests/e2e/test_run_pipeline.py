@@ -1,6 +1,7 @@
 """`make run` end to end: simulated devices over MQTT and CoAP, both gateways, the Spark
-job, on the local stack; readings, dead letters and aggregates must all reach Kafka and
-every service must stop cleanly on SIGTERM."""
+job and the Elasticsearch persister, on the local stack; readings, dead letters and
+aggregates must all reach Kafka, aggregates Elasticsearch, and every service must stop
+cleanly on SIGTERM."""
 
 from __future__ import annotations
 
@@ -30,4 +31,7 @@ def test_make_run_moves_readings_to_aggregates(stack: Any) -> None:
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 0, f"{summary}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert summary["arrived"]["sensors.readings"] > 1000, summary
-    assert summary["exits"] == dict.fromkeys(["aggregator", "coap-ingest", "mqtt-proxy", "simulator"], 0)
+    assert summary["exits"] == dict.fromkeys(
+        ["aggregator", "coap-ingest", "es-persister", "mqtt-proxy", "simulator"], 0
+    )
+    assert summary["documents"]["elasticsearch"] > 0, summary  # aggregates reached the daily indices

@@ -118,7 +118,7 @@ def test_default_topics(settings: StackSettings) -> None:
 
 
 def test_server_selection(settings: StackSettings) -> None:
-    assert default_names() == ["kafka", "registry", "mosquitto"]
+    assert default_names() == ["kafka", "registry", "mosquitto", "elasticsearch"]
     assert [s.name for s in build(["mosquitto", "kafka"], settings)] == ["kafka", "mosquitto"]  # start order
     assert [s.name for s in build(None, settings, all_if_empty=True)][-1] == "coap-server"
     with pytest.raises(UnknownServer, match="nope"):

@@ -49,7 +49,6 @@ class ElasticsearchServer(JavaServer):
     """Elasticsearch, single node, security off, on loopback."""
 
     name = "elasticsearch"
-    default = False  # only the Elasticsearch persister needs it: `up elasticsearch`
     ready_timeout = 120.0
     stop_grace = 30.0
 
