@@ -10,56 +10,18 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from fluxgate_core.consumed import ConsumedRecord, Decoder, Partition, RecordHeaders
 from fluxgate_core.errors import CommitError, ConsumeError, FluxgateError
 from fluxgate_core.kafka_errors import commit_error, config_error, converted
 
-Partition = tuple[str, int]
-"""``(topic, partition)``."""
 PartitionsCallback = Callable[[list[Partition]], None]
-RecordHeaders = tuple[tuple[str, bytes | None], ...]
 log = structlog.get_logger(__name__)
-
-
-class Decoder(Protocol):
-    """Turns a record value into a dict; raises a retriable FluxgateError when it may work later."""
-
-    def decode(self, data: bytes) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumedRecord:
-    """One record read from Kafka: the raw bytes, and the decoded value or why it did not decode.
-
-    ``headers`` keeps every header in the order the producer wrote them, repeats included.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: RecordHeaders
-    timestamp_ms: int
-    record: dict[str, Any] | None = None
-    error: FluxgateError | None = None
-
-    @property
-    def source(self) -> str:
-        """``topic/partition/offset``: where a dead letter says it came from."""
-        return f"{self.topic}/{self.partition}/{self.offset}"
-
-    def header(self, name: str) -> bytes | None:
-        """The last value of header ``name`` (None when absent or null)."""
-        for key, value in reversed(self.headers):
-            if key == name:
-                return value
-        return None
+__all__ = ["ConsumedRecord", "Decoder", "Partition", "PartitionsCallback", "RecordConsumer", "RecordHeaders"]
 
 
 class RecordConsumer:

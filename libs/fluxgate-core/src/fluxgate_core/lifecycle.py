@@ -61,8 +61,8 @@ def run_service(
     except ConfigError as exc:
         return _config_failed(name, exc)
     configure_logging(name, _group(settings, "log", LogSettings))
-    for chatty in quiet_loggers:
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    for chatty in quiet_loggers:  # never below WARNING, never chattier than the service itself
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         service = build(settings)
         asyncio.run(_serve(service, _group(settings, "http", HttpSettings)))

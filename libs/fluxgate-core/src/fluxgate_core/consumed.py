@@ -1,0 +1,48 @@
+"""What a consumer hands out: one record, its coordinates, and its decoded value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fluxgate_core.errors import FluxgateError
+
+Partition = tuple[str, int]
+"""``(topic, partition)``."""
+RecordHeaders = tuple[tuple[str, bytes | None], ...]
+
+
+class Decoder(Protocol):
+    """Turns a record value into a dict; raises a retriable FluxgateError when it may work later."""
+
+    def decode(self, data: bytes) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """One record read from Kafka: the raw bytes, and the decoded value or why it did not decode.
+
+    ``headers`` keeps every header in the order the producer wrote them, repeats included.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: RecordHeaders
+    timestamp_ms: int
+    record: dict[str, Any] | None = None
+    error: FluxgateError | None = None
+
+    @property
+    def source(self) -> str:
+        """``topic/partition/offset``: where a dead letter says it came from."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+    def header(self, name: str) -> bytes | None:
+        """The last value of header ``name`` (None when absent or null)."""
+        for key, value in reversed(self.headers):
+            if key == name:
+                return value
+        return None
