@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ EVENT_TIME_FIELDS = ("window_start", "event_time")
 DEFAULT_PK: tuple[FieldPath, ...] = (("device_id",), ("metric",))  # then the event-time field
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 _FORMATS: dict[str, Format] = {"JSON": "JSON", "AVRO": "AVRO"}
 _STRFTIME = {"YYYY": "%Y", "yyyy": "%Y", "MM": "%m", "DD": "%d", "dd": "%d", "HH": "%H", "mm": "%M"}
 _DATE_TOKEN = re.compile(r"YYYY|yyyy|MM|DD|dd|HH|mm|[-._]|([A-Za-z]+|.)")
@@ -62,6 +64,9 @@ class FieldRef:
     path: FieldPath
     alias: str | None = None
     wildcard: bool = False
+
+
+_EVERYTHING = (FieldRef((), wildcard=True),)
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class Statement:
 
     def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
+        if not self.ignore and self.fields == _EVERYTHING:  # SELECT *: a copy, on every record's hot path
+            return dict(record)
         ignored = frozenset(self.ignore)
         document: dict[str, Any] = {}
         for ref in self.fields:
@@ -122,9 +129,9 @@ class Statement:
         name = self.event_time_field(record)
         value = _lookup(record, tuple(name.split(".")))
         if isinstance(value, datetime):
-            return _utc(value)
+            return value if value.tzinfo is UTC else _utc(value)
         if isinstance(value, int) and not isinstance(value, bool):
-            return _EPOCH + timedelta(milliseconds=value)
+            return _EPOCH + value * _MILLISECOND
         raise FieldMissing(f"field {name} is {value!r}, not a datetime or epoch milliseconds")
 
     def document_id(self, record: Mapping[str, Any]) -> str:
@@ -135,7 +142,10 @@ class Statement:
 
     def target_for(self, event_time: datetime) -> str:
         """The target, with the index suffix formatted for ``event_time`` (``temperatures-2026.11.23``)."""
-        return self.target + format_date_pattern(self.index_suffix, event_time) if self.index_suffix else self.target
+        if not self.index_suffix:
+            return self.target
+        when = _utc(event_time)  # records of one day share one formatted name
+        return self.target + _suffix(self.index_suffix, when.year, when.month, when.day, when.hour, when.minute)
 
 
 def parse(text: str) -> list[Statement]:
@@ -169,6 +179,12 @@ class _PatternError(Exception):
         self.offset, self.why = offset, why
 
 
+@lru_cache(maxsize=4096)
+def _suffix(pattern: str, year: int, month: int, day: int, hour: int, minute: int) -> str:
+    return format_date_pattern(pattern, datetime(year, month, day, hour, minute, tzinfo=UTC))
+
+
+@lru_cache(maxsize=256)
 def _strftime_format(pattern: str) -> str:
     """The strftime format that means what ``pattern`` means; _PatternError says where it is wrong."""
     parts, end = [], 0
@@ -190,7 +206,9 @@ def _strftime_format(pattern: str) -> str:
 def _id_part(value: Any, path: FieldPath) -> str:
     if value is None:
         raise FieldMissing(f"key field {_dotted(path)} is null")
-    return str((_utc(value) - _EPOCH) // timedelta(milliseconds=1)) if isinstance(value, datetime) else str(value)
+    if isinstance(value, datetime):  # aware datetimes subtract across zones: no conversion needed
+        return str(((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // _MILLISECOND)
+    return str(value)
 
 
 def _utc(value: datetime) -> datetime:
@@ -202,6 +220,11 @@ def _dotted(path: FieldPath) -> str:
 
 
 def _lookup(record: Mapping[str, Any], path: FieldPath) -> Any:
+    if len(path) == 1 and type(record) is dict:  # a top-level field of a decoded record: the hot path
+        try:
+            return record[path[0]]
+        except KeyError:
+            raise FieldMissing(f"field {path[0]} is missing") from None
     value: Any = record
     for name in path:
         if not isinstance(value, Mapping) or name not in value:

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from fluxgate_core.kafka import ConsumedRecord
 
 TopicPartition = tuple[str, int]
+# Batches a partition may hold beside the one being written before its fetching pauses.
+# Not one: librdkafka drops what it prefetched for a paused partition and fetches it again
+# on resume, and pausing at every batch starved the writes of records (half the throughput).
+WAITING_BATCHES = 3
 
 
 @dataclass(slots=True)
@@ -43,5 +47,5 @@ class Partition:
 
     @property
     def full(self) -> bool:
-        """Enough waiting for another batch while one is being written: time to pause fetching."""
-        return self.writing is not None and len(self.waiting) >= self.batch_size
+        """Enough waiting for several batches while one is being written: time to pause fetching."""
+        return self.writing is not None and len(self.waiting) >= WAITING_BATCHES * self.batch_size

@@ -104,8 +104,7 @@ class SinkRunner:
         log.info("sink.started", sink=self._sink.name, topics=self._router.topics, policy=self._settings.error_policy)
         try:
             while not stop.is_set():
-                busy = any(p.waiting or p.writing for p in self._partitions.values())
-                await self._poll(source, timeout=0.05 if busy else 0.5)
+                await self._poll(source, timeout=self._poll_timeout())
                 await self._commit_written(source)
                 self._start_due(writer, time.monotonic())
                 self._pause_full(source)
@@ -113,6 +112,13 @@ class SinkRunner:
         except BaseException:
             await self._cancel_writes()  # a policy stop or a bug: commit nothing more
             raise
+
+    def _poll_timeout(self) -> float:
+        """How long a poll may wait for records: a poll cannot be woken when a write ends, and a
+        finished write waits for the loop to come round (to commit, and start the next batch)."""
+        if any(p.writing for p in self._partitions.values()):
+            return 0.005
+        return 0.05 if any(p.waiting for p in self._partitions.values()) else 0.5
 
     async def _poll(self, source: Source, timeout: float) -> None:
         try:

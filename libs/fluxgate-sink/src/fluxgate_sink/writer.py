@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -97,9 +98,7 @@ class BatchWriter:
                 continue
             self._on_store_up(True)
             outage = 0
-            failed = {f.index for f in failures}
-            for item in (item for index, item in enumerate(pending) if index not in failed):
-                metrics.WRITTEN.labels(item.statement.target).inc()
+            _count_written(pending, {f.index for f in failures})
             overloaded = [pending[f.index] for f in failures if f.error.retriable]
             refused = [(pending[f.index], f.error) for f in failures if not f.error.retriable]
             again = await self._policy([Refused(i.source, i.statement.target, e) for i, e in refused], attempt)
@@ -182,6 +181,13 @@ class BatchWriter:
             metrics.RETRIED.labels(item.statement.target).inc()
         if await sleep_unless(self._stop, seconds):
             raise Abandoned(f"stopping with {len(pending)} records still to write")
+
+
+def _count_written(items: Sequence[SinkItem], failed: set[int]) -> None:
+    """One increment per target, not per item: ``labels()`` costs a lock and a lookup each time."""
+    written = Counter(item.statement.target for index, item in enumerate(items) if index not in failed)
+    for target, count in written.items():
+        metrics.WRITTEN.labels(target).inc(count)
 
 
 def _original_headers(record: ConsumedRecord) -> list[tuple[str, bytes]]:
