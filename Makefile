@@ -68,6 +68,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	FLUXGATE_STACK_JVM_QUICK_START=false $(STACK) up  # full JIT: quick-start JVMs would skew the numbers
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
+	$(PY) bench/elasticsearch.py
 
 .PHONY: clean
 clean: down ## Stop the stack and remove downloads, data and the venv
