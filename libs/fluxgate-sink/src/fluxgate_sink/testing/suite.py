@@ -110,6 +110,9 @@ class Run:
             consumer.close()
         return None if found.offset < 0 else int(found.offset)
 
+    def committed_total(self, partitions: int = 3) -> int:
+        return sum(self.committed(p) or 0 for p in range(partitions))
+
     def close(self) -> None:
         for process in self.processes:
             process.kill()
@@ -234,6 +237,24 @@ class SinkSuite:
         assert run.store.count(run.target) == 3000
         assert set(run.store.documents(run.target)) == expected_ids(values)
         assert second.terminate() == 0
+
+    def test_a_second_persister_joining_mid_stream_loses_nothing(self, run: Run) -> None:
+        values = aggregates(3000)
+        first = run.persister(batch_size="50").start()
+        producing = threading.Thread(target=_trickle, args=(run, values, 50), daemon=True)
+        producing.start()
+        run.wait_for(first, 100)
+        second = run.persister(batch_size="50").start()  # the group rebalances while records flow
+        producing.join(120)
+        assert not producing.is_alive()
+        run.wait_for(second, 3000)
+        # Commits trail the writes (a new owner re-reads from the last commit): wait for them.
+        second.wait_until(lambda: run.committed_total() == 3000, "every offset committed")
+        assert second.metric("fluxgate_sink_records_written_total") > 0, "the second member took no share"
+        assert first.terminate() == 0 and second.terminate() == 0
+        assert run.committed_total() == 3000  # and none past the end
+        assert run.store.count(run.target) == 3000
+        assert set(run.store.documents(run.target)) == expected_ids(values)
 
     def test_a_replay_rebuilds_a_fresh_store_identical(self, run: Run) -> None:
         values = aggregates(400)
