@@ -100,6 +100,8 @@ class RecordConsumer:
         by_partition: dict[Partition, list[int]] = {}
         for item in records:
             by_partition.setdefault((item.topic, item.partition), []).append(item.offset)
+        if not by_partition:
+            return
         self._check_held(by_partition)
         ends = {part: self._checked_end(part, sorted(offsets)) for part, offsets in by_partition.items()}
         self.commit_offsets(ends)
