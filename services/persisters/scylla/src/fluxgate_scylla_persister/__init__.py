@@ -1,0 +1,1 @@
+"""Scylla / Cassandra persister: TemperatureAggregates into one partition per device, metric and day."""

@@ -1,0 +1,3 @@
+from fluxgate_scylla_persister.app import main
+
+main()

@@ -1,0 +1,90 @@
+"""Everything the persister reads from its environment (prefix ``FLUXGATE_SCYLLA_``).
+
+Nested groups with ``__``: ``FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS='["10.0.0.1","10.0.0.2"]'``,
+``FLUXGATE_SCYLLA_SINK__KCQL=...``, ``FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY=QUORUM``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.settings import Group, HttpSettings, KafkaSettings, LogSettings, RegistrySettings, service_config
+from fluxgate_sink.settings import SinkSettings
+
+SERVICE = "scylla-persister"
+HEALTH_PORT = 9105
+# The target is ``keyspace.table``; the table's primary key is ((device_id, metric, day), window_start).
+DEFAULT_KCQL = "UPSERT INTO fluxgate.temperature_aggregates SELECT * FROM temperatures.aggregated AUTOCREATE"
+
+Consistency = Literal["ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE"]
+
+
+class ScyllaSinkSettings(SinkSettings):
+    """The shared sink options, with this persister's default statement."""
+
+    kcql: str = Field(
+        DEFAULT_KCQL,
+        min_length=1,
+        description="KCQL statements (';'-separated): which topic goes to which keyspace.table, TTL, AUTOCREATE",
+    )
+
+
+class ConnectionSettings(Group):
+    """How to reach Scylla or Cassandra, and how the persister writes and creates tables there."""
+
+    contact_points: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1"], min_length=1, description="JSON list of node addresses"
+    )
+    port: int = Field(9042, ge=1, le=65535, description="native protocol (CQL) port")
+    local_datacenter: str | None = Field(
+        None, description="the datacenter to write to; default: the one of the first contact point"
+    )
+    keyspace: str = Field(
+        "fluxgate", pattern=r"^[A-Za-z0-9_]{1,48}$", description="keyspace of a KCQL target without one"
+    )
+    username: str | None = Field(None, description="PasswordAuthenticator user; needs password")
+    password: SecretStr | None = Field(None, description="PasswordAuthenticator password")
+    tls: bool = Field(False, description="connect with TLS (implied by tls_ca_file)")
+    tls_ca_file: str | None = Field(None, description="CA bundle to verify the nodes (default: system CAs)")
+    tls_check_hostname: bool = Field(True, description="false: verify the chain but not the node's name")
+    consistency: Consistency = Field("LOCAL_QUORUM", description="consistency level of every write")
+    request_timeout_s: float = Field(10.0, gt=0, description="seconds before one statement counts as failed")
+    connect_timeout_s: float = Field(10.0, gt=0, description="seconds to open a connection")
+    max_in_flight: int = Field(256, ge=1, le=32_768, description="statements in flight at once, over all batches")
+    reconnect_max_delay_s: float = Field(5.0, gt=0, description="cap of the wait between reconnection attempts")
+    replication_strategy: Literal["SimpleStrategy", "NetworkTopologyStrategy"] = Field(
+        "NetworkTopologyStrategy", description="AUTOCREATE: replication class of a new keyspace"
+    )
+    replication_factor: int = Field(1, ge=1, le=16, description="AUTOCREATE: replicas per datacenter")
+
+    @model_validator(mode="after")
+    def _credentials_go_together(self) -> ConnectionSettings:
+        if bool(self.username) != bool(self.password):
+            raise ValueError("username and password go together")
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls or self.tls_ca_file is not None
+
+
+class ScyllaHttpSettings(HttpSettings):
+    """Health and metrics; its own class so that setting only the host keeps port 9105."""
+
+    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
+
+
+class ScyllaSettings(BaseSettings):
+    """The persister's settings; nested groups with ``__`` (``FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS``)."""
+
+    model_config = service_config("FLUXGATE_SCYLLA_")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
+    http: ScyllaHttpSettings = Field(default_factory=ScyllaHttpSettings)  # type: ignore[arg-type]
+    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
+    sink: ScyllaSinkSettings = Field(default_factory=ScyllaSinkSettings)  # type: ignore[arg-type]
+    scylla: ConnectionSettings = Field(default_factory=ConnectionSettings)  # type: ignore[arg-type]

@@ -1,0 +1,146 @@
+"""From a KCQL statement to a table: its layout, the CQL that creates it, and its rows.
+
+The table AUTOCREATE makes answers "the aggregates of one device over a time range":
+
+    CREATE TABLE fluxgate.temperature_aggregates (
+        device_id text, metric text, day date, window_start timestamp, ...,
+        PRIMARY KEY ((device_id, metric, day), window_start)
+    ) WITH CLUSTERING ORDER BY (window_start DESC)
+
+The partition key is the statement's PK without its event-time field, plus ``day``, the
+UTC date of the event time (a device's partition grows by one day and no more); the
+event-time field clusters the rows, newest first. Every write is an ``INSERT`` by that
+primary key: an upsert, so writing a record again changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra.metadata import protect_name
+from cassandra.query import UNSET_VALUE
+
+from fluxgate_scylla_persister.consumed import CQL_TYPES
+from fluxgate_sink.errors import KcqlError, SinkError
+from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, FieldPath, Statement
+from fluxgate_sink.sink import SinkItem
+
+DAY = "day"
+DEFAULT_EVENT_TIME = "window_start"
+
+
+@dataclass(frozen=True)
+class TableName:
+    keyspace: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{protect_name(self.keyspace)}.{protect_name(self.table)}"
+
+
+def table_name(target: str, default_keyspace: str) -> TableName:
+    """``keyspace.table``, or ``table`` in the default keyspace."""
+    keyspace, _, table = target.rpartition(".")
+    if "." in keyspace or not table:
+        raise KcqlError(f"target {target!r}: expected keyspace.table or table")
+    return TableName(keyspace or default_keyspace, table)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Columns (name -> CQL type, in order), partition key and clustering columns."""
+
+    name: TableName
+    columns: Mapping[str, str]
+    partition_key: tuple[str, ...]
+    clustering: tuple[str, ...]
+
+    def create_cql(self) -> str:
+        columns = ", ".join(f"{protect_name(c)} {t}" for c, t in self.columns.items())
+        partition = ", ".join(protect_name(c) for c in self.partition_key)
+        clustering = "".join(f", {protect_name(c)}" for c in self.clustering)
+        order = ", ".join(f"{protect_name(c)} DESC" for c in self.clustering)
+        cql = f"CREATE TABLE IF NOT EXISTS {self.name} ({columns}, PRIMARY KEY (({partition}){clustering}))"
+        return cql + (f" WITH CLUSTERING ORDER BY ({order})" if order else "")
+
+    def insert_cql(self, ttl: int | None) -> str:
+        names = ", ".join(protect_name(c) for c in self.columns)
+        markers = ", ".join("?" for _ in self.columns)
+        using = f" USING TTL {ttl}" if ttl else ""
+        return f"INSERT INTO {self.name} ({names}) VALUES ({markers}){using}"  # noqa: S608 - names are quoted
+
+
+def autocreate_layout(statement: Statement, name: TableName) -> Layout:
+    """The table AUTOCREATE makes for ``statement``: TemperatureAggregate's columns as projected."""
+    columns = {**projected_columns(statement), DAY: "date"}
+    event = column_of(statement, tuple(statement.properties.get(EVENT_TIME_PROPERTY, DEFAULT_EVENT_TIME).split(".")))
+    keys = [column_of(statement, path) for path in (statement.pk or (*DEFAULT_PK, (DEFAULT_EVENT_TIME,)))]
+    if event not in keys:
+        raise KcqlError(f"{statement.text}: AUTOCREATE clusters by the event time, so PK must include {event}")
+    missing = [column for column in keys if column not in columns]
+    if missing:
+        raise KcqlError(f"{statement.text}: PK column(s) {', '.join(missing)} are not selected")
+    partition = (*(k for k in keys if k != event), DAY)
+    return Layout(name, columns, partition, (event,))
+
+
+def projected_columns(statement: Statement) -> dict[str, str]:
+    """The columns SELECT/AS/IGNORE make of a TemperatureAggregate, with their CQL types."""
+    ignored = {path[0] for path in statement.ignore if len(path) == 1}
+    columns: dict[str, str] = {}
+    for ref in statement.fields:
+        if ref.wildcard and not ref.path:
+            columns.update({n: t for n, t in CQL_TYPES.items() if n not in ignored})
+        elif not ref.wildcard and len(ref.path) == 1 and ref.path[0] in CQL_TYPES:
+            columns[ref.alias or ref.path[0]] = CQL_TYPES[ref.path[0]]
+        else:
+            shown = ".".join(ref.path) + (".*" if ref.wildcard else "")
+            raise KcqlError(f"{statement.text}: AUTOCREATE knows TemperatureAggregate's fields, not {shown}")
+    if DAY in columns:
+        raise KcqlError(f"{statement.text}: '{DAY}' is the partition column AUTOCREATE adds; rename that field")
+    return columns
+
+
+def column_of(statement: Statement, path: FieldPath) -> str:
+    """The column a record field lands in: its alias if the SELECT gives one."""
+    for ref in statement.fields:
+        if not ref.wildcard and ref.path == path:
+            return ref.alias or path[-1]
+    return path[-1]
+
+
+class RowBinder:
+    """Turns an item into the values of the table's prepared INSERT, in column order.
+
+    A column the document lacks is left as it is (``UNSET``, not a tombstone); under
+    ``UPSERT`` so is a null field, which merges a record into the row instead of clearing
+    columns. ``day`` is the UTC date of the item's event time. A field that is no column
+    fails that item, naming the field."""
+
+    def __init__(self, name: TableName, columns: Sequence[str], statement: Statement) -> None:
+        self.name = name
+        self.columns = tuple(columns)
+        self._known = frozenset(columns)
+        self._day = DAY in self._known
+        self._upsert = statement.mode == "UPSERT"
+
+    def values(self, item: SinkItem) -> list[Any]:
+        document = item.document
+        if not self._known.issuperset(document):
+            unknown = ", ".join(sorted(set(document) - self._known))
+            raise SinkError(f"{unknown}: not a column of {self.name}; add the column or IGNORE the field in KCQL")
+        if self._day:
+            document = {**document, DAY: item.event_time.date()}
+        if self._upsert:
+            return [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
+        return [document.get(c, UNSET_VALUE) for c in self.columns]
+
+    def check_selected(self, statement: Statement) -> None:
+        """Fail at start when an explicit SELECT names a field the table has no column for."""
+        if any(ref.wildcard for ref in statement.fields):
+            return  # known per record only: checked in values()
+        missing = [c for ref in statement.fields if (c := ref.alias or ref.path[-1]) not in self._known]
+        if missing:
+            raise KcqlError(f"{statement.text}: {self.name} has no column {', '.join(missing)}")
