@@ -1,0 +1,1 @@
+"""Hazelcast persister: TemperatureAggregates into ringbuffers, queues, maps and reliable topics."""

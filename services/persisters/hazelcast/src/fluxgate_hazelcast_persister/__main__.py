@@ -1,0 +1,3 @@
+from fluxgate_hazelcast_persister.app import main
+
+main()

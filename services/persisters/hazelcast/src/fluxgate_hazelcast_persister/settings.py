@@ -1,0 +1,121 @@
+"""Settings of the Hazelcast persister: ``FLUXGATE_HZ_*``, nested groups with ``__``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.settings import Group, HttpSettings, KafkaSettings, LogSettings, RegistrySettings, service_config
+from fluxgate_hazelcast_persister.structures import check_statements
+from fluxgate_sink.errors import KcqlError
+from fluxgate_sink.kcql import parse
+from fluxgate_sink.settings import SinkSettings
+
+SERVICE = "hazelcast-persister"
+HEALTH_PORT = 9106
+DEFAULT_KCQL = (
+    "INSERT INTO temperature_aggregates SELECT * FROM temperatures.aggregated STOREAS RING_BUFFER WITHFORMAT JSON"
+)
+
+
+class HzSinkSettings(SinkSettings):
+    """The shared sink options, with this persister's default statement."""
+
+    kcql: str = Field(
+        DEFAULT_KCQL,
+        min_length=1,
+        description="KCQL statements (';'-separated): which topic goes to which ringbuffer, queue, map or topic",
+    )
+
+    @field_validator("kcql")
+    @classmethod
+    def _fits_hazelcast(cls, text: str) -> str:
+        try:
+            check_statements(parse(text))
+        except KcqlError as exc:  # pydantic names the field (FLUXGATE_HZ_SINK__KCQL) around this message
+            raise ValueError(str(exc)) from exc
+        return text
+
+
+class ConnectionSettings(Group):
+    """How to reach the Hazelcast cluster: members, cluster name, credentials, TLS, timeouts."""
+
+    members: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:5701"], min_length=1, description="JSON list of member host:port"
+    )
+    cluster_name: str = Field("dev", min_length=1, description="the cluster's name (Hazelcast's default: dev)")
+    username: str | None = Field(None, description="credentials (Enterprise security); needs password")
+    password: SecretStr | None = Field(None, description="password of username")
+    ssl_enabled: bool = Field(False, description="TLS to the members (Enterprise)")
+    ssl_cafile: str | None = Field(None, description="CA bundle to verify the members (default: system CAs)")
+    ssl_certfile: str | None = Field(None, description="client certificate, for mutual TLS")
+    ssl_keyfile: str | None = Field(None, description="the client certificate's private key")
+    ssl_password: SecretStr | None = Field(None, description="password of ssl_keyfile")
+    connect_timeout_s: float = Field(
+        30.0, gt=0, description="how long the first connection (and a reconnection) may take before giving up"
+    )
+    invocation_timeout_s: float = Field(
+        10.0, gt=0, description="seconds before an operation counts as failed (the store is then unavailable)"
+    )
+    queue_offer_timeout_ms: int = Field(
+        1000, ge=0, description="QUEUE: how long one offer waits for room in a full queue before backing off"
+    )
+    offsets_map_prefix: str = Field(
+        "fluxgate.offsets.", min_length=1, description="IMap <prefix><group> records the last offset written"
+    )
+
+    @model_validator(mode="after")
+    def _credentials_pair(self) -> ConnectionSettings:
+        if bool(self.username) != bool(self.password):
+            raise ValueError("username and password go together")
+        if self.queue_offer_timeout_ms / 1000 >= self.invocation_timeout_s:
+            raise ValueError("queue_offer_timeout_ms must be shorter than invocation_timeout_s")
+        return self
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``hazelcast.asyncio.HazelcastClient``."""
+        options: dict[str, Any] = {
+            "cluster_members": self.members,
+            "cluster_name": self.cluster_name,
+            "cluster_connect_timeout": self.connect_timeout_s,
+            "invocation_timeout": self.invocation_timeout_s,
+            # A write lost with its connection is not sent again by the client: the runner
+            # decides, knowing what the offset record says was written.
+            "redo_operation": False,
+        }
+        if self.username and self.password:
+            options["creds_username"] = self.username
+            options["creds_password"] = self.password.get_secret_value()
+        if self.ssl_enabled:
+            options["ssl_enabled"] = True
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if value := getattr(self, name):
+                    options[name] = value
+            if self.ssl_password is not None:
+                options["ssl_password"] = self.ssl_password.get_secret_value()
+        return options
+
+
+class HzHttpSettings(HttpSettings):
+    """Health and metrics; its own class so that setting only the host keeps port 9106."""
+
+    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
+
+
+class HazelcastSettings(BaseSettings):
+    """The persister's settings; nested groups with ``__`` (``FLUXGATE_HZ_HAZELCAST__MEMBERS``)."""
+
+    model_config = service_config("FLUXGATE_HZ_")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
+    http: HzHttpSettings = Field(default_factory=HzHttpSettings)  # type: ignore[arg-type]
+    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
+    sink: HzSinkSettings = Field(default_factory=HzSinkSettings)  # type: ignore[arg-type]
+    hazelcast: ConnectionSettings = Field(default_factory=ConnectionSettings)  # type: ignore[arg-type]
+
+    def group_id(self) -> str:
+        """The consumer group, which also names the offset-record map."""
+        return self.sink.group_id or f"fluxgate-{SERVICE}"

@@ -1,0 +1,317 @@
+"""``HazelcastSink``: batched, non-blocking writes into ringbuffers, queues, maps and reliable topics.
+
+* ``RING_BUFFER``: ``add_all``, at most 1000 items a call (the protocol's limit).
+* ``QUEUE``: ``add_all`` per 1000 items; when the queue has no room for the whole chunk,
+  ``offer`` one item at a time, each waiting ``queue_offer_timeout_ms``. An offer that
+  times out is backpressure: the rest of the batch is reported as retriable failures and
+  the runner writes it again after a backoff, pausing the partition meanwhile. Nothing is
+  dropped.
+* ``IMAP``: ``put_all`` keyed by the statement's PK values (``Sensor4|temperature|1486997160000``);
+  with ``TTL`` (seconds), ``set`` with that TTL per entry, concurrently.
+* ``RELIABLE_TOPIC``: ``publish_all``, 1000 a call.
+
+Only the map is idempotent; for the others see ``offsets.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from hazelcast import errors as hz
+from hazelcast.asyncio import HazelcastClient
+from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVERWRITE
+
+from fluxgate_hazelcast_persister.offsets import already_written, record_key, written_through
+from fluxgate_hazelcast_persister.settings import ConnectionSettings
+from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
+from fluxgate_hazelcast_persister.values import Value, value_of
+from fluxgate_sink.errors import SinkError, StoreUnavailable
+from fluxgate_sink.kcql import Statement
+from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
+
+log = structlog.get_logger(__name__)
+MAX_BATCH = 1000  # items per add_all/publish_all: the client refuses more
+OVERFLOW_PROPERTY = "ringbuffer.overflow"  # PROPERTIES('ringbuffer.overflow'='FAIL'): back off instead of overwriting
+ClientFactory = Callable[[ConnectionSettings], Awaitable[Any]]
+# The cluster or the connection is away: the same write may succeed later as it is.
+UNAVAILABLE = (
+    hz.TargetDisconnectedError,
+    hz.HazelcastClientNotActiveError,
+    hz.ClientOfflineError,
+    hz.OperationTimeoutError,
+    hz.HazelcastTimeoutError,
+    hz.HazelcastInstanceNotActiveError,
+    hz.TargetNotMemberError,
+    hz.MemberLeftError,
+    hz.RetryableHazelcastError,
+    hz.RetryableIOError,
+    hz.HazelcastIOError,
+    hz.HazelcastOverloadError,
+    hz.NoDataMemberInClusterError,
+    hz.PartitionMigratingError,
+    hz.WrongTargetError,
+    hz.IndeterminateOperationStateError,
+    hz.SplitBrainProtectionError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+class Backpressure(SinkError):
+    """A bounded queue (or a ringbuffer with the FAIL overflow policy) has no room now."""
+
+    retriable = True
+
+
+@dataclass(slots=True)
+class _Group:
+    """The items of one batch bound for one structure, in batch order."""
+
+    structure: Structure
+    target: str
+    statement: Statement
+    indices: list[int] = field(default_factory=list)
+    written: int = 0  # how many of them (a prefix) are in the store
+    error: SinkError | None = None
+
+
+async def connect(settings: ConnectionSettings) -> HazelcastClient:
+    return await HazelcastClient.create_and_start(**settings.client_options())
+
+
+class HazelcastSink(Sink):
+    """Writes :class:`SinkItem` batches with the asyncio ``hazelcast-python-client``."""
+
+    name = "hazelcast"
+
+    def __init__(self, settings: ConnectionSettings, group: str, client_factory: ClientFactory = connect) -> None:
+        self._settings = settings
+        self._offsets_map = settings.offsets_map_prefix + group
+        self._factory = client_factory
+        self._client: Any = None
+        self._proxies: dict[tuple[Structure, str], Any] = {}
+        self._closed = False
+
+    async def setup(self, statements: Sequence[Statement]) -> None:
+        """Check the statements, connect, and say where each one writes; fail fast."""
+        check_statements(statements)
+        await self._connect()
+        for statement in statements:
+            log.info(
+                "hazelcast.target",
+                target=statement.target,
+                structure=structure_of(statement).value,
+                format=statement.format or "JSON",
+                topic=statement.topic,
+            )
+
+    async def _connect(self) -> None:
+        members = ", ".join(self._settings.members)
+        try:
+            self._client = await self._factory(self._settings)
+        except (hz.HazelcastError, OSError) as exc:
+            if isinstance(exc, hz.AuthenticationError | hz.ClientNotAllowedInClusterError):
+                raise SinkError(f"Hazelcast at {members} refused the client: {_describe(exc)}") from exc
+            raise StoreUnavailable(f"Hazelcast at {members} does not answer: {_describe(exc)}") from exc
+        self._proxies.clear()
+        log.info("hazelcast.connected", members=members, cluster=self._settings.cluster_name)
+
+    async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
+        groups = _groups(items)
+        appended = [g for g in groups if not g.structure.idempotent]
+        recorded = await self._read_offsets(items, appended) if appended else {}
+        for group in appended:
+            group.indices = [
+                i
+                for i in group.indices
+                if not already_written(items[i].source.offset, record_key(group.structure, items[i]), recorded)
+            ]
+        await asyncio.gather(*(self._write_group(group, items) for group in groups if group.indices))
+        failed = [g for g in groups if g.error is not None]
+        nothing_written = not any(g.written for g in groups if g.error is None or g.written)
+        if failed and nothing_written and all(isinstance(g.error, StoreUnavailable) for g in failed):
+            # Nothing of the batch went in: the runner's outage path (pause, ping, write again).
+            raise failed[0].error or StoreUnavailable("Hazelcast unavailable")
+        await self._record_offsets(items, appended)
+        return [
+            ItemFailure(index, group.error)
+            for group in failed
+            if group.error is not None
+            for index in group.indices[group.written :]
+        ]
+
+    async def _write_group(self, group: _Group, items: Sequence[SinkItem]) -> None:
+        chosen = [items[i] for i in group.indices]
+        try:
+            proxy = await self._proxy(group.structure, group.target)
+            await self._write(group, proxy, chosen)
+        except Exception as exc:
+            group.error = _as_sink_error(exc, group)
+            log.warning(
+                "hazelcast.write_failed",
+                target=group.target,
+                structure=group.structure.value,
+                written=group.written,
+                of=len(chosen),
+                error=str(group.error),
+            )
+
+    async def _write(self, group: _Group, proxy: Any, items: list[SinkItem]) -> None:
+        values = [value_of(item) for item in items]
+        if group.structure is Structure.IMAP:
+            await self._put(proxy, group.statement, [item.id for item in items], values)
+            group.written = len(items)
+            return
+        for start in range(0, len(values), MAX_BATCH):
+            chunk = values[start : start + MAX_BATCH]
+            if group.structure is Structure.RING_BUFFER:
+                await _add_to_ringbuffer(proxy, chunk, group.statement)
+            elif group.structure is Structure.QUEUE:
+                await self._add_to_queue(proxy, chunk, group)
+            else:
+                await proxy.publish_all(chunk)
+            group.written = start + len(chunk)
+
+    async def _put(self, proxy: Any, statement: Statement, keys: list[str], values: list[Value]) -> None:
+        if statement.ttl is None:
+            entries = list(zip(keys, values, strict=True))
+            for start in range(0, len(entries), MAX_BATCH):
+                await proxy.put_all(dict(entries[start : start + MAX_BATCH]))
+            return
+        ttl = float(statement.ttl)
+        await asyncio.gather(*(proxy.set(key, value, ttl) for key, value in zip(keys, values, strict=True)))
+
+    async def _add_to_queue(self, proxy: Any, chunk: list[Value], group: _Group) -> None:
+        try:
+            await proxy.add_all(chunk)
+            return
+        except hz.IllegalStateError:  # "Queue full": no room for the whole chunk, item by item then
+            pass
+        timeout = self._settings.queue_offer_timeout_ms / 1000
+        done = group.written
+        for value in chunk:
+            if not await proxy.offer(value, timeout):
+                raise Backpressure(f"queue {group.target} full: no room within {timeout:g}s")
+            done += 1
+            group.written = done
+
+    async def _proxy(self, structure: Structure, name: str) -> Any:
+        proxy = self._proxies.get((structure, name))
+        if proxy is None:
+            client = self._require_client()
+            getter = {
+                Structure.RING_BUFFER: client.get_ringbuffer,
+                Structure.QUEUE: client.get_queue,
+                Structure.IMAP: client.get_map,
+                Structure.RELIABLE_TOPIC: client.get_reliable_topic,
+            }[structure]
+            proxy = self._proxies[(structure, name)] = await getter(name)
+        return proxy
+
+    async def _read_offsets(self, items: Sequence[SinkItem], groups: list[_Group]) -> dict[str, int]:
+        keys = {record_key(g.structure, items[i]) for g in groups for i in g.indices}
+        try:
+            offsets = await self._offsets()
+            found = await offsets.get_all(list(keys))
+        except Exception as exc:
+            raise _as_unavailable(exc, "reading the offset record") from exc
+        return {str(k): int(v) for k, v in found.items()}
+
+    async def _record_offsets(self, items: Sequence[SinkItem], groups: list[_Group]) -> None:
+        """Best effort: a record that fails to be written costs at most a repeated batch, while
+        raising would repeat it for sure (the runner writes the whole batch again)."""
+        through: dict[str, int] = {}
+        for group in groups:
+            keys = [record_key(group.structure, items[i]) for i in group.indices]
+            offsets = [items[i].source.offset for i in group.indices]
+            for key, offset in written_through(keys, offsets, group.written).items():
+                through[key] = max(offset, through.get(key, -1))
+        if not through:
+            return
+        try:
+            await (await self._offsets()).put_all(through)
+        except Exception as exc:
+            log.warning("hazelcast.offset_record_failed", map=self._offsets_map, error=_describe(exc))
+
+    async def _offsets(self) -> Any:
+        return await self._proxy(Structure.IMAP, self._offsets_map)
+
+    def _require_client(self) -> Any:
+        if self._client is None:
+            raise StoreUnavailable("not connected to Hazelcast")
+        return self._client
+
+    async def ping(self) -> bool:
+        """The cluster answers a map size; a client that gave up reconnecting is replaced."""
+        if self._closed:
+            return False
+        if self._client is None or not self._client.lifecycle_service.is_running():
+            try:
+                await self._connect()
+            except SinkError:
+                return False
+        try:
+            await (await self._offsets()).size()
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            await self._client.shutdown()
+
+
+def _groups(items: Sequence[SinkItem]) -> list[_Group]:
+    """Items by structure and target, each group in batch order."""
+    groups: dict[tuple[Structure, str], _Group] = {}
+    for index, item in enumerate(items):
+        structure = structure_of(item.statement)
+        group = groups.get((structure, item.target))
+        if group is None:
+            group = groups[(structure, item.target)] = _Group(structure, item.target, item.statement)
+        group.indices.append(index)
+    return list(groups.values())
+
+
+async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], statement: Statement) -> None:
+    fail = statement.properties.get(OVERFLOW_PROPERTY, "OVERWRITE").upper() == "FAIL"
+    sequence = await proxy.add_all(chunk, OVERFLOW_POLICY_FAIL if fail else OVERFLOW_POLICY_OVERWRITE)
+    if sequence == -1:
+        raise Backpressure(f"ringbuffer {statement.target} full (overflow policy FAIL, items within their TTL)")
+
+
+def _as_sink_error(exc: Exception, group: _Group) -> SinkError:
+    if isinstance(exc, SinkError):
+        return exc
+    if isinstance(exc, hz.HazelcastSerializationError | hz.MaxMessageSizeExceededError):
+        error = SinkError(f"{group.structure.value} {group.target} refused the value: {_describe(exc)}")
+        error.__cause__ = exc
+        return error
+    if isinstance(exc, hz.TopicOverloadError):
+        return _chained(Backpressure(f"reliable topic {group.target} overloaded: {_describe(exc)}"), exc)
+    return _as_unavailable(exc, f"writing {group.structure.value} {group.target}")
+
+
+def _as_unavailable(exc: Exception, doing: str) -> SinkError:
+    if isinstance(exc, SinkError):
+        return exc
+    if isinstance(exc, UNAVAILABLE):
+        return _chained(StoreUnavailable(f"Hazelcast unavailable {doing}: {_describe(exc)}"), exc)
+    # Security, a wrong configuration on the member...: writing again changes nothing.
+    return _chained(SinkError(f"Hazelcast failed {doing}: {_describe(exc)}"), exc)
+
+
+def _chained(error: SinkError, cause: Exception) -> SinkError:
+    error.__cause__ = cause
+    return error
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
