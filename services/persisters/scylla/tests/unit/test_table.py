@@ -1,0 +1,134 @@
+"""The table AUTOCREATE makes, and the values an item binds to its INSERT."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from cassandra.query import UNSET_VALUE
+
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
+from fluxgate_scylla_persister.consumed import CONSUMED_FIELDS, CQL_TYPES
+from fluxgate_scylla_persister.settings import DEFAULT_KCQL
+from fluxgate_scylla_persister.table import RowBinder, TableName, autocreate_layout, table_name
+from fluxgate_sink.errors import KcqlError, SinkError
+from fluxgate_sink.kcql import Statement, parse
+from fluxgate_sink.sink import SinkItem
+
+START = datetime(2026, 3, 14, 23, 59, tzinfo=UTC)
+
+
+def one(kcql: str) -> Statement:
+    (statement,) = parse(kcql)
+    return statement
+
+
+def aggregate(**changes: Any) -> dict[str, Any]:
+    return {
+        "device_id": "Sensor4",
+        "metric": "temperature",
+        "window_start": START,
+        "window_end": START + timedelta(minutes=1),
+        "count": 3,
+        "min": 20.5,
+        "max": 22.5,
+        "mean": 21.5,
+        "stddev": 0.8,
+        "first_event_time": START,
+        "last_event_time": START,
+        "unit": "Cel",
+        **changes,
+    }
+
+
+def item(statement: Statement, record: dict[str, Any]) -> SinkItem:
+    source = ConsumedRecord("temperatures.aggregated", 0, 0, b"k", b"", {}, 0, record)
+    when = statement.event_time(record)
+    return SinkItem(
+        source, statement, statement.target_for(when), statement.document_id(record), statement.project(record), when
+    )
+
+
+def test_the_default_table_partitions_by_device_metric_and_day_newest_first() -> None:
+    statement = one(DEFAULT_KCQL)
+    layout = autocreate_layout(statement, table_name(statement.target, "other"))
+    assert str(layout.name) == "fluxgate.temperature_aggregates"
+    assert layout.partition_key == ("device_id", "metric", "day")
+    assert layout.clustering == ("window_start",)
+    assert layout.create_cql() == (
+        "CREATE TABLE IF NOT EXISTS fluxgate.temperature_aggregates (device_id text, metric text, "
+        "window_start timestamp, window_end timestamp, count bigint, min double, max double, mean double, "
+        "stddev double, first_event_time timestamp, last_event_time timestamp, unit text, day date, "
+        "PRIMARY KEY ((device_id, metric, day), window_start)) WITH CLUSTERING ORDER BY (window_start DESC)"
+    )
+    assert layout.insert_cql(None).startswith("INSERT INTO fluxgate.temperature_aggregates (device_id, metric, ")
+    assert layout.insert_cql(3600).endswith("USING TTL 3600")
+
+
+def test_every_consumed_field_has_its_type_in_the_aggregate_schema() -> None:
+    schema_types = {field["name"]: field["type"] for field in schema_dict(TEMPERATURE_AGGREGATE)["fields"]}
+    assert {n: schema_types.get(n) for n in CONSUMED_FIELDS} == dict(CONSUMED_FIELDS)
+    assert set(CQL_TYPES) == set(CONSUMED_FIELDS)
+
+
+def test_a_target_without_keyspace_takes_the_default_one() -> None:
+    assert table_name("aggregates", "fluxgate") == TableName("fluxgate", "aggregates")
+    with pytest.raises(KcqlError, match=r"keyspace\.table"):
+        table_name("a.b.c", "fluxgate")
+
+
+def test_selected_renamed_and_ignored_fields_make_the_columns() -> None:
+    statement = one(
+        "UPSERT INTO ks.t SELECT device_id, metric, window_start AS ws, mean AS avg FROM x"
+        " PK device_id, window_start AUTOCREATE PROPERTIES('event.time.field'='window_start')"
+    )
+    layout = autocreate_layout(statement, table_name(statement.target, "fluxgate"))
+    assert dict(layout.columns) == {
+        "device_id": "text",
+        "metric": "text",
+        "ws": "timestamp",
+        "avg": "double",
+        "day": "date",
+    }
+    assert (layout.partition_key, layout.clustering) == (("device_id", "day"), ("ws",))
+    ignored = one("UPSERT INTO t SELECT * FROM x IGNORE stddev AUTOCREATE")
+    assert "stddev" not in autocreate_layout(ignored, TableName("k", "t")).columns
+
+
+def test_a_pk_without_the_event_time_cannot_make_the_table() -> None:
+    statement = one("UPSERT INTO t SELECT * FROM x PK device_id AUTOCREATE")
+    with pytest.raises(KcqlError, match="PK must include window_start"):
+        autocreate_layout(statement, TableName("k", "t"))
+
+
+def test_values_in_column_order_with_the_utc_day() -> None:
+    statement = one("INSERT INTO t SELECT * FROM x AUTOCREATE")
+    layout = autocreate_layout(statement, TableName("k", "t"))
+    binder = RowBinder(layout.name, list(layout.columns), statement)
+    values = dict(zip(layout.columns, binder.values(item(statement, aggregate(unit=None))), strict=True))
+    assert values["day"] == date(2026, 3, 14)
+    assert values["window_start"] == START and values["count"] == 3
+    assert values["unit"] is None  # INSERT replaces the row: a null clears the column
+
+
+def test_upsert_leaves_null_and_absent_fields_unset() -> None:
+    statement = one("UPSERT INTO t SELECT device_id, metric, window_start, unit FROM x")
+    binder = RowBinder(TableName("k", "t"), ["device_id", "metric", "day", "window_start", "mean", "unit"], statement)
+    values = binder.values(item(statement, aggregate(unit=None)))
+    assert values == ["Sensor4", "temperature", date(2026, 3, 14), START, UNSET_VALUE, UNSET_VALUE]
+
+
+def test_a_field_that_is_no_column_fails_the_item_naming_it() -> None:
+    statement = one("UPSERT INTO t SELECT * FROM x")
+    binder = RowBinder(TableName("k", "t"), ["device_id", "metric", "window_start"], statement)
+    with pytest.raises(SinkError, match=r"count, first_event_time, .* not a column of k.t") as caught:
+        binder.values(item(statement, aggregate()))
+    assert not caught.value.retriable
+
+
+def test_an_explicit_select_of_a_missing_column_fails_at_start() -> None:
+    statement = one("UPSERT INTO t SELECT device_id, mean AS avg FROM x")
+    with pytest.raises(KcqlError, match=r"k\.t has no column avg"):
+        RowBinder(TableName("k", "t"), ["device_id", "mean"], statement).check_selected(statement)
