@@ -1,0 +1,48 @@
+"""Items as the runner's router makes them, for this package's tests (no Kafka; never imported at run time)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_sink.kcql import Statement, parse
+from fluxgate_sink.sink import SinkItem
+
+START = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def statement(target: str, store_as: str = "RING_BUFFER", extra: str = "") -> Statement:
+    (parsed,) = parse(f"INSERT INTO {target} SELECT * FROM temperatures.aggregated STOREAS {store_as} {extra}")
+    return parsed
+
+
+def aggregate(device: int, minute: int, **changes: Any) -> dict[str, Any]:
+    start = START + timedelta(minutes=minute)
+    return {
+        "device_id": f"d{device}",
+        "metric": "temperature",
+        "window_start": start,
+        "window_end": start + timedelta(minutes=1),
+        "count": 3,
+        "min": 20.5,
+        "max": 22.5,
+        "mean": 21.5,
+        "stddev": 0.8,
+        "first_event_time": start,
+        "last_event_time": start,
+        "unit": "Cel",
+        **changes,
+    }
+
+
+def item(stmt: Statement, record: dict[str, Any], offset: int, partition: int = 0, value: bytes = b"") -> SinkItem:
+    source = ConsumedRecord("temperatures.aggregated", partition, offset, b"k", value, (), 0, record)
+    event_time = stmt.event_time(record)
+    return SinkItem(
+        source, stmt, stmt.target_for(event_time), stmt.document_id(record), stmt.project(record), event_time
+    )
+
+
+def items(stmt: Statement, count: int, first_offset: int = 0) -> list[SinkItem]:
+    return [item(stmt, aggregate(n % 10, n), first_offset + n) for n in range(count)]

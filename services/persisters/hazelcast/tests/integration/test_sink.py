@@ -1,0 +1,127 @@
+"""``HazelcastSink`` against a real member: order, keys, backpressure, the offset record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from hazelcast.asyncio import HazelcastClient
+
+from fluxgate_hazelcast_persister.settings import ConnectionSettings
+from fluxgate_hazelcast_persister.sink import HazelcastSink
+from fluxgate_hazelcast_persister.testing import aggregate, item, items, statement
+
+pytestmark = pytest.mark.integration
+GROUP = "sink-tests"
+
+
+@pytest.fixture
+async def sink(hz_member: Any) -> AsyncIterator[HazelcastSink]:
+    settings = ConnectionSettings(  # type: ignore[call-arg]
+        members=[hz_member.address], cluster_name=hz_member.cluster_name, queue_offer_timeout_ms=200
+    )
+    hz_sink = HazelcastSink(settings, GROUP)
+    yield hz_sink
+    await hz_sink.close()
+
+
+async def test_a_ringbuffer_reads_back_in_order_and_a_repeated_batch_is_skipped(
+    sink: HazelcastSink, hz: HazelcastClient, name: str
+) -> None:
+    stmt = statement(name)
+    await sink.setup([stmt])
+    batch = items(stmt, 1500)
+    assert await sink.write_batch(batch) == []
+    assert await sink.write_batch(batch[1000:]) == []  # the runner repeating the tail after a crash
+    ringbuffer = await hz.get_ringbuffer(name)
+    assert await ringbuffer.size() == 1500
+    read = list(await ringbuffer.read_many(0, 500, 500))
+    first = json.loads(read[0].to_string())
+    assert first["device_id"] == "d0" and first["window_start"] == "2026-11-23T12:00:00+00:00"
+    assert [json.loads(v.to_string())["window_start"] for v in read] == [
+        i.document["window_start"].isoformat() for i in batch[:500]
+    ]
+
+
+async def test_a_queue_reads_back_in_order(sink: HazelcastSink, hz: HazelcastClient, name: str) -> None:
+    stmt = statement(name, "QUEUE")
+    await sink.setup([stmt])
+    batch = items(stmt, 120)
+    assert await sink.write_batch(batch) == []
+    queue = await hz.get_queue(name)
+    drained: list[Any] = []
+    await queue.drain_to(drained)
+    assert [json.loads(v.to_string())["device_id"] for v in drained] == [i.document["device_id"] for i in batch]
+
+
+async def test_a_full_bounded_queue_is_backpressure_never_a_drop(
+    sink: HazelcastSink, hz: HazelcastClient, name: str
+) -> None:
+    bounded = f"bounded-{name}"  # the test member's config caps queues named bounded-* (50 items)
+    stmt = statement(bounded, "QUEUE")
+    await sink.setup([stmt])
+    batch = items(stmt, 80)
+    failures = await sink.write_batch(batch)
+    queue = await hz.get_queue(bounded)
+    held = await queue.size()
+    assert 0 < held < 80 and [f.index for f in failures] == list(range(held, 80))
+    assert all(f.error.retriable for f in failures)
+    drained: list[Any] = []
+    await queue.drain_to(drained)
+    assert await sink.write_batch([batch[f.index] for f in failures]) == []  # the runner writing the rest again
+    await queue.drain_to(drained)
+    assert [json.loads(v.to_string())["window_start"] for v in drained] == [
+        i.document["window_start"].isoformat() for i in batch
+    ]
+
+
+async def test_an_imap_holds_one_entry_per_key_after_a_replay(
+    sink: HazelcastSink, hz: HazelcastClient, name: str
+) -> None:
+    stmt = statement(name, "IMAP", "PK device_id, metric, window_start")
+    await sink.setup([stmt])
+    batch = items(stmt, 300)
+    assert await sink.write_batch(batch) == []
+    assert await sink.write_batch(batch) == []
+    imap = await hz.get_map(name)
+    assert await imap.size() == 300
+    stored = await imap.get("d3|temperature|1795435380000")
+    assert json.loads(stored.to_string())["device_id"] == "d3"
+
+
+async def test_imap_ttl_expires_entries(sink: HazelcastSink, hz: HazelcastClient, name: str) -> None:
+    stmt = statement(name, "IMAP", "TTL=1")
+    await sink.setup([stmt])
+    assert await sink.write_batch([item(stmt, aggregate(1, 0), 0)]) == []
+    imap = await hz.get_map(name)
+    key = "d1|temperature|1795435200000"
+    assert await imap.get(key) is not None
+    await asyncio.sleep(2.2)
+    assert await imap.get(key) is None  # size() may count an expired entry until the sweep
+
+
+async def test_a_reliable_topic_publishes_in_order(sink: HazelcastSink, hz: HazelcastClient, name: str) -> None:
+    stmt = statement(name, "RELIABLE_TOPIC")
+    await sink.setup([stmt])
+    received: list[str] = []
+    topic = await hz.get_reliable_topic(name)
+    await topic.add_listener(lambda message: received.append(json.loads(message.message.to_string())["device_id"]))
+    batch = items(stmt, 50)
+    assert await sink.write_batch(batch) == []
+    for _ in range(50):
+        if len(received) == 50:
+            break
+        await asyncio.sleep(0.1)
+    assert received == [i.document["device_id"] for i in batch]
+
+
+async def test_avro_passes_the_consumed_bytes_through(sink: HazelcastSink, hz: HazelcastClient, name: str) -> None:
+    stmt = statement(name, "RING_BUFFER", "WITHFORMAT AVRO")
+    await sink.setup([stmt])
+    framed = b"\x00\x00\x00\x00\x07avro body"
+    assert await sink.write_batch([item(stmt, aggregate(1, 0), 0, value=framed)]) == []
+    ringbuffer = await hz.get_ringbuffer(name)
+    assert await ringbuffer.read_one(0) == framed
