@@ -46,9 +46,14 @@ class Writer:
 
     def bind(self, item: SinkItem) -> Any:
         bound = self.prepared.bind(self.binder.values(item))
-        # Computed now, not inside the driver: a key longer than a key component may be
-        # (65535 bytes) fails this item here instead of the request in flight.
-        _ = bound.routing_key
+        try:
+            # Computed now, not inside the driver: a key component longer than a key may
+            # be fails this item here, with a message that says so.
+            _ = bound.routing_key
+        except struct.error as exc:
+            raise SinkError(
+                f"{self.binder.name}: a partition key value longer than 65535 bytes, the most a key takes"
+            ) from exc
         return bound
 
 

@@ -1,0 +1,134 @@
+"""ScyllaSink against the real server: rows by device and time range, replay, TTL, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cassandra.cluster import Session
+
+from conftest import aggregate, as_utc, connection, items, statement
+from fluxgate_core.testing import free_port
+from fluxgate_scylla_persister.sink import ScyllaSink
+from fluxgate_sink.errors import SinkError, StoreUnavailable
+
+pytestmark = pytest.mark.integration
+START = datetime(2026, 3, 14, 23, 0, tzinfo=UTC)  # 90 one-minute windows: two days
+
+
+def sent(devices: int = 3, windows: int = 90) -> list[dict[str, Any]]:
+    return [
+        aggregate(
+            f"dev-{d}", START + timedelta(minutes=w), count=w + 1, mean=20.0 + w / 10, unit=None if w % 7 else "Cel"
+        )
+        for w in range(windows)
+        for d in range(devices)
+    ]
+
+
+async def test_rows_queried_back_by_device_and_time_range_equal_what_was_sent(
+    sink: ScyllaSink, cql: Session, target: str
+) -> None:
+    stmt = statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")
+    await sink.setup([stmt])
+    records = sent()
+    assert await sink.write_batch(items(stmt, records)) == []
+    begin, end = START + timedelta(minutes=30), START + timedelta(minutes=75)  # across midnight
+    query = (
+        f"SELECT * FROM {target} WHERE device_id = %s AND metric = %s AND day IN (%s, %s)"
+        " AND window_start >= %s AND window_start < %s"
+    )
+    rows = cql.execute(query, ("dev-1", "temperature", begin.date(), end.date(), begin, end)).all()
+    wanted = [r for r in records if r["device_id"] == "dev-1" and begin <= r["window_start"] < end]
+    found = [{k: as_utc(v) for k, v in row._asdict().items() if k != "day"} for row in rows]
+    assert sorted(found, key=lambda r: r["window_start"]) == wanted  # every field, null units included
+    day_one = cql.execute(
+        f"SELECT window_start FROM {target} WHERE device_id = 'dev-1' AND metric = 'temperature' AND day = %s",
+        (START.date(),),
+    ).all()
+    assert [as_utc(r.window_start) for r in day_one] == [START + timedelta(minutes=w) for w in range(59, -1, -1)]
+
+
+async def test_writing_the_same_records_again_changes_nothing(sink: ScyllaSink, cql: Session, target: str) -> None:
+    stmt = statement(f"INSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")
+    await sink.setup([stmt])
+    records = sent(devices=2, windows=10)
+    assert await sink.write_batch(items(stmt, records)) == []
+    before = cql.execute(f"SELECT * FROM {target}").all()
+    assert await sink.write_batch(items(stmt, records)) == []
+    assert sorted(cql.execute(f"SELECT * FROM {target}").all()) == sorted(before) and len(before) == 20
+
+
+async def test_ttl_expires_a_row(sink: ScyllaSink, cql: Session, target: str) -> None:
+    stmt = statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE TTL=2")
+    await sink.setup([stmt])
+    assert await sink.write_batch(items(stmt, [aggregate("ttl-dev", START)])) == []
+    (row,) = cql.execute(f"SELECT TTL(mean) AS ttl FROM {target}").all()
+    assert 0 < row.ttl <= 2
+    deadline = time.monotonic() + 10
+    while cql.execute(f"SELECT * FROM {target}").all():
+        assert time.monotonic() < deadline, "the row outlived its TTL"
+        await asyncio.sleep(0.25)
+
+
+async def test_a_statement_the_server_rejects_fails_alone(sink: ScyllaSink, cql: Session, target: str) -> None:
+    # A user-made table clustered by unit: a null unit is a null key the server refuses.
+    cql.execute(
+        f"CREATE TABLE {target} (device_id text, day date, unit text, window_start timestamp, mean double,"
+        " PRIMARY KEY ((device_id, day), unit, window_start))"
+    )
+    stmt = statement(f"INSERT INTO {target} SELECT device_id, window_start, unit, mean FROM temperatures.aggregated")
+    await sink.setup([stmt])
+    records = [aggregate("dev", START + timedelta(minutes=i), unit=None if i == 3 else "Cel") for i in range(6)]
+    (failure,) = await sink.write_batch(items(stmt, records))
+    assert failure.index == 3 and not failure.error.retriable
+    assert "InvalidRequest" in str(failure.error) and "unit" in str(failure.error)
+    assert len(cql.execute(f"SELECT * FROM {target}").all()) == 5
+
+
+async def test_a_key_longer_than_64_kib_fails_alone(sink: ScyllaSink, cql: Session, target: str) -> None:
+    stmt = statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")
+    await sink.setup([stmt])
+    records = [aggregate("ok-1", START), aggregate("x" * 70_000, START), aggregate("ok-2", START)]
+    (failure,) = await sink.write_batch(items(stmt, records))
+    assert failure.index == 1 and not failure.error.retriable and "65535" in str(failure.error)
+    assert len(cql.execute(f"SELECT * FROM {target}").all()) == 2
+
+
+async def test_a_field_without_a_column_fails_the_item_naming_it(
+    sink: ScyllaSink, cql: Session, target: str, cassandra_address: tuple[str, int]
+) -> None:
+    cql.execute(
+        f"CREATE TABLE {target} (device_id text, metric text, day date, window_start timestamp, mean double,"
+        " PRIMARY KEY ((device_id, metric, day), window_start))"
+    )
+    stmt = statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated IGNORE unit")
+    await sink.setup([stmt])
+    (failure,) = await sink.write_batch(items(stmt, [aggregate("dev", START)]))
+    assert "count, first_event_time, last_event_time, max, min, stddev, window_end: not a column" in str(failure.error)
+    narrow = statement(
+        f"UPSERT INTO {target} SELECT device_id, metric, window_start, mean FROM temperatures.aggregated"
+    )
+    other = ScyllaSink(connection(cassandra_address))
+    try:
+        await other.setup([narrow])
+        assert await other.write_batch(items(narrow, [aggregate("dev", START)])) == []
+    finally:
+        await other.close()
+    (row,) = cql.execute(f"SELECT * FROM {target}").all()
+    assert (row.device_id, row.day, row.mean) == ("dev", START.date(), 21.5)
+
+
+async def test_a_missing_table_without_autocreate_fails_at_start(sink: ScyllaSink, target: str) -> None:
+    with pytest.raises(SinkError, match="does not exist: create it, or add AUTOCREATE"):
+        await sink.setup([statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated")])
+
+
+async def test_nobody_answering_at_start_is_store_unavailable(cassandra_address: tuple[str, int]) -> None:
+    away = ScyllaSink(connection((cassandra_address[0], free_port()), connect_timeout_s=1))
+    with pytest.raises(StoreUnavailable, match="does not answer"):
+        await away.setup([statement("UPSERT INTO ks.t SELECT * FROM x AUTOCREATE")])
+    await away.close()  # safe twice
