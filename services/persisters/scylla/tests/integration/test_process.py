@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from cassandra.cluster import Session
-from test_suite import CassandraUnderTest
 
 from fluxgate_core.testing import consume
+from fluxgate_scylla_persister.testing import CassandraUnderTest
 from fluxgate_sink.testing.suite import Run, aggregate
 
 pytestmark = pytest.mark.integration

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from cassandra.cluster import Session
 
-from conftest import aggregate, as_utc, connection, items, statement
 from fluxgate_core.testing import free_port
+from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
+from fluxgate_scylla_persister.testing import aggregate, as_utc, items, statement
 from fluxgate_sink.errors import SinkError, StoreUnavailable
 
 pytestmark = pytest.mark.integration
@@ -99,7 +101,7 @@ async def test_a_key_longer_than_64_kib_fails_alone(sink: ScyllaSink, cql: Sessi
 
 
 async def test_a_field_without_a_column_fails_the_item_naming_it(
-    sink: ScyllaSink, cql: Session, target: str, cassandra_address: tuple[str, int]
+    sink: ScyllaSink, cql: Session, target: str, settings_for: Callable[..., ConnectionSettings]
 ) -> None:
     cql.execute(
         f"CREATE TABLE {target} (device_id text, metric text, day date, window_start timestamp, mean double,"
@@ -112,7 +114,7 @@ async def test_a_field_without_a_column_fails_the_item_naming_it(
     narrow = statement(
         f"UPSERT INTO {target} SELECT device_id, metric, window_start, mean FROM temperatures.aggregated"
     )
-    other = ScyllaSink(connection(cassandra_address))
+    other = ScyllaSink(settings_for())
     try:
         await other.setup([narrow])
         assert await other.write_batch(items(narrow, [aggregate("dev", START)])) == []
@@ -127,8 +129,10 @@ async def test_a_missing_table_without_autocreate_fails_at_start(sink: ScyllaSin
         await sink.setup([statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated")])
 
 
-async def test_nobody_answering_at_start_is_store_unavailable(cassandra_address: tuple[str, int]) -> None:
-    away = ScyllaSink(connection((cassandra_address[0], free_port()), connect_timeout_s=1))
+async def test_nobody_answering_at_start_is_store_unavailable(
+    settings_for: Callable[..., ConnectionSettings],
+) -> None:
+    away = ScyllaSink(settings_for(port=free_port(), connect_timeout_s=1))
     with pytest.raises(StoreUnavailable, match="does not answer"):
         await away.setup([statement("UPSERT INTO ks.t SELECT * FROM x AUTOCREATE")])
     await away.close()  # safe twice
