@@ -1,0 +1,235 @@
+"""Aggregates/s from Kafka into Cassandra/Scylla through ``fluxgate-scylla-persister`` (the
+real service, as a process) next to a baseline, in the same run, that writes the same rows
+with the same client library in a plain loop (``execute_concurrent_with_args``, no Kafka).
+
+* ``baseline``: N ``TemperatureAggregate`` rows (the values the persister binds) written
+  with ``execute_concurrent_with_args`` of the same prepared INSERT, as many in flight as
+  the persister's ``MAX_IN_FLIGHT``: timed from the first statement to the last answer.
+* ``persister``: the same N aggregates, Avro wire format, produced to a fresh 3-partition
+  topic first; then the persister starts and is timed from its table existing (set-up
+  done) until its own ``fluxgate_sink_records_written_total`` reaches N (start-up and the
+  first poll are outside the time); then a ``COUNT(*)`` checks nothing is missing.
+
+Each leg writes its own fresh table (the default layout), dropped afterwards.
+Results: ``bench-results/scylla.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
+from cassandra.cluster import Session
+from cassandra.concurrent import execute_concurrent_with_args
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
+from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.testing import free_port, unique_topic
+from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name
+from fluxgate_scylla_persister.testing import connect, create_keyspace, host_and_port
+from fluxgate_sink.kcql import parse
+from fluxgate_sink.sink import SinkItem
+
+START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)  # windows over two days: two partitions per device
+KEYSPACE = "fluxgate_bench"
+
+
+def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        start = START + timedelta(minutes=i // devices)
+        out.append(
+            {
+                "device_id": f"d{i % devices}",
+                "metric": "temperature",
+                "window_start": start,
+                "window_end": start + timedelta(minutes=1),
+                "count": 60,
+                "min": 15.0 + (i % 200) / 10,
+                "max": 25.0 + (i % 200) / 10,
+                "mean": 20.0 + (i % 200) / 10,
+                "stddev": 1.5,
+                "first_event_time": start,
+                "last_event_time": start + timedelta(seconds=59),
+                "unit": "Cel",
+            }
+        )
+    return out
+
+
+def kcql(target: str, topic: str) -> str:
+    return f"UPSERT INTO {target} SELECT * FROM {topic} AUTOCREATE"  # noqa: S608 - KCQL, not CQL
+
+
+def baseline(session: Session, records: list[dict[str, Any]], in_flight: int) -> dict[str, Any]:
+    target = f"{KEYSPACE}.base_{uuid.uuid4().hex[:6]}"
+    (statement,) = parse(kcql(target, "unused"))
+    layout = autocreate_layout(statement, table_name(target, KEYSPACE))
+    session.execute(layout.create_cql())
+    prepared = session.prepare(layout.insert_cql(None))
+    binder = RowBinder(layout.name, list(layout.columns), statement)
+    params = []
+    for r in records:
+        when = statement.event_time(r)
+        source = ConsumedRecord("unused", 0, 0, None, b"", (), 0, r)
+        params.append(binder.values(SinkItem(source, statement, target, "", statement.project(r), when)))
+    cpu = os.times()
+    try:
+        began = time.perf_counter()
+        results = execute_concurrent_with_args(session, prepared, params, concurrency=in_flight)
+        wall = time.perf_counter() - began
+        assert all(ok for ok, _ in results), next(r for ok, r in results if not ok)
+        assert session.execute(f"SELECT COUNT(*) FROM {target}", timeout=120).one()[0] == len(records)  # noqa: S608
+    finally:
+        session.execute(f"DROP TABLE IF EXISTS {target}", timeout=120)
+    used = (os.times().user - cpu.user) + (os.times().system - cpu.system)
+    return {"wall_s": round(wall, 3), "records_per_s": round(len(records) / wall), "client_cpu_s": round(used, 2)}
+
+
+def table_exists(session: Session, target: str) -> bool:
+    keyspace, table = target.split(".")
+    query = "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s"
+    return session.execute(query, (keyspace, table)).one() is not None
+
+
+def persister(
+    stack: Any, session: Session, address: tuple[str, int], records: list[dict[str, Any]], args: Any, log: Path
+) -> dict[str, Any]:
+    target = f"{KEYSPACE}.bench_{uuid.uuid4().hex[:6]}"
+    topic = unique_topic("bench.aggregates", stack.bootstrap)
+    registry = SchemaRegistryClient({"url": stack.registry_url})
+    encoder = AvroEncoder.registered(
+        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+    )
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for record in records:
+        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_SCYLLA_")},
+        "FLUXGATE_SCYLLA_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+        "FLUXGATE_SCYLLA_REGISTRY__URL": stack.registry_url,
+        "FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS": f'["{address[0]}"]',
+        "FLUXGATE_SCYLLA_SCYLLA__PORT": str(address[1]),
+        "FLUXGATE_SCYLLA_SCYLLA__MAX_IN_FLIGHT": str(args.in_flight),
+        "FLUXGATE_SCYLLA_HTTP__HOST": "127.0.0.1",
+        "FLUXGATE_SCYLLA_HTTP__PORT": str(port),
+        "FLUXGATE_SCYLLA_SINK__KCQL": kcql(target, topic),
+        "FLUXGATE_SCYLLA_SINK__BATCH_SIZE": str(args.batch),
+        "FLUXGATE_SCYLLA_SINK__GROUP_ID": f"bench-{target}",
+        "FLUXGATE_SCYLLA_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
+        **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith("BENCH_SCYLLA_")},
+    }
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fluxgate_scylla_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        while not table_exists(session, target) or metric(port, "fluxgate_sink_store_up", None) is None:
+            assert process.poll() is None, f"the persister exited; see {log}"
+            time.sleep(0.01)
+        began, cpu_before = time.perf_counter(), cpu_seconds(process.pid)
+        # The persister's own count of confirmed writes, not a COUNT(*) in a tight loop,
+        # which would cost the store a full scan every time.
+        while written(port) < len(records):
+            assert process.poll() is None, f"the persister exited; see {log}"
+            assert time.perf_counter() - began < 600, f"{written(port)} of {len(records)} after 600 s; see {log}"
+            time.sleep(0.05)  # each look renders every metric in the persister: not too often
+        wall = time.perf_counter() - began
+        cpu = cpu_seconds(process.pid) - cpu_before
+        writes = metric(port, "fluxgate_sink_write_seconds_count")
+        write_ms = 1000 * metric(port, "fluxgate_sink_write_seconds_sum") / max(writes, 1)
+        counted = session.execute(f"SELECT COUNT(*) FROM {target}", timeout=120).one()[0]  # noqa: S608
+        assert counted == len(records), f"{counted} rows, not {len(records)}: missing or doubled"
+    finally:
+        process.terminate()
+        process.wait(60)
+        session.execute(f"DROP TABLE IF EXISTS {target}", timeout=120)
+    assert process.returncode == 0, f"exit {process.returncode}; see {log}"
+    return {
+        "wall_s": round(wall, 3),
+        "records_per_s": round(len(records) / wall),
+        "persister_cpu_s": round(cpu, 2),
+        "persister_us_cpu_per_record": micros_per(cpu, len(records)),
+        "writes": int(writes),
+        "mean_write_ms": round(write_ms, 1),
+    }
+
+
+def metric(port: int, name: str, missing: float | None = 0.0) -> float | None:
+    """The sum of metric ``name``'s samples in the persister on ``port`` (``missing`` before it answers)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return missing
+    samples = [line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#")]
+    found = [float(value) for key, value in samples if key.split("{")[0] == name]
+    return sum(found) if found else missing
+
+
+def written(port: int) -> float:
+    return metric(port, "fluxgate_sink_records_written_total") or 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000, help="aggregates per leg")
+    parser.add_argument("--devices", type=int, default=1000, help="devices (rows per window minute)")
+    parser.add_argument("--batch", type=int, default=1000, help="the persister's batch_size")
+    parser.add_argument("--in-flight", type=int, default=256, help="statements in flight, both legs")
+    args = parser.parse_args()
+
+    from fluxgate_stack import ensure_up
+
+    stack_up()
+    stack = ensure_up(["kafka", "registry", "cassandra"])
+    address = host_and_port(getattr(stack, "cassandra", None) or "127.0.0.1:9042")
+    cluster, session = connect(address)
+    create_keyspace(session, KEYSPACE)
+    records = aggregates(args.records, args.devices)
+    log = ROOT / "bench-results" / "scylla-persister.log"
+    log.parent.mkdir(exist_ok=True)
+    try:
+        base = baseline(session, records, args.in_flight)
+        through = persister(stack, session, address, records, args, log)
+    finally:
+        cluster.shutdown()
+    ratio = round(through["records_per_s"] / base["records_per_s"], 3)
+    print_table(
+        f"Cassandra: {args.records:,} aggregates, {args.in_flight} in flight, batch size {args.batch}",
+        ["leg", "records/s", "wall s", "CPU s"],
+        [
+            ["baseline (execute_concurrent, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"]],
+            [
+                "persister (Kafka -> Cassandra process)",
+                through["records_per_s"],
+                through["wall_s"],
+                through["persister_cpu_s"],
+            ],
+        ],
+    )
+    print(f"\nratio persister / baseline: {ratio}")
+    path = write_results(
+        "scylla",
+        {"parameters": vars(args), "baseline": base, "persister": through, "throughput_persister_over_baseline": ratio},
+    )
+    print(f"results: {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
