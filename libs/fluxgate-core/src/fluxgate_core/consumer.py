@@ -157,6 +157,14 @@ class RecordConsumer:
         """Fetch paused ``partitions`` again, from where they were."""
         self._pause_or_resume(self._consumer.resume, partitions, "resume")
 
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        """The partition's end offset as of the last fetch (no request to Kafka); None before one."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        except (KafkaException, RuntimeError):
+            return None
+        return int(high) if high >= 0 else None
+
     def assignment(self) -> list[Partition]:
         """The partitions this consumer holds now."""
         if self._closed:

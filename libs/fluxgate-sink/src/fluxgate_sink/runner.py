@@ -44,6 +44,7 @@ class Source(Protocol):
     def pause(self, partitions: Sequence[TopicPartition]) -> None: ...
     def resume(self, partitions: Sequence[TopicPartition]) -> None: ...
     def close(self) -> None: ...
+    def high_watermark(self, topic: str, partition: int) -> int | None: ...
 
 
 SourceFactory = Callable[[list[str], Rebalance, Rebalance], Source]
@@ -76,6 +77,8 @@ class SinkRunner:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._running = False
         self._store_up = True
+        self._committed: dict[TopicPartition, int] = {}
+        self._lag_shown = 0.0
 
     def ready(self) -> bool:
         """Ready while consuming and the store takes writes (503 through an outage: never 'running, no data')."""
@@ -108,6 +111,7 @@ class SinkRunner:
                 await self._commit_written(source)
                 self._start_due(writer, time.monotonic())
                 self._pause_full(source)
+                self._show_lag(source)
             await self._drain(source, writer)
         except BaseException:
             await self._cancel_writes()  # a policy stop or a bug: commit nothing more
@@ -185,7 +189,19 @@ class SinkRunner:
             log.warning("sink.commit_failed", error=str(exc), offsets=_show(offsets))
             return
         metrics.COMMITTED.inc()
+        self._committed.update(offsets)
         log.debug("sink.committed", offsets=_show(offsets))
+
+    def _show_lag(self, source: Source, every: float = 2.0) -> None:
+        """Consumer lag per partition: Kafka's end offset (as of the last fetch) minus our commit."""
+        now = time.monotonic()
+        if now - self._lag_shown < every:
+            return
+        self._lag_shown = now
+        for tp in self._partitions:
+            high, committed = source.high_watermark(*tp), self._committed.get(tp)
+            if high is not None and committed is not None:
+                metrics.LAG.labels(tp[0], str(tp[1])).set(max(0, high - committed))
 
     async def _drain(self, source: Source, writer: BatchWriter) -> None:
         """Stop: finish the batches in hand and what is waiting, commit, return."""
@@ -215,6 +231,9 @@ class SinkRunner:
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         """Rebalance callback: what was held for a revoked partition is dropped, never committed."""
         for tp in partitions:
+            self._committed.pop(tp, None)
+            with contextlib.suppress(KeyError):  # another member reports its lag now
+                metrics.LAG.remove(tp[0], str(tp[1]))
             partition = self._partitions.pop(tp, None)
             if partition is not None and partition.writing is not None:
                 partition.writing.add_done_callback(_ignore_result)  # its result no longer commits anything

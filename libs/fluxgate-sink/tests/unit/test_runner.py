@@ -76,6 +76,11 @@ async def test_writes_every_record_and_commits_past_the_last() -> None:
     assert h.source is not None and h.source.closed and h.sink.closed == 1
 
 
+async def test_lag_is_what_kafka_holds_past_the_commit() -> None:
+    h = Harness(batch(6), batch_size=4, batch_age_ms=60_000)  # the last 2 wait: nothing makes them due
+    await h.run_until(lambda: h.committed(0) == 4 and metrics.LAG.labels("aggs", "0")._value.get() == 2, 10)
+
+
 async def test_batches_per_partition_by_size() -> None:
     h = Harness(batch(10), batch_size=4)
     await h.run_until(lambda: h.committed(0) == 10)

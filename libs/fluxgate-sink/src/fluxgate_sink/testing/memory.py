@@ -46,6 +46,7 @@ class FakeSource:
         on_revoke: Callable[[list[TP]], None],
     ) -> None:
         self.pending = list(records)
+        self.all = list(records)
         self.on_assign = on_assign
         self.on_revoke = on_revoke
         self.assigned: list[TP] = []
@@ -80,6 +81,10 @@ class FakeSource:
     def committed(self, tp: TP) -> int | None:
         ends = [c[tp] for c in self.commits if tp in c]
         return max(ends) if ends else None
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        offsets = [r.offset for r in self.all if (r.topic, r.partition) == (topic, partition)]
+        return max(offsets) + 1 if offsets else None
 
     def pause(self, partitions: Sequence[TP]) -> None:
         self.paused.update(partitions)

@@ -153,6 +153,7 @@ class SinkSuite:
         assert set(run.store.documents(run.target)) == expected_ids(values)
         assert run.store.count(run.target) == 600
         assert process.metric("fluxgate_sink_records_written_total") == 600
+        process.wait_until(lambda: _lag_is_zero(process), "consumer lag 0 on every partition")
         assert process.terminate() == 0
         assert sum(run.committed(p) or 0 for p in range(3)) == 600
 
@@ -271,6 +272,11 @@ class SinkSuite:
             assert run.store.count(fresh) == 400
         finally:
             run.store.drop(fresh)
+
+
+def _lag_is_zero(process: ServiceProcess) -> bool:
+    shown = "fluxgate_sink_consumer_lag{" in process.metrics()
+    return shown and process.metric("fluxgate_sink_consumer_lag") == 0
 
 
 def _trickle(run: Run, values: list[dict[str, Any]], chunk: int) -> None:
