@@ -7,29 +7,23 @@ The grammar is ``kcql.lark`` (LALR, keywords case-insensitive, the clauses after
 order, each at most once). A statement that does not parse or makes no sense raises
 :class:`~fluxgate_sink.errors.KcqlError` naming the line and column, with the line and a caret.
 
-Date patterns in WITHINDEXSUFFIX mean what the people who write them mean, not what Java's
-DateTimeFormatter would make of them: inside ``{...}`` ``YYYY``/``yyyy`` is the calendar year,
-``MM`` the month, ``DD``/``dd`` the day of the month, ``HH`` the hour (00-23), ``mm`` the minutes;
-``-``, ``.`` and ``_`` stay as they are, and so does everything outside the braces.
-DateTimeFormatter reads ``YYYY`` as the week-based year and ``DD`` as the day of the year, which
-would file 2025-12-29 under ``2026.12.363``: the wrong index around New Year and on every day
-after the 31st of January. Times are converted to UTC first; a naive datetime is taken as UTC.
+Date patterns in WITHINDEXSUFFIX are calendar dates from the record's event time: see
+:mod:`fluxgate_sink.dates`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.tree import Meta
 
+from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
 from fluxgate_sink.errors import FieldMissing, KcqlError
 
 FieldPath = tuple[str, ...]
@@ -42,9 +36,6 @@ DEFAULT_PK: tuple[FieldPath, ...] = (("device_id",), ("metric",))  # then the ev
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _FORMATS: dict[str, Format] = {"JSON": "JSON", "AVRO": "AVRO"}
-_STRFTIME = {"YYYY": "%Y", "yyyy": "%Y", "MM": "%m", "DD": "%d", "dd": "%d", "HH": "%H", "mm": "%M"}
-_DATE_TOKEN = re.compile(r"YYYY|yyyy|MM|DD|dd|HH|mm|[-._]|([A-Za-z]+|.)")
-_BRACES = re.compile(r"\{([^{}]*)\}|[{}]")
 _CLAUSES = ("IGNORE", "PK", "AUTOCREATE", "BATCH", "WITHINDEXSUFFIX", "STOREAS", "WITHFORMAT", "TTL", "PROPERTIES")
 # What "expected ..." says for terminals that are neither keywords nor punctuation; None: another one says it.
 _NAMED: dict[str, str | None] = {"ENTITY": "a topic or target name", "NAME": "a field name", "NUMBER": "a number"}
@@ -129,7 +120,7 @@ class Statement:
         name = self.event_time_field(record)
         value = _lookup(record, tuple(name.split(".")))
         if isinstance(value, datetime):
-            return value if value.tzinfo is UTC else _utc(value)
+            return value if value.tzinfo is UTC else utc(value)
         if isinstance(value, int) and not isinstance(value, bool):
             return _EPOCH + value * _MILLISECOND
         raise FieldMissing(f"field {name} is {value!r}, not a datetime or epoch milliseconds")
@@ -144,8 +135,8 @@ class Statement:
         """The target, with the index suffix formatted for ``event_time`` (``temperatures-2026.11.23``)."""
         if not self.index_suffix:
             return self.target
-        when = _utc(event_time)  # records of one day share one formatted name
-        return self.target + _suffix(self.index_suffix, when.year, when.month, when.day, when.hour, when.minute)
+        when = utc(event_time)  # records of one day share one formatted name
+        return self.target + suffix(self.index_suffix, when.year, when.month, when.day, when.hour, when.minute)
 
 
 def parse(text: str) -> list[Statement]:
@@ -165,54 +156,12 @@ def statements_for(statements: Iterable[Statement], topic: str) -> list[Statemen
     return [statement for statement in statements if statement.topic == topic]
 
 
-def format_date_pattern(pattern: str, when: datetime) -> str:
-    """``pattern`` with each ``{...}`` date pattern filled in from ``when`` in UTC (see the module doc)."""
-    try:
-        return _utc(when).strftime(_strftime_format(pattern))
-    except _PatternError as exc:
-        raise KcqlError(f"index suffix {pattern!r}: {exc.why}") from exc
-
-
-class _PatternError(Exception):
-    def __init__(self, offset: int, why: str) -> None:
-        super().__init__(why)
-        self.offset, self.why = offset, why
-
-
-@lru_cache(maxsize=4096)
-def _suffix(pattern: str, year: int, month: int, day: int, hour: int, minute: int) -> str:
-    return format_date_pattern(pattern, datetime(year, month, day, hour, minute, tzinfo=UTC))
-
-
-@lru_cache(maxsize=256)
-def _strftime_format(pattern: str) -> str:
-    """The strftime format that means what ``pattern`` means; _PatternError says where it is wrong."""
-    parts, end = [], 0
-    for brace in _BRACES.finditer(pattern):
-        parts.append(pattern[end : brace.start()].replace("%", "%%"))
-        end = brace.end()
-        if brace.group(1) is None:
-            raise _PatternError(brace.start(), f"unbalanced '{brace.group()}'")
-        if not brace.group(1):
-            raise _PatternError(brace.start(), "empty {}: put a date pattern such as {YYYY.MM.dd} inside")
-        for token in _DATE_TOKEN.finditer(brace.group(1)):
-            if token.group(1) is not None:
-                why = f"unknown date field '{token.group(1)}'; use YYYY, MM, DD, HH, mm and - . _"
-                raise _PatternError(brace.start(1) + token.start(), why)
-            parts.append(_STRFTIME.get(token.group(), token.group()))
-    return "".join(parts) + pattern[end:].replace("%", "%%")
-
-
 def _id_part(value: Any, path: FieldPath) -> str:
     if value is None:
         raise FieldMissing(f"key field {_dotted(path)} is null")
     if isinstance(value, datetime):  # aware datetimes subtract across zones: no conversion needed
         return str(((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // _MILLISECOND)
     return str(value)
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _dotted(path: FieldPath) -> str:
@@ -299,8 +248,8 @@ def _clause(text: str, node: Tree[Token], keyword: str, fields: tuple[FieldRef, 
     if keyword == "WITHINDEXSUFFIX":
         suffix = token.strip("'") if token.type == "STRING" else str(token)
         try:
-            _strftime_format(suffix)
-        except _PatternError as exc:
+            strftime_format(suffix)
+        except PatternError as exc:
             at = (token.column or 1) + exc.offset + (token.type == "STRING")
             raise _located(text, (token.line or 1, at), f"WITHINDEXSUFFIX {suffix}: {exc.why}") from exc
         return {"index_suffix": suffix}
