@@ -3,8 +3,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from fluxgate_sink.errors import FieldMissing, KcqlError, SinkError
 from fluxgate_sink.dates import format_date_pattern
+from fluxgate_sink.errors import FieldMissing, KcqlError, SinkError
 from fluxgate_sink.kcql import FieldRef, Statement, parse, statements_for
 
 
