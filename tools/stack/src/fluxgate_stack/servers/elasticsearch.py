@@ -14,20 +14,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from fluxgate_stack import fetch, probes, process
-from fluxgate_stack.errors import InstallError, ServerNotReady
+from fluxgate_stack.errors import ServerNotReady
 from fluxgate_stack.process import PidRecord
 from fluxgate_stack.servers.base import JavaServer, Port
 from fluxgate_stack.settings import StackSettings
+from fluxgate_stack.users import ROOT_TOOLCHAIN, hand_over, run_as
 
 # Yellow is all a single node reaches once an index has replicas; the short server-side
 # timeout keeps a probe of a starting node under probes.PROBE_TIMEOUT.
@@ -89,7 +88,7 @@ class ElasticsearchServer(JavaServer):
     def toolchain(self) -> dict[str, str]:
         tools = super().toolchain()
         if os.geteuid() == 0:
-            tools.update({"setpriv": "util-linux", "useradd": "passwd"})
+            tools.update(ROOT_TOOLCHAIN)
         return tools
 
     def install(self) -> None:
@@ -110,13 +109,8 @@ class ElasticsearchServer(JavaServer):
         }
 
     def prepare(self) -> None:
-        owned = [self.data_dir, self.logs_dir, self.tmp_dir, self.config_dir]
-        for folder in owned:
-            folder.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0:
-            ensure_system_user(self.settings.es_user)
-            for folder in owned:  # the keystore is created in config/ on first start
-                chown_tree(folder, self.settings.es_user)
+        # config/ too: the keystore is created there on first start
+        hand_over([self.data_dir, self.logs_dir, self.tmp_dir, self.config_dir], self.settings.es_user)
 
     def command(self) -> list[str]:
         launcher = str(self.home / "bin" / "elasticsearch")
@@ -182,32 +176,6 @@ def jvm_options(heap: str, jit: list[str], java_home: Path) -> str:
         *jit,
     ]
     return "\n".join(lines) + "\n"
-
-
-def run_as(user: str) -> list[str]:
-    """A prefix that execs the command as ``user`` (and its group): the pid stays the same."""
-    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]
-
-
-def ensure_system_user(user: str) -> None:
-    """Create ``user`` (no home, no login shell, a group of the same name) unless it exists."""
-    try:
-        pwd.getpwnam(user)
-        return
-    except KeyError:
-        pass
-    command = ["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", user]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    # 9: created meanwhile by a parallel run
-    if done.returncode not in (0, 9):
-        raise InstallError(f"elasticsearch: {' '.join(command)} failed: {done.stderr.strip()}")
-
-
-def chown_tree(folder: Path, user: str) -> None:
-    entry = pwd.getpwnam(user)
-    for root, dirs, files in os.walk(folder):
-        for name in [root, *(os.path.join(root, child) for child in (*dirs, *files))]:
-            os.lchown(name, entry.pw_uid, entry.pw_gid)
 
 
 @contextlib.contextmanager
