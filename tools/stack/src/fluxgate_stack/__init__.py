@@ -1,10 +1,12 @@
-"""Fluxgate's local stack: real Kafka, schema registry, Mosquitto, Elasticsearch and CoAP servers on loopback.
+"""Fluxgate's local stack: real Kafka, schema registry, Mosquitto, Elasticsearch, Cassandra, Hazelcast
+and CoAP servers on loopback.
 
 Typical fixture use::
 
     from fluxgate_stack import ensure_up
     endpoints = ensure_up(["kafka", "registry", "mosquitto"])
     es_url = ensure_up(["elasticsearch"]).elasticsearch_url
+    cql = ensure_up(["cassandra"]).cassandra_contact_point  # "127.0.0.1:9042"
 """
 
 from fluxgate_stack.api import endpoints, ensure_up, kill, restart, start, stop

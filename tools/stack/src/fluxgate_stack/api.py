@@ -6,7 +6,7 @@ from fluxgate_stack.stack import Endpoints, Stack
 
 
 def ensure_up(names: list[str] | None = None) -> Endpoints:
-    """Start (or reuse) ``names`` (default: kafka, registry, mosquitto) and wait until ready."""
+    """Start (or reuse) ``names`` (default: every server but coap-server) and wait until ready."""
     return Stack().up(names)
 
 

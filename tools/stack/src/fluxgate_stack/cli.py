@@ -40,7 +40,7 @@ def install(names: ServerNames = None) -> None:
 
 @app.command()
 def up(names: ServerNames = None) -> None:
-    """Start servers (default: kafka registry mosquitto) and wait until ready; reuses running ones."""
+    """Start servers (default: all but coap-server) and wait until ready; reuses running ones."""
     _run(lambda: Stack().up(names))
 
 

@@ -47,7 +47,16 @@ class StackSettings(BaseSettings):
         default=None, description="ES_JAVA_HOME (Java 17+); default: the JDK of the `java` setting"
     )
     es_user: str = Field(default="fluxgate", description="unprivileged user Elasticsearch runs as when we are root")
-    java: str = Field(default="java", description="java executable for Kafka and the registry (17+)")
+    cassandra_port: int = Field(default=9042, ge=1, le=65535, description="Cassandra native protocol (CQL) port")
+    cassandra_storage_port: int = Field(default=7000, ge=1, le=65535, description="Cassandra internode (gossip) port")
+    cassandra_version: str = Field(default="5.0.9", description="org.apache.cassandra:cassandra-all version (5.0.x)")
+    cassandra_heap: str = Field(default="1g", description="-Xms/-Xmx of Cassandra")
+    cassandra_user: str = Field(default="fluxgate", description="unprivileged user Cassandra runs as when we are root")
+    hazelcast_port: int = Field(default=5701, ge=1, le=65535, description="Hazelcast member port (clients and REST)")
+    hazelcast_version: str = Field(default="5.7.0", description="com.hazelcast:hazelcast version (5.x, Java 17)")
+    hazelcast_heap: str = Field(default="256m", description="-Xms/-Xmx of the Hazelcast member")
+    hazelcast_cluster: str = Field(default="fluxgate", description="Hazelcast cluster name clients must present")
+    java: str = Field(default="java", description="java executable for every Java server (17+)")
     jvm_quick_start: bool = Field(
         default=True, description="C1-only JIT: faster start, lower peak throughput (set false for benchmarks)"
     )

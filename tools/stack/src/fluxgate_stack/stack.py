@@ -35,6 +35,15 @@ class Endpoints:
     mqtt_port: int
     coap_url: str
     elasticsearch_url: str
+    cassandra_host: str
+    cassandra_port: int
+    hazelcast_address: str
+    hazelcast_cluster: str
+
+    @property
+    def cassandra_contact_point(self) -> str:
+        """``host:port`` of the CQL native protocol, e.g. ``127.0.0.1:9042``."""
+        return f"{self.cassandra_host}:{self.cassandra_port}"
 
     @classmethod
     def from_settings(cls, settings: StackSettings) -> Endpoints:
@@ -46,6 +55,10 @@ class Endpoints:
             mqtt_port=settings.mqtt_port,
             coap_url=f"coap://{host}:{settings.coap_port}",
             elasticsearch_url=f"http://{host}:{settings.es_port}",
+            cassandra_host=host,
+            cassandra_port=settings.cassandra_port,
+            hazelcast_address=f"{host}:{settings.hazelcast_port}",
+            hazelcast_cluster=settings.hazelcast_cluster,
         )
 
 

@@ -94,12 +94,19 @@ def test_endpoints_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         mqtt_port=1883,
         coap_url="coap://127.0.0.1:15683",
         elasticsearch_url="http://127.0.0.1:9200",
+        cassandra_host="127.0.0.1",
+        cassandra_port=9042,
+        hazelcast_address="127.0.0.1:5701",
+        hazelcast_cluster="fluxgate",
     )
+    assert Endpoints.from_settings(settings).cassandra_contact_point == "127.0.0.1:9042"
     env = {key: value for server in build(None, settings, all_if_empty=True) for key, value in server.env().items()}
     assert env["FLUXGATE_KAFKA_BOOTSTRAP"] == "127.0.0.1:29092"
     assert env["FLUXGATE_REGISTRY_URL"] == "http://127.0.0.1:8081/apis/ccompat/v7"
     assert env["FLUXGATE_MQTT_PORT"] == "1883"
     assert env["FLUXGATE_ELASTICSEARCH_URL"] == "http://127.0.0.1:9200"
+    assert (env["FLUXGATE_CASSANDRA_HOST"], env["FLUXGATE_CASSANDRA_PORT"]) == ("127.0.0.1", "9042")
+    assert (env["FLUXGATE_HAZELCAST_ADDRESS"], env["FLUXGATE_HAZELCAST_CLUSTER"]) == ("127.0.0.1:5701", "fluxgate")
 
 
 def test_parse_topics() -> None:
@@ -118,7 +125,7 @@ def test_default_topics(settings: StackSettings) -> None:
 
 
 def test_server_selection(settings: StackSettings) -> None:
-    assert default_names() == ["kafka", "registry", "mosquitto", "elasticsearch"]
+    assert default_names() == ["kafka", "registry", "mosquitto", "elasticsearch", "cassandra", "hazelcast"]
     assert [s.name for s in build(["mosquitto", "kafka"], settings)] == ["kafka", "mosquitto"]  # start order
     assert [s.name for s in build(None, settings, all_if_empty=True)][-1] == "coap-server"
     with pytest.raises(UnknownServer, match="nope"):

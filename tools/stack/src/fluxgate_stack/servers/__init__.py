@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from fluxgate_stack.errors import UnknownServer
 from fluxgate_stack.servers.base import JavaServer, Port, Server
+from fluxgate_stack.servers.cassandra import CassandraServer
 from fluxgate_stack.servers.coap import CoapServer
 from fluxgate_stack.servers.elasticsearch import ElasticsearchServer
+from fluxgate_stack.servers.hazelcast import HazelcastServer
 from fluxgate_stack.servers.kafka import KafkaServer
 from fluxgate_stack.servers.mosquitto import MosquittoServer
 from fluxgate_stack.servers.registry import RegistryServer
 from fluxgate_stack.settings import StackSettings
 
 SERVER_TYPES: dict[str, type[Server]] = {
-    server.name: server for server in (KafkaServer, RegistryServer, MosquittoServer, ElasticsearchServer, CoapServer)
+    server.name: server
+    for server in (
+        KafkaServer,
+        RegistryServer,
+        MosquittoServer,
+        ElasticsearchServer,
+        CassandraServer,
+        HazelcastServer,
+        CoapServer,
+    )
 }
 
 
