@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,7 +19,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="session")
 def cassandra_address(request: pytest.FixtureRequest) -> tuple[str, int]:
-    """The stack's Cassandra: the root ``cassandra`` fixture, else started (or reused) here."""
+    """``FLUXGATE_TEST_CASSANDRA`` (host:port of a server already running), else the stack's
+    Cassandra: the root ``cassandra`` fixture, else started (or reused) here."""
+    if configured := os.environ.get("FLUXGATE_TEST_CASSANDRA"):
+        return host_and_port(configured)
     try:
         return host_and_port(request.getfixturevalue("cassandra"))
     except pytest.FixtureLookupError:
@@ -45,7 +49,8 @@ def target(cql: Session) -> Iterator[str]:
 
 
 def connection(address: tuple[str, int], **changes: Any) -> ConnectionSettings:
-    return ConnectionSettings(contact_points=[address[0]], port=address[1], **changes)  # type: ignore[call-arg]
+    options: dict[str, Any] = {"contact_points": [address[0]], "port": address[1], **changes}
+    return ConnectionSettings(**options)
 
 
 @pytest.fixture
