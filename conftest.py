@@ -38,3 +38,32 @@ def elasticsearch() -> str:
     from fluxgate_stack import ensure_up
 
     return ensure_up(["elasticsearch"]).elasticsearch_url
+
+
+@pytest.fixture(scope="session")
+def cassandra() -> tuple[str, int]:
+    """Apache Cassandra 5.0 on loopback (single node, no authentication), standing in for Scylla:
+    ``(host, port)`` of the CQL native protocol, ``("127.0.0.1", 9042)`` by default.
+
+    A test crashes and revives it with ``fluxgate_stack.kill("cassandra")`` and
+    ``fluxgate_stack.start("cassandra")``; rows written before the kill are still there.
+    """
+    from fluxgate_stack import ensure_up
+
+    endpoints = ensure_up(["cassandra"])
+    return endpoints.cassandra_host, endpoints.cassandra_port
+
+
+@pytest.fixture(scope="session")
+def hazelcast() -> tuple[str, str]:
+    """A Hazelcast 5.x member on loopback: ``(address, cluster_name)``, ``("127.0.0.1:5701",
+    "fluxgate")`` by default. Clients must present that cluster name.
+
+    Ringbuffers hold 100 000 items, queues named ``bounded-*`` 100 (every other queue is
+    unbounded). ``fluxgate_stack.kill("hazelcast")`` / ``fluxgate_stack.start("hazelcast")``
+    crash and revive it; its data is in memory only, so it comes back empty.
+    """
+    from fluxgate_stack import ensure_up
+
+    endpoints = ensure_up(["hazelcast"])
+    return endpoints.hazelcast_address, endpoints.hazelcast_cluster

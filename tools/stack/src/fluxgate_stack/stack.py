@@ -23,6 +23,7 @@ from fluxgate_stack.settings import StackSettings
 
 log = logging.getLogger("fluxgate_stack")
 POLL_SECONDS = 0.25
+PORT_RELEASE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class Stack:
         if record is not None:
             process.kill(record)
             server.pid_file.unlink(missing_ok=True)
+            self._wait_ports_released(server)
             log.info("server=%s event=killed pid=%d", server.name, record.pid)
 
     def status(self) -> list[ServerStatus]:
@@ -182,7 +184,19 @@ class Stack:
             return
         process.terminate(record, server.stop_grace)
         server.pid_file.unlink(missing_ok=True)
+        self._wait_ports_released(server)
         log.info("server=%s event=stopped pid=%d", server.name, record.pid)
+
+    def _wait_ports_released(self, server: Server) -> None:
+        """The kernel may close a dead JVM's sockets a moment after its pid is a zombie (fput
+        deferred to a workqueue): seen with Cassandra's listeners, which a start right after a
+        kill then found taken. Waits for them, briefly; a port someone else holds stays taken."""
+        deadline = time.monotonic() + PORT_RELEASE_SECONDS
+        host = self.settings.host
+        while time.monotonic() < deadline:
+            if all(process.port_free(host, port.number, port.proto) for port in server.ports()):
+                return
+            time.sleep(0.05)
 
     def _status(self, server: Server) -> ServerStatus:
         record = process.read_pidfile(server.pid_file)
