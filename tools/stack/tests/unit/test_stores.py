@@ -40,7 +40,7 @@ def test_cassandra_yaml_is_a_single_node_on_loopback(tmp_path: Path) -> None:
     assert seeds["class_name"] == "org.apache.cassandra.locator.SimpleSeedProvider"
     assert seeds["parameters"] == [{"seeds": "127.0.0.1:17000"}]
     assert config["num_tokens"] == 1 and config["concurrent_compactors"] == 1
-    assert config["auto_snapshot"] is False and config["commitlog_sync"] == "periodic"
+    assert config["auto_snapshot"] is False and config["commitlog_sync"] == "batch"
     assert config["authenticator"] == "AllowAllAuthenticator"
     assert config["partitioner"] == "org.apache.cassandra.dht.Murmur3Partitioner"
     assert config["data_file_directories"] == [str(tmp_path / "d" / "data")]
