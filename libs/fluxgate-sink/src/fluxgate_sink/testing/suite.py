@@ -240,22 +240,23 @@ class SinkSuite:
         assert second.terminate() == 0
 
     def test_a_second_persister_joining_mid_stream_loses_nothing(self, run: Run) -> None:
-        values = aggregates(3000)
         first = run.persister(batch_size="50").start()
-        producing = threading.Thread(target=_trickle, args=(run, values, 50), daemon=True)
-        producing.start()
-        run.wait_for(first, 100)
-        second = run.persister(batch_size="50").start()  # the group rebalances while records flow
-        producing.join(120)
-        assert not producing.is_alive()
-        run.wait_for(second, 3000)
+        flowing = Flow(run)
+        flowing.start()
+        try:
+            run.wait_for(first, 100)
+            second = run.persister(batch_size="50").start()  # the group rebalances while records flow
+            written = "fluxgate_sink_records_written_total"
+            second.wait_until(lambda: second.metric(written) > 0, "the second member writing its share", 60)
+        finally:
+            produced = flowing.finish()
+        run.wait_for(second, len(produced), timeout=60)
         # Commits trail the writes (a new owner re-reads from the last commit): wait for them.
-        second.wait_until(lambda: run.committed_total() == 3000, "every offset committed")
-        assert second.metric("fluxgate_sink_records_written_total") > 0, "the second member took no share"
+        second.wait_until(lambda: run.committed_total() == len(produced), "every offset committed")
         assert first.terminate() == 0 and second.terminate() == 0
-        assert run.committed_total() == 3000  # and none past the end
-        assert run.store.count(run.target) == 3000
-        assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert run.committed_total() == len(produced)  # and none past the end
+        assert run.store.count(run.target) == len(produced)
+        assert set(run.store.documents(run.target)) == expected_ids(produced)
 
     def test_a_replay_rebuilds_a_fresh_store_identical(self, run: Run) -> None:
         values = aggregates(400)
@@ -272,6 +273,34 @@ class SinkSuite:
             assert run.store.count(fresh) == 400
         finally:
             run.store.drop(fresh)
+
+
+class Flow:
+    """Aggregates produced a chunk at a time in the background until :meth:`finish`."""
+
+    def __init__(self, run: Run, chunk: int = 50) -> None:
+        self._run, self._chunk = run, chunk
+        self._stop = threading.Event()
+        self.produced: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._produce, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Stop producing; everything produced (Kafka confirmed all of it)."""
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the producer did not stop"
+        return self.produced
+
+    def _produce(self) -> None:
+        while not self._stop.is_set() and len(self.produced) < 100_000:
+            first = len(self.produced)
+            chunk = [aggregate(i % 50, i // 50) for i in range(first, first + self._chunk)]
+            self._run.produce(chunk)
+            self.produced.extend(chunk)
+            time.sleep(0.05)
 
 
 def _lag_is_zero(process: ServiceProcess) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -106,8 +106,3 @@ class Retention:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._settings.interval_s):
                     await stop.wait()
-
-
-def retention_task(retention: Retention | None) -> list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]]:
-    """The runner's extra tasks: the sweep, unless retention is off."""
-    return [retention.run] if retention is not None else []
