@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import tomllib
+import xml.etree.ElementTree as ET
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -22,6 +23,8 @@ from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import load_settings
 from fluxgate_stack.servers.elasticsearch import node_settings
+from fluxgate_stack.servers.hazelcast import HEALTH_PATH as HAZELCAST_HEALTH_PATH
+from fluxgate_stack.servers.hazelcast import hazelcast_xml
 from fluxgate_stack.settings import StackSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +34,9 @@ SHARED_ENV = set(COMPOSE["x-service-env"])  # merged into every service's enviro
 BUILT = {name: spec for name, spec in SERVICES.items() if "build" in spec}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Declared in compose before their Dockerfile is written: the checks that need the Dockerfile
-# skip (with the reason in the summary) while it is missing; every other check runs.
+# skip (with the reason in the summary) only while it is missing, and run once it exists;
+# every other check runs. Remove a name once its Dockerfile is committed.
+DOCKERFILE_PENDING = {"scylla-persister", "hazelcast-persister"}
 
 
 def service_dir(name: str) -> Path:
@@ -99,6 +104,8 @@ def load_with_env(cls: type[BaseSettings], env: dict[str, Any], monkeypatch: pyt
 
 def dockerfile_of(name: str) -> Path:
     dockerfile = ROOT / str(BUILT[name]["build"]["dockerfile"])
+    if name in DOCKERFILE_PENDING and not dockerfile.exists():
+        pytest.skip(f"{dockerfile.relative_to(ROOT)} is not written yet")
     return dockerfile
 
 
@@ -176,6 +183,52 @@ def test_servers_match_the_local_stack_versions() -> None:
     assert image_tag("registry") == stack.registry_version
     assert image_tag("elasticsearch") == stack.es_version
     assert image_tag("kibana") == stack.es_version  # Kibana refuses an Elasticsearch of another version
+    assert image_tag("hazelcast") == stack.hazelcast_version
+
+
+def test_scylla_stands_where_the_local_cassandra_does() -> None:
+    spec, stack = SERVICES["scylla"], StackSettings()
+    assert spec["image"].startswith("scylladb/scylla:")
+    assert f"{stack.cassandra_port}:9042" in spec["ports"]
+    args = " ".join(spec["command"])
+    for flag in ("--smp 1", "--memory 750M", "--overprovisioned 1", "--developer-mode 1"):
+        assert flag in args, flag
+    assert "SELECT release_version FROM system.local" in " ".join(spec["healthcheck"]["test"])
+    named = {volume.split(":")[0]: volume.split(":")[1] for volume in spec["volumes"]}
+    assert named.get("scylla-data") == "/var/lib/scylla"
+
+
+def hazelcast_data_structures(xml: str) -> dict[str, str]:
+    """Everything in a member's configuration but its network, element by element."""
+    root = ET.fromstring(xml)
+    return {
+        f"{child.tag}[{child.get('name', '')}]": ET.tostring(child, encoding="unicode").strip()
+        for child in root
+        if not child.tag.endswith("}network")
+    }
+
+
+def test_hazelcast_matches_the_local_stack() -> None:
+    spec, stack = SERVICES["hazelcast"], StackSettings()
+    mounted = {config["source"]: config["target"] for config in spec["configs"]}
+    target = mounted["hazelcast-xml"]
+    java_opts = spec["environment"]["JAVA_OPTS"].split()
+    assert f"-Dhazelcast.config={target}" in java_opts
+    assert {f"-Xms{stack.hazelcast_heap}", f"-Xmx{stack.hazelcast_heap}"} <= set(java_opts)
+    assert spec["environment"]["HZ_CLUSTERNAME"] == stack.hazelcast_cluster
+    compose_xml = COMPOSE["configs"]["hazelcast-xml"]["content"]
+    local = hazelcast_data_structures(hazelcast_xml(stack))
+    # The local member also refuses to bind beyond loopback; the container binds its own address.
+    local = {key: value for key, value in local.items() if not key.endswith("}properties[]")}
+    assert {key: value for key, value in hazelcast_data_structures(compose_xml).items() if key in local} == local
+    ns = "{http://www.hazelcast.com/schema/config}"
+    port = ET.fromstring(compose_xml).find(f"{ns}network/{ns}port")
+    assert port is not None and (port.text, port.get("auto-increment")) == ("5701", "false")
+    assert f"{stack.hazelcast_port}:5701" in spec["ports"]
+    assert HAZELCAST_HEALTH_PATH in " ".join(spec["healthcheck"]["test"])
+    # Clients present the cluster name; Hazelcast's own default ("dev") would be refused.
+    persister = SERVICES["hazelcast-persister"]["environment"]
+    assert persister["FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME"] == stack.hazelcast_cluster
 
 
 def test_elasticsearch_matches_the_local_stack(tmp_path: Path) -> None:
@@ -279,6 +332,10 @@ def test_services_reach_the_other_containers_not_their_own_loopback(name: str, m
         endpoints["mosquitto"] = settings.mqtt.host
     if "elasticsearch" in type(settings).model_fields:
         endpoints["elasticsearch"] = " ".join(settings.elasticsearch.hosts)
+    if "scylla" in type(settings).model_fields:
+        endpoints["scylla"] = " ".join(settings.scylla.contact_points)
+    if "hazelcast" in type(settings).model_fields:
+        endpoints["hazelcast"] = " ".join(settings.hazelcast.members)
     for server, endpoint in endpoints.items():
         assert not any(host in endpoint for host in LOOPBACK), f"{name}: {server} at {endpoint} is the container itself"
         assert server in endpoint, f"{name}: {endpoint} is not the {server} service"
