@@ -100,6 +100,8 @@ class BatchWriter:
             outage = 0
             _count_written(pending, {f.index for f in failures})
             overloaded = [pending[f.index] for f in failures if f.error.retriable]
+            if len(failures) < len(pending):  # some went through: the store is busy, not stuck
+                overloaded_rounds = 0
             refused = [(pending[f.index], f.error) for f in failures if not f.error.retriable]
             again = await self._policy([Refused(i.source, i.statement.target, e) for i, e in refused], attempt)
             pending = overloaded + ([item for item, _ in refused] if again else [])

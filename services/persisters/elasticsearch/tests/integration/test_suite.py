@@ -2,64 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-import uuid
-from pathlib import Path
-from typing import Any
-
 import pytest
-from elasticsearch import Elasticsearch
 
-import fluxgate_stack
+from fluxgate_es_persister.testing import ElasticsearchUnderTest
 from fluxgate_sink.testing.store import StoreUnderTest
 from fluxgate_sink.testing.suite import SinkSuite
-
-
-class ElasticsearchUnderTest(StoreUnderTest):
-    """Daily indices ``<target>-YYYY.MM.dd`` read back through the ``<target>`` alias."""
-
-    argv = (str(Path(sys.executable).with_name("fluxgate-es-persister")),)
-    env_prefix = "FLUXGATE_ES_"
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.client = Elasticsearch(url, request_timeout=30)
-
-    def env(self) -> dict[str, str]:
-        return {"ELASTICSEARCH__HOSTS": f'["{self.url}"]', "RETENTION__ENABLED": "false"}
-
-    def new_target(self) -> str:
-        return f"suite-{uuid.uuid4().hex[:10]}"
-
-    def kcql(self, topic: str, target: str) -> str:
-        return f"INSERT INTO {target} SELECT * FROM {topic} WITHINDEXSUFFIX=-{{YYYY.MM.dd}}"
-
-    def documents(self, target: str) -> dict[str, dict[str, Any]]:
-        if not self.client.indices.exists_alias(name=target):
-            return {}
-        self.client.indices.refresh(index=target)
-        found = self.client.search(index=target, size=10_000, query={"match_all": {}})
-        return {hit["_id"]: hit["_source"] for hit in found["hits"]["hits"]}
-
-    def count(self, target: str) -> int:
-        if not self.client.indices.exists_alias(name=target):
-            return 0
-        self.client.indices.refresh(index=target)
-        return int(self.client.count(index=target)["count"])
-
-    def refused_value(self, value: dict[str, Any]) -> dict[str, Any]:
-        # A keyword longer than Lucene's 32766-byte term limit: valid Avro, refused per document.
-        return {**value, "unit": "x" * 40_000}
-
-    def kill(self) -> None:
-        fluxgate_stack.kill("elasticsearch")
-
-    def start(self) -> None:
-        fluxgate_stack.start("elasticsearch")
-
-    def drop(self, target: str) -> None:
-        self.client.indices.delete(index=f"{target}-*", ignore_unavailable=True, expand_wildcards="all")
-        self.client.indices.delete_index_template(name=target, ignore=[404])
 
 
 class TestElasticsearchSinkSuite(SinkSuite):
