@@ -33,13 +33,18 @@ def already_written(offset: int, key: str, recorded: Mapping[str, int]) -> bool:
     return last is not None and offset <= last
 
 
-def written_through(keys: Sequence[str], offsets: Sequence[int], written: int) -> dict[str, int]:
+def written_through(
+    keys: Sequence[str], offsets: Sequence[int], written: int, refused: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """The offsets to record once the first ``written`` of a group's items (in order) are in the store.
 
     Items after the first one not written are not recorded even if a later call writes
-    them: the record only ever says "everything up to here is in"."""
+    them: the record only ever says "everything up to here is in". ``refused`` holds, per
+    key, the lowest offset the store refused: the record stays below it, so a restart
+    before its dead letter is confirmed sends it through the error policy again."""
     through: dict[str, int] = {}
     for key, offset in zip(keys[:written], offsets[:written], strict=True):
-        if offset > through.get(key, -1):
+        cap = (refused or {}).get(key)
+        if offset > through.get(key, -1) and (cap is None or offset < cap):
             through[key] = offset
     return through

@@ -75,8 +75,22 @@ class _Group:
     target: str
     statement: Statement
     indices: list[int] = field(default_factory=list)
-    written: int = 0  # how many of them (a prefix) are in the store
+    values: list[Value] = field(default_factory=list)  # of ``indices``, once encoded
+    refused: list[ItemFailure] = field(default_factory=list)  # items with no value the store can hold
+    written: int = 0  # how many of ``indices`` (a prefix) are in the store
     error: SinkError | None = None
+
+    def encode(self, items: Sequence[SinkItem]) -> None:
+        """Values of the items to write; the ones that cannot be encoded are refused, not written."""
+        kept: list[int] = []
+        for index in self.indices:
+            try:
+                self.values.append(value_of(items[index]))
+            except SinkError as exc:
+                self.refused.append(ItemFailure(index, exc))
+                continue
+            kept.append(index)
+        self.indices = kept
 
 
 async def connect(settings: ConnectionSettings) -> HazelcastClient:
@@ -130,6 +144,8 @@ class HazelcastSink(Sink):
                 for i in group.indices
                 if not already_written(items[i].source.offset, record_key(group.structure, items[i]), recorded)
             ]
+        for group in groups:
+            group.encode(items)
         await asyncio.gather(*(self._write_group(group, items) for group in groups if group.indices))
         failed = [g for g in groups if g.error is not None]
         nothing_written = not any(g.written for g in groups if g.error is None or g.written)
@@ -137,7 +153,8 @@ class HazelcastSink(Sink):
             # Nothing of the batch went in: the runner's outage path (pause, ping, write again).
             raise failed[0].error or StoreUnavailable("Hazelcast unavailable")
         await self._record_offsets(items, appended)
-        return [
+        refused = [failure for group in groups for failure in group.refused]
+        return refused + [
             ItemFailure(index, group.error)
             for group in failed
             if group.error is not None
@@ -145,10 +162,9 @@ class HazelcastSink(Sink):
         ]
 
     async def _write_group(self, group: _Group, items: Sequence[SinkItem]) -> None:
-        chosen = [items[i] for i in group.indices]
         try:
             proxy = await self._proxy(group.structure, group.target)
-            await self._write(group, proxy, chosen)
+            await self._write(group, proxy, [items[i] for i in group.indices])
         except Exception as exc:
             group.error = _as_sink_error(exc, group)
             log.warning(
@@ -156,12 +172,12 @@ class HazelcastSink(Sink):
                 target=group.target,
                 structure=group.structure.value,
                 written=group.written,
-                of=len(chosen),
+                of=len(group.indices),
                 error=str(group.error),
             )
 
     async def _write(self, group: _Group, proxy: Any, items: list[SinkItem]) -> None:
-        values = [value_of(item) for item in items]
+        values = group.values
         if group.structure is Structure.IMAP:
             await self._put(proxy, group.statement, [item.id for item in items], values)
             group.written = len(items)
@@ -228,7 +244,12 @@ class HazelcastSink(Sink):
         for group in groups:
             keys = [record_key(group.structure, items[i]) for i in group.indices]
             offsets = [items[i].source.offset for i in group.indices]
-            for key, offset in written_through(keys, offsets, group.written).items():
+            refused: dict[str, int] = {}
+            for failure in group.refused:
+                key = record_key(group.structure, items[failure.index])
+                offset = items[failure.index].source.offset
+                refused[key] = min(offset, refused.get(key, offset))
+            for key, offset in written_through(keys, offsets, group.written, refused).items():
                 through[key] = max(offset, through.get(key, -1))
         if not through:
             return
@@ -287,7 +308,15 @@ async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], statement: Statemen
         raise Backpressure(f"ringbuffer {statement.target} full (overflow policy FAIL, items within their TTL)")
 
 
+def _leaf(exc: Exception) -> Exception:
+    """The first real error inside the ExceptionGroup that put_all's TaskGroup raises."""
+    while isinstance(exc, ExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _as_sink_error(exc: Exception, group: _Group) -> SinkError:
+    exc = _leaf(exc)
     if isinstance(exc, SinkError):
         return exc
     if isinstance(exc, hz.HazelcastSerializationError | hz.MaxMessageSizeExceededError):
@@ -300,6 +329,7 @@ def _as_sink_error(exc: Exception, group: _Group) -> SinkError:
 
 
 def _as_unavailable(exc: Exception, doing: str) -> SinkError:
+    exc = _leaf(exc)
     if isinstance(exc, SinkError):
         return exc
     if isinstance(exc, UNAVAILABLE):

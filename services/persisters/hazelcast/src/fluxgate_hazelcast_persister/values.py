@@ -19,6 +19,7 @@ from typing import Any
 
 from hazelcast.core import HazelcastJsonValue
 
+from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.sink import SinkItem
 
 Value = HazelcastJsonValue | bytes
@@ -32,8 +33,14 @@ def value_of(item: SinkItem) -> Value:
 
 
 def to_json(document: dict[str, Any]) -> str:
-    """Compact JSON; datetimes as ISO-8601 in UTC, decimals as strings, bytes as hex."""
-    return json.dumps(document, default=_plain, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON; datetimes as ISO-8601 in UTC, decimals as strings, bytes as hex.
+
+    NaN and infinities (valid Avro doubles) have no JSON form: such a document is refused
+    for good (:class:`FieldMissing`, not retriable), so the error policy decides."""
+    try:
+        return json.dumps(document, default=_plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        raise FieldMissing(f"the document has no JSON form: {exc}") from exc
 
 
 def _plain(value: Any) -> Any:

@@ -96,5 +96,3 @@ async def hz(hz_member: Member) -> AsyncIterator[HazelcastClient]:
 @pytest.fixture
 def name() -> str:
     return f"test-{uuid.uuid4().hex[:8]}"
-
-
