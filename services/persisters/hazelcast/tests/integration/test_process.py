@@ -1,0 +1,97 @@
+"""``fluxgate-hazelcast-persister`` as a process: the offset record keeps a SIGKILL from doubling a ringbuffer."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hazelcast import HazelcastClient
+
+from fluxgate_core.testing import ServiceProcess, free_port
+from fluxgate_sink.testing.suite import Run, aggregates, expected_ids
+
+pytestmark = pytest.mark.integration
+
+
+class RingbufferTarget:
+    """Just enough of a StoreUnderTest for ``Run``: a ringbuffer per target, read by a separate client."""
+
+    argv = (str(Path(sys.executable).with_name("fluxgate-hazelcast-persister")),)
+    env_prefix = "FLUXGATE_HZ_"
+
+    def __init__(self, member: Any) -> None:
+        self.member = member
+        self.client = HazelcastClient(**member.client_options())
+
+    def env(self) -> dict[str, str]:
+        # A short session: the second persister gets the killed one's partitions in seconds, not 45.
+        session = json.dumps({"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"})
+        return {**self.member.env(), "KAFKA__EXTRA": session}
+
+    def new_target(self) -> str:
+        return f"ring-{uuid.uuid4().hex[:10]}"
+
+    def kcql(self, topic: str, target: str) -> str:
+        return f"INSERT INTO {target} SELECT * FROM {topic} STOREAS RING_BUFFER WITHFORMAT JSON"
+
+    def entries(self, target: str) -> list[dict[str, Any]]:
+        ringbuffer = self.client.get_ringbuffer(target).blocking()
+        size, out = ringbuffer.size(), []
+        while len(out) < size:
+            out.extend(json.loads(v.to_string()) for v in ringbuffer.read_many(len(out), 1, 500))
+        return out
+
+    def documents(self, target: str) -> dict[str, Any]:
+        return {f"{e['device_id']}|{e['metric']}|{e['window_start']}": e for e in self.entries(target)}
+
+    def drop(self, target: str) -> None:
+        self.client.get_ringbuffer(target).blocking().destroy()
+
+
+@pytest.fixture
+def ring_run(stack: Any, hz_member: Any, registry_client: Any) -> Any:
+    store = RingbufferTarget(hz_member)
+    run = Run(stack, store, registry_client)  # type: ignore[arg-type]
+    yield run
+    run.close()
+    store.client.shutdown()
+
+
+def test_a_persister_sigkilled_mid_stream_doubles_nothing_in_a_ringbuffer(ring_run: Run) -> None:
+    values = aggregates(3000)
+    ring_run.produce(values)
+    first = ring_run.persister(batch_size="100").start()
+    store: RingbufferTarget = ring_run.store  # type: ignore[assignment]
+    first.wait_until(lambda: len(store.entries(ring_run.target)) >= 600, "600 entries")
+    first.kill()
+    written = len(store.entries(ring_run.target))
+    committed = ring_run.committed_total()
+    assert written < 3000, "killed after everything was written: not mid-stream"
+    second = ring_run.persister(batch_size="100").start()
+    second.wait_until(lambda: second.metric("fluxgate_sink_records_written_total") >= 3000 - committed, "the rest", 60)
+    second.wait_until(lambda: ring_run.committed_total() == 3000, "every offset committed")
+    entries = store.entries(ring_run.target)
+    assert len(entries) == 3000, f"{len(entries) - 3000} entries doubled (written {written}, committed {committed})"
+    assert {f"{e['device_id']}|{e['metric']}|{e['window_start']}" for e in entries} == {
+        f"{v['device_id']}|{v['metric']}|{v['window_start'].isoformat()}" for v in values
+    }
+    assert len(expected_ids(values)) == 3000
+    assert second.terminate() == 0
+
+
+def test_a_bad_setting_exits_2_naming_the_variable(tmp_path: Path) -> None:
+    port = free_port()
+    process = ServiceProcess(
+        [sys.executable, "-m", "fluxgate_hazelcast_persister"],
+        {"FLUXGATE_HZ_SINK__KCQL": "INSERT INTO x SELECT * FROM t STOREAS CACHE", "FLUXGATE_HZ_HTTP__PORT": str(port)},
+        health_port=port,
+        log_path=tmp_path / "bad.log",
+        isolate_prefix="FLUXGATE_HZ_",
+    )
+    process.start(wait_ready=False)
+    assert process.wait(30) == 2
+    assert "FLUXGATE_HZ_SINK__KCQL" in process.log_text() and "STOREAS CACHE" in process.log_text()
