@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.settings import load_settings
+from fluxgate_hazelcast_persister.offsets import already_written, written_through
+from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, HazelcastSettings
+from fluxgate_hazelcast_persister.structures import Structure, structure_of
+from fluxgate_hazelcast_persister.testing import START
+from fluxgate_hazelcast_persister.values import to_json
+from fluxgate_sink.errors import FieldMissing
+from fluxgate_sink.kcql import parse
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("FLUXGATE_HZ_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_defaults_work_with_the_local_stack() -> None:
+    settings = load_settings(HazelcastSettings)
+    assert settings.http.port == 9106 and settings.sink.kcql == DEFAULT_KCQL
+    assert settings.hazelcast.client_options()["cluster_members"] == ["127.0.0.1:5701"]
+    assert settings.group_id() == "fluxgate-hazelcast-persister"
+
+
+def test_the_seed_statement_without_storeas_is_a_ringbuffer() -> None:
+    (seed,) = parse(
+        "INSERT INTO sensor_ringbuffer SELECT sensor_id, timestamp, temperature FROM coap_sensor_topic WITH FORMAT JSON"
+    )
+    assert structure_of(seed) is Structure.RING_BUFFER and seed.format == "JSON"
+
+
+@pytest.mark.parametrize(
+    ("kcql", "why"),
+    [
+        ("INSERT INTO x SELECT * FROM t STOREAS CACHE", "not a Hazelcast structure"),
+        ("INSERT INTO x SELECT * FROM t STOREAS QUEUE TTL=5", "TTL applies to STOREAS IMAP only"),
+        ("INSERT INTO x SELECT a FROM t STOREAS IMAP WITHFORMAT AVRO", "needs SELECT *"),
+    ],
+)
+def test_what_hazelcast_cannot_do_fails_naming_the_variable(clean_env: pytest.MonkeyPatch, kcql: str, why: str) -> None:
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", kcql)
+    with pytest.raises(ConfigError, match="FLUXGATE_HZ_SINK__KCQL") as raised:
+        load_settings(HazelcastSettings)
+    assert why in str(raised.value)
+
+
+def test_credentials_go_together(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_HZ_HAZELCAST__USERNAME", "writer")
+    with pytest.raises(ConfigError, match="FLUXGATE_HZ_HAZELCAST"):
+        load_settings(HazelcastSettings)
+
+
+def test_json_has_iso_datetimes_and_refuses_nan() -> None:
+    assert to_json({"window_start": START, "n": 1}) == '{"window_start":"2026-11-23T12:00:00+00:00","n":1}'
+    with pytest.raises(FieldMissing):
+        to_json({"mean": float("nan")})
+
+
+def test_the_record_covers_the_written_prefix_below_a_refusal() -> None:
+    keys, offsets = ["a", "a", "b", "a"], [5, 6, 9, 7]
+    assert written_through(keys, offsets, 3) == {"a": 6, "b": 9}
+    assert written_through(keys, offsets, 4, refused={"a": 6}) == {"a": 5, "b": 9}
+    assert already_written(6, "a", {"a": 6}) and not already_written(7, "a", {"a": 6})
+    assert not already_written(0, "c", {})
