@@ -1,0 +1,254 @@
+"""Aggregates/s from Kafka into a Hazelcast ringbuffer through ``fluxgate-hazelcast-persister``
+(the real service, as a process) next to a baseline, in the same run, that writes the same
+values with the same client library in a plain loop (``Ringbuffer.add_all`` of 1000, no Kafka).
+
+* ``baseline``: N ``TemperatureAggregate`` values (the JSON the persister would write) encoded and added
+  with the asyncio client's ``add_all`` in chunks of the batch size; timed from the first call
+  to the last answer.
+* ``persister``: the same N aggregates, Avro wire format, produced to a fresh 3-partition topic
+  first; then the persister starts and is timed from ready until its own
+  ``fluxgate_sink_records_written_total`` reaches N (no polling of the store); the ringbuffer's
+  size is checked once at the end.
+
+The member: ``--member``/``--cluster`` (default: the local stack's, else 127.0.0.1:5701/dev).
+Each leg writes its own fresh ringbuffer, destroyed afterwards. Results: ``bench-results/hazelcast.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
+
+# This script's own name is the client's: with bench/ first on sys.path, ``import hazelcast`` would import it.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
+from hazelcast.asyncio import HazelcastClient  # noqa: E402
+from hazelcast.core import HazelcastJsonValue  # noqa: E402
+
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
+from fluxgate_core.serde import AvroEncoder  # noqa: E402
+from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
+from fluxgate_hazelcast_persister.values import to_json  # noqa: E402
+from fluxgate_sink.kcql import parse  # noqa: E402
+
+START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)
+
+
+def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        start = START + timedelta(minutes=i // devices)
+        out.append(
+            {
+                "device_id": f"d{i % devices}",
+                "metric": "temperature",
+                "window_start": start,
+                "window_end": start + timedelta(minutes=1),
+                "count": 60,
+                "min": 15.0 + (i % 200) / 10,
+                "max": 25.0 + (i % 200) / 10,
+                "mean": 20.0 + (i % 200) / 10,
+                "stddev": 1.5,
+                "first_event_time": start,
+                "last_event_time": start + timedelta(seconds=59),
+                "unit": "Cel",
+            }
+        )
+    return out
+
+
+def kcql(target: str, topic: str) -> str:
+    return f"INSERT INTO {target} SELECT * FROM {topic} STOREAS RING_BUFFER WITHFORMAT JSON"  # noqa: S608
+
+
+async def _client(member: str, cluster: str) -> Any:
+    return await HazelcastClient.create_and_start(cluster_members=[member], cluster_name=cluster)
+
+
+def baseline(member: str, cluster: str, records: list[dict[str, Any]], batch: int) -> dict[str, Any]:
+    target = f"bench-base-{uuid.uuid4().hex[:6]}"
+    (statement,) = parse(kcql(target, "unused"))
+
+    async def run() -> float:
+        client = await _client(member, cluster)
+        try:
+            ringbuffer = await client.get_ringbuffer(target)
+            began = time.perf_counter()
+            for start in range(0, len(records), batch):  # the same JSON the sink makes, in the loop
+                chunk = records[start : start + batch]
+                await ringbuffer.add_all([HazelcastJsonValue(to_json(statement.project(r))) for r in chunk])
+            wall = time.perf_counter() - began
+            assert await ringbuffer.size() == min(len(records), await ringbuffer.capacity())
+            await ringbuffer.destroy()
+            return wall
+        finally:
+            await client.shutdown()
+
+    cpu = os.times()
+    wall = asyncio.run(run())
+    used = (os.times().user - cpu.user) + (os.times().system - cpu.system)
+    return {"wall_s": round(wall, 3), "records_per_s": round(len(records) / wall), "client_cpu_s": round(used, 2)}
+
+
+def persister(
+    stack: Any, member: str, cluster: str, records: list[dict[str, Any]], batch: int, log: Path
+) -> dict[str, Any]:
+    target = f"bench-hz-{uuid.uuid4().hex[:6]}"
+    topic = unique_topic("bench.aggregates", stack.bootstrap)
+    registry = SchemaRegistryClient({"url": stack.registry_url})
+    encoder = AvroEncoder.registered(
+        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+    )
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for record in records:
+        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_HZ_")},
+        "FLUXGATE_HZ_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+        "FLUXGATE_HZ_REGISTRY__URL": stack.registry_url,
+        "FLUXGATE_HZ_HAZELCAST__MEMBERS": json.dumps([member]),
+        "FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME": cluster,
+        "FLUXGATE_HZ_HTTP__HOST": "127.0.0.1",
+        "FLUXGATE_HZ_HTTP__PORT": str(port),
+        "FLUXGATE_HZ_SINK__KCQL": kcql(target, topic),
+        "FLUXGATE_HZ_SINK__BATCH_SIZE": str(batch),
+        "FLUXGATE_HZ_SINK__GROUP_ID": f"bench-{target}",
+        "FLUXGATE_HZ_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
+        **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith("BENCH_HZ_")},
+    }
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fluxgate_hazelcast_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        while not _answers(port):  # set up and consuming: the clock starts
+            assert process.poll() is None, f"the persister exited; see {log}"
+            time.sleep(0.01)
+        began, cpu_before = time.perf_counter(), cpu_seconds(process.pid)
+        while written(port) < len(records):
+            assert process.poll() is None, f"the persister exited; see {log}"
+            assert time.perf_counter() - began < 600, f"{written(port)} of {len(records)} after 600 s; see {log}"
+            time.sleep(0.1)  # each look renders every metric in the persister: not too often
+        wall = time.perf_counter() - began
+        cpu = cpu_seconds(process.pid) - cpu_before
+        writes = metric(port, "fluxgate_sink_write_seconds_count")
+        write_ms = 1000 * metric(port, "fluxgate_sink_write_seconds_sum") / max(writes, 1)
+    finally:
+        process.terminate()
+        process.wait(60)
+
+    async def check_and_drop() -> int:
+        client = await _client(member, cluster)
+        try:
+            ringbuffer = await client.get_ringbuffer(target)
+            size = int(await ringbuffer.size())
+            await ringbuffer.destroy()
+            return size
+        finally:
+            await client.shutdown()
+
+    size = asyncio.run(check_and_drop())
+    assert size == min(len(records), 10_000), f"ringbuffer holds {size} (default capacity 10000)"
+    assert process.returncode == 0, f"exit {process.returncode}; see {log}"
+    return {
+        "wall_s": round(wall, 3),
+        "records_per_s": round(len(records) / wall),
+        "persister_cpu_s": round(cpu, 2),
+        "persister_us_cpu_per_record": micros_per(cpu, len(records)),
+        "writes": int(writes),
+        "mean_write_ms": round(write_ms, 1),
+    }
+
+
+def _answers(port: int) -> bool:
+    """/readyz answers 200: the sink is set up and consuming."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def metric(port: int, name: str) -> float:
+    """The sum of metric ``name``'s samples in the persister on ``port`` (0 before it answers)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return 0.0
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    return sum(float(value) for key, value in samples if key.split("{")[0] == name)
+
+
+def written(port: int) -> float:
+    return metric(port, "fluxgate_sink_records_written_total")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000, help="aggregates per leg")
+    parser.add_argument("--devices", type=int, default=1000, help="devices (values per window minute)")
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="add_all size of both legs (the persister's batch_size)"
+    )
+    parser.add_argument("--member", default=None, help="host:port of a member (default: the local stack's)")
+    parser.add_argument("--cluster", default=None, help="cluster name (default: the local stack's, else dev)")
+    args = parser.parse_args()
+
+    from fluxgate_stack import ensure_up
+
+    stack_up()
+    stack = ensure_up(["kafka", "registry"])
+    member, cluster = args.member, args.cluster
+    if member is None:
+        found = ensure_up(["hazelcast"])
+        hz = getattr(found, "hazelcast", found)
+        member = str(getattr(hz, "address", None) or "127.0.0.1:5701")
+        cluster = cluster or str(getattr(hz, "cluster_name", "dev"))
+    cluster = cluster or "dev"
+    records = aggregates(args.records, args.devices)
+    log = ROOT / "bench-results" / "hazelcast-persister.log"
+    log.parent.mkdir(exist_ok=True)
+    base = baseline(member, cluster, records, args.batch)
+    through = persister(stack, member, cluster, records, args.batch, log)
+    ratio = round(through["records_per_s"] / base["records_per_s"], 3)
+    print_table(
+        f"Hazelcast ringbuffer: {args.records:,} aggregates, add_all of {args.batch}",
+        ["leg", "records/s", "wall s", "CPU s"],
+        [
+            ["baseline (add_all loop, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"]],
+            [
+                "persister (Kafka -> HZ process)",
+                through["records_per_s"],
+                through["wall_s"],
+                through["persister_cpu_s"],
+            ],
+        ],
+    )
+    print(f"\nratio persister / baseline: {ratio}")
+    path = write_results(
+        "hazelcast",
+        {"parameters": vars(args), "baseline": base, "persister": through, "throughput_persister_over_baseline": ratio},
+    )
+    print(f"results: {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
