@@ -60,14 +60,14 @@ async def test_a_queue_reads_back_in_order(sink: HazelcastSink, hz: HazelcastCli
 async def test_a_full_bounded_queue_is_backpressure_never_a_drop(
     sink: HazelcastSink, hz: HazelcastClient, name: str
 ) -> None:
-    bounded = f"bounded-{name}"  # the test member's config caps queues named bounded-* (50 items)
+    bounded = f"bounded-{name}"  # the stack's member caps queues named bounded-* (100 items)
     stmt = statement(bounded, "QUEUE")
     await sink.setup([stmt])
-    batch = items(stmt, 80)
+    batch = items(stmt, 250)
     failures = await sink.write_batch(batch)
     queue = await hz.get_queue(bounded)
     held = await queue.size()
-    assert 0 < held < 80 and [f.index for f in failures] == list(range(held, 80))
+    assert 0 < held < 250 and [f.index for f in failures] == list(range(held, 250))
     assert all(f.error.retriable for f in failures)
     drained: list[Any] = []
     await queue.drain_to(drained)
