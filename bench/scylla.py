@@ -38,7 +38,7 @@ from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_tex
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_core.testing import free_port, unique_topic
 from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name
-from fluxgate_scylla_persister.testing import connect, create_keyspace, host_and_port
+from fluxgate_scylla_persister.testing import connect, create_keyspace
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.sink import SinkItem
 
@@ -198,7 +198,7 @@ def main() -> None:
 
     stack_up()
     stack = ensure_up(["kafka", "registry", "cassandra"])
-    address = host_and_port(getattr(stack, "cassandra", None) or "127.0.0.1:9042")
+    address = stack.cassandra_host, stack.cassandra_port
     cluster, session = connect(address)
     create_keyspace(session, KEYSPACE)
     records = aggregates(args.records, args.devices)

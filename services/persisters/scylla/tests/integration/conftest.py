@@ -28,8 +28,8 @@ def cassandra_address(request: pytest.FixtureRequest) -> tuple[str, int]:
     except pytest.FixtureLookupError:
         from fluxgate_stack import ensure_up
 
-        endpoints: Any = ensure_up(["cassandra"])
-        return host_and_port(getattr(endpoints, "cassandra", None) or "127.0.0.1:9042")
+        endpoints = ensure_up(["cassandra"])
+        return endpoints.cassandra_host, endpoints.cassandra_port
 
 
 @pytest.fixture(scope="session")
