@@ -12,12 +12,13 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import cbor2
 
 from fluxgate_core.errors import PayloadError
+from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
 
 # CoAP Content-Format numbers (IANA registry).
 CF_TEXT, CF_JSON, CF_CBOR, CF_SENML_JSON, CF_SENML_CBOR = 0, 50, 60, 110, 112
@@ -58,10 +59,25 @@ class JsonFields:
         return frozenset((self.device, self.time, self.sequence, self.unit, self.metric, self.value))
 
 
-def parse_payload(payload: bytes, fmt: PayloadFormat = "auto", fields: JsonFields = JsonFields()) -> list[Measurement]:
-    """Parse ``payload`` in format ``fmt`` (``auto``: JSON object, JSON number or SenML array)."""
+def parse_payload(
+    payload: bytes,
+    fmt: PayloadFormat = "auto",
+    fields: JsonFields = JsonFields(),
+    limits: PayloadLimits = DEFAULT_LIMITS,
+) -> list[Measurement]:
+    """Parse ``payload`` in format ``fmt`` (``auto``: JSON object, JSON number or SenML array).
+
+    Any bytes give measurements or a :class:`PayloadError`, never another exception.
+    """
+    limits.check_size(payload)
+    measurements = _parse(payload, fmt, fields, limits)
+    limits.check_count(len(measurements))
+    return measurements
+
+
+def _parse(payload: bytes, fmt: PayloadFormat, fields: JsonFields, limits: PayloadLimits) -> list[Measurement]:
     if fmt in ("cbor", "senml-cbor"):
-        return _from_document(_load_cbor(payload), fields, senml_only=fmt == "senml-cbor")
+        return _from_document(_load_cbor(payload), fields, limits, senml_only=fmt == "senml-cbor")
     document = _load_json(payload)
     if fmt == "number" and not _is_number(document):
         raise PayloadError(f"expected a bare number, got {type(document).__name__}")
@@ -69,7 +85,7 @@ def parse_payload(payload: bytes, fmt: PayloadFormat = "auto", fields: JsonField
         raise PayloadError("expected a SenML pack (a JSON array)")
     if fmt == "json" and not isinstance(document, dict | int | float):
         raise PayloadError(f"expected a JSON object or number, got {type(document).__name__}")
-    return _from_document(document, fields, senml_only=False)
+    return _from_document(document, fields, limits, senml_only=False)
 
 
 def format_for_content_format(content_format: int | None) -> PayloadFormat:
@@ -81,11 +97,26 @@ def format_for_content_format(content_format: int | None) -> PayloadFormat:
 def _load_json(payload: bytes) -> Any:
     try:
         # Decode ourselves: json.loads(bytes) would guess UTF-16/32 from garbage bytes.
-        return json.loads(payload.decode("utf-8"))
+        # A UTF-8 BOM is allowed (RFC 8259 section 8.1 lets a parser ignore it).
+        text = payload.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise PayloadError(f"payload is not UTF-8 text: {exc}") from exc
-    except ValueError as exc:
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError as exc:
+        raise PayloadError("payload is not valid JSON: nested too deeply") from exc
+    except ValueError as exc:  # also Python's limit on the digits of an integer
         raise PayloadError(f"payload is not valid JSON: {exc}") from exc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # The last duplicate silently winning would be a guess about what the device meant.
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise PayloadError(f"payload is not valid JSON: duplicate key {_show(duplicate)}")
+    return document
 
 
 def _load_cbor(payload: bytes) -> Any:
@@ -95,20 +126,23 @@ def _load_cbor(payload: bytes) -> Any:
         raise PayloadError(f"payload is not valid CBOR: {exc}") from exc
 
 
-def _from_document(document: Any, fields: JsonFields, *, senml_only: bool) -> list[Measurement]:
+def _from_document(document: Any, fields: JsonFields, limits: PayloadLimits, *, senml_only: bool) -> list[Measurement]:
     if isinstance(document, list):
-        return parse_senml(document)
+        return parse_senml(document, limits)
     if senml_only:
         raise PayloadError("expected a SenML pack (an array)")
     if _is_number(document):
         return [Measurement(value=_finite(document, "payload"))]
     if isinstance(document, dict):
         return parse_object(document, fields)
-    raise PayloadError(f"unsupported payload: a JSON {type(document).__name__}")
+    raise PayloadError(f"unsupported payload: a {type(document).__name__}, not an object, number or array")
 
 
 def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields()) -> list[Measurement]:
     """``{"sensorId": "S4", "timestamp": 1486997194029, "temperature": 23.6}`` style objects."""
+    odd_key = next((key for key in document if not isinstance(key, str)), None)
+    if odd_key is not None:  # only CBOR can do this; its keys would not survive str() as names
+        raise PayloadError(f"object key {_show(odd_key)} is not a string")
     device = _optional_str(document.get(fields.device), fields.device)
     time_ms = parse_time(document[fields.time], fields.time) if fields.time in document else None
     sequence = _optional_int(document.get(fields.sequence), fields.sequence)
@@ -129,7 +163,7 @@ def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields())
     return measured
 
 
-def parse_senml(pack: list[Any]) -> list[Measurement]:
+def parse_senml(pack: list[Any], limits: PayloadLimits = DEFAULT_LIMITS) -> list[Measurement]:
     """Resolve a SenML pack (RFC 8428): base name/time/unit/value carried forward."""
     if not pack:
         raise PayloadError("empty SenML pack")
@@ -138,15 +172,25 @@ def parse_senml(pack: list[Any]) -> list[Measurement]:
     for index, raw in enumerate(pack):
         if not isinstance(raw, dict):
             raise PayloadError(f"SenML record {index} is not an object")
-        record = {str(_SENML_CBOR_LABELS.get(k, k)) if isinstance(k, int) else str(k): v for k, v in raw.items()}
+        record = _senml_record(raw, index)
         for key in ("bn", "bt", "bu", "bv"):
             if key in record:
                 base[key] = record[key]
         if "v" in record or ("bv" in record and "n" in record):
             measured.append(_senml_measurement(record, base, index))
+            limits.check_count(len(measured))  # early: do not resolve 50,000 records to refuse them
     if not measured:
         raise PayloadError("SenML pack has no numeric value (only vs/vb/vd records are not readings)")
     return measured
+
+
+def _senml_record(raw: Mapping[Any, Any], index: int) -> dict[str, Any]:
+    record = {str(_SENML_CBOR_LABELS.get(k, k)) if isinstance(k, int) else str(k): v for k, v in raw.items()}
+    # RFC 8428 section 4.4: a field ending in "_" must be understood, or the pack refused.
+    must_understand = sorted(key for key in record if key.endswith("_"))
+    if must_understand:
+        raise PayloadError(f"SenML record {index}: unsupported must-understand field {_show(must_understand[0])}")
+    return record
 
 
 def _senml_measurement(record: dict[str, Any], base: dict[str, Any], index: int) -> Measurement:
@@ -155,6 +199,8 @@ def _senml_measurement(record: dict[str, Any], base: dict[str, Any], index: int)
     seconds = _finite(base["bt"], f"{where} bt") + _finite(record.get("t", 0.0), f"{where} t")
     if abs(seconds) < _SENML_RELATIVE_LIMIT:
         seconds += time.time()
+    if not math.isfinite(seconds * 1000):  # bt + t can overflow even when both are finite
+        raise PayloadError(f"{where}: time {seconds!r} s is out of range")
     base_name = _optional_str(base["bn"], "bn") or ""
     name = _optional_str(record.get("n"), f"{where} n") or ""
     device, metric = _split_senml_name(base_name, name)
@@ -177,9 +223,11 @@ def parse_time(raw: Any, where: str) -> int:
     """Epoch milliseconds from epoch seconds, milliseconds, or an ISO-8601 string."""
     if isinstance(raw, str):
         try:
-            return round(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1000)
+            parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise PayloadError(f"{where}: not an ISO-8601 time: {raw!r}") from exc
+            raise PayloadError(f"{where}: not an ISO-8601 time: {raw[:64]!r}") from exc
+        # Without an offset, the server's own zone would decide the value: devices mean UTC.
+        return round((parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp() * 1000)
     number = _finite(raw, where)
     # Devices send seconds or milliseconds; 1e11 s is the year 5138, 1e11 ms is 1973.
     return round(number * 1000) if abs(number) < 1e11 else round(number)
@@ -191,19 +239,22 @@ def _is_number(value: Any) -> bool:
 
 def _finite(value: Any, where: str) -> float:
     if not _is_number(value):
-        raise PayloadError(f"{where}: expected a number, got {value!r}")
-    number = float(value)
+        raise PayloadError(f"{where}: expected a number, got {_show(value)}")
+    try:
+        number = float(value)
+    except OverflowError as exc:  # a CBOR bignum beyond a double
+        raise PayloadError(f"{where}: value {_show(value)} is too large for a double") from exc
     if not math.isfinite(number):
-        raise PayloadError(f"{where}: value {value!r} is not finite")
+        raise PayloadError(f"{where}: value {_show(value)} is not finite")
     return number
 
 
 def _optional_str(value: Any, where: str) -> str | None:
     if value is None or isinstance(value, str):
         return value or None
-    if _is_number(value):
+    if _is_number(value) and not _huge(value):
         return str(value)
-    raise PayloadError(f"{where}: expected a string, got {value!r}")
+    raise PayloadError(f"{where}: expected a string, got {_show(value)}")
 
 
 def _optional_int(value: Any, where: str) -> int | None:
@@ -211,4 +262,16 @@ def _optional_int(value: Any, where: str) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    raise PayloadError(f"{where}: expected an integer, got {value!r}")
+    raise PayloadError(f"{where}: expected an integer, got {_show(value)}")
+
+
+def _huge(value: Any) -> bool:
+    return isinstance(value, int) and value.bit_length() > 64
+
+
+def _show(value: Any) -> str:
+    """A value for an error message: short, and safe for integers too long for ``repr``."""
+    if _huge(value):
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 64 else f"{text[:60]}...({type(value).__name__} of {len(text)} characters)"

@@ -22,6 +22,10 @@ _METRIC = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
 _METRIC_ALIASES = {"temp": "temperature", "t": "temperature", "hum": "humidity", "rh": "humidity",
                    "lux": "brightness", "light": "brightness", "illuminance": "brightness"}  # fmt: skip
 _DEFAULT_UNITS = {"temperature": "Cel", "humidity": "%RH", "brightness": "lx"}
+MAX_DEVICE_ID_CHARS = 256  # a Kafka key and a document id downstream, not a place for a payload
+# Control characters (NUL included) and lone surrogates: invisible in logs, or not encodable.
+_BAD_DEVICE_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +43,15 @@ class Origin:
 
 def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
     """A ``SensorReading`` record (as a dict for the Avro encoder), or :class:`InvalidReading`."""
-    device_id = measurement.device_id or origin.device_id
-    if not device_id:
-        raise InvalidReading(f"no device id in payload or routing rule for {origin.source}")
+    device_id = _checked_device(measurement.device_id or origin.device_id, origin.source)
     metric = normalise_metric(measurement.metric or origin.metric)
     if not math.isfinite(measurement.value):
         raise InvalidReading(f"value {measurement.value} of {metric} is not finite")
     event_time = measurement.time_ms if measurement.time_ms is not None else origin.ingest_time_ms
     _check_event_time(event_time, origin.ingest_time_ms)
+    sequence = measurement.sequence if measurement.sequence is not None else origin.sequence
+    if sequence is not None and not _LONG_MIN <= sequence <= _LONG_MAX:
+        raise InvalidReading(f"sequence {sequence} does not fit a 64-bit integer")
     return {
         "device_id": device_id,
         "metric": metric,
@@ -56,9 +61,19 @@ def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
         "ingest_time": origin.ingest_time_ms,
         "source_protocol": origin.protocol,
         "source": origin.source,
-        "sequence": measurement.sequence if measurement.sequence is not None else origin.sequence,
+        "sequence": sequence,
         "attributes": {**origin.attributes, **measurement.attributes},
     }
+
+
+def _checked_device(device_id: str | None, source: str) -> str:
+    if not device_id:
+        raise InvalidReading(f"no device id in payload or routing rule for {source[:256]}")
+    if len(device_id) > MAX_DEVICE_ID_CHARS:
+        raise InvalidReading(f"device id is {len(device_id)} characters long, over {MAX_DEVICE_ID_CHARS}")
+    if _BAD_DEVICE_CHARS.search(device_id):
+        raise InvalidReading(f"device id {device_id!r} has a control character or a lone surrogate")
+    return device_id
 
 
 def normalise_metric(metric: str | None) -> str:
