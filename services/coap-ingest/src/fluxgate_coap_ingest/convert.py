@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from fluxgate_coap_ingest.settings import ResourceSettings
 from fluxgate_core.kafka import KafkaRecord
+from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
 from fluxgate_core.payloads import JsonFields, Measurement, PayloadFormat, format_for_content_format, parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
@@ -40,8 +41,15 @@ class Conversion:
 class NotificationConverter:
     """Converts the notifications of one resource; raises PayloadError / InvalidReading."""
 
-    def __init__(self, resource: ResourceSettings, encoder: AvroEncoder, fields: JsonFields = DEFAULT_FIELDS) -> None:
+    def __init__(
+        self,
+        resource: ResourceSettings,
+        encoder: AvroEncoder,
+        fields: JsonFields = DEFAULT_FIELDS,
+        limits: PayloadLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.resource = resource
+        self.limits = limits
         self._encoder = encoder
         self._fields = fields
         self._device = resource.routed_device()
@@ -57,7 +65,7 @@ class NotificationConverter:
         self, uri: str, payload: bytes, content_format: int | None, observe: int | None, now_ms: int
     ) -> Conversion:
         """Like :meth:`convert`, also telling whether the payload carried its own times."""
-        measurements = parse_payload(payload, self.payload_format(content_format), self._fields)
+        measurements = parse_payload(payload, self.payload_format(content_format), self._fields, self.limits)
         origin = Origin(
             protocol="COAP",
             source=uri,

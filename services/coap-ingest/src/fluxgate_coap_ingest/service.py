@@ -52,7 +52,14 @@ class CoapIngestService:
         await self._producer.start()
         self._context = await aiocoap.Context.create_client_context()
         load_credentials(self._context, self.settings)
-        dead_letters = DeadLetterWriter(self._producer, self.settings.deadletter_topic, SERVICE)
+        limits = self.settings.limits
+        dead_letters = DeadLetterWriter(
+            self._producer,
+            self.settings.deadletter_topic,
+            SERVICE,
+            max_whole_bytes=limits.max_payload_bytes,
+            head_bytes=limits.deadletter_head_bytes,
+        )
         for resource in self.settings.resources:
             self._observe(resource, encoders[resource.topic], dead_letters)
         self._started = True
@@ -113,7 +120,7 @@ class CoapIngestService:
         observe = self.settings.observe
         queue: asyncio.Queue[Notification] = asyncio.Queue(observe.queue_size)
         observer = ResourceObserver(self._context, resource, observe, queue)
-        converter = NotificationConverter(resource, encoder)
+        converter = NotificationConverter(resource, encoder, limits=self.settings.limits.payload_limits())
         handler = NotificationHandler(converter, DedupeWindow(observe.dedupe_window), self._producer, dead_letters)
         self.observers.append(observer)
         self._queues.append(queue)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
+from fluxgate_core.limits import LimitSettings
 from fluxgate_core.payloads import PayloadFormat
 from fluxgate_core.settings import (
     Group,
@@ -155,6 +156,7 @@ class CoapIngestSettings(BaseSettings):
     max_in_flight: int = Field(default=10_000, ge=1, description="records awaiting Kafka's ack before sending waits")
     readiness: Literal["any", "all"] = Field(default="any", description="ready when any / all observations are active")
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)  # type: ignore[arg-type]
     # fluxgate-core's groups give defaults positionally, which mypy (no pydantic plugin) cannot see.
     kafka: KafkaSettings = KafkaSettings()  # type: ignore[call-arg]
     registry: RegistrySettings = RegistrySettings()  # type: ignore[call-arg]

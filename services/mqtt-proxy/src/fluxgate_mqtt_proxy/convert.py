@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from fluxgate_core.errors import InvalidReading
 from fluxgate_core.kafka import KafkaRecord
+from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
 from fluxgate_core.payloads import parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
@@ -31,9 +32,13 @@ class MessageConverter:
     """Turns one MQTT message into the ``SensorReading`` records it holds."""
 
     def __init__(
-        self, rules: Sequence[RouteSettings | Route], encoder: AvroEncoder | Mapping[str, AvroEncoder]
+        self,
+        rules: Sequence[RouteSettings | Route],
+        encoder: AvroEncoder | Mapping[str, AvroEncoder],
+        limits: PayloadLimits = DEFAULT_LIMITS,
     ) -> None:
         """``encoder``: one for every Kafka topic, or one per topic (each registered under its own subject)."""
+        self.limits = limits
         self.routes = [rule if isinstance(rule, Route) else compile_routes([rule])[0] for rule in rules]
         topics = {route.settings.topic for route in self.routes}
         self._encoders = dict(encoder) if isinstance(encoder, Mapping) else dict.fromkeys(topics, encoder)
@@ -46,10 +51,11 @@ class MessageConverter:
 
     def convert(self, topic: str, payload: bytes, user_properties: Mapping[str, str], now_ms: int) -> list[KafkaRecord]:
         """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter."""
+        self.limits.check_size(payload)  # first: an oversized payload is not even looked at
         route = self.route(topic)
         if route is None:
-            raise NoRoute(f"no routing rule matches MQTT topic {topic!r}")
-        measurements = parse_payload(payload, route.settings.format, route.fields)
+            raise NoRoute(f"no routing rule matches MQTT topic {topic[:256]!r}")
+        measurements = parse_payload(payload, route.settings.format, route.fields, self.limits)
         origin = Origin(
             protocol="MQTT",
             source=topic,

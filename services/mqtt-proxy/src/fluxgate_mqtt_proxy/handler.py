@@ -3,10 +3,12 @@
 Outcomes per message:
 
 * records confirmed by Kafka -> reason code 0 (success); PUBACK/PUBREC goes out;
-* payload or reading rejected -> the original bytes go to the dead-letter topic with the
-  reason in headers; once Kafka has the dead letter, it is acknowledged too;
-* Kafka cannot take it (a non-retriable produce error) or anything unexpected -> not
-  acknowledged, and the proxy stops: the broker redelivers it to the next session.
+* payload or reading rejected (over ``limits``, unparsable, invalid, or refused by Kafka
+  for good) -> the original bytes go to the dead-letter topic with the reason in
+  headers, bounded when they are too large to go whole; once Kafka has the dead letter,
+  it is acknowledged too, so a restart never meets the same message again;
+* Kafka away, or not even the bounded dead letter taken (the dead-letter topic is wrong)
+  -> not acknowledged, and the proxy stops: the broker redelivers it to the next session.
 
 QoS 0 has no acknowledgement; its handler still waits for Kafka, which (with the socket
 valve) bounds how many QoS 0 messages can be in memory.
@@ -85,7 +87,7 @@ class MessageHandler:
         _child(core_metrics.RECORDS_IN, "mqtt").inc()
         try:
             await self._deliver(topic, payload, user_properties(properties))
-        except Exception as exc:  # Kafka refused a record or its dead letter, or a bug: stop, unacknowledged
+        except Exception as exc:  # Kafka away or the dead-letter topic broken: stop, unacknowledged
             log.error("message.not_delivered", topic=topic, error=str(exc), error_class=type(exc).__name__)
             self._on_fatal(exc)
             raise NotAcknowledged("not delivered") from exc

@@ -69,8 +69,15 @@ class MqttProxy:
         await producer.start()
         client = make_client(self.settings.mqtt)
         valve = SocketValve(client, self.settings.max_pending_messages)
-        dead_letters = DeadLetterWriter(producer, self.settings.deadletter_topic, SERVICE)
-        converter = MessageConverter(self.routes, encoders)
+        limits = self.settings.limits
+        dead_letters = DeadLetterWriter(
+            producer,
+            self.settings.deadletter_topic,
+            SERVICE,
+            max_whole_bytes=limits.max_payload_bytes,
+            head_bytes=limits.deadletter_head_bytes,
+        )
+        converter = MessageConverter(self.routes, encoders, limits.payload_limits())
         handler = MessageHandler(converter, producer, dead_letters, valve, self._sequencer, self._fail)
         self._wire(client, handler)
         try:

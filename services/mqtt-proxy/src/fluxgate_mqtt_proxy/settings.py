@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
+from fluxgate_core.limits import LimitSettings
 from fluxgate_core.payloads import PayloadFormat
 from fluxgate_core.settings import (
     Group,
@@ -155,6 +156,7 @@ class ProxySettings(BaseSettings):
         5_000, ge=1, description="MQTT messages being handled before the proxy stops reading the socket"
     )
     drain_timeout_s: float = Field(30.0, gt=0, description="on SIGTERM, wait this long for in-flight messages")
+    limits: LimitSettings = Field(default_factory=LimitSettings)  # type: ignore[arg-type]
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
     registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
     http: ProxyHttpSettings = Field(default_factory=ProxyHttpSettings)  # type: ignore[arg-type]
