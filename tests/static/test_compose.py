@@ -259,6 +259,16 @@ def test_topics_match_the_local_stack() -> None:
     assert dict.fromkeys(listed, partitions.pop()) == StackSettings().topic_partitions
 
 
+def test_registry_keeps_schemas_in_the_journal_topic_like_the_local_stack() -> None:
+    env, stack = SERVICES["registry"]["environment"], StackSettings()
+    assert env["APICURIO_STORAGE_KIND"] == "kafkasql"
+    assert env["APICURIO_KAFKASQL_TOPIC"] == stack.registry_journal_topic
+    created = " ".join(SERVICES["kafka-topics"]["command"])
+    assert f"--topic {stack.registry_journal_topic} --partitions 1" in created
+    assert "retention.ms=-1" in created  # the journal is the registry: nothing may expire
+    assert SERVICES["registry"]["depends_on"]["kafka-topics"]["condition"] == "service_completed_successfully"
+
+
 def test_registry_compatibility_matches_the_local_stack() -> None:
     body = " ".join(SERVICES["registry-config"]["command"])
     assert f'"compatibility":"{StackSettings().registry_compatibility}"' in body

@@ -33,6 +33,9 @@ class StackSettings(BaseSettings):
     registry_port: int = Field(default=8081, ge=1, le=65535, description="Apicurio Registry HTTP port")
     registry_version: str = Field(default="3.0.9", description="io.apicurio:apicurio-registry-app version")
     registry_heap: str = Field(default="512m", description="-Xmx of the registry")
+    registry_journal_topic: str = Field(
+        default="kafkasql-journal", description="Kafka topic holding the registry's schemas (KafkaSQL storage)"
+    )
     registry_compatibility: str = Field(default="BACKWARD", description="global compatibility level set by `up`")
     mqtt_port: int = Field(default=1883, ge=1, le=65535, description="Mosquitto listener")
     mqtt_max_queued_messages: int = Field(default=100_000, ge=0, description="per-client queue of a persistent session")

@@ -11,7 +11,7 @@ import dataclasses
 import fcntl
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from fluxgate_stack import fetch, process, servers
@@ -84,14 +84,29 @@ class Stack:
 
     def up(self, names: list[str] | None = None) -> Endpoints:
         """Start (or reuse) the servers, wait until each is ready, then provision them."""
-        chosen = servers.build(names, self.settings)
+        chosen = servers.build(servers.with_requirements(names), self.settings)
         with self._lock():
             self._install(chosen)
-            launched = [(server, self._launch(server)) for server in chosen]
-            for server, record in launched:
+            launched: dict[str, tuple[Server, PidRecord | None]] = {}
+            ready: set[str] = set()
+            for server in chosen:
+                # Independent servers start together (the JVMs overlap); one that needs
+                # another (the registry's journal is in Kafka) waits for it first.
+                self._ready(server.requires, launched, ready)
+                launched[server.name] = (server, self._launch(server))
+            self._ready(list(launched), launched, ready)
+        return self.endpoints()
+
+    def _ready(
+        self, names: Iterable[str], launched: dict[str, tuple[Server, PidRecord | None]], ready: set[str]
+    ) -> None:
+        """Wait for each launched server in ``names`` and provision it, once."""
+        for name in names:
+            if name in launched and name not in ready:
+                server, record = launched[name]
                 self._wait_ready(server, record)
                 server.provision()
-        return self.endpoints()
+                ready.add(name)
 
     def down(self, names: list[str] | None = None, wipe: bool = False) -> None:
         """Stop the servers we started (all of them if ``names`` is empty); ``wipe`` deletes data."""

@@ -31,6 +31,20 @@ def default_names() -> list[str]:
     return [name for name, server in SERVER_TYPES.items() if server.default]
 
 
+def with_requirements(names: list[str] | None) -> list[str] | None:
+    """``names`` plus every server they require, transitively (``None``/empty stays as is)."""
+    if not names:
+        return names
+    wanted, pending = set(names), list(names)
+    while pending:
+        server = SERVER_TYPES.get(pending.pop())
+        for required in server.requires if server else ():
+            if required not in wanted:
+                wanted.add(required)
+                pending.append(required)
+    return [*names, *sorted(wanted - set(names))]
+
+
 def build(names: list[str] | None, settings: StackSettings, *, all_if_empty: bool = False) -> list[Server]:
     """Server objects for ``names`` in registry order; empty means the defaults (or all)."""
     if not names:
@@ -41,4 +55,4 @@ def build(names: list[str] | None, settings: StackSettings, *, all_if_empty: boo
     return [server(settings) for name, server in SERVER_TYPES.items() if name in names]
 
 
-__all__ = ["SERVER_TYPES", "JavaServer", "Port", "Server", "build", "default_names"]
+__all__ = ["SERVER_TYPES", "JavaServer", "Port", "Server", "build", "default_names", "with_requirements"]

@@ -34,6 +34,8 @@ class Server(ABC):
     # False for servers only some tests need: a bare `up` leaves them out.
     default: ClassVar[bool] = True
     ready_timeout: ClassVar[float] = 60.0
+    # Servers that must be ready before this one starts; `up` brings them up too.
+    requires: ClassVar[tuple[str, ...]] = ()
     stop_grace: ClassVar[float] = 20.0
     # binary -> Debian package providing it
     debian_packages: ClassVar[dict[str, str]] = {}

@@ -2,8 +2,14 @@
 
 Confluent's own registry is not on Maven Central; Apicurio's is. 3.0.9 is chosen because
 it is the newest ``apicurio-registry-app`` on Central that runs on Java 17 (3.3.x needs
-Java 21; no 3.1.x/3.2.x app archive is published there). Storage is in memory: schemas
-are gone after a restart, which is what tests want.
+Java 21; no 3.1.x/3.2.x app archive is published there).
+
+Storage is KafkaSQL: every change is a record in a Kafka topic (the journal), replayed on
+start, as Confluent's registry keeps ``_schemas``. Schemas then live exactly as long as the
+records that name their ids: a registry restart answers the same id with the same schema,
+and ids are never handed out again. In-memory storage (the 3.x default) forgot them, so
+records written before a restart named ids that answered 404 or, worse, another schema.
+Tests that want a clean registry use subjects of their own.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ class RegistryServer(JavaServer):
     """Apicurio Registry (Confluent-compatible API)."""
 
     name = "registry"
+    requires = ("kafka",)  # the journal lives there; started and ready first
     ready_timeout = 90.0
     stop_grace = 20.0
 
@@ -56,6 +63,9 @@ class RegistryServer(JavaServer):
         heap = f"-Xmx{self.settings.registry_heap}"
         return [self.java(), heap, *self.jit_options(), *self._properties(), "-jar", str(jar)]
 
+    def prepare(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)  # where snapshots of the journal go
+
     def probe(self) -> bool:
         return probes.http_ok(f"{self.url}/subjects")
 
@@ -74,12 +84,25 @@ class RegistryServer(JavaServer):
             # here so an upgrade cannot flip it) both are Apicurio *content* ids, which, like
             # Confluent ids, are equal for the same schema under different subjects.
             "apicurio.ccompat.legacy-id-mode.enabled": "false",
+            **self._kafkasql_properties(),
             # Tests clean up after themselves with DELETE /subjects/...
             "apicurio.rest.deletion.artifact.enabled": "true",
             "apicurio.rest.deletion.artifact-version.enabled": "true",
             "apicurio.rest.deletion.group.enabled": "true",
         }
         return [f"-D{key}={value}" for key, value in props.items()]
+
+    def _kafkasql_properties(self) -> dict[str, str]:
+        return {
+            "apicurio.storage.kind": "kafkasql",
+            "apicurio.kafkasql.bootstrap.servers": f"{self.settings.host}:{self.settings.kafka_port}",
+            "apicurio.kafkasql.topic": self.settings.registry_journal_topic,
+            "apicurio.kafkasql.snapshots.topic": f"{self.settings.registry_journal_topic}-snapshots",
+            # The journal *is* the registry: Kafka's default 7-day retention would delete
+            # schemas that records still name. Passed to the topic Apicurio creates.
+            "apicurio.kafkasql.topic.retention.ms": "-1",
+            "apicurio.storage.snapshot.location": str(self.data_dir),
+        }
 
     def _runner_jar(self) -> Path | None:
         # The archive layout changed across 3.x: *-runner.jar (3.0) or quarkus-run.jar (later).
