@@ -19,6 +19,8 @@ class StoreUnderTest(ABC):
     argv: Sequence[str]
     #: its settings' environment prefix, e.g. ``FLUXGATE_ES_``
     env_prefix: str
+    #: False for a store that keeps data in memory only and restarts empty after a kill
+    durable: bool = True
 
     @abstractmethod
     def env(self) -> dict[str, str]:
