@@ -10,6 +10,7 @@ clean exit (the end-to-end test uses that).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +45,7 @@ class Pipeline:
             argv, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.children.append((name, process))
-        print(f"started {name:<12} pid {process.pid:<7} log {self.logs / (name + '.log')}")
+        say(f"started {name:<12} pid {process.pid:<7} log {self.logs / (name + '.log')}")
 
     def dead(self) -> list[str]:
         return [name for name, process in self.children if process.poll() is not None]
@@ -54,18 +56,49 @@ class Pipeline:
         return "\n".join(f"  {name}| {line}" for line in text[-lines:])
 
     def stop(self) -> dict[str, int]:
-        """SIGTERM each child (it drains), newest first; their exit codes."""
-        codes = {}
-        for name, process in reversed(self.children):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            codes[name] = process.wait()
-            print(f"stopped {name:<12} exit {codes[name]}")
+        """SIGTERM each child (it drains), newest first; their exit codes. Writes nothing until
+        every child is stopped: stdout may be a pipe whose reader the same Ctrl-C just ended."""
+        with signals_ignored(signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not orphan any
+            codes = {name: stop_child(process) for name, process in reversed(self.children)}
+        for name, code in codes.items():
+            say(f"stopped {name:<12} exit {code}")
         return codes
+
+
+def stop_child(process: subprocess.Popen[bytes]) -> int:
+    """SIGTERM, SIGKILL after 30 s; then whatever the child left in its session (a JVM it forked)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    code = process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # the child was its group's leader (own session)
+    return code
+
+
+@contextlib.contextmanager
+def signals_ignored(*signums: int) -> Iterator[None]:
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def say(text: str) -> None:
+    """Print a line, unless stdout is gone (`make run | tee` after Ctrl-C): the run goes on,
+    and above all its shutdown does, with output discarded from then on."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Point the descriptor at /dev/null, so the interpreter's own flush at exit cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def parse_args() -> argparse.Namespace:
@@ -155,12 +188,11 @@ def watch(pipeline: Pipeline, bootstrap: str, duration: float | None, es_url: st
             time.sleep(5)
             now, current = time.monotonic(), end_offsets(consumer)
             rates = {t: (current[t] - previous[t]) / (now - last) for t in TOPICS}
-            print(
+            say(
                 f"[{now - start:6.0f}s] "
                 + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
                 + "".join(f"  {store}: {count} documents" for store, count in stored(es_url).items())
-                + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else ""),
-                flush=True,
+                + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else "")
             )
             previous, last = current, now
     except KeyboardInterrupt:
@@ -187,15 +219,15 @@ def main() -> int:
     died: list[str] = []
     try:
         start_all(pipeline, args)
-        print("watching Kafka (Ctrl-C stops everything)...")
+        say("watching Kafka (Ctrl-C stops everything)...")
         arrived = watch(pipeline, endpoints.bootstrap, args.duration, es_url)
         died = pipeline.dead()
     finally:
         exits = pipeline.stop()
     for name in sorted({*died, *(n for n, code in exits.items() if code)}):
-        print(f"{name} failed; the end of its log:\n{pipeline.tail(name)}")
+        say(f"{name} failed; the end of its log:\n{pipeline.tail(name)}")
     documents = stored(es_url)
-    print(json.dumps({"arrived": arrived, "documents": documents, "died": died, "exits": exits}))
+    say(json.dumps({"arrived": arrived, "documents": documents, "died": died, "exits": exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
     healthy = healthy and all(count > 0 for count in documents.values())

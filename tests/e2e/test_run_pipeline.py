@@ -1,14 +1,19 @@
 """`make run` end to end: simulated devices over MQTT and CoAP, both gateways, the Spark
 job and the Elasticsearch persister, on the local stack; readings, dead letters and
 aggregates must all reach Kafka, aggregates Elasticsearch, and every service must stop
-cleanly on SIGTERM."""
+cleanly on SIGTERM; and Ctrl-C stops every child even when stdout is already gone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +21,12 @@ import pytest
 
 from fluxgate_core.testing import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.spark
 def test_make_run_moves_readings_to_aggregates(stack: Any) -> None:
     coap_port = free_port(socket.SOCK_DGRAM)
     result = subprocess.run(
@@ -35,3 +41,63 @@ def test_make_run_moves_readings_to_aggregates(stack: Any) -> None:
         ["aggregator", "coap-ingest", "es-persister", "mqtt-proxy", "simulator"], 0
     )
     assert summary["documents"]["elasticsearch"] > 0, summary  # aggregates reached the daily indices
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stop_reaches_every_child_when_stdout_is_a_closed_pipe(stack: Any, tmp_path: Path, signum: int) -> None:
+    """`make run | tee run.log`, then Ctrl-C: the interrupt ends tee first, so every later write
+    to stdout fails; the children, in sessions of their own, must still all be stopped."""
+    coap_port = free_port(socket.SOCK_DGRAM)
+    with (tmp_path / "stderr").open("wb") as stderr:
+        run = subprocess.Popen(
+            [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--no-aggregator", "--coap-port", str(coap_port)],
+            stdout=subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+    children: list[int] = []
+    try:
+        children = started_children(run)
+        assert run.stdout is not None
+        run.stdout.close()  # tee is gone
+        run.send_signal(signum)
+        run.wait(timeout=90)
+        alive = [pid for pid in children if session_alive(pid)]
+        assert not alive, f"still running after the pipeline exited: {alive}\n{(tmp_path / 'stderr').read_text()}"
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for pid in children:
+            kill_session(pid)  # so a failing run leaves nothing behind
+
+
+def started_children(run: subprocess.Popen[bytes]) -> list[int]:
+    """Pids from the `started <name> pid <n>` lines, read until the first status line (the
+    first flushed write: stdout is a pipe, so block-buffered)."""
+    assert run.stdout is not None
+    pids: list[int] = []
+    for raw in iter(run.stdout.readline, b""):
+        line = raw.decode(errors="replace")
+        if found := re.match(r"started \S+\s+pid (\d+)", line):
+            pids.append(int(found[1]))
+        if line.startswith("["):
+            return pids
+    raise AssertionError(f"run_pipeline ended before its first status line (exit {run.wait()})")
+
+
+def session_alive(session: int) -> bool:
+    """Any live (non-zombie) process in the session a child leads: the child or what it forked."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            return True
+    return False
+
+
+def kill_session(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while session_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
