@@ -69,6 +69,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
 	$(PY) bench/elasticsearch.py
+	$(PY) bench/scylla.py
 
 .PHONY: clean
 clean: down ## Stop the stack and remove downloads, data and the venv
