@@ -83,9 +83,14 @@ class Statement:
         # A caller's dict is copied and frozen, so the statement cannot change under the runner.
         object.__setattr__(self, "properties", MappingProxyType(dict(self.properties)))
 
+    @property
+    def selects_everything(self) -> bool:
+        """``SELECT *`` with nothing ignored: the document is the whole record."""
+        return not self.ignore and self.fields == _EVERYTHING
+
     def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
-        if not self.ignore and self.fields == _EVERYTHING:  # SELECT *: a copy, on every record's hot path
+        if self.selects_everything:  # a copy, on every record's hot path
             return dict(record)
         ignored = frozenset(self.ignore)
         document: dict[str, Any] = {}

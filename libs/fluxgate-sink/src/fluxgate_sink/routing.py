@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka import ConsumedRecord
-from fluxgate_sink.errors import SinkError
-from fluxgate_sink.kcql import Statement, statements_for
+from fluxgate_sink.errors import FieldMissing, SinkError
+from fluxgate_sink.kcql import EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem
 
 
@@ -60,15 +61,38 @@ class Router:
 
 def _item(record: ConsumedRecord, statement: Statement) -> SinkItem:
     value = record.record or {}
-    event_time = statement.event_time(value)
+    event_time = _event_time(record, statement)
     return SinkItem(
         source=record,
         statement=statement,
         target=statement.target_for(event_time),
-        id=statement.document_id(value),
+        id=_document_id(record, statement),
         document=statement.project(value),
         event_time=event_time,
     )
+
+
+def _event_time(record: ConsumedRecord, statement: Statement) -> datetime:
+    """The record's event time. Only where nothing depends on it (no daily suffix, no field named
+    for it) may a record without one fall back to its Kafka timestamp: an index is never dated
+    by anything but event time."""
+    try:
+        return statement.event_time(record.record or {})
+    except FieldMissing:
+        if statement.index_suffix or EVENT_TIME_PROPERTY in statement.properties:
+            raise
+        return datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
+
+
+def _document_id(record: ConsumedRecord, statement: Statement) -> str:
+    """The PK's values; without a PK and without the default key fields (a ringbuffer of plain
+    readings), the record's Kafka coordinates, which are as stable across a replay."""
+    try:
+        return statement.document_id(record.record or {})
+    except FieldMissing:
+        if statement.pk:
+            raise
+        return record.source
 
 
 def _as_sink_error(exc: Exception) -> SinkError:

@@ -190,8 +190,23 @@ async def test_records_of_a_revoked_partition_are_never_committed() -> None:
 
 
 async def test_a_record_without_its_pk_field_goes_through_the_policy() -> None:
-    records = [record("aggs", 0, 0, {"device_id": "d", "metric": "temperature"})]  # no event time, no window
-    h = Harness(records, error_policy="NOOP")
+    records = [record("aggs", 0, 0, {"device_id": "d", "metric": "temperature"})]  # no window start
+    h = Harness(records, error_policy="NOOP", kcql=f"{KCQL} PK device_id, window_start")
     await h.run_until(lambda: h.committed(0) == 1)
     [(_, error, source, _)] = h.dead.sent
     assert source == "aggs/0/0" and "window_start" in str(error)
+
+
+async def test_a_daily_index_needs_the_event_time() -> None:
+    records = [record("aggs", 0, 0, {"device_id": "d", "metric": "temperature"})]
+    h = Harness(records, error_policy="NOOP", kcql=f"{KCQL} WITHINDEXSUFFIX=-{{YYYY.MM.dd}}")
+    await h.run_until(lambda: h.committed(0) == 1)
+    [(_, error, _, _)] = h.dead.sent
+    assert "no event time" in str(error)  # never dated by the Kafka timestamp or the wall clock
+
+
+async def test_a_record_without_key_fields_is_keyed_by_its_kafka_coordinates() -> None:
+    plain = {"sensor_id": "s1", "temperature": 21.5}  # the seed's ringbuffer statement reads such records
+    h = Harness([record("aggs", 0, 7, plain)], kcql="INSERT INTO ring SELECT sensor_id, temperature FROM aggs")
+    await h.run_until(lambda: h.committed(0) == 8)
+    assert h.sink.docs["ring"] == {"aggs/0/7": plain} and h.dead.sent == []

@@ -12,9 +12,7 @@ from collections.abc import Sequence
 from enum import Enum
 
 from fluxgate_sink.errors import KcqlError
-from fluxgate_sink.kcql import FieldRef, Statement
-
-_SELECT_ALL = (FieldRef((), wildcard=True),)
+from fluxgate_sink.kcql import Statement
 
 
 class Structure(Enum):
@@ -56,7 +54,7 @@ def structure_of(statement: Statement) -> Structure:
 
 def passes_avro_through(statement: Statement) -> bool:
     """AVRO with ``SELECT *`` (nothing ignored): the consumed bytes are the value, as they are."""
-    return statement.format == "AVRO" and statement.fields == _SELECT_ALL and not statement.ignore
+    return statement.format == "AVRO" and statement.selects_everything
 
 
 def check_statements(statements: Sequence[Statement]) -> None:
