@@ -7,10 +7,11 @@ what is wrong; it never guesses silently.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -29,6 +30,7 @@ _SENML_CBOR_LABELS = {-1: "bver", -2: "bn", -3: "bt", -4: "bu", -5: "bv", -6: "b
                       0: "n", 1: "u", 2: "v", 3: "vs", 4: "vb", 5: "s", 6: "t", 7: "ut", 8: "vd"}  # fmt: skip
 # SenML times below 2**28 are relative to now (RFC 8428 section 4.5.3).
 _SENML_RELATIVE_LIMIT = 2**28
+_CBOR_SELF_DESCRIBE = 55799  # RFC 8949 section 3.4.6: a magic number, not a meaning
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,20 +122,26 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _load_cbor(payload: bytes) -> Any:
+    stream = io.BytesIO(payload)
     try:
-        return cbor2.loads(payload)
+        document = cbor2.CBORDecoder(stream).decode()
     except Exception as exc:  # cbor2 raises several unrelated types on garbage
         raise PayloadError(f"payload is not valid CBOR: {exc}") from exc
+    if stream.tell() != len(payload):  # cbor2.loads would ignore what follows the first item
+        raise PayloadError(f"payload is not valid CBOR: {len(payload) - stream.tell()} bytes after the data item")
+    while isinstance(document, cbor2.CBORTag) and document.tag == _CBOR_SELF_DESCRIBE:
+        document = document.value
+    return document
 
 
 def _from_document(document: Any, fields: JsonFields, limits: PayloadLimits, *, senml_only: bool) -> list[Measurement]:
-    if isinstance(document, list):
+    if isinstance(document, list | tuple):  # cbor2 gives tuples inside tags
         return parse_senml(document, limits)
     if senml_only:
         raise PayloadError("expected a SenML pack (an array)")
     if _is_number(document):
         return [Measurement(value=_finite(document, "payload"))]
-    if isinstance(document, dict):
+    if isinstance(document, Mapping):
         return parse_object(document, fields)
     raise PayloadError(f"unsupported payload: a {type(document).__name__}, not an object, number or array")
 
@@ -163,14 +171,14 @@ def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields())
     return measured
 
 
-def parse_senml(pack: list[Any], limits: PayloadLimits = DEFAULT_LIMITS) -> list[Measurement]:
+def parse_senml(pack: Sequence[Any], limits: PayloadLimits = DEFAULT_LIMITS) -> list[Measurement]:
     """Resolve a SenML pack (RFC 8428): base name/time/unit/value carried forward."""
     if not pack:
         raise PayloadError("empty SenML pack")
     base: dict[str, Any] = {"bn": "", "bt": 0.0, "bu": None, "bv": 0.0}
     measured: list[Measurement] = []
     for index, raw in enumerate(pack):
-        if not isinstance(raw, dict):
+        if not isinstance(raw, Mapping):
             raise PayloadError(f"SenML record {index} is not an object")
         record = _senml_record(raw, index)
         for key in ("bn", "bt", "bu", "bv"):
@@ -222,6 +230,8 @@ def _split_senml_name(base_name: str, name: str) -> tuple[str | None, str | None
 def parse_time(raw: Any, where: str) -> int:
     """Epoch milliseconds from epoch seconds, milliseconds, or an ISO-8601 string."""
     if isinstance(raw, str):
+        if not (raw.isascii() and raw.isprintable()):  # fromisoformat lets a trailing NUL through
+            raise PayloadError(f"{where}: not an ISO-8601 time: {_show(raw)}")
         try:
             parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError as exc:
