@@ -158,13 +158,7 @@ class ScyllaSink(Sink):
                 continue
             positions.append(index)
         errors = await self._pump.run(bound)
-        sent = [(positions[i], e) for i, e in enumerate(errors) if e is not None]
-        if sent and len(sent) == len(errors) and any(is_transient(e) for _, e in sent):
-            raise StoreUnavailable(f"nothing of {len(items)} written: {describe(sent[0][1])}")
-        for index, cause in sent:
-            error = SinkError(f"{items[index].target}: {describe(cause)}", retriable=is_transient(cause))
-            failures.append(ItemFailure(index, error))
-        return sorted(failures, key=lambda failure: failure.index)
+        return outcome(items, dict(zip(positions, errors, strict=True)), failures)
 
     async def ping(self) -> bool:
         if self._session is None:
@@ -180,3 +174,19 @@ class ScyllaSink(Sink):
             return
         self._closed = True
         await asyncio.to_thread(self._cluster.shutdown)
+
+
+def outcome(
+    items: Sequence[SinkItem], sent: dict[int, BaseException | None], refused: list[ItemFailure]
+) -> list[ItemFailure]:
+    """The batch's failures, in item order: ``refused`` while binding, plus each sent
+    statement's error (item index -> exception, None when written). Nothing written and the
+    store away (no host, timeouts) is the whole batch's :class:`StoreUnavailable`."""
+    failed = {index: error for index, error in sent.items() if error is not None}
+    if failed and len(failed) == len(sent) and any(is_transient(e) for e in failed.values()):
+        raise StoreUnavailable(f"nothing of {len(items)} written: {describe(next(iter(failed.values())))}")
+    failures = list(refused)
+    for index, cause in failed.items():
+        error = SinkError(f"{items[index].target}: {describe(cause)}", retriable=is_transient(cause))
+        failures.append(ItemFailure(index, error))
+    return sorted(failures, key=lambda failure: failure.index)
