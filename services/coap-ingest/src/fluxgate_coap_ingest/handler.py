@@ -4,7 +4,8 @@ A notification is done only when Kafka confirmed every record it became (or the
 dead-letter topic confirmed its original bytes), so one resource's readings reach
 Kafka in the order the device sent them and a stop never loses an accepted one. An input
 too large to dead-letter whole goes bounded (see ``fluxgate_core.deadletter``); what
-can be neither produced nor dead-lettered (Kafka away, a broken dead-letter topic) stops the service (exit 1) rather than
+can be neither produced nor dead-lettered (Kafka away, a broken dead-letter topic) stops the
+service (exit 1) rather than
 being dropped quietly: CoAP has no redelivery, so a loud stop is the only honest answer.
 """
 
