@@ -3,7 +3,8 @@
 The streaming job relies on exactly these fields and on nothing else a gateway writes:
 ``device_id`` keys the per-device windows, ``metric`` selects the configured metric,
 ``value`` feeds the statistics, ``unit`` is carried into the aggregate and
-``event_time`` drives the watermark and the windows.
+``event_time`` drives the watermark and the windows, and ``sequence`` (with the device,
+metric, event time and value) tells a redelivered copy of a reading from a new reading.
 
 The consumer-driven contract (``services/aggregator/tests/contract``) is written from
 this declaration and verified against what mqtt-proxy and coap-ingest really encode
@@ -30,6 +31,8 @@ CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
         # A device may not state a unit; the job passes null through to the aggregate.
         "unit": ["null", "string"],
         "event_time": TIMESTAMP_MILLIS,
+        # Part of a reading's identity when a device or transport numbers its readings.
+        "sequence": ["null", "long"],
     }
 )
 """Field name -> its Avro type in ``schemas/sensor_reading.avsc``, in schema order."""

@@ -1,7 +1,8 @@
 """The streaming job: two queries over the input topic.
 
-* ``aggregates``: decode, keep the configured metric, window per device on event time
-  with a watermark, emit each window once (append) as a wire-format TemperatureAggregate.
+* ``aggregates``: decode, keep the configured metric, drop redelivered copies of a reading
+  (within the watermark), window per device on event time with a watermark, emit each
+  window once (append) as a wire-format TemperatureAggregate.
 * ``side-outputs``: a foreachBatch over the same decoded stream that writes what the
   aggregation cannot use: undecodable records to the dead-letter topic (original bytes,
   reason in headers) and readings behind the watermark to the late topic.
@@ -9,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,16 @@ from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, decode, encode, frame_columns
 from fluxgate_core import deadletter
 
+# What makes two records the same reading. The gateways are at-least-once (QoS 1
+# redelivery, a proxy restart, a CoAP re-registration, a device resending), so the same
+# reading can arrive twice; two different values at the same millisecond are two readings.
+IDENTITY = ("device_id", "metric", "event_time", "value", "sequence")
+# The aggregation's checkpoint, versioned by plan: the deduplication added a stateful
+# operator, and Spark refuses to resume a plan from a checkpoint of another one.
+AGGREGATES_CHECKPOINT = "aggregates-v2"
+
+LATE_SEEN_LIMIT = 100_000
+
 STATS = ("count", "min", "max", "mean", "stddev", "first_event_time", "last_event_time", "unit")
 
 
@@ -34,6 +46,10 @@ class JobState:
     watermark_ms: int | None = None
     late_rows: int = 0
     dead_letters: int = 0
+    # Identities of the late readings written lately, oldest first: a copy of one arriving
+    # in a later batch is not written again. Bounded; kept in the driver only, so after a
+    # restart a late copy of a reading from before may be written once more.
+    late_seen: OrderedDict[tuple[Any, ...], None] = field(default_factory=OrderedDict)
     queries: list[StreamingQuery] = field(default_factory=list)
     starters: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
 
@@ -91,6 +107,9 @@ def aggregate(decoded: DataFrame, settings: AggregatorSettings, contracts: Contr
     stats = (
         readings.where(F.col("metric") == settings.metric)
         .withWatermark("event_time", window.watermark)
+        # Spark keeps each identity until the watermark passes its event time, and drops a
+        # reading already behind the watermark here (the side outputs send it to the late topic).
+        .dropDuplicatesWithinWatermark(list(IDENTITY))
         .groupBy(F.col("device_id"), F.window("event_time", window.size, slide).alias("w"))
         .agg(
             F.count(F.lit(1)).alias("count"),
@@ -146,16 +165,16 @@ def _header(name: str, value: Column) -> Column:
 
 
 def late_rows(batch: DataFrame, settings: AggregatorSettings, watermark_ms: int) -> DataFrame:
-    """Readings of the metric whose every window already closed: Spark drops a row from a
-    window whose end is at or before the watermark; a row whose latest window did is in none."""
-    slide, size = settings.window.slide_ms, settings.window.size_ms
+    """Readings of the metric at or behind the watermark, once each: the deduplication in
+    front of the windows drops them (a window still open would not get them either), so
+    they go to the late topic instead of nowhere. Copies within the batch are dropped here;
+    :func:`side_outputs` drops those of earlier batches."""
     event_ms = F.unix_millis(F.col("reading.event_time"))
-    latest_window_end = F.floor(event_ms / slide) * slide + size
-    return batch.where(
-        F.col("reading").isNotNull()
-        & (F.col("reading.metric") == settings.metric)
-        & (latest_window_end <= F.lit(watermark_ms))
-    ).select("key", "value")
+    late = batch.where(
+        F.col("reading").isNotNull() & (F.col("reading.metric") == settings.metric) & (event_ms <= F.lit(watermark_ms))
+    )
+    identity = [F.col(f"reading.{name}").alias(f"_id_{name}") for name in IDENTITY]
+    return late.select("key", "value", *identity).dropDuplicates([f"_id_{name}" for name in IDENTITY])
 
 
 def side_outputs(
@@ -170,13 +189,31 @@ def side_outputs(
             rejected = dead_letter_rows(batch, known_ids)
             state.dead_letters += _write(rejected, options, settings.deadletter_topic)
             if state.watermark_ms is not None:
-                late = late_rows(batch, settings, state.watermark_ms)
-                count = _write(late, options, settings.late_topic) if settings.late_topic else late.count()
-                state.late_rows += count
+                late = first_sightings(late_rows(batch, settings, state.watermark_ms), state)
+                if late and settings.late_topic:
+                    _write(batch.sparkSession.createDataFrame(late, LATE_ROW), options, settings.late_topic)
+                state.late_rows += len(late)
         finally:
             batch.unpersist()
 
     return write_batch
+
+
+LATE_ROW = "key binary, value binary"
+
+
+def first_sightings(late: DataFrame, state: JobState) -> list[tuple[bytes, bytes]]:
+    """The late readings of this batch not written before, as (key, value); remembers them.
+    Collected to the driver: late readings are a small fraction of a batch."""
+    fresh = []
+    for row in late.collect():
+        identity = tuple(row[f"_id_{name}"] for name in IDENTITY)
+        if identity not in state.late_seen:
+            state.late_seen[identity] = None
+            fresh.append((row["key"], row["value"]))
+    while len(state.late_seen) > LATE_SEEN_LIMIT:
+        state.late_seen.popitem(last=False)
+    return fresh
 
 
 def _write(rows: DataFrame, options: dict[str, str], topic: str) -> int:
@@ -201,7 +238,7 @@ def starters(
     trigger: dict[str, Any] = {"processingTime": settings.spark.trigger_interval}
 
     def aggregates() -> StreamingQuery:
-        checkpoint = prepared_checkpoint(spark, settings, "aggregates")
+        checkpoint = prepared_checkpoint(spark, settings, AGGREGATES_CHECKPOINT)
         return (
             aggregate(decoded, settings, contracts)
             .writeStream.queryName("aggregates")

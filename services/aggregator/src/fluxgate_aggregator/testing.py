@@ -29,6 +29,22 @@ def reading(device: str, at_ms: int, value: float, metric: str = "temperature", 
     }
 
 
+IDENTITY = ("device_id", "metric", "event_time", "value", "sequence")
+"""What makes two records the same reading, as the job's deduplication sees it."""
+
+
+def distinct_readings(readings: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first copy of every reading, in order: a redelivered or resent copy counts once."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for record in readings:
+        identity = tuple(record.get(name) for name in IDENTITY)
+        if identity not in seen:
+            seen.add(identity)
+            out.append(record)
+    return out
+
+
 def window_starts(event_ms: int, size_ms: int, slide_ms: int) -> list[int]:
     """Start of every window ``[start, start + size)`` holding ``event_ms``, latest first."""
     start = (event_ms // slide_ms) * slide_ms
@@ -42,9 +58,10 @@ def window_starts(event_ms: int, size_ms: int, slide_ms: int) -> list[int]:
 def expected_aggregates(
     readings: Iterable[dict[str, Any]], size_ms: int, slide_ms: int, metric: str = "temperature"
 ) -> dict[tuple[str, int], dict[str, Any]]:
-    """Every window of every device, as ``TemperatureAggregate`` dicts with times in epoch ms."""
+    """Every window of every device, as ``TemperatureAggregate`` dicts with times in epoch ms;
+    each reading counted once, however many copies of it there are."""
     members: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for record in readings:
+    for record in distinct_readings(readings):
         if record["metric"] == metric:
             for start in window_starts(record["event_time"], size_ms, slide_ms):
                 members[(record["device_id"], start)].append(record)

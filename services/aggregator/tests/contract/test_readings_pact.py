@@ -39,6 +39,7 @@ EXAMPLE: dict[str, Any] = {
     "value": 23.6,
     "unit": "Cel",
     "event_time": 1486997194029,
+    "sequence": 42,
 }
 # The job compares ``metric`` with the configured name as is, so it relies on the
 # gateways' normalisation (lower case, aliases resolved), not merely on a string.

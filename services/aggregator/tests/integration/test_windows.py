@@ -1,5 +1,5 @@
 """The job in the shared SparkSession against real Kafka and the registry: exact windows,
-late readings, dead letters, hopping windows (from a checkpoint a kill left half-written),
+duplicates counted once, late readings, dead letters, hopping windows (from a checkpoint a kill left half-written),
 a new writer schema."""
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
         reading("d1", BASE_MS + 4 * S, 55.0, metric="humidity", unit="%RH"),  # another metric: ignored
         reading("d2", BASE_MS + 26 * S, 31.75),  # watermark -> 21 s: windows [0,10) and [10,20) close
     ]
+    # At-least-once delivery: copies of a reading count once; a different value at the same
+    # millisecond, or another sequence number, is another reading.
+    numbered = {**reading("d1", BASE_MS + 5 * S, 17.0), "sequence": 1}
+    on_time += [
+        reading("d1", BASE_MS + 1 * S, 20.0),  # a device resend
+        reading("d1", BASE_MS + 3 * S + 250, 21.75),  # same millisecond, another value
+        numbered,
+        {**numbered, "sequence": 2},
+        numbered,  # a redelivery (QoS 1, a gateway restarted before acknowledging)
+    ]
     devices.send(on_time)
     job = run_job(settings_for(WindowSettings(size="10 seconds", watermark="5 seconds")))
     first = read_aggregates(topics.output, expected=3)
@@ -43,6 +53,7 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
     job.wait_for_watermark(BASE_MS + 21 * S)
 
     late = devices.send([reading("d1", BASE_MS + 5 * S, 99.0)])  # its window closed at 10 s < 21 s
+    devices.send([reading("d1", BASE_MS + 5 * S, 99.0)])  # ... and resent: late once, not twice
     header = b"\x00" + devices.encoder.schema_id.to_bytes(4, "big")
     devices.send_raw([b"plain text", header + b"\xff\xff\xff", b"\x00\x7f\xff\xff\xff" + late[0][5:]])
     closer = [reading("d2", BASE_MS + 40 * S, 32.0)]  # watermark -> 35 s: [20,30) closes
@@ -50,6 +61,7 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
 
     got = by_window(read_aggregates(topics.output, expected=4))
     want = expected_aggregates(on_time, 10 * S, 10 * S)
+    assert want[("d1", BASE_MS)]["count"] == 7, "9 records of d1 in [0,10) s, 2 of them copies"
     assert set(got) == set(want) - {("d2", BASE_MS + 40 * S)}
     for key, records in got.items():
         assert len(records) == 1, f"window {key} emitted {len(records)} times"
