@@ -8,6 +8,7 @@ right there, so the asyncio loop is woken once per batch, not once per statement
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -36,7 +37,8 @@ class _Batch:
             self.remaining -= 1
             last = self.remaining == 0
         if last:
-            self._loop.call_soon_threadsafe(_resolve, self.done)
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody awaits this batch any more
+                self._loop.call_soon_threadsafe(_resolve, self.done)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
