@@ -46,6 +46,19 @@ class FakeServer(Server):
         return {}
 
 
+class NeedyServer(FakeServer):
+    """A fake that needs ``fake`` ready before it starts, as the registry needs Kafka."""
+
+    name = "needy"
+    requires = ("fake",)
+    port: ClassVar[int] = 0
+    saw_fake_ready: ClassVar[bool | None] = None
+
+    def configure(self) -> None:  # runs right before the process is spawned
+        NeedyServer.saw_fake_ready = http_ok(f"http://127.0.0.1:{FakeServer.port}/")
+        super().configure()
+
+
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     monkeypatch.setattr(servers, "SERVER_TYPES", {"fake": FakeServer})
@@ -76,6 +89,14 @@ def test_changed_settings_restart_the_server(stack: Stack, monkeypatch: pytest.M
     monkeypatch.setattr(FakeServer, "argv", [*FakeServer(stack.settings).command(), "--protocol", "HTTP/1.1"])
     stack.up(["fake"])
     assert stack.status()[0].pid not in (None, before)
+
+
+def test_a_required_server_is_started_and_ready_first(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(servers, "SERVER_TYPES", {"fake": FakeServer, "needy": NeedyServer})
+    monkeypatch.setattr(NeedyServer, "port", free_port())
+    stack.up(["needy"])
+    assert NeedyServer.saw_fake_ready is True
+    assert [status.state for status in stack.status()] == ["ready", "ready"]
 
 
 def test_exit_during_start_shows_the_log(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
