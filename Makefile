@@ -70,6 +70,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/aggregator.py
 	$(PY) bench/elasticsearch.py
 	$(PY) bench/scylla.py
+	$(PY) bench/hazelcast.py
 
 .PHONY: clean
 clean: down ## Stop the stack and remove downloads, data and the venv
