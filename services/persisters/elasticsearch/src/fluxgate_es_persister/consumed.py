@@ -11,14 +11,12 @@ dropping one of these fields fails the aggregator's build, naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-AvroType = str | list[str] | dict[str, str]
-TIMESTAMP_MILLIS: Final[dict[str, str]] = {"type": "long", "logicalType": "timestamp-millis"}
+from fluxgate_sink.contract import TIMESTAMP_MILLIS, ConsumedFields
 
-CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
+CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
     {
         "device_id": "string",
         "metric": "string",
@@ -35,7 +33,3 @@ CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
     }
 )
 """Field name -> its Avro type in ``schemas/temperature_aggregate.avsc``, in schema order."""
-
-
-def is_nullable(avro_type: AvroType) -> bool:
-    return isinstance(avro_type, list) and "null" in avro_type

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-AvroType = str | list[str] | dict[str, str]
-TIMESTAMP_MILLIS: Final[dict[str, str]] = {"type": "long", "logicalType": "timestamp-millis"}
+from fluxgate_sink.contract import TIMESTAMP_MILLIS, ConsumedFields, kind
 
-CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
+CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
     {
         "device_id": "string",
         "metric": "string",
@@ -44,20 +43,6 @@ _CQL: Final[Mapping[str, str]] = {
     "bytes": "blob",
     "timestamp-millis": "timestamp",
 }
-
-
-def kind(avro_type: AvroType) -> str:
-    """``long``, ``timestamp-millis``, ``string`` ...: the logical type, or the non-null branch."""
-    if isinstance(avro_type, dict):
-        return avro_type.get("logicalType", avro_type["type"])
-    if isinstance(avro_type, list):
-        (branch,) = [branch for branch in avro_type if branch != "null"]
-        return branch
-    return avro_type
-
-
-def is_nullable(avro_type: AvroType) -> bool:
-    return isinstance(avro_type, list) and "null" in avro_type
 
 
 CQL_TYPES: Final[Mapping[str, str]] = MappingProxyType({n: _CQL[kind(t)] for n, t in CONSUMED_FIELDS.items()})
