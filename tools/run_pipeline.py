@@ -17,18 +17,23 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
+from pipeline_stores import Stores
 
 from fluxgate_stack import ensure_up
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+STORE_SERVERS = ["elasticsearch", "cassandra", "hazelcast"]
+PERSISTERS = {
+    "es-persister": "FLUXGATE_ES_",
+    "scylla-persister": "FLUXGATE_SCYLLA_",
+    "hazelcast-persister": "FLUXGATE_HZ_",
+}
 TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late")
 
 
@@ -147,22 +152,12 @@ def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
         }
         pipeline.start("aggregator", [str(BIN / "fluxgate-aggregator"), "run"], prefixed("FLUXGATE_AGG_", env))
     if persisting(args):
-        pipeline.start("es-persister", [str(BIN / "fluxgate-es-persister")], prefixed("FLUXGATE_ES_", common))
+        for name, prefix in PERSISTERS.items():
+            pipeline.start(name, [str(BIN / f"fluxgate-{name}")], prefixed(prefix, common))
 
 
 def persisting(args: argparse.Namespace) -> bool:
     return not (args.no_aggregator or args.no_persisters)
-
-
-def stored(elasticsearch_url: str | None) -> dict[str, int]:
-    """What the stores hold: documents behind the persister's alias (0 before the first is written)."""
-    if elasticsearch_url is None:
-        return {}
-    try:
-        with urllib.request.urlopen(f"{elasticsearch_url}/temperatures/_count", timeout=5) as reply:  # noqa: S310
-            return {"elasticsearch": int(json.load(reply)["count"])}
-    except (urllib.error.URLError, OSError, ValueError, KeyError):
-        return {"elasticsearch": 0}
 
 
 def prefixed(prefix: str, values: dict[str, str]) -> dict[str, str]:
@@ -179,7 +174,7 @@ def end_offsets(consumer: Consumer) -> dict[str, int]:
     return totals
 
 
-def watch(pipeline: Pipeline, bootstrap: str, duration: float | None, es_url: str | None) -> dict[str, int]:
+def watch(pipeline: Pipeline, bootstrap: str, duration: float | None, stores: Stores | None) -> dict[str, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
     start, first = time.monotonic(), end_offsets(consumer)
     previous, last = first, time.monotonic()
@@ -191,7 +186,7 @@ def watch(pipeline: Pipeline, bootstrap: str, duration: float | None, es_url: st
             say(
                 f"[{now - start:6.0f}s] "
                 + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
-                + "".join(f"  {store}: {count} documents" for store, count in stored(es_url).items())
+                + "".join(f"  {store}: {count}" for store, count in (stores.counts() if stores else {}).items())
                 + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else "")
             )
             previous, last = current, now
@@ -208,9 +203,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     args = parse_args()
-    servers = ["kafka", "registry", "mosquitto"] + (["elasticsearch"] if persisting(args) else [])
+    servers = ["kafka", "registry", "mosquitto"] + (STORE_SERVERS if persisting(args) else [])
     endpoints = ensure_up(servers)
-    es_url = endpoints.elasticsearch_url if persisting(args) else None
+    stores = Stores(endpoints) if persisting(args) else None
+    held_before = stores.counts() if stores else {}  # a store keeps what earlier runs wrote
     logs = ROOT / ".local/run/pipeline"
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
@@ -220,13 +216,15 @@ def main() -> int:
     try:
         start_all(pipeline, args)
         say("watching Kafka (Ctrl-C stops everything)...")
-        arrived = watch(pipeline, endpoints.bootstrap, args.duration, es_url)
+        arrived = watch(pipeline, endpoints.bootstrap, args.duration, stores)
         died = pipeline.dead()
     finally:
         exits = pipeline.stop()
     for name in sorted({*died, *(n for n, code in exits.items() if code)}):
         say(f"{name} failed; the end of its log:\n{pipeline.tail(name)}")
-    documents = stored(es_url)
+    documents = {store: count - held_before[store] for store, count in stores.counts().items()} if stores else {}
+    if stores:
+        stores.close()
     say(json.dumps({"arrived": arrived, "documents": documents, "died": died, "exits": exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)

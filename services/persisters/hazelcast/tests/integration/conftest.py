@@ -59,16 +59,16 @@ def _member(found: Any) -> Member:
     if isinstance(found, tuple):
         return Member(str(found[0]), str(found[1]))
     if isinstance(found, str):
-        return Member(found, "dev")
+        return Member(found, "fluxgate")
     address = getattr(found, "address", None) or getattr(found, "member", None)
-    return Member(str(address), str(getattr(found, "cluster_name", "dev")))
+    return Member(str(address), str(getattr(found, "cluster_name", "fluxgate")))
 
 
 @pytest.fixture(scope="session")
 def hz_member(request: pytest.FixtureRequest) -> Member:
     if pointed := os.environ.get("FLUXGATE_TEST_HAZELCAST"):
         address, _, cluster = pointed.partition("/")
-        return Member(address, cluster or "dev", os.environ.get("FLUXGATE_TEST_HAZELCAST_CONTROL"))
+        return Member(address, cluster or "fluxgate", os.environ.get("FLUXGATE_TEST_HAZELCAST_CONTROL"))
     try:
         return _member(request.getfixturevalue("hazelcast"))
     except pytest.FixtureLookupError:

@@ -1,0 +1,71 @@
+"""What `make run`'s live view counts in each store the persisters write (0 until the first write)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from fluxgate_stack import Endpoints
+
+ES_ALIAS = "temperatures"  # the persisters' default targets
+SCYLLA_TABLE = "fluxgate.temperature_aggregates"
+HAZELCAST_RINGBUFFER = "temperature_aggregates"
+
+
+class Stores:
+    """One connection per store, opened on first use and kept for the run."""
+
+    def __init__(self, endpoints: Endpoints) -> None:
+        self._endpoints = endpoints
+        self._scylla: Any = None
+        self._hazelcast: Any = None
+
+    def counts(self) -> dict[str, int]:
+        return {"elasticsearch": self._documents(), "scylla": self._rows(), "hazelcast": self._items()}
+
+    def close(self) -> None:
+        if self._scylla is not None:
+            self._scylla.cluster.shutdown()
+        if self._hazelcast is not None:
+            self._hazelcast.shutdown()
+
+    def _documents(self) -> int:
+        url = f"{self._endpoints.elasticsearch_url}/{ES_ALIAS}/_count"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:  # noqa: S310 - the stack's own loopback URL
+                return int(json.load(reply)["count"])
+        except (urllib.error.URLError, OSError, ValueError, KeyError):
+            return 0
+
+    def _rows(self) -> int:
+        from cassandra.cluster import Cluster  # the Scylla persister's driver, installed beside it
+
+        from fluxgate_scylla_persister.driver import CONNECTION_CLASS
+
+        with contextlib.suppress(Exception):  # no table yet, or the store is away: nothing counted
+            if self._scylla is None:
+                cluster = Cluster(
+                    [self._endpoints.cassandra_host],
+                    port=self._endpoints.cassandra_port,
+                    connection_class=CONNECTION_CLASS,
+                )
+                self._scylla = cluster.connect()
+            return int(self._scylla.execute(f"SELECT count(*) FROM {SCYLLA_TABLE}").one()[0])  # noqa: S608
+        return 0
+
+    def _items(self) -> int:
+        from hazelcast.client import HazelcastClient  # the Hazelcast persister's client
+
+        with contextlib.suppress(Exception):
+            if self._hazelcast is None:
+                self._hazelcast = HazelcastClient(
+                    cluster_members=[self._endpoints.hazelcast_address],
+                    cluster_name=self._endpoints.hazelcast_cluster,
+                    cluster_connect_timeout=5,
+                )
+            ring = self._hazelcast.get_ringbuffer(HAZELCAST_RINGBUFFER).blocking()
+            return int(ring.tail_sequence()) + 1  # every item added, even past the capacity
+        return 0
