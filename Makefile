@@ -13,7 +13,7 @@ PACKAGES := $(patsubst %/pyproject.toml,%,$(wildcard libs/*/pyproject.toml servi
 INSTALL_SPECS := $(patsubst services/coap-ingest,services/coap-ingest[dtls],$(PACKAGES))
 BUILD_DEPS := autoconf automake libtool
 TEST_DIRS := libs services tools contracts-tests tests
-PYTEST := $(PY) -m pytest --import-mode=importlib
+PYTEST := $(PY) -m pytest --import-mode=importlib --durations=25
 
 .PHONY: help
 help: ## List the targets
