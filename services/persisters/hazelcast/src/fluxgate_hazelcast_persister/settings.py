@@ -45,7 +45,7 @@ class ConnectionSettings(Group):
     members: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:5701"], min_length=1, description="JSON list of member host:port"
     )
-    cluster_name: str = Field("fluxgate", min_length=1, description="the cluster's name (the local stack's and compose's)")
+    cluster_name: str = Field("fluxgate", min_length=1, description="the cluster name of the local stack and compose")
     username: str | None = Field(None, description="credentials (Enterprise security); needs password")
     password: SecretStr | None = Field(None, description="password of username")
     ssl_enabled: bool = Field(False, description="TLS to the members (Enterprise)")
