@@ -86,6 +86,8 @@ class Run:
             "HTTP__HOST": "127.0.0.1",
             "HTTP__PORT": str(port),
             "SINK__KCQL": self.store.kcql(self.topic, target or self.target),
+            # A SIGKILLed member leaves the group after 6 s (the broker's minimum), not 45 s.
+            "KAFKA__EXTRA": '{"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}',
             **{f"SINK__{name.upper()}": value for name, value in options.items()},
             **self.store.env(),
         }

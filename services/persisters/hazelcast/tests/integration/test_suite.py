@@ -40,13 +40,10 @@ class HazelcastUnderTest(StoreUnderTest):
 
     def env(self) -> dict[str, str]:
         # A short invocation timeout: a write to a killed member fails fast into the runner's outage path.
-        # A short Kafka session: a SIGKILLed persister leaves the group in seconds, not 45.
-        session = json.dumps({"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"})
         return {
             **self.member.env(),
             "HAZELCAST__INVOCATION_TIMEOUT_S": "5",
             "HAZELCAST__CONNECT_TIMEOUT_S": "60",
-            "KAFKA__EXTRA": session,
         }
 
     def new_target(self) -> str:

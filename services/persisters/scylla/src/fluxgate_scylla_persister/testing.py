@@ -120,8 +120,6 @@ class CassandraUnderTest(StoreUnderTest):
             "SCYLLA__PORT": str(self.address[1]),
             "SCYLLA__RECONNECT_MAX_DELAY_S": "1",
             "SCYLLA__REQUEST_TIMEOUT_S": "5",
-            # A SIGKILLed member leaves the group after 6 s (the broker's minimum), not 45 s.
-            "KAFKA__EXTRA": '{"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}',
         }
 
     def new_target(self) -> str:
