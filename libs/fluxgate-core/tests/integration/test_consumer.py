@@ -27,10 +27,12 @@ class FlakyDecoder:
     def __init__(self, every: int) -> None:
         self.every = every
         self.calls = 0
+        self.away = 0  # how often it said the registry is away
 
     def decode(self, data: bytes) -> dict[str, Any]:
         self.calls += 1
         if self.calls % self.every == 0:
+            self.away += 1
             raise RegistryError("registry away (fake)")
         if data == b"poison":
             raise SerializationError("not a record (fake)")
@@ -74,13 +76,16 @@ def wait_for(condition: Callable[[], bool], what: str, *consumers: RecordConsume
 
 
 def test_a_retriable_decode_failure_mid_batch_skips_nothing(stack: Any, topic: str) -> None:
-    consumer = RecordConsumer(config(stack), [topic], FlakyDecoder(every=5))
+    decoder = FlakyDecoder(every=5)
+    consumer = RecordConsumer(config(stack), [topic], decoder)
     try:
         got, failures = read_all(consumer, PARTITIONS * PER_PARTITION)
         got.extend(consumer.poll_batch(timeout=1.0) if not failures else [])
     finally:
         consumer.close()
-    assert failures > 0
+    # Mid-batch failures are returned as a shorter batch, and only one at a batch's first record
+    # raises: how many raised depends on how librdkafka split the fetches, so count the decoder's.
+    assert decoder.away > 0
     for partition in range(PARTITIONS):
         offsets = [item.offset for item in got if item.partition == partition]
         assert offsets == list(range(PER_PARTITION)), f"partition {partition}: {offsets}"

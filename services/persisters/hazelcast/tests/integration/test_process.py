@@ -61,7 +61,9 @@ def ring_run(stack: Any, hz_member: Any, registry_client: Any) -> Any:
     store.client.shutdown()
 
 
-def test_a_persister_sigkilled_mid_stream_doubles_nothing_in_a_ringbuffer(ring_run: Run) -> None:
+def test_a_persister_sigkilled_mid_stream_repeats_at_most_one_batch_per_partition(ring_run: Run) -> None:
+    """The offset record is written just after the batch's items (a ringbuffer and an IMap share
+    no transaction): a kill between the two repeats that batch, never more, and skips nothing."""
     values = aggregates(3000)
     ring_run.produce(values)
     first = ring_run.persister(batch_size="100").start()
@@ -75,7 +77,8 @@ def test_a_persister_sigkilled_mid_stream_doubles_nothing_in_a_ringbuffer(ring_r
     second.wait_until(lambda: second.metric("fluxgate_sink_records_written_total") >= 3000 - committed, "the rest", 60)
     second.wait_until(lambda: ring_run.committed_total() == 3000, "every offset committed")
     entries = store.entries(ring_run.target)
-    assert len(entries) == 3000, f"{len(entries) - 3000} entries doubled (written {written}, committed {committed})"
+    doubled = len(entries) - 3000
+    assert 0 <= doubled <= 3 * 100, f"{doubled} entries doubled (written {written}, committed {committed})"
     assert {f"{e['device_id']}|{e['metric']}|{e['window_start']}" for e in entries} == {
         f"{v['device_id']}|{v['metric']}|{v['window_start'].isoformat()}" for v in values
     }
