@@ -21,13 +21,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
+from _persisters import aggregates, metric, written
 
 # This script's own name is the client's: with bench/ first on sys.path (as ``python
 # bench/elasticsearch.py`` puts it), ``import elasticsearch`` would import this file again.
@@ -43,31 +42,6 @@ from fluxgate_core.serde import AvroEncoder  # noqa: E402
 from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
 from fluxgate_es_persister.mapping import IndexFamily, index_template  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
-
-START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)  # two days of windows: two daily indices
-
-
-def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        start = START + timedelta(minutes=i // devices)
-        out.append(
-            {
-                "device_id": f"d{i % devices}",
-                "metric": "temperature",
-                "window_start": start,
-                "window_end": start + timedelta(minutes=1),
-                "count": 60,
-                "min": 15.0 + (i % 200) / 10,
-                "max": 25.0 + (i % 200) / 10,
-                "mean": 20.0 + (i % 200) / 10,
-                "stddev": 1.5,
-                "first_event_time": start,
-                "last_event_time": start + timedelta(seconds=59),
-                "unit": "Cel",
-            }
-        )
-    return out
 
 
 def kcql(target: str, topic: str) -> str:
@@ -181,21 +155,6 @@ def persister(stack: Any, records: list[dict[str, Any]], batch: int, log: Path) 
         "writes": int(writes),
         "mean_write_ms": round(write_ms, 1),
     }
-
-
-def metric(port: int, name: str) -> float:
-    """The sum of metric ``name``'s samples in the persister on ``port`` (0 before it answers)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
-            text = reply.read().decode()
-    except OSError:
-        return 0.0
-    samples = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
-    return sum(float(value) for key, value in samples if key.split("{")[0] == name)
-
-
-def written(port: int) -> float:
-    return metric(port, "fluxgate_sink_records_written_total")
 
 
 def main() -> None:

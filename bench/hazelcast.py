@@ -25,11 +25,11 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
+from _persisters import aggregates, metric, written
 
 # This script's own name is the client's: with bench/ first on sys.path, ``import hazelcast`` would import it.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
@@ -44,31 +44,6 @@ from fluxgate_core.serde import AvroEncoder  # noqa: E402
 from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
 from fluxgate_hazelcast_persister.values import to_json  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
-
-START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)
-
-
-def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        start = START + timedelta(minutes=i // devices)
-        out.append(
-            {
-                "device_id": f"d{i % devices}",
-                "metric": "temperature",
-                "window_start": start,
-                "window_end": start + timedelta(minutes=1),
-                "count": 60,
-                "min": 15.0 + (i % 200) / 10,
-                "max": 25.0 + (i % 200) / 10,
-                "mean": 20.0 + (i % 200) / 10,
-                "stddev": 1.5,
-                "first_event_time": start,
-                "last_event_time": start + timedelta(seconds=59),
-                "unit": "Cel",
-            }
-        )
-    return out
 
 
 def kcql(target: str, topic: str) -> str:
@@ -186,21 +161,6 @@ def _answers(port: int) -> bool:
         return False
 
 
-def metric(port: int, name: str) -> float:
-    """The sum of metric ``name``'s samples in the persister on ``port`` (0 before it answers)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
-            text = reply.read().decode()
-    except OSError:
-        return 0.0
-    samples = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
-    return sum(float(value) for key, value in samples if key.split("{")[0] == name)
-
-
-def written(port: int) -> float:
-    return metric(port, "fluxgate_sink_records_written_total")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000, help="aggregates per leg")
@@ -209,20 +169,18 @@ def main() -> None:
         "--batch", type=int, default=1000, help="add_all size of both legs (the persister's batch_size)"
     )
     parser.add_argument("--member", default=None, help="host:port of a member (default: the local stack's)")
-    parser.add_argument("--cluster", default=None, help="cluster name (default: the local stack's, else dev)")
+    parser.add_argument("--cluster", default=None, help="cluster name (default: the local stack's; with --member, dev)")
     args = parser.parse_args()
 
     from fluxgate_stack import ensure_up
 
     stack_up()
     stack = ensure_up(["kafka", "registry"])
-    member, cluster = args.member, args.cluster
-    if member is None:
-        found = ensure_up(["hazelcast"])
-        hz = getattr(found, "hazelcast", found)
-        member = str(getattr(hz, "address", None) or "127.0.0.1:5701")
-        cluster = cluster or str(getattr(hz, "cluster_name", "dev"))
-    cluster = cluster or "dev"
+    if args.member is None:
+        local = ensure_up(["hazelcast"])
+        member, cluster = local.hazelcast_address, args.cluster or local.hazelcast_cluster
+    else:
+        member, cluster = args.member, args.cluster or "dev"
     records = aggregates(args.records, args.devices)
     log = ROOT / "bench-results" / "hazelcast-persister.log"
     log.parent.mkdir(exist_ok=True)

@@ -24,13 +24,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
+from _persisters import aggregates, metric, written
 from cassandra.cluster import Session
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Producer
@@ -45,31 +44,7 @@ from fluxgate_scylla_persister.testing import connect, create_keyspace
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.sink import SinkItem
 
-START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)  # windows over two days: two partitions per device
 KEYSPACE = "fluxgate_bench"
-
-
-def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        start = START + timedelta(minutes=i // devices)
-        out.append(
-            {
-                "device_id": f"d{i % devices}",
-                "metric": "temperature",
-                "window_start": start,
-                "window_end": start + timedelta(minutes=1),
-                "count": 60,
-                "min": 15.0 + (i % 200) / 10,
-                "max": 25.0 + (i % 200) / 10,
-                "mean": 20.0 + (i % 200) / 10,
-                "stddev": 1.5,
-                "first_event_time": start,
-                "last_event_time": start + timedelta(seconds=59),
-                "unit": "Cel",
-            }
-        )
-    return out
 
 
 def kcql(target: str, topic: str) -> str:
@@ -142,7 +117,7 @@ def persister(
             [sys.executable, "-m", "fluxgate_scylla_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        while not table_exists(session, target) or metric(port, "fluxgate_sink_store_up", None) is None:
+        while not table_exists(session, target) or metric(port, "fluxgate_sink_store_up", missing=-1.0) < 0:
             assert process.poll() is None, f"the persister exited; see {log}"
             time.sleep(0.01)
         # The clock starts at the first confirmed write: start-up, joining the group (the
@@ -179,22 +154,6 @@ def persister(
         "writes": int(writes),
         "mean_write_ms": round(write_ms, 1),
     }
-
-
-def metric(port: int, name: str, missing: float | None = 0.0) -> float | None:
-    """The sum of metric ``name``'s samples in the persister on ``port`` (``missing`` before it answers)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
-            text = reply.read().decode()
-    except OSError:
-        return missing
-    samples = [line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#")]
-    found = [float(value) for key, value in samples if key.split("{")[0] == name]
-    return sum(found) if found else missing
-
-
-def written(port: int) -> float:
-    return metric(port, "fluxgate_sink_records_written_total") or 0.0
 
 
 def main() -> None:
