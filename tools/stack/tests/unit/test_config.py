@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fluxgate_stack.errors import StackError, UnknownServer
@@ -222,3 +223,31 @@ def test_zip_unpacking_keeps_the_executable_bit(tmp_path: Path) -> None:
     unpack_zip(archive, tmp_path / "out", strip_top_folder=True)
     assert (tmp_path / "out" / "bin" / "elasticsearch").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "out" / "config" / "jvm.options").read_text() == "-Xmx1g\n"
+
+
+def test_registry_compatibility_asks_again_while_the_journal_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restarted over its journal, Apicurio answers 409 "already exists" until the replay has the rule."""
+    from fluxgate_stack.servers import registry
+
+    answers = [409, 409, 200]
+    calls: list[str] = []
+
+    def put(url: str, **_: object) -> httpx.Response:
+        calls.append(url)
+        return httpx.Response(answers.pop(0), text='{"message":"A rule named \'COMPATIBILITY\' already exists."}')
+
+    monkeypatch.setattr(registry.httpx, "put", put)
+    monkeypatch.setattr(registry.time, "sleep", lambda _: None)
+    registry.set_compatibility("http://registry", "BACKWARD")
+    assert calls == ["http://registry/config"] * 3
+
+
+def test_registry_compatibility_refusal_names_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fluxgate_stack.servers import registry
+
+    monkeypatch.setattr(registry.httpx, "put", lambda *_, **__: httpx.Response(409, text="already exists"))
+    with pytest.raises(StackError, match="PUT /config BACKWARD answered 409: already exists"):
+        registry.set_compatibility("http://registry", "BACKWARD", patience=0)
+    monkeypatch.setattr(registry.httpx, "put", lambda *_, **__: httpx.Response(422, text="bad level"))
+    with pytest.raises(StackError, match="answered 422: bad level"):
+        registry.set_compatibility("http://registry", "BACKWARD")

@@ -14,6 +14,7 @@ Tests that want a clean registry use subjects of their own.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -113,13 +114,23 @@ class RegistryServer(JavaServer):
         return None
 
 
-def set_compatibility(url: str, level: str) -> None:
-    """Set the global compatibility level (PUT /config), which Apicurio then enforces."""
-    response = httpx.put(
-        f"{url}/config",
-        json={"compatibility": level},
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-        timeout=10,
-    )
-    if response.status_code != 200:
-        raise StackError(f"registry: PUT /config {level} answered {response.status_code}: {response.text}")
+def set_compatibility(url: str, level: str, patience: float = 15.0) -> None:
+    """Set the global compatibility level (PUT /config), which Apicurio then enforces.
+
+    On a registry restarted over its journal, readiness (subjects answering) can come before
+    the journal's replay has reached the existing rule: the PUT then tries to create the rule
+    and answers 409 "already exists". Once the replay is through, the same PUT is an update,
+    so a 409 is asked again until ``patience`` runs out."""
+    deadline = time.monotonic() + patience
+    while True:
+        response = httpx.put(
+            f"{url}/config",
+            json={"compatibility": level},
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+            timeout=10,
+        )
+        if response.status_code == 200:
+            return
+        if response.status_code != 409 or time.monotonic() > deadline:
+            raise StackError(f"registry: PUT /config {level} answered {response.status_code}: {response.text}")
+        time.sleep(0.2)
