@@ -267,6 +267,12 @@ class RecordConsumer:
                 consumer.incremental_assign(chosen)
             else:
                 consumer.assign(chosen)
+            # A partition handed to on_assign is fetched. librdkafka keeps a pause through an
+            # eager rebalance that gives the partition back to the same member, while the
+            # caller starts it afresh: nothing would ever resume it (two sinks stalled so).
+            # A partition kept through a cooperative rebalance is not handed over: its pause stays.
+            if chosen:
+                consumer.resume(chosen)
         log.info("kafka.consumer.assigned", partitions=[f"{tp.topic}/{tp.partition}" for tp in chosen])
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -195,6 +195,43 @@ def test_pause_resume_seek_and_seek_to_beginning_outside_a_rebalance(stack: Any,
         consumer.close()
 
 
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_a_partition_paused_before_a_rebalance_is_fetched_once_assigned_again(
+    stack: Any, topic: str, strategy: str
+) -> None:
+    """librdkafka keeps a partition's pause through an eager rebalance that hands it back to the
+    same member, whose on_assign starts it afresh: nothing would ever resume it. Found when two
+    Hazelcast persisters stalled on one partition forever."""
+    group, settings = f"g-{uuid.uuid4().hex[:8]}", {"partition.assignment.strategy": strategy}
+    first = RecordConsumer(config(stack, group, **settings), [topic])
+    read_all(first, PARTITIONS * PER_PARTITION)
+    first.pause(first.assignment())  # every partition paused, as a sink does with batches waiting
+    second = RecordConsumer(config(stack, group, **settings), [topic])
+    try:
+
+        def settled() -> bool:  # both hold some, together all: the rebalance is over
+            held = [len(first.assignment()), len(second.assignment())]
+            return min(held) > 0 and sum(held) == PARTITIONS
+
+        wait_for(settled, "the second member", first, second)
+        kept = sorted(first.assignment())
+        producer = Producer({"bootstrap.servers": stack.bootstrap})
+        for partition in range(PARTITIONS):
+            producer.produce(topic, b"n=1000", partition=partition)
+        assert producer.flush(10) == 0
+        if strategy == "cooperative-sticky":  # kept, never handed over again: still paused, as asked
+            assert first.poll_batch(timeout=2.0) == []
+            first.resume(kept)
+        fetched: set[Partition] = set()
+        deadline = time.monotonic() + 20
+        while fetched != set(kept) and time.monotonic() < deadline:
+            fetched.update((item.topic, item.partition) for item in first.poll_batch(timeout=0.5))
+        assert sorted(fetched) == kept
+    finally:
+        second.close()
+        first.close()
+
+
 def test_a_bad_consumer_property_is_a_config_error(stack: Any) -> None:
     with pytest.raises(ConfigError, match=r"no\.such\.property"):
         RecordConsumer(config(stack, **{"no.such.property": "1"}), ["t"])
