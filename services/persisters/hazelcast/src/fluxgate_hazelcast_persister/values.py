@@ -1,7 +1,8 @@
 """The value each item becomes in Hazelcast.
 
 * ``WITHFORMAT JSON`` (the default): the projected document as a ``HazelcastJsonValue``,
-  datetimes as ISO-8601 strings in UTC (``2026-11-23T12:00:00+00:00``). Hazelcast keeps it
+  datetimes as ISO-8601 strings (``2026-11-23T12:00:00+00:00``; Avro's timestamps decode
+  in UTC, and a naive one is taken as UTC). Hazelcast keeps it
   as JSON, so an IMap of them can be queried with predicates and SQL on its fields.
 * ``WITHFORMAT AVRO``: the consumed record's bytes, unchanged: Confluent wire format,
   magic byte 0 and the registry's schema id of ``<topic>-value``, so a reader decodes
@@ -12,11 +13,11 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, date, datetime
+import math
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from hazelcast.core import HazelcastJsonValue
 
 from fluxgate_sink.errors import FieldMissing
@@ -33,21 +34,41 @@ def value_of(item: SinkItem) -> Value:
 
 
 def to_json(document: dict[str, Any]) -> str:
-    """Compact JSON; datetimes as ISO-8601 in UTC, decimals as strings, bytes as hex.
+    """Compact JSON; datetimes as ISO-8601, decimals as strings, bytes as hex.
 
-    NaN and infinities (valid Avro doubles) have no JSON form: such a document is refused
-    for good (:class:`FieldMissing`, not retriable), so the error policy decides."""
+    orjson, not the standard library: with datetimes in every aggregate, ``json.dumps``
+    called back into Python for each one and the encoding cost more per record than the
+    Avro decode (about 20 µs against 2). NaN and infinities (valid Avro doubles) have no
+    JSON form, and orjson would write them as null: such a document is refused for good
+    (:class:`FieldMissing`, not retriable), so the error policy decides."""
+    bad = _non_finite(document)
+    if bad is not None:
+        raise FieldMissing(f"the document has no JSON form: {bad} is NaN or infinite")
     try:
-        return json.dumps(document, default=_plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (ValueError, TypeError) as exc:
+        return orjson.dumps(document, default=_plain, option=orjson.OPT_NAIVE_UTC).decode()
+    except (orjson.JSONEncodeError, TypeError) as exc:
         raise FieldMissing(f"the document has no JSON form: {exc}") from exc
 
 
+def _non_finite(value: Any, path: str = "") -> str | None:
+    """The path of the first NaN or infinity in ``value``, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path or "the value"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, float | dict | list):
+                found = _non_finite(item, f"{path}.{key}" if path else str(key))
+                if found is not None:
+                    return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _non_finite(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
 def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
-    if isinstance(value, date):
-        return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, bytes):

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+from datetime import date, datetime
+from decimal import Decimal
 
 import pytest
 
@@ -60,8 +62,29 @@ def test_credentials_go_together(clean_env: pytest.MonkeyPatch) -> None:
 
 def test_json_has_iso_datetimes_and_refuses_nan() -> None:
     assert to_json({"window_start": START, "n": 1}) == '{"window_start":"2026-11-23T12:00:00+00:00","n":1}'
-    with pytest.raises(FieldMissing):
+    with pytest.raises(FieldMissing, match="mean is NaN or infinite"):
         to_json({"mean": float("nan")})
+    with pytest.raises(FieldMissing, match=r"tags\.x\[1\] is NaN or infinite"):
+        to_json({"tags": {"x": [1.0, float("-inf")]}})
+
+
+def test_json_of_every_avro_value() -> None:
+    """What fastavro hands out: naive datetimes are UTC, decimals keep their digits, bytes are hex."""
+    document = {
+        "at": datetime(2026, 11, 23, 12, 0, 0, 123000),
+        "day": date(2026, 11, 23),
+        "price": Decimal("12.30"),
+        "raw": b"\x01\xff",
+        "text": "Grad °C",
+        "none": None,
+        "nested": {"list": [1, 2.5, True]},
+    }
+    assert to_json(document) == (
+        '{"at":"2026-11-23T12:00:00.123000+00:00","day":"2026-11-23","price":"12.30","raw":"01ff",'
+        '"text":"Grad °C","none":null,"nested":{"list":[1,2.5,true]}}'
+    )
+    with pytest.raises(FieldMissing, match="no JSON form"):
+        to_json({"what": object()})
 
 
 def test_the_record_covers_the_written_prefix_below_a_refusal() -> None:
