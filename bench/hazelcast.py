@@ -5,10 +5,12 @@ values with the same client library in a plain loop (``Ringbuffer.add_all`` of 1
 * ``baseline``: N ``TemperatureAggregate`` values (the JSON the persister would write) encoded and added
   with the asyncio client's ``add_all`` in chunks of the batch size; timed from the first call
   to the last answer.
-* ``persister``: the same N aggregates, Avro wire format, produced to a fresh 3-partition topic
-  first; then the persister starts and is timed from ready until its own
-  ``fluxgate_sink_records_written_total`` reaches N (no polling of the store); the ringbuffer's
-  size is checked once at the end.
+* ``floor``: the same N aggregates, Avro wire format, produced to a fresh topic (4 partitions)
+  first; read from it and decoded by ``fluxgate_core``'s consumer in this process, nothing
+  else. No persister can beat it: it is what each one does before its store sees a record.
+* ``persister x1``, ``x2``: one, then two persister processes in one consumer group read the
+  same topic; timed from all ready until their own ``fluxgate_sink_records_written_total``
+  add up to N (no polling of the store); the ringbuffer's size is checked once at the end.
 
 The member: ``--member``/``--cluster`` (default: the local stack's, else 127.0.0.1:5701/dev).
 Each leg writes its own fresh ringbuffer, destroyed afterwards. Results: ``bench-results/hazelcast.json``.
@@ -39,8 +41,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from hazelcast.asyncio import HazelcastClient  # noqa: E402
 from hazelcast.core import HazelcastJsonValue  # noqa: E402
 
+from fluxgate_core.consumer import RecordConsumer  # noqa: E402
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
-from fluxgate_core.serde import AvroEncoder  # noqa: E402
+from fluxgate_core.serde import AvroDecoder, AvroEncoder  # noqa: E402
 from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
 from fluxgate_hazelcast_persister.values import to_json  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
@@ -79,11 +82,9 @@ def baseline(member: str, cluster: str, records: list[dict[str, Any]], batch: in
     return {"wall_s": round(wall, 3), "records_per_s": round(len(records) / wall), "client_cpu_s": round(used, 2)}
 
 
-def persister(
-    stack: Any, member: str, cluster: str, records: list[dict[str, Any]], batch: int, log: Path
-) -> dict[str, Any]:
-    target = f"bench-hz-{uuid.uuid4().hex[:6]}"
-    topic = unique_topic("bench.aggregates", stack.bootstrap)
+def produced(stack: Any, records: list[dict[str, Any]], partitions: int) -> str:
+    """A fresh topic holding ``records`` as Avro TemperatureAggregates; every leg reads it from the start."""
+    topic = unique_topic("bench.aggregates", stack.bootstrap, partitions=partitions)
     registry = SchemaRegistryClient({"url": stack.registry_url})
     encoder = AvroEncoder.registered(
         registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
@@ -93,7 +94,80 @@ def persister(
         producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
         producer.poll(0)
     assert producer.flush(60) == 0
-    port = free_port()
+    return topic
+
+
+def floor(stack: Any, topic: str, count: int) -> dict[str, Any]:
+    """What every persister does before its store sees a record: read it from Kafka and decode
+    it (``fluxgate_core``'s consumer and Avro decoder, in this process, nothing else)."""
+    config = {"bootstrap.servers": stack.bootstrap, "group.id": f"bench-floor-{uuid.uuid4().hex[:6]}"}
+    config |= {"auto.offset.reset": "earliest", "enable.auto.commit": False}
+    consumer = RecordConsumer(config, [topic], AvroDecoder(SchemaRegistryClient({"url": stack.registry_url})))
+    try:
+        seen, began, cpu = 0, 0.0, os.times()
+        while seen < count:
+            batch = consumer.poll_batch(2000, 1.0)
+            if batch and not seen:  # from the first record: joining the group is not reading
+                began, cpu = time.perf_counter(), os.times()
+            assert all(record.record is not None for record in batch)
+            seen += len(batch)
+        wall = time.perf_counter() - began
+    finally:
+        consumer.close()
+    used = (os.times().user - cpu.user) + (os.times().system - cpu.system)
+    return {
+        "wall_s": round(wall, 3),
+        "records_per_s": round(count / wall),
+        "us_cpu_per_record": micros_per(used, count),
+    }
+
+
+def persister(
+    stack: Any, member: str, cluster: str, topic: str, count: int, batch: int, instances: int, log: Path
+) -> dict[str, Any]:
+    """``instances`` persister processes in one consumer group, timed from all ready until their
+    ``fluxgate_sink_records_written_total`` add up to ``count``."""
+    target = f"bench-hz-{uuid.uuid4().hex[:6]}"
+    group = f"bench-{target}"
+    processes = [
+        _start(stack, member, cluster, topic, target, group, batch, port, log)
+        for port in [free_port() for _ in range(instances)]
+    ]
+    ports = [port for _, port in processes]
+    try:
+        while not all(_answers(port) for port in ports):  # set up and consuming: the clock starts
+            assert all(p.poll() is None for p, _ in processes), f"a persister exited; see {log}"
+            time.sleep(0.01)
+        began, cpu_before = time.perf_counter(), sum(cpu_seconds(p.pid) for p, _ in processes)
+        while (done := sum(written(port) for port in ports)) < count:
+            assert all(p.poll() is None for p, _ in processes), f"a persister exited; see {log}"
+            assert time.perf_counter() - began < 600, f"{done} of {count} after 600 s; see {log}"
+            time.sleep(0.1)  # each look renders every metric in the persister: not too often
+        wall = time.perf_counter() - began
+        cpu = sum(cpu_seconds(p.pid) for p, _ in processes) - cpu_before
+        writes = sum(metric(port, "fluxgate_sink_write_seconds_count") for port in ports)
+        write_ms = 1000 * sum(metric(port, "fluxgate_sink_write_seconds_sum") for port in ports) / max(writes, 1)
+    finally:
+        for process, _ in processes:
+            process.terminate()
+        for process, _ in processes:
+            process.wait(60)
+    asyncio.run(_check_and_drop(member, cluster, target, count))
+    assert all(p.returncode == 0 for p, _ in processes), f"exit {[p.returncode for p, _ in processes]}; see {log}"
+    return {
+        "instances": instances,
+        "wall_s": round(wall, 3),
+        "records_per_s": round(count / wall),
+        "persister_cpu_s": round(cpu, 2),
+        "persister_us_cpu_per_record": micros_per(cpu, count),
+        "writes": int(writes),
+        "mean_write_ms": round(write_ms, 1),
+    }
+
+
+def _start(
+    stack: Any, member: str, cluster: str, topic: str, target: str, group: str, batch: int, port: int, log: Path
+) -> tuple[subprocess.Popen[bytes], int]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_HZ_")},
         "FLUXGATE_HZ_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
@@ -104,7 +178,7 @@ def persister(
         "FLUXGATE_HZ_HTTP__PORT": str(port),
         "FLUXGATE_HZ_SINK__KCQL": kcql(target, topic),
         "FLUXGATE_HZ_SINK__BATCH_SIZE": str(batch),
-        "FLUXGATE_HZ_SINK__GROUP_ID": f"bench-{target}",
+        "FLUXGATE_HZ_SINK__GROUP_ID": group,
         "FLUXGATE_HZ_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
         **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith("BENCH_HZ_")},
     }
@@ -112,44 +186,18 @@ def persister(
         process = subprocess.Popen(
             [sys.executable, "-m", "fluxgate_hazelcast_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
         )
+    return process, port
+
+
+async def _check_and_drop(member: str, cluster: str, target: str, count: int) -> None:
+    client = await _client(member, cluster)
     try:
-        while not _answers(port):  # set up and consuming: the clock starts
-            assert process.poll() is None, f"the persister exited; see {log}"
-            time.sleep(0.01)
-        began, cpu_before = time.perf_counter(), cpu_seconds(process.pid)
-        while written(port) < len(records):
-            assert process.poll() is None, f"the persister exited; see {log}"
-            assert time.perf_counter() - began < 600, f"{written(port)} of {len(records)} after 600 s; see {log}"
-            time.sleep(0.1)  # each look renders every metric in the persister: not too often
-        wall = time.perf_counter() - began
-        cpu = cpu_seconds(process.pid) - cpu_before
-        writes = metric(port, "fluxgate_sink_write_seconds_count")
-        write_ms = 1000 * metric(port, "fluxgate_sink_write_seconds_sum") / max(writes, 1)
+        ringbuffer = await client.get_ringbuffer(target)
+        size, capacity = int(await ringbuffer.size()), int(await ringbuffer.capacity())
+        await ringbuffer.destroy()
+        assert size == min(count, capacity), f"ringbuffer holds {size} (capacity {capacity})"
     finally:
-        process.terminate()
-        process.wait(60)
-
-    async def check_and_drop() -> int:
-        client = await _client(member, cluster)
-        try:
-            ringbuffer = await client.get_ringbuffer(target)
-            size, capacity = int(await ringbuffer.size()), int(await ringbuffer.capacity())
-            await ringbuffer.destroy()
-            assert size == min(len(records), capacity), f"ringbuffer holds {size} (capacity {capacity})"
-            return size
-        finally:
-            await client.shutdown()
-
-    asyncio.run(check_and_drop())
-    assert process.returncode == 0, f"exit {process.returncode}; see {log}"
-    return {
-        "wall_s": round(wall, 3),
-        "records_per_s": round(len(records) / wall),
-        "persister_cpu_s": round(cpu, 2),
-        "persister_us_cpu_per_record": micros_per(cpu, len(records)),
-        "writes": int(writes),
-        "mean_write_ms": round(write_ms, 1),
-    }
+        await client.shutdown()
 
 
 def _answers(port: int) -> bool:
@@ -168,6 +216,7 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=1000, help="add_all size of both legs (the persister's batch_size)"
     )
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (two instances split them)")
     parser.add_argument("--member", default=None, help="host:port of a member (default: the local stack's)")
     parser.add_argument("--cluster", default=None, help="cluster name (default: the local stack's; with --member, dev)")
     args = parser.parse_args()
@@ -185,25 +234,49 @@ def main() -> None:
     log = ROOT / "bench-results" / "hazelcast-persister.log"
     log.parent.mkdir(exist_ok=True)
     base = baseline(member, cluster, records, args.batch)
-    through = persister(stack, member, cluster, records, args.batch, log)
-    ratio = round(through["records_per_s"] / base["records_per_s"], 3)
-    print_table(
-        f"Hazelcast ringbuffer: {args.records:,} aggregates, add_all of {args.batch}",
-        ["leg", "records/s", "wall s", "CPU s"],
+    topic = produced(stack, records, args.partitions)
+    least = floor(stack, topic, len(records))
+    legs = [persister(stack, member, cluster, topic, len(records), args.batch, n, log) for n in (1, 2)]
+    ratio = round(legs[0]["records_per_s"] / base["records_per_s"], 3)
+    rows = [
+        ["baseline (add_all loop, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"], 1.0],
         [
-            ["baseline (add_all loop, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"]],
-            [
-                "persister (Kafka -> HZ process)",
-                through["records_per_s"],
-                through["wall_s"],
-                through["persister_cpu_s"],
-            ],
+            "floor (Kafka read + Avro decode only)",
+            least["records_per_s"],
+            least["wall_s"],
+            round(least["us_cpu_per_record"] * len(records) / 1e6, 2),
+            round(least["records_per_s"] / base["records_per_s"], 3),
         ],
+    ] + [
+        [
+            f"persister x{leg['instances']} (Kafka -> HZ)",
+            leg["records_per_s"],
+            leg["wall_s"],
+            leg["persister_cpu_s"],
+            round(leg["records_per_s"] / base["records_per_s"], 3),
+        ]
+        for leg in legs
+    ]
+    print_table(
+        f"Hazelcast ringbuffer: {args.records:,} aggregates, add_all of {args.batch}, {args.partitions} partitions",
+        ["leg", "records/s", "wall s", "CPU s", "x baseline"],
+        rows,
     )
-    print(f"\nratio persister / baseline: {ratio}")
+    over_floor = legs[0]["records_per_s"] / least["records_per_s"]
+    print(f"\nratio persister / baseline: {ratio}; persister / floor: {over_floor:.3f}")
     path = write_results(
         "hazelcast",
-        {"parameters": vars(args), "baseline": base, "persister": through, "throughput_persister_over_baseline": ratio},
+        {
+            "parameters": vars(args),
+            "baseline": base,
+            "floor": least,
+            "persister": legs[0],
+            "persister_x2": legs[1],
+            "throughput_persister_over_baseline": ratio,
+            "throughput_floor_over_baseline": round(least["records_per_s"] / base["records_per_s"], 3),
+            "throughput_persister_over_floor": round(over_floor, 3),
+            "throughput_x2_over_x1": round(legs[1]["records_per_s"] / legs[0]["records_per_s"], 3),
+        },
     )
     print(f"results: {path.relative_to(ROOT)}")
 
