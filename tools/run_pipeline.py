@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +120,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-persisters", action="store_true", help="skip the persisters")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
+    parser.add_argument(
+        "--until-checked",
+        type=int,
+        default=None,
+        metavar="READINGS",
+        help="stop once this many readings, dead letters, aggregates and new documents in every store "
+        "arrived (at most --duration): the end-to-end test waits for what it checks, not a fixed time",
+    )
     return parser.parse_args()
 
 
@@ -174,27 +182,50 @@ def end_offsets(consumer: Consumer) -> dict[str, int]:
     return totals
 
 
-def watch(pipeline: Pipeline, bootstrap: str, duration: float | None, stores: Stores | None) -> dict[str, int]:
+Done = Callable[[dict[str, int], dict[str, int]], bool]
+
+
+def watch(
+    pipeline: Pipeline, bootstrap: str, duration: float | None, stores: Stores | None, done: Done | None = None
+) -> dict[str, int]:
+    """Show what arrives every few seconds until ``duration`` or Ctrl-C, or until ``done``
+    (readings arrived per topic, store counts) says the run has shown what it had to."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
     start, first = time.monotonic(), end_offsets(consumer)
     previous, last = first, time.monotonic()
     try:
         while duration is None or time.monotonic() - start < duration:
-            time.sleep(5)
+            time.sleep(5 if done is None else 1)
             now, current = time.monotonic(), end_offsets(consumer)
             rates = {t: (current[t] - previous[t]) / (now - last) for t in TOPICS}
+            counts = stores.counts() if stores else {}
             say(
                 f"[{now - start:6.0f}s] "
                 + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
-                + "".join(f"  {store}: {count}" for store, count in (stores.counts() if stores else {}).items())
+                + "".join(f"  {store}: {count}" for store, count in counts.items())
                 + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else "")
             )
             previous, last = current, now
+            if done is not None and (pipeline.dead() or done({t: current[t] - first[t] for t in TOPICS}, counts)):
+                break
     except KeyboardInterrupt:
         pass
     finally:
         consumer.close()
     return {t: previous[t] - first[t] for t in TOPICS}
+
+
+def checked(args: argparse.Namespace, held_before: dict[str, int]) -> Done | None:
+    """With ``--until-checked N``: N readings, some dead letters and aggregates, new documents in every store."""
+    if args.until_checked is None:
+        return None
+    wanted = ["sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
+
+    def done(arrived: dict[str, int], counts: dict[str, int]) -> bool:
+        enough = arrived["sensors.readings"] >= args.until_checked and all(arrived[t] > 0 for t in wanted)
+        return enough and all(count > held_before[store] for store, count in counts.items())
+
+    return done
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -216,7 +247,7 @@ def main() -> int:
     try:
         start_all(pipeline, args)
         say("watching Kafka (Ctrl-C stops everything)...")
-        arrived = watch(pipeline, endpoints.bootstrap, args.duration, stores)
+        arrived = watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before))
         died = pipeline.dead()
     finally:
         exits = pipeline.stop()

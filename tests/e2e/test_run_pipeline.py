@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_make_run_moves_readings_to_aggregates(stack: Any) -> None:
     coap_port = free_port(socket.SOCK_DGRAM)
     result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--check", "--duration", "70",
-         "--window", "5 seconds", "--watermark", "5 seconds", "--malformed", "0.05", "--coap-port", str(coap_port)],
+        [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--check", "--until-checked", "1001",
+         "--duration", "150", "--window", "5 seconds", "--watermark", "5 seconds", "--malformed", "0.05",
+         "--coap-port", str(coap_port)],
         capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     summary = json.loads(result.stdout.strip().splitlines()[-1])
