@@ -56,7 +56,6 @@ class NotificationHandler:
                 notification.uri,
                 notification.payload,
                 notification.content_format,
-                notification.observe,
                 notification.received_ms,
             )
         except Exception as exc:

@@ -83,6 +83,17 @@ async def test_replayed_state_after_reregistration_is_dropped() -> None:
     assert len(producer.sent) == 2
 
 
+async def test_a_reading_replayed_by_a_re_registration_gives_the_identical_record() -> None:
+    """A restarted gateway has forgotten what it produced, so the current state replayed by its
+    new registration (another observe number) reaches Kafka again: as the same record, which the
+    aggregator's identity (device, metric, event time, value, sequence) then counts once."""
+    before, after = FakeProducer(), FakeProducer()
+    await make_handler(before).handle(notification(TIMED, observe=41))
+    await make_handler(after).handle(notification(TIMED, observe=3, first=True))
+    assert [value for _, value, _, _ in after.sent] == [value for _, value, _, _ in before.sent]
+    assert len(before.sent) == 1
+
+
 async def test_malformed_payload_is_dead_lettered_with_original_bytes_and_reason() -> None:
     producer = FakeProducer()
     handler = make_handler(producer, device_id="dev-1")
