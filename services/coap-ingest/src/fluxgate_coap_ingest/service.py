@@ -14,6 +14,7 @@ from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.handler import NotificationHandler, drain_queue
 from fluxgate_coap_ingest.observer import Notification, ResourceObserver
 from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
+from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.kafka import AsyncProducer, make_producer
@@ -46,9 +47,11 @@ class CoapIngestService:
         """Fail fast: registry, Kafka producer and CoAP context before any observation."""
         check_dtls_available(self.settings.resources)
         encoders = await asyncio.to_thread(self._register_schemas)
-        self._producer = make_producer(
-            self.settings.kafka.producer_config(SERVICE), max_in_flight=self.settings.max_in_flight
+        topics = [*encoders, self.settings.deadletter_topic]
+        kafka_config = await asyncio.to_thread(
+            fit_batches_to_topics, self.settings.kafka.producer_config(SERVICE), topics
         )
+        self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
         await self._producer.start()
         self._context = await aiocoap.Context.create_client_context()
         load_credentials(self._context, self.settings)

@@ -76,14 +76,6 @@ class Setup:
                 input="\n".join(payloads) + "\n", text=True, check=True, timeout=60,
             )  # fmt: skip
 
-    def publish_bytes(self, topic: str, payload: bytes, qos: int) -> None:
-        """One message of any bytes and size (mosquitto_pub -s: the whole of stdin)."""
-        subprocess.run(
-            ["mosquitto_pub", "-h", self.stack.mqtt_host, "-p", str(self.stack.mqtt_port), "-q", str(qos),
-             "-t", topic, "-s"],
-            input=payload, check=True, timeout=60,
-        )  # fmt: skip
-
     def readings_in_kafka(self, expected: int, timeout: float = 60.0) -> list[Consumed]:
         return consume(self.stack.bootstrap, self.readings, expected=expected, timeout=timeout, decoder=self.decoder)
 

@@ -2,7 +2,8 @@
 reading Kafka itself refuses for its size, each against the real Mosquitto and Kafka.
 
 Each must end as a bounded dead letter, acknowledged (a restart on the same persistent
-session never receives it again), with the proxy alive and the next reading delivered.
+session never receives it again), with the proxy alive and the next reading delivered,
+even when that reading shares a producer batch with the refused record.
 """
 
 from __future__ import annotations
@@ -81,14 +82,17 @@ def test_oversized_inputs_are_dead_lettered_bounded_acknowledged_and_never_recei
     setup.readings = unique_topic("test.readings.small", setup.stack.bootstrap, config=small)
     setup.deadletters = unique_topic("test.deadletter.small", setup.stack.bootstrap, config=small)
     client_id, topic = f"oversized-{setup.prefix}", f"{setup.prefix}/d1/temperature"
-    proxy = setup.proxy(client_id, QOS="1").start()
+    # A long linger puts each oversized message's record in one batch with the next reading's.
+    proxy = setup.proxy(client_id, QOS="1", KAFKA__LINGER_MS="100").start()
     over_limit = reading("d1", 0, 20.0, note=noise(2 * 1024 * 1024))[: 2 * 1024 * 1024]
     refused = reading("d1", 0, 20.0, note=noise(200 * 1024))  # a string field: an attribute of the record
     assert SMALL_TOPIC_BYTES < len(refused) < DEFAULT_MAX_PAYLOAD_BYTES
-    for seq, payload in enumerate((over_limit, refused), start=1):
-        setup.publish_bytes(topic, payload, qos=1)
-        setup.publish([(topic, reading("d1", seq, 20.0 + seq).decode())], 1)
-    first, second = dead_letters(setup, expected=2)  # keyed by the device: one partition, in order
+    # One connection, back to back (payloads are single lines).
+    setup.publish([(topic, over_limit.decode()), (topic, reading("d1", 1, 21.0).decode()),
+                   (topic, refused.decode()), (topic, reading("d1", 2, 22.0).decode())], 1)  # fmt: skip
+    dead = dead_letters(setup, expected=2)  # keyed by the device: one partition, in order
+    assert len(dead) == 2, f"a reading went with them: {[letter.header(deadletter.REASON) for letter in dead]}"
+    first, second = dead
     assert_bounded(first, over_limit, topic, b"PayloadTooLarge")
     assert f"over the limit of {DEFAULT_MAX_PAYLOAD_BYTES} bytes".encode() in first.header(deadletter.REASON)
     assert_bounded(second, refused, topic, b"DeliveryError")
