@@ -8,6 +8,7 @@ from types import TracebackType
 import aiocoap
 import structlog
 from aiocoap.defaults import dtls_missing_modules
+from aiocoap.util.asyncio.recvmsg import RecvmsgSelectorDatagramTransport
 
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.dedupe import DedupeWindow
@@ -22,6 +23,7 @@ from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 
 log = structlog.get_logger(__name__)
+MAX_UDP_DATAGRAM = 65_535
 
 
 class CoapIngestService:
@@ -53,6 +55,7 @@ class CoapIngestService:
         )
         self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
         await self._producer.start()
+        receive_whole_datagrams()
         self._context = await aiocoap.Context.create_client_context()
         load_credentials(self._context, self.settings)
         limits = self.settings.limits
@@ -136,6 +139,13 @@ class CoapIngestService:
         if self.fatal is None:
             self.fatal = exc
         self._stop.set()
+
+
+def receive_whole_datagrams() -> None:
+    """aiocoap reads UDP into 4 KiB and ignores MSG_TRUNC: a larger notification sent in one
+    datagram (no Block2) reached us cut short and was parsed as if whole. Read any datagram
+    whole; the payload limit is checked after."""
+    RecvmsgSelectorDatagramTransport.max_size = MAX_UDP_DATAGRAM
 
 
 def check_dtls_available(resources: list[ResourceSettings]) -> None:
