@@ -10,6 +10,7 @@ import structlog
 from aiocoap.defaults import dtls_missing_modules
 from aiocoap.util.asyncio.recvmsg import RecvmsgSelectorDatagramTransport
 
+from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.handler import NotificationHandler, drain_queue
@@ -125,7 +126,8 @@ class CoapIngestService:
         assert self._context is not None and self._producer is not None
         observe = self.settings.observe
         queue: asyncio.Queue[Notification] = asyncio.Queue(observe.queue_size)
-        observer = ResourceObserver(self._context, resource, observe, queue)
+        fetched = ASSEMBLY_LIMIT_FACTOR * self.settings.limits.max_payload_bytes
+        observer = ResourceObserver(self._context, resource, observe, queue, max_bytes=fetched)
         converter = NotificationConverter(resource, encoder, limits=self.settings.limits.payload_limits())
         handler = NotificationHandler(converter, DedupeWindow(observe.dedupe_window), self._producer, dead_letters)
         self.observers.append(observer)

@@ -1,6 +1,6 @@
-"""Large notifications against the real coap-ingest process (issue 9): one over the limit,
-served block-wise (RFC 7959) by the simulator, and one sent whole in a single datagram by
-a plain aiocoap server."""
+"""Large notifications against the real coap-ingest process (issue 9): served block-wise
+(RFC 7959) by the simulator, over the payload limit and over what is fetched of one, and
+one sent whole in a single datagram by a plain aiocoap server."""
 
 from __future__ import annotations
 
@@ -17,55 +17,70 @@ import aiocoap
 import aiocoap.resource as coap_resource
 import pytest
 
+from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_core import deadletter
-from fluxgate_core.limits import DEFAULT_HEAD_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
+from fluxgate_core.limits import DEFAULT_HEAD_BYTES
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import consume, free_port
+from fluxgate_core.testing import Consumed, consume, free_port
 from fluxgate_sim.coap import CoapDeviceServer
 
 pytestmark = pytest.mark.integration
 T0 = 1_700_000_000_000
-BLOCK_BYTES = 1024  # aiocoap's block size over UDP: the payload below takes hundreds of blocks
+BLOCK_BYTES = 1024  # aiocoap's block size over UDP: the payloads below take hundreds of blocks
+LIMIT = 64 * 1024  # the payload limit here: a quarter of the default, for a quarter of the blocks
 
 
-def payload(value: float, timestamp: int, note: str = "") -> bytes:
-    body = {"sensorId": "dev-big", "timestamp": timestamp, "temperature": value}
-    return json.dumps({**body, "note": note} if note else body).encode()
+def payload(device: str, value: float, timestamp: int, note_bytes: int = 0) -> bytes:
+    body = {"sensorId": device, "timestamp": timestamp, "temperature": value}
+    if note_bytes:  # text lz4 cannot shrink
+        body["note"] = base64.b64encode(os.urandom(note_bytes * 3 // 4)).decode()
+    return json.dumps(body).encode()
 
 
-async def test_a_block_wise_notification_over_the_limit_is_dead_lettered_bounded(
+def assert_bounded(letter: Consumed, whole: bytes, source: str, size: int, error_class: bytes) -> None:
+    """A bounded dead letter of ``whole``, whose first ``size`` bytes were known."""
+    assert letter.value == whole[:DEFAULT_HEAD_BYTES]
+    assert letter.header(deadletter.TRUNCATED) == b"true"
+    assert letter.header(deadletter.PAYLOAD_SIZE) == str(size).encode()
+    assert letter.header(deadletter.PAYLOAD_SHA256) == hashlib.sha256(whole[:size]).hexdigest().encode()
+    assert letter.header(deadletter.SOURCE) == source.encode()
+    assert letter.header(deadletter.SERVICE) == b"coap-ingest"
+    assert letter.header(deadletter.ERROR_CLASS) == error_class
+    assert letter.header("coap.content-format") == b"50"
+
+
+async def test_block_wise_notifications_over_the_limit_are_dead_lettered_bounded(
     stack: Any, topics: tuple[str, str], decoder: AvroDecoder, start_ingest: Callable[..., Any]
 ) -> None:
     readings_topic, dead_letter_topic = topics
-    # Text lz4 cannot shrink, a little over the default limit.
-    note = base64.b64encode(os.urandom(DEFAULT_MAX_PAYLOAD_BYTES * 3 // 4 + BLOCK_BYTES)).decode()
-    big = payload(20.5, T0 + 1000, note)
-    assert len(big) > DEFAULT_MAX_PAYLOAD_BYTES
+    fetched = ASSEMBLY_LIMIT_FACTOR * LIMIT  # what is fetched of one notification
+    big = payload("dev-big", 20.5, T0 + 1000, note_bytes=LIMIT)  # over the limit
+    huge = payload("dev-huge", 30.5, T0 + 1000, note_bytes=fetched + 64 * BLOCK_BYTES)  # over what is fetched
     async with CoapDeviceServer(port=0) as server:
-        server.publish("dev-big", "temperature", payload(20.0, T0))
-        ingest = start_ingest(server.resources_config())
+        for device in ("dev-big", "dev-huge"):
+            server.publish(device, "temperature", payload(device, 20.0, T0))
+        ingest = start_ingest(server.resources_config(), READINESS="all", LIMITS__MAX_PAYLOAD_BYTES=str(LIMIT))
         await asyncio.to_thread(ingest.wait_ready)
         server.publish("dev-big", "temperature", big)
-        # Observe carries state: the next update waits until the big one is handled, or the
-        # server would serve the rest of its blocks from a newer state.
-        (letter,) = await asyncio.to_thread(consume, stack.bootstrap, dead_letter_topic, expected=1, idle=0, timeout=30)
-        server.publish("dev-big", "temperature", payload(21.0, T0 + 2000))
+        server.publish("dev-huge", "temperature", huge)
+        # Observe carries state: the next update waits until the large ones are handled, or
+        # the server would serve the rest of their blocks from a newer state.
+        dead = await asyncio.to_thread(consume, stack.bootstrap, dead_letter_topic, expected=2, idle=0, timeout=30)
+        server.publish("dev-big", "temperature", payload("dev-big", 21.0, T0 + 2000))
         records = await asyncio.to_thread(
-            consume, stack.bootstrap, readings_topic, expected=2, idle=0, timeout=30, decoder=decoder
+            consume, stack.bootstrap, readings_topic, expected=3, idle=0, timeout=30, decoder=decoder
         )
         assert ingest.running, ingest.log_tail()
         assert await asyncio.to_thread(ingest.terminate) == 0
-    assert [r.record["value"] for r in records if r.record] == [20.0, 21.0]
-    assert letter.value == big[:DEFAULT_HEAD_BYTES]
-    assert letter.header(deadletter.TRUNCATED) == b"true"
-    assert letter.header(deadletter.PAYLOAD_SIZE) == str(len(big)).encode()
-    assert letter.header(deadletter.PAYLOAD_SHA256) == hashlib.sha256(big).hexdigest().encode()
-    assert letter.header(deadletter.SOURCE) == server.uri("dev-big", "temperature").encode()
-    assert letter.header(deadletter.SERVICE) == b"coap-ingest"
-    assert letter.header(deadletter.ERROR_CLASS) == b"PayloadTooLarge"
-    assert f"over the limit of {DEFAULT_MAX_PAYLOAD_BYTES} bytes".encode() in letter.header(deadletter.REASON)
-    assert letter.header("coap.content-format") == b"50"
-    assert letter.key == b"dev-big"
+    values = sorted((r.record["device_id"], r.record["value"]) for r in records if r.record)
+    assert values == [("dev-big", 20.0), ("dev-big", 21.0), ("dev-huge", 20.0)]
+    letters = {letter.key: letter for letter in dead}
+    assert sorted(letters) == [b"dev-big", b"dev-huge"]
+    assert_bounded(letters[b"dev-big"], big, server.uri("dev-big", "temperature"), len(big), b"PayloadTooLarge")
+    reason = letters[b"dev-big"].header(deadletter.REASON)
+    assert f"over the limit of {LIMIT} bytes".encode() in reason
+    assert_bounded(letters[b"dev-huge"], huge, server.uri("dev-huge", "temperature"), fetched, b"TransferAbandoned")
+    assert b"abandoned" in letters[b"dev-huge"].header(deadletter.REASON)
 
 
 class WholeResource(coap_resource.ObservableResource):  # type: ignore[misc]  # aiocoap ships no types

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fluxgate_coap_ingest.convert import NotificationConverter
@@ -177,3 +178,13 @@ async def test_retriable_delivery_errors_are_not_dead_lettered() -> None:
     await asyncio.wait_for(worker, 5)
     assert [topic for topic, *_ in producer.sent] == ["sensors.readings"]
     assert len(fatal) == 1 and fatal[0].retriable  # type: ignore[attr-defined]
+
+
+async def test_an_abandoned_block_wise_transfer_is_dead_lettered_not_parsed() -> None:
+    producer = FakeProducer()
+    head = TIMED * 10  # parsing it would fail differently: it is not looked at
+    await make_handler(producer).handle(replace(notification(head), abandoned=True))
+    ((topic, value, _, headers),) = producer.sent
+    assert (topic, value) == ("dlq", head)
+    assert dict(headers)[deadletter.ERROR_CLASS] == b"TransferAbandoned"
+    assert f"over {len(head)} bytes: its transfer was abandoned".encode() in dict(headers)[deadletter.REASON]
