@@ -126,7 +126,7 @@ def mqtt(topic: str, payload: bytes) -> Produce:
 def coap(payload: bytes, content_format: int | None, **resource: Any) -> Produce:
     def produce(encoder: AvroEncoder) -> list[KafkaRecord]:
         converter = NotificationConverter(ResourceSettings(uri=COAP_URI, **resource), encoder)
-        return converter.convert(COAP_URI, payload, content_format, 17, NOW_MS)
+        return converter.convert(COAP_URI, payload, content_format, NOW_MS)
 
     return produce
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
+from fluxgate_core.limits import LimitSettings
 from fluxgate_core.settings import load_settings
 from fluxgate_stack.servers.elasticsearch import node_settings
 from fluxgate_stack.servers.hazelcast import HEALTH_PATH as HAZELCAST_HEALTH_PATH
@@ -135,6 +136,16 @@ def image_tag(service: str) -> str:
     return str(SERVICES[service]["image"]).rsplit(":", 1)[1]
 
 
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> StackSettings:
+    """The local stack's defaults, which compose mirrors: not this shell's ``FLUXGATE_STACK_*``
+    (a worktree's own ports and cluster name)."""
+    for key in list(os.environ):
+        if key.upper().startswith("FLUXGATE_STACK_"):
+            monkeypatch.delenv(key)
+    return StackSettings()
+
+
 @pytest.fixture(scope="module")
 def compose_check() -> Path:
     """tests/static/compose-check, built (Go's build cache makes a rebuild take a second)."""
@@ -173,8 +184,7 @@ def test_every_image_is_pinned() -> None:
             assert ":" in spec["image"] and not spec["image"].endswith(":latest"), name
 
 
-def test_servers_match_the_local_stack_versions() -> None:
-    stack = StackSettings()
+def test_servers_match_the_local_stack_versions(stack: StackSettings) -> None:
     assert image_tag("kafka") == stack.kafka_version
     assert image_tag("kafka-topics") == stack.kafka_version
     assert image_tag("registry") == stack.registry_version
@@ -183,8 +193,8 @@ def test_servers_match_the_local_stack_versions() -> None:
     assert image_tag("hazelcast") == stack.hazelcast_version
 
 
-def test_scylla_stands_where_the_local_cassandra_does() -> None:
-    spec, stack = SERVICES["scylla"], StackSettings()
+def test_scylla_stands_where_the_local_cassandra_does(stack: StackSettings) -> None:
+    spec = SERVICES["scylla"]
     assert spec["image"].startswith("scylladb/scylla:")
     assert f"{stack.cassandra_port}:9042" in spec["ports"]
     args = " ".join(spec["command"])
@@ -205,8 +215,8 @@ def hazelcast_data_structures(xml: str) -> dict[str, str]:
     }
 
 
-def test_hazelcast_matches_the_local_stack() -> None:
-    spec, stack = SERVICES["hazelcast"], StackSettings()
+def test_hazelcast_matches_the_local_stack(stack: StackSettings) -> None:
+    spec = SERVICES["hazelcast"]
     mounted = {config["source"]: config["target"] for config in spec["configs"]}
     target = mounted["hazelcast-xml"]
     java_opts = spec["environment"]["JAVA_OPTS"].split()
@@ -228,8 +238,8 @@ def test_hazelcast_matches_the_local_stack() -> None:
     assert persister["FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME"] == stack.hazelcast_cluster
 
 
-def test_elasticsearch_matches_the_local_stack(tmp_path: Path) -> None:
-    spec, stack = SERVICES["elasticsearch"], StackSettings()
+def test_elasticsearch_matches_the_local_stack(stack: StackSettings, tmp_path: Path) -> None:
+    spec = SERVICES["elasticsearch"]
     local = node_settings(stack, tmp_path, tmp_path)
     # Where it listens and stores differs by nature (container vs loopback); the rest must not.
     where = {"cluster.name", "node.name", "network.host", "http.port", "transport.port", "path.data", "path.logs"}
@@ -249,15 +259,15 @@ def test_kibana_reaches_elasticsearch_once_it_is_healthy() -> None:
     assert spec["depends_on"]["elasticsearch"] == {"condition": "service_healthy"}
 
 
-def test_topics_match_the_local_stack() -> None:
+def test_topics_match_the_local_stack(stack: StackSettings) -> None:
     command = " ".join(SERVICES["kafka-topics"]["command"])
     listed = command.split("for t in ", 1)[1].split(";", 1)[0].split()
     partitions = {int(command.split("--partitions ", 1)[1].split()[0])}
-    assert dict.fromkeys(listed, partitions.pop()) == StackSettings().topic_partitions
+    assert dict.fromkeys(listed, partitions.pop()) == stack.topic_partitions
 
 
-def test_registry_keeps_schemas_in_the_journal_topic_like_the_local_stack() -> None:
-    env, stack = SERVICES["registry"]["environment"], StackSettings()
+def test_registry_keeps_schemas_in_the_journal_topic_like_the_local_stack(stack: StackSettings) -> None:
+    env = SERVICES["registry"]["environment"]
     assert env["APICURIO_STORAGE_KIND"] == "kafkasql"
     assert env["APICURIO_KAFKASQL_TOPIC"] == stack.registry_journal_topic
     created = " ".join(SERVICES["kafka-topics"]["command"])
@@ -266,9 +276,9 @@ def test_registry_keeps_schemas_in_the_journal_topic_like_the_local_stack() -> N
     assert SERVICES["registry"]["depends_on"]["kafka-topics"]["condition"] == "service_completed_successfully"
 
 
-def test_registry_compatibility_matches_the_local_stack() -> None:
+def test_registry_compatibility_matches_the_local_stack(stack: StackSettings) -> None:
     body = " ".join(SERVICES["registry-config"]["command"])
-    assert f'"compatibility":"{StackSettings().registry_compatibility}"' in body
+    assert f'"compatibility":"{stack.registry_compatibility}"' in body
 
 
 def test_every_service_runs_in_compose() -> None:
@@ -329,6 +339,21 @@ def test_service_env_names_are_settings_fields_and_values_validate(name: str, mo
     port = settings.http.port
     assert f"{port}:{port}" in BUILT[name]["ports"]
     assert str(port) in " ".join(BUILT[name]["healthcheck"]["test"])
+
+
+def test_gateways_show_every_limit_with_its_default() -> None:
+    """Every gateway with a ``limits`` group sets each of its fields in compose, to the
+    settings' default: an operator sees every knob, and compose cannot drift from the code."""
+    gateways = {name: settings_class(name) for name in sorted(BUILT)}
+    gateways = {name: cls for name, cls in gateways.items() if "limits" in cls.model_fields}
+    assert set(gateways) == {"mqtt-proxy", "coap-ingest"}
+    for name, cls in gateways.items():
+        prefix, env = str(cls.model_config["env_prefix"]), BUILT[name]["environment"]
+        limits = LimitSettings()
+        for field in LimitSettings.model_fields:
+            key = f"{prefix}LIMITS__{field.upper()}"
+            assert key in env, f"{name}: {key} is missing"
+            assert int(env[key]) == getattr(limits, field), f"{name}: {key}={env[key]} is not the default"
 
 
 @pytest.mark.parametrize("name", sorted(BUILT))

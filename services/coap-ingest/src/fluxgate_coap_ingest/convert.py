@@ -9,10 +9,11 @@ Rules:
   notification's Content-Format (JSON, SenML-JSON 110, CBOR 60, SenML-CBOR 112);
 * the payload wins for what it states (device, metric, time, ``seq``); the resource's
   ``device_id``/``metric`` (or ``device_from``/``metric_from`` path levels) fill the gaps;
-* ``sequence`` is the payload's ``seq`` when it has one, else the CoAP observe number.
-  The observe number only orders notifications of one registration (it is 24 bits,
-  wraps, and restarts with every re-registration), which is all a consumer can use a
-  transport sequence for anyway;
+* ``sequence`` is the payload's own ``seq``, or null: never the CoAP observe number.
+  That number belongs to one registration (24 bits, wrapping, new with every
+  re-registration), so the same reading replayed after a re-registration would carry
+  another one, and the aggregator, whose duplicate identity includes ``sequence``,
+  would count it twice;
 * ``source`` is the resource URI; the Kafka key is the device id in UTF-8.
 """
 
@@ -55,15 +56,11 @@ class NotificationConverter:
         self._device = resource.routed_device()
         self._metric = resource.routed_metric()
 
-    def convert(
-        self, uri: str, payload: bytes, content_format: int | None, observe: int | None, now_ms: int
-    ) -> list[KafkaRecord]:
+    def convert(self, uri: str, payload: bytes, content_format: int | None, now_ms: int) -> list[KafkaRecord]:
         """The Kafka records for one notification of resource ``uri``."""
-        return self.conversion(uri, payload, content_format, observe, now_ms).records
+        return self.conversion(uri, payload, content_format, now_ms).records
 
-    def conversion(
-        self, uri: str, payload: bytes, content_format: int | None, observe: int | None, now_ms: int
-    ) -> Conversion:
+    def conversion(self, uri: str, payload: bytes, content_format: int | None, now_ms: int) -> Conversion:
         """Like :meth:`convert`, also telling whether the payload carried its own times."""
         measurements = parse_payload(payload, self.payload_format(content_format), self._fields, self.limits)
         origin = Origin(
@@ -72,7 +69,6 @@ class NotificationConverter:
             ingest_time_ms=now_ms,
             device_id=self._device,
             metric=self._metric,
-            sequence=observe,
         )
         records = [self._record(measurement, origin) for measurement in measurements]
         return Conversion(records, all(m.time_ms is not None for m in measurements))

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import structlog
 
 from fluxgate_coap_ingest import metrics
+from fluxgate_coap_ingest.blockwise import TransferAbandoned
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.observer import Notification
@@ -51,12 +52,14 @@ class NotificationHandler:
         """Produce ``notification`` (or dead-letter it) and wait for Kafka's ack."""
         core_metrics.RECORDS_IN.labels("coap").inc()
         started = time.monotonic()
+        if notification.abandoned:
+            await self._reject(notification, TransferAbandoned.after(len(notification.payload)))
+            return
         try:
             conversion = self._converter.conversion(
                 notification.uri,
                 notification.payload,
                 notification.content_format,
-                notification.observe,
                 notification.received_ms,
             )
         except Exception as exc:

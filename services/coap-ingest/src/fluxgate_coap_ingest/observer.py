@@ -27,8 +27,10 @@ from aiocoap import error as coap_error
 
 from fluxgate_coap_ingest import metrics
 from fluxgate_coap_ingest.backoff import Backoff
+from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR, BlockMismatch, assemble
 from fluxgate_coap_ingest.settings import ObserveSettings, ResourceSettings
 from fluxgate_core.errors import Retry
+from fluxgate_core.limits import DEFAULT_MAX_PAYLOAD_BYTES
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +45,7 @@ class Notification:
     observe: int | None
     received_ms: int
     first_after_register: bool = False
+    abandoned: bool = False  # block-wise with more than we fetch: ``payload`` is its first part
 
 
 class ObservationEnded(Exception):
@@ -63,8 +66,11 @@ class ResourceObserver:
         settings: ObserveSettings,
         queue: asyncio.Queue[Notification],
         rng: random.Random | None = None,
+        max_bytes: int = ASSEMBLY_LIMIT_FACTOR * DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
+        """``max_bytes``: how much of a block-wise notification is fetched (see ``blockwise``)."""
         self.resource = resource
+        self._max_bytes = max_bytes
         self._context = context
         self._settings = settings
         self._queue = queue
@@ -88,7 +94,9 @@ class ResourceObserver:
 
     async def observe_once(self) -> None:
         """Register once and pass notifications on until the observation ends (then raise Retry)."""
-        request = self._context.request(aiocoap.Message(code=aiocoap.GET, uri=self.resource.uri, observe=0))
+        message = aiocoap.Message(code=aiocoap.GET, uri=self.resource.uri, observe=0)
+        # Blocks are fetched by _assembled, with a bound; aiocoap would fetch them without one.
+        request = self._context.request(message, handle_blockwise=False)
         try:
             await self._follow(request)
         except ObservationEnded as ended:
@@ -144,14 +152,26 @@ class ResourceObserver:
             yield notification
 
     async def _enqueue(self, message: aiocoap.Message, *, first_after_register: bool = False) -> None:
+        try:
+            assembled = await assemble(
+                self._context, self.resource.uri, message, self._max_bytes, self._settings.request_timeout_s
+            )
+        except BlockMismatch as exc:  # a newer state replaced it midway: that one is notified too
+            log.info("notification.blockwise.dropped", uri=self.resource.uri, reason=str(exc))
+            return
+        except TimeoutError as exc:
+            raise ObservationEnded("timeout", f"no block within {self._settings.request_timeout_s}s") from exc
+        except coap_error.Error as exc:
+            raise ObservationEnded("error", f"{type(exc).__name__}: {exc}") from exc
         content_format = message.opt.content_format
         notification = Notification(
             uri=self.resource.uri,
-            payload=bytes(message.payload),
+            payload=assembled.payload,
             content_format=None if content_format is None else int(content_format),
             observe=message.opt.observe,
             received_ms=int(time.time() * 1000),
             first_after_register=first_after_register,
+            abandoned=assembled.abandoned,
         )
         metrics.NOTIFICATIONS.labels(self.resource.host).inc()
         await self._queue.put(notification)

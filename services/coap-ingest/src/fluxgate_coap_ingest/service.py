@@ -8,12 +8,15 @@ from types import TracebackType
 import aiocoap
 import structlog
 from aiocoap.defaults import dtls_missing_modules
+from aiocoap.util.asyncio.recvmsg import RecvmsgSelectorDatagramTransport
 
+from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.handler import NotificationHandler, drain_queue
 from fluxgate_coap_ingest.observer import Notification, ResourceObserver
 from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
+from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.kafka import AsyncProducer, make_producer
@@ -21,6 +24,7 @@ from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 
 log = structlog.get_logger(__name__)
+MAX_UDP_DATAGRAM = 65_535
 
 
 class CoapIngestService:
@@ -46,10 +50,13 @@ class CoapIngestService:
         """Fail fast: registry, Kafka producer and CoAP context before any observation."""
         check_dtls_available(self.settings.resources)
         encoders = await asyncio.to_thread(self._register_schemas)
-        self._producer = make_producer(
-            self.settings.kafka.producer_config(SERVICE), max_in_flight=self.settings.max_in_flight
+        topics = [*encoders, self.settings.deadletter_topic]
+        kafka_config = await asyncio.to_thread(
+            fit_batches_to_topics, self.settings.kafka.producer_config(SERVICE), topics
         )
+        self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
         await self._producer.start()
+        receive_whole_datagrams()
         self._context = await aiocoap.Context.create_client_context()
         load_credentials(self._context, self.settings)
         limits = self.settings.limits
@@ -119,7 +126,8 @@ class CoapIngestService:
         assert self._context is not None and self._producer is not None
         observe = self.settings.observe
         queue: asyncio.Queue[Notification] = asyncio.Queue(observe.queue_size)
-        observer = ResourceObserver(self._context, resource, observe, queue)
+        fetched = ASSEMBLY_LIMIT_FACTOR * self.settings.limits.max_payload_bytes
+        observer = ResourceObserver(self._context, resource, observe, queue, max_bytes=fetched)
         converter = NotificationConverter(resource, encoder, limits=self.settings.limits.payload_limits())
         handler = NotificationHandler(converter, DedupeWindow(observe.dedupe_window), self._producer, dead_letters)
         self.observers.append(observer)
@@ -133,6 +141,13 @@ class CoapIngestService:
         if self.fatal is None:
             self.fatal = exc
         self._stop.set()
+
+
+def receive_whole_datagrams() -> None:
+    """aiocoap reads UDP into 4 KiB and ignores MSG_TRUNC: a larger notification sent in one
+    datagram (no Block2) reached us cut short and was parsed as if whole. Read any datagram
+    whole; the payload limit is checked after."""
+    RecvmsgSelectorDatagramTransport.max_size = MAX_UDP_DATAGRAM
 
 
 def check_dtls_available(resources: list[ResourceSettings]) -> None:

@@ -39,7 +39,7 @@ def decode(record: KafkaRecord) -> dict[str, Any]:
 
 def test_json_object_becomes_one_exact_reading() -> None:
     payload = json.dumps({"sensorId": "Sensor4", "timestamp": 1486997194029, "temperature": 23.6}).encode()
-    (record,) = converter().convert(URI, payload, CF_JSON, observe=17, now_ms=NOW)
+    (record,) = converter().convert(URI, payload, CF_JSON, now_ms=NOW)
     assert record.topic == "sensors.readings"
     assert record.key == b"Sensor4"
     assert decode(record) == {
@@ -51,21 +51,21 @@ def test_json_object_becomes_one_exact_reading() -> None:
         "ingest_time": NOW,
         "source_protocol": "COAP",
         "source": URI,
-        "sequence": 17,
+        "sequence": None,  # the payload has no seq, and the observe number is no reading's identity
         "attributes": {},
     }
 
 
-def test_payload_sequence_wins_over_the_observe_number() -> None:
+def test_sequence_is_the_payloads_own() -> None:
     payload = b'{"sensorId":"s","timestamp":1486997194029,"humidity":40.5,"seq":3}'
-    (record,) = converter().convert(URI, payload, CF_JSON, observe=99, now_ms=NOW)
+    (record,) = converter().convert(URI, payload, CF_JSON, now_ms=NOW)
     assert decode(record)["sequence"] == 3
     assert decode(record)["unit"] == "%RH"
 
 
 def test_bare_number_takes_device_and_metric_from_the_uri_path() -> None:
     conv = converter(device_from="path:1", metric_from="path:2", topic="t.readings")
-    (record,) = conv.convert(URI, b"21.25", None, observe=None, now_ms=NOW)
+    (record,) = conv.convert(URI, b"21.25", None, now_ms=NOW)
     reading = decode(record)
     assert record.topic == "t.readings" and record.key == b"dev-9"
     assert (reading["device_id"], reading["metric"], reading["value"]) == ("dev-9", "temperature", 21.25)
@@ -74,7 +74,7 @@ def test_bare_number_takes_device_and_metric_from_the_uri_path() -> None:
 
 def test_payload_device_wins_over_configuration() -> None:
     payload = b'{"sensorId":"from-payload","brightness":310}'
-    (record,) = converter(device_id="configured").convert(URI, payload, CF_JSON, observe=1, now_ms=NOW)
+    (record,) = converter(device_id="configured").convert(URI, payload, CF_JSON, now_ms=NOW)
     assert decode(record)["device_id"] == "from-payload"
 
 
@@ -83,20 +83,20 @@ def test_senml_json_pack_becomes_one_record_per_value() -> None:
         {"bn": "urn:dev:ow:10e2073a:", "bt": 1_700_000_000, "n": "temp", "u": "Cel", "v": 22.5},
         {"n": "hum", "u": "%RH", "v": 41, "t": 1.5},
     ]
-    records = converter().convert(URI, json.dumps(pack).encode(), CF_SENML_JSON, observe=5, now_ms=NOW)
+    records = converter().convert(URI, json.dumps(pack).encode(), CF_SENML_JSON, now_ms=NOW)
     readings = [decode(record) for record in records]
     assert [(r["device_id"], r["metric"], r["value"], r["unit"], r["event_time"]) for r in readings] == [
         ("urn:dev:ow:10e2073a", "temperature", 22.5, "Cel", 1_700_000_000_000),
         ("urn:dev:ow:10e2073a", "humidity", 41.0, "%RH", 1_700_000_001_500),
     ]
     assert {record.key for record in records} == {b"urn:dev:ow:10e2073a"}
-    assert all(r["sequence"] == 5 for r in readings)
+    assert all(r["sequence"] is None for r in readings)
 
 
 def test_senml_cbor_with_integer_labels() -> None:
     # RFC 8428 labels: bn -2, n 0, u 1, v 2, t 6.
     payload = cbor2.dumps([{-2: "coap-0001:", 0: "temperature", 1: "Cel", 2: 19.75, 6: 1_700_000_000.25}])
-    conversion = converter().conversion(URI, payload, CF_SENML_CBOR, observe=8, now_ms=NOW)
+    conversion = converter().conversion(URI, payload, CF_SENML_CBOR, now_ms=NOW)
     (reading,) = [decode(record) for record in conversion.records]
     assert (reading["device_id"], reading["value"], reading["event_time"]) == ("coap-0001", 19.75, 1_700_000_000_250)
     assert conversion.device_timed
@@ -104,7 +104,7 @@ def test_senml_cbor_with_integer_labels() -> None:
 
 def test_cbor_map() -> None:
     payload = cbor2.dumps({"sensorId": "c1", "temperature": 20.5})
-    conversion = converter().conversion(URI, payload, CF_CBOR, observe=None, now_ms=NOW)
+    conversion = converter().conversion(URI, payload, CF_CBOR, now_ms=NOW)
     assert decode(conversion.records[0])["value"] == 20.5
     assert not conversion.device_timed
 
@@ -112,8 +112,8 @@ def test_cbor_map() -> None:
 def test_payload_format_override_beats_the_content_format() -> None:
     conv = converter(device_id="d", metric="temperature", payload_format="number")
     with pytest.raises(PayloadError, match="expected a bare number"):
-        conv.convert(URI, b'{"temperature": 1}', CF_JSON, observe=1, now_ms=NOW)
-    assert len(conv.convert(URI, b"7", CF_SENML_JSON, observe=1, now_ms=NOW)) == 1
+        conv.convert(URI, b'{"temperature": 1}', CF_JSON, now_ms=NOW)
+    assert len(conv.convert(URI, b"7", CF_SENML_JSON, now_ms=NOW)) == 1
 
 
 @pytest.mark.parametrize(
@@ -129,4 +129,4 @@ def test_payload_format_override_beats_the_content_format() -> None:
 )
 def test_bad_notifications_raise(payload: bytes, content_format: int, error: type[Exception]) -> None:
     with pytest.raises(error):
-        converter().convert(URI, payload, content_format, observe=1, now_ms=NOW)
+        converter().convert(URI, payload, content_format, now_ms=NOW)

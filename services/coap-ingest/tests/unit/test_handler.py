@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fluxgate_coap_ingest.convert import NotificationConverter
@@ -81,6 +82,17 @@ async def test_replayed_state_after_reregistration_is_dropped() -> None:
     await handler.handle(notification(b"21.5", observe=6))  # same value, new reading
     await handler.handle(notification(b"21.5", observe=2, first=True))  # replayed current state
     assert len(producer.sent) == 2
+
+
+async def test_a_reading_replayed_by_a_re_registration_gives_the_identical_record() -> None:
+    """A restarted gateway has forgotten what it produced, so the current state replayed by its
+    new registration (another observe number) reaches Kafka again: as the same record, which the
+    aggregator's identity (device, metric, event time, value, sequence) then counts once."""
+    before, after = FakeProducer(), FakeProducer()
+    await make_handler(before).handle(notification(TIMED, observe=41))
+    await make_handler(after).handle(notification(TIMED, observe=3, first=True))
+    assert [value for _, value, _, _ in after.sent] == [value for _, value, _, _ in before.sent]
+    assert len(before.sent) == 1
 
 
 async def test_malformed_payload_is_dead_lettered_with_original_bytes_and_reason() -> None:
@@ -166,3 +178,13 @@ async def test_retriable_delivery_errors_are_not_dead_lettered() -> None:
     await asyncio.wait_for(worker, 5)
     assert [topic for topic, *_ in producer.sent] == ["sensors.readings"]
     assert len(fatal) == 1 and fatal[0].retriable  # type: ignore[attr-defined]
+
+
+async def test_an_abandoned_block_wise_transfer_is_dead_lettered_not_parsed() -> None:
+    producer = FakeProducer()
+    head = TIMED * 10  # parsing it would fail differently: it is not looked at
+    await make_handler(producer).handle(replace(notification(head), abandoned=True))
+    ((topic, value, _, headers),) = producer.sent
+    assert (topic, value) == ("dlq", head)
+    assert dict(headers)[deadletter.ERROR_CLASS] == b"TransferAbandoned"
+    assert f"over {len(head)} bytes: its transfer was abandoned".encode() in dict(headers)[deadletter.REASON]

@@ -23,7 +23,7 @@ def readings(case: Case) -> list[tuple[object, ...]]:
     converter = NotificationConverter(RESOURCE, AvroEncoder(SCHEMA, schema_id=1), limits=LIMITS)
     parsed = fastavro.parse_schema(SCHEMA)
     out = []
-    for record in converter.convert(RESOURCE.uri, case.payload, CONTENT_FORMATS.get(case.fmt), 7, NOW_MS):
+    for record in converter.convert(RESOURCE.uri, case.payload, CONTENT_FORMATS.get(case.fmt), NOW_MS):
         r: dict[str, object] = fastavro.schemaless_reader(io.BytesIO(record.value[5:]), parsed, None)  # type: ignore[assignment]
         when = round(r["event_time"].timestamp() * 1000)  # type: ignore[attr-defined]
         out.append((r["device_id"], r["metric"], r["value"], r["unit"], when))

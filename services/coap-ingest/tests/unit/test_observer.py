@@ -46,7 +46,7 @@ class Peer:
         self.requests = 0
         self.third_request = asyncio.Event()
 
-    def request(self, _: aiocoap.Message) -> Any:
+    def request(self, _: aiocoap.Message, **options: Any) -> Any:
         self.requests += 1
         if self.requests == 3:
             self.third_request.set()

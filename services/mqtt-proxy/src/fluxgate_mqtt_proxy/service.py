@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from gmqtt.mqtt.handler import MQTTConnectError
 
+from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka import AsyncProducer, make_producer
@@ -64,7 +65,10 @@ class MqttProxy:
         log.info("mqtt-proxy.starting", broker=f"{mqtt.host}:{mqtt.port}", routes=len(self.routes))
         quiet_unacknowledged(asyncio.get_running_loop())
         encoders = await asyncio.to_thread(self._register_schemas)
-        kafka_config = self.settings.kafka.producer_config(SERVICE)
+        topics = [*encoders, self.settings.deadletter_topic]
+        kafka_config = await asyncio.to_thread(
+            fit_batches_to_topics, self.settings.kafka.producer_config(SERVICE), topics
+        )
         producer = self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
         await producer.start()
         client = make_client(self.settings.mqtt)

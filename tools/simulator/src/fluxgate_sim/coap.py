@@ -19,6 +19,9 @@ import aiocoap.resource as coap_resource
 from fluxgate_sim.encoding import CONTENT_FORMATS, CoapFormat, coap_payload
 from fluxgate_sim.faults import Reading
 
+BLOCK_SIZE_EXP = 6  # Block2 SZX 6: 1024-byte blocks, aiocoap's own size over UDP
+BLOCK_BYTES = 2 ** (BLOCK_SIZE_EXP + 4)
+
 
 def free_udp_port(host: str = "127.0.0.1") -> int:
     """A UDP port nothing listens on right now (for tests and ``--coap-port 0``)."""
@@ -48,11 +51,28 @@ class SensorResource(coap_resource.ObservableResource):  # type: ignore[misc]  #
     def observers(self) -> int:
         return len(self._observations)
 
+    async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
+        return False  # render_get cuts the blocks itself: see there
+
     async def render_get(self, request: aiocoap.Message) -> aiocoap.Message:
         if self.payload is None:
             # No reading yet: an empty 2.05 would be a payload the gateway must reject.
             return aiocoap.Message(code=aiocoap.SERVICE_UNAVAILABLE, payload=b"no reading yet")
-        return aiocoap.Message(payload=self.payload, content_format=self.content_format)
+        # The ETag names the state, so an observer fetching the blocks of one state notices
+        # when another replaced it midway (RFC 7959 §2.4) instead of assembling both.
+        etag = self.updates.to_bytes(4, "big")
+        response = aiocoap.Message(
+            code=aiocoap.CONTENT, payload=self.payload, content_format=self.content_format, etag=etag
+        )
+        # aiocoap would send a notification whole (its observe path does no Block2), and a
+        # datagram over the observer's receive buffer arrives truncated: so a large state goes
+        # block-wise, block 0 in the notification, the others as the observer asks (RFC 7959 §3.4).
+        block = request.opt.block2
+        if block is not None:
+            return response._extract_block(block.block_number, min(block.size_exponent, BLOCK_SIZE_EXP), BLOCK_BYTES)
+        if len(self.payload) > BLOCK_BYTES:
+            return response._extract_block(0, BLOCK_SIZE_EXP, BLOCK_BYTES)
+        return response
 
 
 class CoapDeviceServer:

@@ -26,3 +26,22 @@ async def test_serves_on_a_port_whose_tcp_twin_is_taken() -> None:
                 await client.shutdown()
     assert response.code == aiocoap.CONTENT
     assert response.payload == b'{"value": 21.5}'
+
+
+async def test_a_large_state_reaches_an_observer_whole_block_wise() -> None:
+    # aiocoap sends notifications whole; a datagram over the observer's receive buffer (4 KiB)
+    # arrived cut short, and one over 64 KiB could not be sent at all.
+    large = bytes(range(256)) * 300  # 75 blocks
+    async with CoapDeviceServer("127.0.0.1", 0, "json") as server:
+        server.publish("d1", "temperature", large[:5000])
+        client = await aiocoap.Context.create_client_context()
+        try:
+            request = client.request(aiocoap.Message(code=aiocoap.GET, uri=server.uri("d1", "temperature"), observe=0))
+            first = await request.response
+            server.publish("d1", "temperature", large)
+            notification = await anext(aiter(request.observation))
+            request.observation.cancel()
+        finally:
+            await client.shutdown()
+    assert first.payload == large[:5000]
+    assert (notification.payload, notification.opt.observe) == (large, 1)
