@@ -91,6 +91,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--qos", type=int, choices=(1, 2), default=1, help="QoS of publisher and subscribers")
     parser.add_argument("--inflight", type=int, default=100, help="mosquitto_pub's unacknowledged messages")
     parser.add_argument("--timeout", type=float, default=240.0, help="give up a leg after this many seconds")
+    parser.add_argument(
+        "--proxy-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a proxy setting without its FLUXGATE_MQTT_ prefix, e.g. KAFKA__LINGER_MS=2 (repeatable)",
+    )
     return parser.parse_args()
 
 
@@ -200,6 +207,7 @@ def start_proxy(endpoints: Endpoints, mqtt_topic: str, readings: str, args: argp
         "MQTT__SESSION_EXPIRY_S": "60",
         "HTTP__HOST": "127.0.0.1",
         "HTTP__PORT": str(port),
+        **dict(setting.split("=", 1) for setting in args.proxy_setting),
     }
     inherited = {key: value for key, value in os.environ.items() if not key.startswith("FLUXGATE_MQTT_")}
     env = {**inherited, **{f"FLUXGATE_MQTT_{key}": value for key, value in settings.items()}}

@@ -7,6 +7,7 @@ what is wrong; it never guesses silently.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -58,7 +59,13 @@ class JsonFields:
     value: str = "value"
 
     def reserved(self) -> frozenset[str]:
-        return frozenset((self.device, self.time, self.sequence, self.unit, self.metric, self.value))
+        return _reserved(self)
+
+
+@functools.cache
+def _reserved(fields: JsonFields) -> frozenset[str]:
+    # Asked for every key of every object: built once per set of field names, not per call.
+    return frozenset((fields.device, fields.time, fields.sequence, fields.unit, fields.metric, fields.value))
 
 
 def parse_payload(

@@ -27,6 +27,7 @@ from fluxgate_mqtt_proxy.client import (
     SocketValve,
     make_client,
     protocol_version,
+    route_publishes,
     subscription,
     tls_context,
 )
@@ -98,7 +99,7 @@ class MqttProxy:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_subscribe = self._on_subscribe
-        client.on_message = handler.on_message  # a coroutine function: gmqtt acknowledges when it returns
+        route_publishes(client.package_handler, handler)  # the handler acknowledges once Kafka confirmed
 
     def _on_connect(self, client: ProxyClient, session_present: int, rc: int, properties: Any) -> None:
         self._sequencer.new_connection()
