@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 Headers = Sequence[tuple[str, bytes | str | None]]
+PUMP_INTERVAL_S = 0.001
 log = structlog.get_logger(__name__)
 
 
@@ -73,6 +74,10 @@ class AsyncProducer:
         self._reports: list[tuple[Any, ...]] = []  # the arguments of each _report call
         self._reports_lock = threading.Lock()
         self._drain_scheduled = False
+        # While records are in flight the event loop itself serves delivery reports, every
+        # PUMP_INTERVAL_S: no thread then has to take the GIL for each report and wake the loop.
+        self._pumping = threading.Event()
+        self._pump_handle: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         """Start the thread that serves delivery reports (poll must never block the loop)."""
@@ -136,7 +141,22 @@ class AsyncProducer:
             self._slots.release(len(records) - index)
             batch.fail_rest(index, converted(exc, DeliveryError, f"cannot produce to {records[index].topic}"))
         self._in_flight += index
+        self._pump_soon()
         return batch.future
+
+    def _pump_soon(self) -> None:
+        if self._pump_handle is None and self._loop is not None:
+            self._pumping.set()
+            self._pump_handle = self._loop.call_later(PUMP_INTERVAL_S, self._pump)
+
+    def _pump(self) -> None:
+        self._pump_handle = None
+        self._producer.poll(0)
+        self._drain_reports()
+        if self._in_flight:
+            self._pump_soon()
+        else:
+            self._pumping.clear()  # idle: the thread serves what comes (errors, late reports)
 
     async def deliver(
         self, topic: str, value: bytes, *, key: bytes | str | None = None, headers: Headers | None = None
@@ -179,13 +199,14 @@ class AsyncProducer:
             self._poller = None
 
     def _report(self, *args: Any) -> None:
-        """librdkafka's delivery callback (poll or flush thread): queue, wake the loop once.
+        """librdkafka's delivery callback (poll or flush thread, or the loop's pump): queue, wake
+        the loop once (the pump drains what it served itself).
 
         ``(future, err, msg)`` for :meth:`send`, ``(batch, index, err, msg)`` for :meth:`send_many`.
         """
         with self._reports_lock:
             self._reports.append(args)
-            if self._drain_scheduled:
+            if self._drain_scheduled or (self._pump_handle is None and self._pumping.is_set()):
                 return
             self._drain_scheduled = True
         assert self._loop is not None
@@ -227,7 +248,10 @@ class AsyncProducer:
 
     def _poll_forever(self) -> None:
         while not self._stopping.is_set():
-            self._producer.poll(self._poll_timeout)
+            if self._pumping.is_set():
+                self._stopping.wait(self._poll_timeout)  # the loop's pump serves the reports meanwhile
+            else:
+                self._producer.poll(self._poll_timeout)
 
     def _on_error(self, err: KafkaError) -> None:
         self.last_error = err

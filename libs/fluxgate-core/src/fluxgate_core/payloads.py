@@ -111,7 +111,7 @@ def _load_json(payload: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise PayloadError(f"payload is not UTF-8 text: {exc}") from exc
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return _JSON.decode(text)
     except RecursionError as exc:
         raise PayloadError("payload is not valid JSON: nested too deeply") from exc
     except ValueError as exc:  # also Python's limit on the digits of an integer
@@ -126,6 +126,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
         raise PayloadError(f"payload is not valid JSON: duplicate key {_show(duplicate)}")
     return document
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # json.loads would build one per call
 
 
 def _load_cbor(payload: bytes) -> Any:
@@ -162,7 +165,8 @@ def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields())
     time_ms = parse_time(document[fields.time], fields.time) if fields.time in document else None
     sequence = _optional_int(document.get(fields.sequence), fields.sequence)
     unit = _optional_str(document.get(fields.unit), fields.unit)
-    attributes = {str(k): v for k, v in document.items() if isinstance(v, str) and k not in fields.reserved()}
+    reserved = fields.reserved()
+    attributes = {str(k): v for k, v in document.items() if isinstance(v, str) and k not in reserved}
 
     def measurement(value: Any, metric: str | None, where: str) -> Measurement:
         return Measurement(_finite(value, where), metric, unit, time_ms, device, sequence, attributes)
@@ -170,9 +174,7 @@ def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields())
     if fields.value in document:
         metric = _optional_str(document.get(fields.metric), fields.metric)
         return [measurement(document[fields.value], metric, fields.value)]
-    measured = [
-        measurement(v, str(k), str(k)) for k, v in document.items() if k not in fields.reserved() and _is_number(v)
-    ]
+    measured = [measurement(v, str(k), str(k)) for k, v in document.items() if k not in reserved and _is_number(v)]
     if not measured:
         raise PayloadError(f"no numeric field in object with keys {sorted(map(str, document))}")
     return measured

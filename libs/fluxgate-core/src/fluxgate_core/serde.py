@@ -66,6 +66,7 @@ class AvroEncoder:
         self._name = str(schema.get("name", "record"))
         self._header = _HEADER.pack(MAGIC, schema_id)
         self.schema_id = schema_id
+        self._buffer = io.BytesIO()  # reused: encode() is not re-entrant, and nothing awaits inside it
 
     @classmethod
     def registered(
@@ -79,7 +80,9 @@ class AvroEncoder:
         return cls(schema, register(client, value_subject(topic), schema_text, compatibility))
 
     def encode(self, record: dict[str, Any]) -> bytes:
-        buffer = io.BytesIO()
+        buffer = self._buffer
+        buffer.seek(0)
+        buffer.truncate()
         buffer.write(self._header)
         try:
             fastavro.schemaless_writer(buffer, self._parsed, record)
