@@ -18,6 +18,7 @@ import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from fluxgate_core.avro_fast import Unexpected, compile_record
 from fluxgate_core.errors import RegistryError, SerializationError
 from fluxgate_core.settings import RegistrySettings
 
@@ -67,6 +68,7 @@ class AvroEncoder:
         self._header = _HEADER.pack(MAGIC, schema_id)
         self.schema_id = schema_id
         self._buffer = io.BytesIO()  # reused: encode() is not re-entrant, and nothing awaits inside it
+        self._compiled = compile_record(self._parsed)
 
     @classmethod
     def registered(
@@ -80,6 +82,11 @@ class AvroEncoder:
         return cls(schema, register(client, value_subject(topic), schema_text, compatibility))
 
     def encode(self, record: dict[str, Any]) -> bytes:
+        if self._compiled is not None:
+            try:
+                return self._header + self._compiled(record)
+            except Unexpected:
+                pass  # fastavro encodes it, or says precisely what does not fit
         buffer = self._buffer
         buffer.seek(0)
         buffer.truncate()
