@@ -12,8 +12,7 @@ import collections
 import enum
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -45,9 +44,9 @@ def classify(exc: BaseException) -> Outcome:
     return Outcome.RETRIABLE if exc.retriable else Outcome.REJECTED
 
 
-@dataclass(frozen=True, slots=True)
-class Letter:
-    """The original input, as it goes to the dead-letter topic if it must."""
+class Letter(NamedTuple):
+    """The original input, as it goes to the dead-letter topic if it must (a named tuple: one
+    is built per input, and a tuple is built several times faster than a frozen dataclass)."""
 
     payload: bytes
     source: str  # where it came from: an MQTT topic, a CoAP URI, ``topic/partition/offset``
@@ -72,8 +71,7 @@ async def produce_all(producer: AsyncProducer, records: Sequence[KafkaRecord]) -
         raise failure
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
     """One input of a batch: the records it became, or why it could not become any."""
 
     letter: Letter

@@ -12,9 +12,8 @@ import asyncio
 import collections
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -42,9 +41,12 @@ PUMP_INTERVAL_S = 0.001
 log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaRecord:
-    """A record ready to produce: what a gateway's converter hands to the producer."""
+class KafkaRecord(NamedTuple):
+    """A record ready to produce: what a gateway's converter hands to the producer.
+
+    A named tuple rather than a frozen dataclass: one is built per reading, and a tuple is
+    built several times faster.
+    """
 
     topic: str
     key: bytes | None

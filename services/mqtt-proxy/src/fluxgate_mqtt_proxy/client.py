@@ -131,7 +131,38 @@ def route_publishes(handler: MqttPackageHandler, receiver: PublishReceiver) -> N
     handler.on_message = qos0
     handler._handle_qos_1_publish_packet = qos1
     handler._handle_qos_2_publish_packet = qos2
+    handler._handle_publish_packet = _plain_publish_first(handler, receiver, handler._handle_publish_packet)
     receiver.acknowledge = acknowledge
+
+
+def _plain_publish_first(
+    handler: MqttPackageHandler, receiver: PublishReceiver, gmqtt_parse: Callable[[int, bytes], None]
+) -> Callable[[int, bytes], None]:
+    """A PUBLISH without properties (what devices mostly send) parsed in a few slices; anything
+    else (properties, a topic alias, an empty or non-UTF-8 topic, a malformed packet) goes
+    through gmqtt's own parser, which then calls the entry points above."""
+
+    def parse(cmd: int, packet: bytes) -> None:
+        qos = (cmd & 0x06) >> 1
+        try:
+            end = 2 + (packet[0] << 8 | packet[1])
+            mid = packet[end] << 8 | packet[end + 1] if qos else None
+            start = end + 2 if qos else end
+            if handler._connection_state.protocol_version >= MQTTv50:
+                if packet[start] != 0:
+                    gmqtt_parse(cmd, packet)
+                    return
+                start += 1
+            topic = packet[2:end].decode()
+        except (IndexError, UnicodeDecodeError):
+            gmqtt_parse(cmd, packet)
+            return
+        if not topic or qos > 2 or start > len(packet):
+            gmqtt_parse(cmd, packet)
+            return
+        receiver.receive(topic, packet[start:], qos, None, mid)
+
+    return parse
 
 
 def make_client(settings: MqttSettings) -> ProxyClient:

@@ -49,8 +49,18 @@ class MessageConverter:
         """The rule ``topic`` falls under (rules are tried in configured order)."""
         return self._routes_by_topic(topic)
 
-    def convert(self, topic: str, payload: bytes, user_properties: Mapping[str, str], now_ms: int) -> list[KafkaRecord]:
-        """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter."""
+    def convert(
+        self,
+        topic: str,
+        payload: bytes,
+        user_properties: Mapping[str, str],
+        now_ms: int,
+        headers: Sequence[tuple[str, bytes]] | None = None,
+    ) -> list[KafkaRecord]:
+        """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter.
+
+        ``headers``: :func:`message_headers` of the message, when the caller has them already.
+        """
         self.limits.check_size(payload)  # first: an oversized payload is not even looked at
         route = self.route(topic)
         if route is None:
@@ -64,7 +74,8 @@ class MessageConverter:
             metric=route.metric_from_topic(topic),
             attributes=dict(user_properties),
         )
-        headers = message_headers(topic, user_properties)
+        if headers is None:
+            headers = message_headers(topic, user_properties)
         encoder = self._encoders[route.settings.topic]
         records = []
         for measurement in measurements:

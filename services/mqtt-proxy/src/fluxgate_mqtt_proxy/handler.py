@@ -132,14 +132,15 @@ class MessageHandler:
 
     def _delivery(self, message: Inbound, route: Any, now_ms: int) -> Delivery:
         topic, properties = message.topic, user_properties(message.properties)
+        headers = message_headers(topic, properties)
         letter = Letter(
             message.payload,
             source=topic,
             key=route.device_from_topic(topic) if route else None,  # keeps a device's dead letters together
-            headers=message_headers(topic, properties),
+            headers=headers,
         )
         try:
-            return Delivery(letter, self._converter.convert(topic, message.payload, properties, now_ms))
+            return Delivery(letter, self._converter.convert(topic, message.payload, properties, now_ms, headers))
         except Exception as exc:
             if classify(exc) is not Outcome.REJECTED:  # a payload that trips a bug: keep it, do not crash-loop
                 log.exception("message.convert_failed", topic=topic)
