@@ -132,7 +132,7 @@ class AsyncProducer:
                         record.topic,
                         record.value,
                         record.key,
-                        headers=list(record.headers),
+                        headers=record.headers if type(record.headers) is list else list(record.headers),
                         on_delivery=partial(self._report, batch, index),
                     )
                 except BufferError:

@@ -7,7 +7,6 @@ what is wrong; it never guesses silently.
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import math
@@ -57,15 +56,15 @@ class JsonFields:
     unit: str = "unit"
     metric: str = "metric"
     value: str = "value"
+    # Asked for every object: built once with the names, not per call.
+    _reserved: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = (self.device, self.time, self.sequence, self.unit, self.metric, self.value)
+        object.__setattr__(self, "_reserved", frozenset(names))
 
     def reserved(self) -> frozenset[str]:
-        return _reserved(self)
-
-
-@functools.cache
-def _reserved(fields: JsonFields) -> frozenset[str]:
-    # Asked for every key of every object: built once per set of field names, not per call.
-    return frozenset((fields.device, fields.time, fields.sequence, fields.unit, fields.metric, fields.value))
+        return self._reserved
 
 
 def parse_payload(
