@@ -27,6 +27,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from _common import RESULTS, LegResult, Meter, micros_per, print_table, reap, server_pid, stack_up, write_report
 from _mqtt import ProxyProcess, Publisher, mqtt_client
@@ -141,18 +142,32 @@ def run_baseline(endpoints: Endpoints, payloads: Path, qos: int, args: argparse.
         subscriber = subprocess.Popen(
             mqtt_client(endpoints, "mosquitto_sub", *session, "-c", *count), stdout=subprocess.DEVNULL
         )
-        meter = Meter({"mosquitto": server_pid("mosquitto")}).start()
-        publisher = Publisher(endpoints, topic, payloads, qos, args.inflight)
-        try:
-            subscriber_cpu = reap(subscriber, args.timeout)
-            meter.stop()
-        finally:
-            publisher_cpu = publisher.close()
+        wall, subscriber_cpu, broker_cpu, publisher_cpu = publish_to(subscriber, endpoints, topic, payloads, qos, args)
     finally:
         # A clean-session connect discards the persistent session on the shared broker.
         subprocess.run(mqtt_client(endpoints, "mosquitto_sub", *session, "-E"), check=False, timeout=30)
+    return Leg(BASELINE, qos, args.messages, wall, subscriber_cpu, broker_cpu, publisher_cpu)
+
+
+def publish_to(
+    subscriber: subprocess.Popen[Any],
+    endpoints: Endpoints,
+    topic: str,
+    payloads: Path,
+    qos: int,
+    args: argparse.Namespace,
+) -> tuple[float, float, float, float]:
+    """Publish ``payloads`` to a subscribed child until it exits: wall seconds, and the CPU
+    seconds of the subscriber, Mosquitto and the publisher."""
+    meter = Meter({"mosquitto": server_pid("mosquitto")}).start()
+    publisher = Publisher(endpoints, topic, payloads, qos, args.inflight)
+    try:
+        subscriber_cpu = reap(subscriber, args.timeout)
+        meter.stop()
+    finally:
+        publisher_cpu = publisher.close()
     assert meter.cpu is not None
-    return Leg(BASELINE, qos, args.messages, meter.wall, subscriber_cpu, meter.cpu["mosquitto"], publisher_cpu)
+    return meter.wall, subscriber_cpu, meter.cpu["mosquitto"], publisher_cpu
 
 
 # --- gmqtt floor: Mosquitto to a gmqtt client that only acknowledges ---------------------------
@@ -169,17 +184,10 @@ def run_floor(endpoints: Endpoints, payloads: Path, qos: int, args: argparse.Nam
     assert floor.stdout is not None
     if floor.stdout.readline().strip() != "ready":
         raise SystemExit(f"the gmqtt floor client did not subscribe (exit {floor.wait(30)})")
-    meter = Meter({"mosquitto": server_pid("mosquitto")}).start()
-    publisher = Publisher(endpoints, topic, payloads, qos, args.inflight)
-    try:
-        subscriber_cpu = reap(floor, args.timeout)
-        meter.stop()
-    finally:
-        publisher_cpu = publisher.close()
+    wall, subscriber_cpu, broker_cpu, publisher_cpu = publish_to(floor, endpoints, topic, payloads, qos, args)
     summary = dict(item.split("=") for item in floor.stdout.read().split())
     received, idle = int(summary["received"]), float(summary["idle_s"])
-    assert meter.cpu is not None
-    return Leg(FLOOR, qos, received, meter.wall - idle, subscriber_cpu, meter.cpu["mosquitto"], publisher_cpu)
+    return Leg(FLOOR, qos, received, wall - idle, subscriber_cpu, broker_cpu, publisher_cpu)
 
 
 # --- the proxy: Mosquitto to mqtt-proxy to Kafka ----------------------------------------------

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from gmqtt.mqtt.constants import MQTTCommands
+from gmqtt.mqtt.constants import MQTTCommands, MQTTv311
 from gmqtt.mqtt.handler import MqttPackageHandler
+from gmqtt.mqtt.package import Package
 from gmqtt.mqtt.utils import ConnectionState
 
 from fluxgate_core.deadletter import DeadLetterWriter
@@ -248,3 +249,24 @@ async def test_unacknowledged_messages_are_not_reported_as_loop_errors() -> None
     await settle()
     assert [type(context.get("exception")) for context in seen] == [ZeroDivisionError]
     loop.set_exception_handler(None)
+
+
+async def test_mqtt_311_publish_without_a_properties_block_is_read_and_acknowledged(harness: Harness) -> None:
+    harness.gmqtt._connection_state.protocol_version = MQTTv311
+    name = b"sensors/d3/temperature"
+    body = struct.pack("!H", len(name)) + name + struct.pack("!H", 21) + GOOD  # no properties in 3.1.1
+    harness.gmqtt._handle_packet(MQTTCommands.PUBLISH | (1 << 1), body)
+    await settle()
+    ((topic, _, key, headers),) = harness.producer.sent
+    assert (topic, key, dict(headers)["mqtt.topic"]) == ("sensors.readings", b"d1", name)
+    harness.producer.confirm(0)
+    await settle()
+    assert harness.acks == [(PUBACK, 21, 0)]
+
+
+async def test_a_malformed_publish_goes_to_gmqtts_parser_and_is_not_acknowledged(harness: Harness) -> None:
+    # The topic length says 64 bytes, the packet has 5: gmqtt's parser fails, and its caller logs it.
+    harness.gmqtt(Package(MQTTCommands.PUBLISH | (1 << 1), b"\x00\x40short"))
+    await settle()
+    assert harness.producer.sent == []
+    assert harness.acks == []
