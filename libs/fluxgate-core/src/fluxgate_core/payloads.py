@@ -14,7 +14,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 import cbor2
 
@@ -33,9 +34,14 @@ _SENML_RELATIVE_LIMIT = 2**28
 _CBOR_SELF_DESCRIBE = 55799  # RFC 8949 section 3.4.6: a magic number, not a meaning
 
 
-@dataclass(frozen=True, slots=True)
-class Measurement:
-    """One value a payload carried; fields the payload did not say are None."""
+NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})  # a read-only default, safe to share
+
+
+class Measurement(NamedTuple):
+    """One value a payload carried; fields the payload did not say are None.
+
+    A named tuple rather than a frozen dataclass: one is built per reading, several times faster.
+    """
 
     value: float
     metric: str | None = None
@@ -43,7 +49,7 @@ class Measurement:
     time_ms: int | None = None
     device_id: str | None = None
     sequence: int | None = None
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = NO_ATTRIBUTES
 
 
 @dataclass(frozen=True, slots=True)

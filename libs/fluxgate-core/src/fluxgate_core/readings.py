@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fluxgate_core.errors import InvalidReading
-from fluxgate_core.payloads import Measurement
+from fluxgate_core.payloads import NO_ATTRIBUTES, Measurement
 
 Protocol = Literal["MQTT", "COAP"]
 MIN_EVENT_TIME_MS = 946_684_800_000  # 2000-01-01: earlier means an unset device clock
@@ -28,8 +27,7 @@ _BAD_DEVICE_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
     """What the transport knows about a message, independent of its payload."""
 
     protocol: Protocol
@@ -38,7 +36,7 @@ class Origin:
     device_id: str | None = None
     metric: str | None = None
     sequence: int | None = None
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = NO_ATTRIBUTES
 
 
 def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
