@@ -6,6 +6,7 @@ routing context fills the gaps. Validation happens here, once, for both gateways
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -65,16 +66,36 @@ def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
 
 
 def _checked_device(device_id: str | None, source: str) -> str:
+    if device_id in _known_devices:  # devices send again and again: each id is checked once
+        return device_id  # type: ignore[return-value]
     if not device_id:
         raise InvalidReading(f"no device id in payload or routing rule for {source[:256]}")
     if len(device_id) > MAX_DEVICE_ID_CHARS:
         raise InvalidReading(f"device id is {len(device_id)} characters long, over {MAX_DEVICE_ID_CHARS}")
     if _BAD_DEVICE_CHARS.search(device_id):
         raise InvalidReading(f"device id {device_id!r} has a control character or a lone surrogate")
+    if len(_known_devices) >= KNOWN_DEVICES:
+        _known_devices.clear()
+    _known_devices.add(device_id)
     return device_id
 
 
+KNOWN_DEVICES = 65_536  # valid device ids remembered; forgotten all at once when full
+_known_devices: set[str] = set()
+
+
 def normalise_metric(metric: str | None) -> str:
+    """The metric's canonical name (lower case, aliases resolved), or :class:`InvalidReading`."""
+    return _normalised(metric) if type(metric) is str else _normalise(metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(metric: str) -> str:
+    # A handful of names arrive millions of times; an invalid one raises, and is not cached.
+    return _normalise(metric)
+
+
+def _normalise(metric: str | None) -> str:
     if not metric:
         raise InvalidReading("no metric in payload or routing rule")
     name = metric.strip().lower()
