@@ -1,4 +1,4 @@
-"""What both benchmarks share: CPU accounting from /proc, the stack, and how results are written.
+"""What the benchmarks share: CPU accounting from /proc, the stack, and how results are written.
 
 Imported as ``_common`` by the scripts next to it; ``python bench/<name>.py`` puts this
 folder first on ``sys.path``, so no package or install is needed.
@@ -13,8 +13,8 @@ import platform
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +193,102 @@ def write_results(name: str, results: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
+
+
+@dataclass(frozen=True)
+class LegResult:
+    """One leg of a benchmark as :func:`write_report` shows it: a rate and the CPU it cost.
+
+    ``group`` sets legs that belong together apart (a QoS, a batch size); ``cpu_us`` is the
+    CPU of the thing under test per item; ``extra`` holds the other columns (µs per item of
+    the servers, seconds, counts), shown in the table and the JSON but not the chart.
+    """
+
+    group: str
+    name: str
+    per_second: float
+    cpu_us: float
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
+def write_report(
+    name: str,
+    title: str,
+    unit: str,
+    legs: Sequence[LegResult],
+    ratios: Mapping[str, float],
+    settings: Mapping[str, Any],
+) -> list[Path]:
+    """Write ``bench-results/<name>.json``, ``<name>.md`` and ``<name>.png``; return their paths.
+
+    The Markdown holds the table (one row per leg, the ``ratios`` below it) and the machine
+    the numbers came from; the chart shows each leg's rate and CPU per ``unit``, grouped.
+    """
+    document = {
+        "title": title,
+        "unit": unit,
+        "settings": dict(settings),
+        "legs": [
+            {"group": leg.group, "leg": leg.name, "per_second": round(leg.per_second), "cpu_us": leg.cpu_us}
+            | dict(leg.extra)
+            for leg in legs
+        ],
+        "ratio": {key: round(value, 3) for key, value in ratios.items()},
+    }
+    json_path = write_results(name, document)
+    machine = json.loads(json_path.read_text())["machine"]
+    md_path = RESULTS / f"{name}.md"
+    md_path.write_text(_markdown(title, unit, legs, ratios, settings, machine))
+    png_path = RESULTS / f"{name}.png"
+    _chart(png_path, title, unit, legs)
+    return [json_path, md_path, png_path]
+
+
+def _markdown(
+    title: str,
+    unit: str,
+    legs: Sequence[LegResult],
+    ratios: Mapping[str, float],
+    settings: Mapping[str, Any],
+    machine: Mapping[str, Any],
+) -> str:
+    extras = list(dict.fromkeys(key for leg in legs for key in leg.extra))
+    header = ["group", "leg", f"{unit}/s", f"CPU µs/{unit}", *extras]
+    lines = [f"# {title}", ""]
+    lines.append(", ".join(f"{key} {value}" for key, value in settings.items()))
+    lines.append("")
+    lines.append(f"machine: {', '.join(f'{key} {value}' for key, value in machine.items())}")
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for leg in legs:
+        cells = [leg.group, leg.name, _cell(leg.per_second), _cell(leg.cpu_us)]
+        cells += [_cell(leg.extra[key]) if key in leg.extra else "" for key in extras]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| ratio | value |", "|---|---|"]
+    lines += [f"| {key} | {value:.3f} |" for key, value in ratios.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _chart(path: Path, title: str, unit: str, legs: Sequence[LegResult]) -> None:
+    import matplotlib  # only the writer needs it: the scripts start faster without
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{leg.group}: {leg.name}" if leg.group else leg.name for leg in legs]
+    groups = list(dict.fromkeys(leg.group for leg in legs))
+    colours = [f"C{groups.index(leg.group) % 10}" for leg in legs]
+    figure, (rate, cpu) = plt.subplots(1, 2, figsize=(13, 0.45 * len(legs) + 1.8), sharey=True)
+    positions = list(range(len(legs)))[::-1]
+    rate.barh(positions, [leg.per_second for leg in legs], color=colours)
+    rate.set_xlabel(f"{unit}/s (higher is better)")
+    cpu.barh(positions, [leg.cpu_us for leg in legs], color=colours)
+    cpu.set_xlabel(f"CPU µs per {unit} of the thing under test (lower is better)")
+    rate.set_yticks(positions, labels)
+    for axis, values in ((rate, [leg.per_second for leg in legs]), (cpu, [leg.cpu_us for leg in legs])):
+        for position, value in zip(positions, values, strict=True):
+            axis.annotate(_cell(value), (value, position), xytext=(3, 0), textcoords="offset points", va="center")
+        axis.margins(x=0.15)
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -6,14 +6,14 @@ routing context fills the gaps. Validation happens here, once, for both gateways
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fluxgate_core.errors import InvalidReading
-from fluxgate_core.payloads import Measurement
+from fluxgate_core.payloads import NO_ATTRIBUTES, Measurement
 
 Protocol = Literal["MQTT", "COAP"]
 MIN_EVENT_TIME_MS = 946_684_800_000  # 2000-01-01: earlier means an unset device clock
@@ -28,8 +28,7 @@ _BAD_DEVICE_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
     """What the transport knows about a message, independent of its payload."""
 
     protocol: Protocol
@@ -38,7 +37,7 @@ class Origin:
     device_id: str | None = None
     metric: str | None = None
     sequence: int | None = None
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = NO_ATTRIBUTES
 
 
 def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
@@ -67,16 +66,36 @@ def build_reading(measurement: Measurement, origin: Origin) -> dict[str, Any]:
 
 
 def _checked_device(device_id: str | None, source: str) -> str:
+    if device_id in _known_devices:  # devices send again and again: each id is checked once
+        return device_id  # type: ignore[return-value]
     if not device_id:
         raise InvalidReading(f"no device id in payload or routing rule for {source[:256]}")
     if len(device_id) > MAX_DEVICE_ID_CHARS:
         raise InvalidReading(f"device id is {len(device_id)} characters long, over {MAX_DEVICE_ID_CHARS}")
     if _BAD_DEVICE_CHARS.search(device_id):
         raise InvalidReading(f"device id {device_id!r} has a control character or a lone surrogate")
+    if len(_known_devices) >= KNOWN_DEVICES:
+        _known_devices.clear()
+    _known_devices.add(device_id)
     return device_id
 
 
+KNOWN_DEVICES = 65_536  # valid device ids remembered; forgotten all at once when full
+_known_devices: set[str] = set()
+
+
 def normalise_metric(metric: str | None) -> str:
+    """The metric's canonical name (lower case, aliases resolved), or :class:`InvalidReading`."""
+    return _normalised(metric) if type(metric) is str else _normalise(metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(metric: str) -> str:
+    # A handful of names arrive millions of times; an invalid one raises, and is not cached.
+    return _normalise(metric)
+
+
+def _normalise(metric: str | None) -> str:
     if not metric:
         raise InvalidReading("no metric in payload or routing rule")
     name = metric.strip().lower()

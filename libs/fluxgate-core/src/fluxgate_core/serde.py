@@ -18,6 +18,7 @@ import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from fluxgate_core.avro_fast import Unexpected, compile_record
 from fluxgate_core.errors import RegistryError, SerializationError
 from fluxgate_core.settings import RegistrySettings
 
@@ -66,6 +67,8 @@ class AvroEncoder:
         self._name = str(schema.get("name", "record"))
         self._header = _HEADER.pack(MAGIC, schema_id)
         self.schema_id = schema_id
+        self._buffer = io.BytesIO()  # reused: encode() is not re-entrant, and nothing awaits inside it
+        self._compiled = compile_record(self._parsed)
 
     @classmethod
     def registered(
@@ -79,7 +82,14 @@ class AvroEncoder:
         return cls(schema, register(client, value_subject(topic), schema_text, compatibility))
 
     def encode(self, record: dict[str, Any]) -> bytes:
-        buffer = io.BytesIO()
+        if self._compiled is not None:
+            try:
+                return self._header + self._compiled(record)
+            except Unexpected:
+                pass  # fastavro encodes it, or says precisely what does not fit
+        buffer = self._buffer
+        buffer.seek(0)
+        buffer.truncate()
         buffer.write(self._header)
         try:
             fastavro.schemaless_writer(buffer, self._parsed, record)

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from fluxgate_core.consumer import ConsumedRecord
-from fluxgate_core.delivery import Letter, Outcome, classify, deliver, produce_all
+from fluxgate_core.delivery import Delivery, Letter, Outcome, classify, deliver, deliver_batch, produce_all
 from fluxgate_core.errors import (
     CommitError,
     ConfigError,
@@ -19,7 +19,7 @@ from fluxgate_core.errors import (
     RegistryError,
     SerializationError,
 )
-from fluxgate_core.kafka import KafkaRecord
+from fluxgate_core.kafka import Capacity, KafkaRecord
 from fluxgate_core.kafka_errors import commit_error, config_error, converted
 
 
@@ -36,6 +36,12 @@ class FakeProducer:
             future.set_result(None)
         else:
             future.set_exception(failure)
+        return future
+
+    async def send_many(self, batch: list[KafkaRecord]) -> asyncio.Future[list[BaseException | None]]:
+        answers = [await self.send(r.topic, r.value, key=r.key, headers=r.headers) for r in batch]
+        future: asyncio.Future[list[BaseException | None]] = asyncio.get_running_loop().create_future()
+        future.set_result([answer.exception() for answer in answers])
         return future
 
 
@@ -117,3 +123,50 @@ def test_driver_errors_keep_their_retriable_flag() -> None:
     assert not commit_error(KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT))).rebalanced
     assert commit_error(RuntimeError("Consumer closed")).rebalanced
     assert "no.such" in str(config_error(KafkaException(KafkaError(KafkaError._INVALID_ARG, "no.such")), "consumer"))
+
+
+async def test_deliver_batch_answers_per_input_and_dead_letters_only_the_rejected() -> None:
+    too_large = DeliveryError("too large", retriable=False)
+    away = DeliveryError("all brokers down", retriable=True)
+    producer = FakeProducer({"b2": too_large, "c1": away})
+    writer = FakeDeadLetters()
+    inputs = [
+        Delivery(Letter(b"a", "src-a"), records("a1", "a2")),
+        Delivery(Letter(b"b", "src-b"), records("b1", "b2")),
+        Delivery(Letter(b"c", "src-c"), records("c1")),
+        Delivery(Letter(b"d", "src-d"), rejected=PayloadError("not JSON")),
+    ]
+    outcomes = await deliver_batch(producer, writer, inputs)  # type: ignore[arg-type]
+    assert outcomes == [None, None, away, None]  # b and d dead-lettered, c left undone
+    assert [value for _, value, _, _ in producer.sent] == [b"a1", b"a2", b"b1", b"b2", b"c1"]  # in order
+    assert [(payload, error) for payload, error, *_ in writer.sent] == [(b"b", too_large), (b"d", inputs[3].rejected)]
+
+
+async def test_deliver_batch_reports_a_dead_letter_kafka_did_not_take() -> None:
+    broken = DeliveryError("no such topic", retriable=False)
+    outcomes = await deliver_batch(
+        FakeProducer(),  # type: ignore[arg-type]
+        FakeDeadLetters(broken),  # type: ignore[arg-type]
+        [Delivery(Letter(b"x", "src"), rejected=PayloadError("bad"))],
+    )
+    assert outcomes == [broken]
+
+
+async def test_capacity_serves_requests_in_order_and_lets_an_oversized_one_through_alone() -> None:
+    capacity = Capacity(10)
+    await capacity.acquire(8)
+    granted: list[str] = []
+
+    async def take(name: str, count: int) -> None:
+        await capacity.acquire(count)
+        granted.append(name)
+
+    waiters = [asyncio.ensure_future(take(name, count)) for name, count in (("big", 5), ("small", 1), ("huge", 25))]
+    await asyncio.sleep(0)
+    assert granted == []  # "small" would fit, but waits behind "big"
+    capacity.release(8)
+    await asyncio.sleep(0)
+    assert granted == ["big", "small"]  # "huge" waits until nothing is taken
+    capacity.release(6)
+    await asyncio.gather(*waiters)
+    assert granted == ["big", "small", "huge"]

@@ -1,8 +1,11 @@
 import io
 import struct
+from typing import Any
 
 import fastavro
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict
@@ -54,3 +57,60 @@ def test_every_field_of_every_contract_is_documented() -> None:
 
 def test_topic_name_strategy() -> None:
     assert value_subject("sensors.readings") == "sensors.readings-value"
+
+
+# --- the compiled writer gives fastavro's bytes, or lets fastavro decide --------------------------
+
+_READINGS = st.fixed_dictionaries(
+    {
+        "device_id": st.text(),
+        "metric": st.text(),
+        "value": st.floats(allow_nan=True, allow_infinity=True),
+        "unit": st.none() | st.text(),
+        "event_time": st.integers(-(2**63), 2**63 - 1),
+        "ingest_time": st.integers(-(2**63), 2**63 - 1),
+        "source_protocol": st.sampled_from(["MQTT", "COAP"]),
+        "source": st.text(),
+        "sequence": st.none() | st.integers(-(2**63), 2**63 - 1),
+        "attributes": st.dictionaries(st.text(), st.text(), max_size=4),
+    }
+)
+
+
+@given(_READINGS)
+def test_compiled_writer_matches_fastavro_byte_for_byte(reading: dict[str, Any]) -> None:
+    encoder = AvroEncoder(schema_dict(SENSOR_READING), schema_id=7)
+    reference = io.BytesIO()
+    fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(SENSOR_READING)), reading)
+    assert encoder.encode(reading) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("value", 21), ("event_time", 2**63), ("source_protocol", "HTTP"), ("device_id", None), ("unit", 3)],
+)
+def test_values_the_compiled_writer_does_not_expect_get_fastavros_answer(field: str, value: Any) -> None:
+    reading = {**_GOOD_READING, field: value}
+    encoder = AvroEncoder(schema_dict(SENSOR_READING), schema_id=7)
+    reference = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(SENSOR_READING)), reading)
+    except Exception as exc:  # fastavro's own verdict, whatever it is, stays the answer
+        with pytest.raises((SerializationError, type(exc))):
+            encoder.encode(reading)
+        return
+    assert encoder.encode(reading) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
+
+
+_GOOD_READING: dict[str, Any] = {
+    "device_id": "d1",
+    "metric": "temperature",
+    "value": 21.5,
+    "unit": "Cel",
+    "event_time": 1_700_000_000_000,
+    "ingest_time": 1_700_000_000_001,
+    "source_protocol": "MQTT",
+    "source": "sensors/d1/temperature",
+    "sequence": None,
+    "attributes": {"site": "lab"},
+}

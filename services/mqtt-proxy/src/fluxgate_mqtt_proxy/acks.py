@@ -1,12 +1,13 @@
 """When, and in which order, QoS 1/2 messages are acknowledged.
 
-gmqtt sends PUBACK/PUBREC from each message task's done-callback, and tasks finish in
-whatever order Kafka confirms (partitions differ). MQTT wants acknowledgements in the
-order the messages arrived (MQTT 5 section 4.6, MQTT-4.6.0-2/3), so each message waits
-for its predecessor's acknowledgement before returning. A message received on an
-earlier connection is never acknowledged on a later one: its packet id may by then name
-another message, which that acknowledgement would wrongly confirm. The broker redelivers
-it instead (a duplicate in Kafka, never a loss).
+Messages are handled in batches (every PUBLISH read in one event-loop turn), and batches
+finish in whatever order Kafka confirms them (partitions differ). MQTT wants
+acknowledgements in the order the messages arrived (MQTT 5 section 4.6,
+MQTT-4.6.0-2/3), so each batch waits for its predecessor's acknowledgements before
+sending its own, in arrival order. A message received on an earlier connection is never
+acknowledged on a later one: its packet id may by then name another message, which that
+acknowledgement would wrongly confirm. The broker redelivers it instead (a duplicate in
+Kafka, never a loss).
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ log = structlog.get_logger(__name__)
 
 
 class NotAcknowledged(Exception):
-    """Raised by the message handler so that gmqtt sends no acknowledgement."""
+    """A message the proxy deliberately leaves for the broker to redeliver."""
 
 
 @dataclass(frozen=True, slots=True)
 class Ticket:
-    """A message's place in the acknowledgement order of one connection."""
+    """A batch's place in the acknowledgement order of one connection."""
 
     connection: int
     previous: asyncio.Future[None] | None
+    mine: asyncio.Future[None]
 
 
 class AckSequencer:
@@ -44,34 +46,29 @@ class AckSequencer:
         self._tail = None
 
     def ticket(self) -> Ticket:
-        """Take the next place; call first thing in the message task (tasks start in arrival order)."""
-        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        ticket = Ticket(self.connection, self._tail)
-        self._tail = mine
-        task = asyncio.current_task()
-        assert task is not None, "ticket() runs inside gmqtt's message task"
-        # Added after gmqtt's own done-callback, so it runs after the acknowledgement is written.
-        task.add_done_callback(lambda _: _release(mine))
+        """Take the next place; batches take theirs in arrival order."""
+        ticket = Ticket(self.connection, self._tail, asyncio.get_running_loop().create_future())
+        self._tail = ticket.mine
         return ticket
 
     async def turn(self, ticket: Ticket) -> None:
-        """Wait until every earlier message of the connection is acknowledged (or given up)."""
-        if ticket.previous is not None:
+        """Wait until every earlier batch of the connection is acknowledged (or given up)."""
+        if ticket.previous is not None and not ticket.previous.done():
             await asyncio.shield(ticket.previous)
-        if ticket.connection != self.connection:
-            raise NotAcknowledged("connection lost")  # the broker redelivers it
 
+    def current(self, connection: int) -> bool:
+        """Whether a message received on ``connection`` may still be acknowledged."""
+        return connection == self.connection
 
-def _release(turn: asyncio.Future[None]) -> None:
-    if not turn.done():
-        turn.set_result(None)
+    @staticmethod
+    def done(ticket: Ticket) -> None:
+        """The batch's acknowledgements are written (or given up): the next batch may go."""
+        if not ticket.mine.done():
+            ticket.mine.set_result(None)
 
 
 def quiet_unacknowledged(loop: asyncio.AbstractEventLoop) -> None:
-    """Keep the event loop from reporting a deliberate :class:`NotAcknowledged` as a crash.
-
-    gmqtt's done-callback calls ``task.result()``, which re-raises it inside the callback.
-    """
+    """Keep the event loop from reporting a deliberate :class:`NotAcknowledged` as a crash."""
     previous = loop.get_exception_handler()
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

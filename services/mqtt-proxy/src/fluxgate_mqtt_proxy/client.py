@@ -2,12 +2,15 @@
 
 What gmqtt 0.8 does, read in its source (``gmqtt/mqtt/handler.py``, ``client.py``):
 
-* ``optimistic_acknowledgement=False``: for QoS 1/2 the ``on_message`` coroutine runs
-  as its own task and PUBACK/PUBREC (with the reason code it returns) is sent from the
-  task's done-callback, so only after Kafka confirmed the message's records. A handler
-  that raises sends nothing: the broker redelivers in the next session.
-* Every message gets its own task (QoS 0 too), so nothing bounds how many are pending;
-  :class:`SocketValve` pauses reading the broker's socket above a bound.
+* With ``on_message`` a coroutine function, every message gets its own task and
+  PUBACK/PUBREC is written from that task's done-callback, one ``write`` each. The proxy
+  takes over instead (:func:`route_publishes`): the packet handler's QoS 1/2 entry points
+  hand each parsed PUBLISH, with its packet id, to a plain function, and the proxy sends
+  the acknowledgement itself once Kafka has the message (``optimistic_acknowledgement``
+  stays False, so gmqtt never acknowledges on its own). :class:`ProxyClient` writes the
+  acknowledgements of one event-loop turn (and gmqtt's PUBCOMPs) in one ``write``.
+* Nothing bounds how many messages are pending; :class:`SocketValve` pauses reading the
+  broker's socket above a bound.
 * It reconnects by itself after a lost connection, always with the same fixed delay and
   ``clean_session=False``; :class:`ProxyClient` makes the delay exponential.
 * ``subscribe()`` appends to ``client.subscriptions`` on every call, so subscriptions are
@@ -19,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import random
 import ssl
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from gmqtt import Client, Subscription
 from gmqtt.mqtt.constants import UNLIMITED_RECONNECTS, MQTTv50, MQTTv311
+from gmqtt.mqtt.handler import MqttPackageHandler
+from gmqtt.mqtt.package import CommandWithMidPacket
 
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.settings import MqttSettings
@@ -42,6 +47,33 @@ class ProxyClient(Client):  # type: ignore[misc]
         self._maximum = settings.reconnect_max_s
         self._attempts = 0
         self.set_config({"reconnect_retries": UNLIMITED_RECONNECTS, "reconnect_delay": self._initial})
+        self._outbox: list[bytes] = []
+        self._outbox_connection: Any = None
+
+    @property
+    def package_handler(self) -> MqttPackageHandler:
+        return self._package_handler
+
+    def _send_command_with_mid(self, cmd: int, mid: int, dup: bool, reason_code: int = 0) -> None:
+        # gmqtt's packet handler sends PUBACK/PUBREC/PUBREL/PUBCOMP through here, one write each;
+        # collected and written once per event-loop turn, a batch's acknowledgements cost one
+        # system call, and the broker reads them in one go too.
+        connection = self._connection
+        if connection is not self._outbox_connection:
+            self._flush_outbox()
+            self._outbox_connection = connection
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush_outbox)
+        version = connection._protocol.proto_ver
+        packet = CommandWithMidPacket.build_package(cmd, mid, dup, reason_code=reason_code, proto_ver=version)
+        self._outbox.append(packet)
+
+    def _flush_outbox(self) -> None:
+        packets, self._outbox = self._outbox, []
+        connection = self._outbox_connection
+        # Packet ids of a lost connection mean nothing on the next one: what was not written is dropped.
+        if packets and connection is self._connection and not connection.is_closing():
+            connection.send_package(b"".join(packets))
 
     async def reconnect(self, delay: bool = False) -> None:
         # gmqtt calls this after a lost connection and again after each failed attempt.
@@ -61,6 +93,76 @@ class ProxyClient(Client):  # type: ignore[misc]
             return
         for subscription in self.subscriptions:
             self.resubscribe(subscription)
+
+
+class PublishReceiver(Protocol):
+    """What :func:`route_publishes` wires: a plain function per PUBLISH, and a way to acknowledge."""
+
+    acknowledge: Callable[[int, int], None]
+
+    def receive(self, topic: str | bytes, payload: bytes, qos: int, properties: Any, mid: int | None) -> None: ...
+
+
+def route_publishes(handler: MqttPackageHandler, receiver: PublishReceiver) -> None:
+    """Route every PUBLISH gmqtt parses to ``receiver.receive`` (no task per message), and let
+    ``receiver.acknowledge(qos, mid)`` send its PUBACK (QoS 1) or PUBREC (QoS 2).
+
+    gmqtt 0.8 parses topic, packet id and properties in ``_handle_publish_packet``, then
+    hands QoS 1/2 messages to ``_handle_qos_{1,2}_publish_packet(mid, payload, topic,
+    properties)`` and QoS 0 ones to ``on_message(topic, payload, 0, properties)``, which it
+    calls directly when it is not a coroutine function.
+    """
+
+    def qos0(topic: str | bytes, payload: bytes, qos: int, properties: Any) -> None:
+        receiver.receive(topic, payload, qos, properties, None)
+
+    def qos1(mid: int, payload: bytes, topic: str | bytes, properties: Any) -> None:
+        receiver.receive(topic, payload, 1, properties, mid)
+
+    def qos2(mid: int, payload: bytes, topic: str | bytes, properties: Any) -> None:
+        receiver.receive(topic, payload, 2, properties, mid)
+
+    def acknowledge(qos: int, mid: int) -> None:
+        if qos == 1:
+            handler._send_puback(mid, reason_code=0)
+        else:
+            handler._send_pubrec(mid, reason_code=0)
+
+    handler.on_message = qos0
+    handler._handle_qos_1_publish_packet = qos1
+    handler._handle_qos_2_publish_packet = qos2
+    handler._handle_publish_packet = _plain_publish_first(handler, receiver, handler._handle_publish_packet)
+    receiver.acknowledge = acknowledge
+
+
+def _plain_publish_first(
+    handler: MqttPackageHandler, receiver: PublishReceiver, gmqtt_parse: Callable[[int, bytes], None]
+) -> Callable[[int, bytes], None]:
+    """A PUBLISH without properties (what devices mostly send) parsed in a few slices; anything
+    else (properties, a topic alias, an empty or non-UTF-8 topic, a malformed packet) goes
+    through gmqtt's own parser, which then calls the entry points above."""
+
+    def parse(cmd: int, packet: bytes) -> None:
+        qos = (cmd & 0x06) >> 1
+        try:
+            end = 2 + (packet[0] << 8 | packet[1])
+            mid = packet[end] << 8 | packet[end + 1] if qos else None
+            start = end + 2 if qos else end
+            if handler._connection_state.protocol_version >= MQTTv50:
+                if packet[start] != 0:
+                    gmqtt_parse(cmd, packet)
+                    return
+                start += 1
+            topic = packet[2:end].decode()
+        except (IndexError, UnicodeDecodeError):
+            gmqtt_parse(cmd, packet)
+            return
+        if not topic or qos > 2 or start > len(packet):
+            gmqtt_parse(cmd, packet)
+            return
+        receiver.receive(topic, packet[start:], qos, None, mid)
+
+    return parse
 
 
 def make_client(settings: MqttSettings) -> ProxyClient:
@@ -116,15 +218,15 @@ class SocketValve:
         self.idle = asyncio.Event()
         self.idle.set()
 
-    def entered(self) -> None:
-        self.pending += 1
+    def entered(self, count: int = 1) -> None:
+        self.pending += count
         self.idle.clear()
         metrics.PENDING.set(self.pending)
         if self.pending >= self._high:
             self.pause()
 
-    def left(self) -> None:
-        self.pending -= 1
+    def left(self, count: int = 1) -> None:
+        self.pending -= count
         if not self.pending:
             self.idle.set()
         metrics.PENDING.set(self.pending)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from fluxgate_core.errors import InvalidReading
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
-from fluxgate_core.payloads import parse_payload
+from fluxgate_core.payloads import NO_ATTRIBUTES, parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
@@ -49,8 +49,18 @@ class MessageConverter:
         """The rule ``topic`` falls under (rules are tried in configured order)."""
         return self._routes_by_topic(topic)
 
-    def convert(self, topic: str, payload: bytes, user_properties: Mapping[str, str], now_ms: int) -> list[KafkaRecord]:
-        """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter."""
+    def convert(
+        self,
+        topic: str,
+        payload: bytes,
+        user_properties: Mapping[str, str],
+        now_ms: int,
+        headers: Sequence[tuple[str, bytes]] | None = None,
+    ) -> list[KafkaRecord]:
+        """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter.
+
+        ``headers``: :func:`message_headers` of the message, when the caller has them already.
+        """
         self.limits.check_size(payload)  # first: an oversized payload is not even looked at
         route = self.route(topic)
         if route is None:
@@ -62,9 +72,10 @@ class MessageConverter:
             ingest_time_ms=now_ms,
             device_id=route.device_from_topic(topic),
             metric=route.metric_from_topic(topic),
-            attributes=dict(user_properties),
+            attributes=dict(user_properties) if user_properties else NO_ATTRIBUTES,
         )
-        headers = message_headers(topic, user_properties)
+        if headers is None:
+            headers = message_headers(topic, user_properties)
         encoder = self._encoders[route.settings.topic]
         records = []
         for measurement in measurements:
@@ -75,5 +86,16 @@ class MessageConverter:
 
 
 def message_headers(topic: str, user_properties: Mapping[str, str]) -> list[tuple[str, bytes]]:
-    """Kafka headers for a message: its MQTT topic, then its MQTT 5 user properties."""
+    """Kafka headers for a message: its MQTT topic, then its MQTT 5 user properties.
+
+    Without user properties the list depends on the topic alone, and devices publish on the
+    same topics again and again: it is built once per topic (nothing changes these lists).
+    """
+    if not user_properties:
+        return _topic_headers(topic)
     return [(TOPIC_HEADER, topic.encode()), *((key, value.encode()) for key, value in user_properties.items())]
+
+
+@functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)
+def _topic_headers(topic: str) -> list[tuple[str, bytes]]:
+    return [(TOPIC_HEADER, topic.encode())]

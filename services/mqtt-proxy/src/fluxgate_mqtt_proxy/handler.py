@@ -1,8 +1,14 @@
-"""gmqtt's ``on_message``: convert, produce, wait for Kafka, then let gmqtt acknowledge.
+"""Every PUBLISH in: convert, produce, wait for Kafka, then acknowledge, a batch at a time.
+
+gmqtt's packet handler parses everything one socket read brought and calls
+:meth:`MessageHandler.receive` for each PUBLISH (see :func:`route_publishes`). Those
+messages become one batch at the end of the event-loop turn: converted in arrival order,
+produced in one go (so a device's records keep their order), Kafka's confirmations awaited
+together, then acknowledged in arrival order once the batch before has been.
 
 Outcomes per message:
 
-* records confirmed by Kafka -> reason code 0 (success); PUBACK/PUBREC goes out;
+* records confirmed by Kafka -> PUBACK/PUBREC with reason code 0 (success);
 * payload or reading rejected (over ``limits``, unparsable, invalid, or refused by Kafka
   for good) -> the original bytes go to the dead-letter topic with the reason in
   headers, bounded when they are too large to go whole; once Kafka has the dead letter,
@@ -10,31 +16,48 @@ Outcomes per message:
 * Kafka away, or not even the bounded dead letter taken (the dead-letter topic is wrong)
   -> not acknowledged, and the proxy stops: the broker redelivers it to the next session.
 
-QoS 0 has no acknowledgement; its handler still waits for Kafka, which (with the socket
+QoS 0 has no acknowledgement; its batch still waits for Kafka, which (with the socket
 valve) bounds how many QoS 0 messages can be in memory.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import functools
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import structlog
 from gmqtt.mqtt.constants import PubRecReasonCode
 
 from fluxgate_core import metrics as core_metrics
 from fluxgate_core.deadletter import DeadLetterWriter
-from fluxgate_core.delivery import Letter, Outcome, classify, dead_letter, deliver
+from fluxgate_core.delivery import Delivery, Letter, Outcome, classify, deliver_batch
 from fluxgate_core.kafka import AsyncProducer
 from fluxgate_mqtt_proxy import metrics
-from fluxgate_mqtt_proxy.acks import AckSequencer, NotAcknowledged, Ticket
+from fluxgate_mqtt_proxy.acks import AckSequencer, Ticket
 from fluxgate_mqtt_proxy.client import SocketValve
 from fluxgate_mqtt_proxy.convert import MessageConverter, message_headers
 
 log = structlog.get_logger(__name__)
 SUCCESS = int(PubRecReasonCode.SUCCESS)
+
+
+class Inbound(NamedTuple):
+    """A PUBLISH as gmqtt parsed it, with the connection it came on (``mid`` None for QoS 0)."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    properties: Any
+    mid: int | None
+    connection: int
+
+
+def _not_wired(qos: int, mid: int) -> None:
+    raise RuntimeError("route_publishes() wires the acknowledgements first")
 
 
 class MessageHandler:
@@ -56,60 +79,92 @@ class MessageHandler:
         self._sequencer = sequencer
         self._on_fatal = on_fatal
         self._open = True
+        self._incoming: list[Inbound] = []
+        self._batches: set[asyncio.Task[None]] = set()
+        # Sends PUBACK (QoS 1) or PUBREC (QoS 2) for a packet id; set by route_publishes().
+        self.acknowledge: Callable[[int, int], None] = _not_wired
 
     def close(self) -> None:
         self._open = False
 
-    async def on_message(self, client: Any, topic: str | bytes, payload: bytes, qos: int, properties: Any) -> int:
-        """gmqtt calls this in a task per message; the returned reason code goes into PUBACK/PUBREC."""
-        ticket = self._sequencer.ticket() if qos else None  # first: tasks start in arrival order
+    def receive(self, topic: str | bytes, payload: bytes, qos: int, properties: Any, mid: int | None) -> None:
+        """Called by gmqtt's packet handler for each PUBLISH, while it parses a socket read."""
+        if not self._incoming:
+            asyncio.get_running_loop().call_soon(self._start_batch)
         name = topic if isinstance(topic, str) else topic.decode("utf-8", "replace")
-        self._valve.entered()
-        started = time.monotonic()
-        try:
-            await self._handle(name, payload or b"", qos, properties, ticket)
-        except NotAcknowledged as exc:
-            _child(metrics.UNACKNOWLEDGED, str(exc)).inc()
-            if qos:
-                raise
-            return SUCCESS  # a QoS 0 task's exception would only be logged as "never retrieved"
-        finally:
-            self._valve.left()
-        _child(metrics.ACKNOWLEDGED, str(qos)).inc()
-        metrics.ACK_LATENCY.observe(time.monotonic() - started)
-        return SUCCESS
+        self._incoming.append(Inbound(name, payload or b"", qos, properties, mid, self._sequencer.connection))
 
-    async def _handle(self, topic: str, payload: bytes, qos: int, properties: Any, ticket: Ticket | None) -> None:
-        if not self._open:
-            raise NotAcknowledged("shutting down")
-        route = self._converter.route(topic)
-        _child(metrics.MESSAGES, route.name if route else "", str(qos)).inc()
-        _child(core_metrics.RECORDS_IN, "mqtt").inc()
+    def _start_batch(self) -> None:
+        batch, self._incoming = self._incoming, []
+        if not self._open:  # left unacknowledged: the broker redelivers them to the next session
+            _child(metrics.UNACKNOWLEDGED, "shutting down").inc(len(batch))
+            return
+        self._valve.entered(len(batch))
+        task = asyncio.get_running_loop().create_task(self._handle(batch, self._sequencer.ticket(), time.monotonic()))
+        self._batches.add(task)
+        task.add_done_callback(self._batches.discard)
+
+    async def _handle(self, batch: list[Inbound], ticket: Ticket, received: float) -> None:
         try:
-            await self._deliver(topic, payload, user_properties(properties))
-        except Exception as exc:  # Kafka away or the dead-letter topic broken: stop, unacknowledged
-            log.error("message.not_delivered", topic=topic, error=str(exc), error_class=type(exc).__name__)
-            self._on_fatal(exc)
-            raise NotAcknowledged("not delivered") from exc
-        if ticket is not None:
+            try:
+                outcomes = await deliver_batch(self._producer, self._dead_letters, self._deliveries(batch))
+            except Exception as exc:  # a bug, or the producer gone: nothing of the batch is acknowledged
+                outcomes = [exc] * len(batch)
             await self._sequencer.turn(ticket)
+            self._acknowledge(batch, outcomes)
+            metrics.ACK_LATENCY.observe(time.monotonic() - received)
+        finally:
+            self._sequencer.done(ticket)
+            self._valve.left(len(batch))
 
-    async def _deliver(self, topic: str, payload: bytes, properties: dict[str, str]) -> None:
-        route = self._converter.route(topic)
+    def _deliveries(self, batch: Sequence[Inbound]) -> list[Delivery]:
+        now_ms = int(time.time() * 1000)
+        received: collections.Counter[tuple[str, str]] = collections.Counter()
+        deliveries = []
+        for message in batch:
+            route = self._converter.route(message.topic)
+            received[route.name if route else "", str(message.qos)] += 1
+            deliveries.append(self._delivery(message, route, now_ms))
+        for labels, count in received.items():
+            _child(metrics.MESSAGES, *labels).inc(count)
+        _child(core_metrics.RECORDS_IN, "mqtt").inc(len(batch))
+        return deliveries
+
+    def _delivery(self, message: Inbound, route: Any, now_ms: int) -> Delivery:
+        topic, properties = message.topic, user_properties(message.properties)
+        headers = message_headers(topic, properties)
         letter = Letter(
-            payload,
+            message.payload,
             source=topic,
             key=route.device_from_topic(topic) if route else None,  # keeps a device's dead letters together
-            headers=message_headers(topic, properties),
+            headers=headers,
         )
         try:
-            records = self._converter.convert(topic, payload, properties, int(time.time() * 1000))
+            return Delivery(letter, self._converter.convert(topic, message.payload, properties, now_ms, headers))
         except Exception as exc:
             if classify(exc) is not Outcome.REJECTED:  # a payload that trips a bug: keep it, do not crash-loop
                 log.exception("message.convert_failed", topic=topic)
-            await dead_letter(self._dead_letters, letter, exc)
-            return
-        await deliver(self._producer, records, self._dead_letters, letter)
+            return Delivery(letter, rejected=exc)
+
+    def _acknowledge(self, batch: Sequence[Inbound], outcomes: Sequence[BaseException | None]) -> None:
+        """Acknowledge, in arrival order, what is done; what is not stays for the broker to redeliver."""
+        acknowledged: collections.Counter[int] = collections.Counter()
+        for message, failure in zip(batch, outcomes, strict=True):
+            if failure is not None:  # Kafka away or the dead-letter topic broken: stop, unacknowledged
+                self._not_delivered(message, failure)
+            elif message.qos and not self._sequencer.current(message.connection):
+                _child(metrics.UNACKNOWLEDGED, "connection lost").inc()
+            else:
+                if message.mid is not None:
+                    self.acknowledge(message.qos, message.mid)
+                acknowledged[message.qos] += 1
+        for qos, count in acknowledged.items():
+            _child(metrics.ACKNOWLEDGED, str(qos)).inc(count)
+
+    def _not_delivered(self, message: Inbound, failure: BaseException) -> None:
+        log.error("message.not_delivered", topic=message.topic, error=str(failure), error_class=type(failure).__name__)
+        _child(metrics.UNACKNOWLEDGED, "not delivered").inc()
+        self._on_fatal(failure)
 
 
 @functools.cache

@@ -7,24 +7,25 @@ writes are recorded, so these tests check when and in which order gmqtt really a
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from gmqtt.mqtt.constants import MQTTCommands
+from gmqtt.mqtt.constants import MQTTCommands, MQTTv311
 from gmqtt.mqtt.handler import MqttPackageHandler
+from gmqtt.mqtt.package import Package
 from gmqtt.mqtt.utils import ConnectionState
 
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import DeliveryError
+from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
-from fluxgate_mqtt_proxy.client import SocketValve
+from fluxgate_mqtt_proxy.client import SocketValve, route_publishes
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.handler import MessageHandler
 from fluxgate_mqtt_proxy.settings import default_routes
@@ -49,6 +50,11 @@ class FakeProducer:
             self.pending.append(future)
         return future
 
+    async def send_many(self, records: Sequence[KafkaRecord]) -> asyncio.Future[list[BaseException | None]]:
+        """The batch face of the same per-record futures: one answer per record, once all are in."""
+        futures = [await self.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
+        return asyncio.ensure_future(_answers(futures))
+
     async def deliver(self, topic: str, value: bytes, *, key: Any = None, headers: Any = None) -> None:
         await (await self.send(topic, value, key=key, headers=headers))
 
@@ -57,6 +63,11 @@ class FakeProducer:
 
     def reject(self, index: int, *, retriable: bool) -> None:
         self.pending[index].set_exception(DeliveryError("Kafka rejected record: too large", retriable=retriable))
+
+
+async def _answers(futures: Sequence[asyncio.Future[None]]) -> list[BaseException | None]:
+    answers = await asyncio.gather(*futures, return_exceptions=True)
+    return [answer if isinstance(answer, BaseException) else None for answer in answers]
 
 
 class Harness:
@@ -86,8 +97,8 @@ class Harness:
             store_message_callback=lambda mid, raw: None, send_command_with_mid_callback=self._ack,
             optimistic_acknowledgement=False,
         )  # fmt: skip
-        # What gmqtt's Client.on_message setter does: partial(callback, client).
-        self.gmqtt.on_message = functools.partial(self.handler.on_message, None)
+        # What the service does with its client's packet handler.
+        route_publishes(self.gmqtt, self.handler)
 
     def _ack(self, cmd: int, mid: int, dup: bool, reason_code: int = 0) -> None:
         self.acks.append((cmd, mid, reason_code))
@@ -238,3 +249,24 @@ async def test_unacknowledged_messages_are_not_reported_as_loop_errors() -> None
     await settle()
     assert [type(context.get("exception")) for context in seen] == [ZeroDivisionError]
     loop.set_exception_handler(None)
+
+
+async def test_mqtt_311_publish_without_a_properties_block_is_read_and_acknowledged(harness: Harness) -> None:
+    harness.gmqtt._connection_state.protocol_version = MQTTv311
+    name = b"sensors/d3/temperature"
+    body = struct.pack("!H", len(name)) + name + struct.pack("!H", 21) + GOOD  # no properties in 3.1.1
+    harness.gmqtt._handle_packet(MQTTCommands.PUBLISH | (1 << 1), body)
+    await settle()
+    ((topic, _, key, headers),) = harness.producer.sent
+    assert (topic, key, dict(headers)["mqtt.topic"]) == ("sensors.readings", b"d1", name)
+    harness.producer.confirm(0)
+    await settle()
+    assert harness.acks == [(PUBACK, 21, 0)]
+
+
+async def test_a_malformed_publish_goes_to_gmqtts_parser_and_is_not_acknowledged(harness: Harness) -> None:
+    # The topic length says 64 bytes, the packet has 5: gmqtt's parser fails, and its caller logs it.
+    harness.gmqtt(Package(MQTTCommands.PUBLISH | (1 << 1), b"\x00\x40short"))
+    await settle()
+    assert harness.producer.sent == []
+    assert harness.acks == []

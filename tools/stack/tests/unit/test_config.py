@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,13 @@ from fluxgate_stack.servers.mosquitto import mosquitto_conf
 from fluxgate_stack.servers.registry import RegistryServer
 from fluxgate_stack.settings import StackSettings, find_repo_root, parse_topics
 from fluxgate_stack.stack import Endpoints
+
+
+@pytest.fixture(autouse=True)
+def _stack_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the defaults: a developer's own ports (a worktree's FLUXGATE_STACK_*) stay out."""
+    for name in [name for name in os.environ if name.startswith("FLUXGATE_STACK_")]:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture
