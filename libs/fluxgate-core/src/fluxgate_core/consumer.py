@@ -8,6 +8,7 @@ run inside :meth:`RecordConsumer.poll_batch`, on the caller's thread, with
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -48,6 +49,7 @@ class RecordConsumer:
         self._returned: dict[Partition, deque[int]] = {}  # returned, not yet committed, in order
         self._assigning: dict[Partition, TopicPartition] | None = None  # set inside on_assign
         self._deferred: ConsumeError | None = None
+        self._missing_since: dict[str, float] = {}  # topic -> when it was last said to be missing
         self._closed = False
         try:
             self._consumer = Consumer({"error_cb": _client_error, **config})
@@ -76,6 +78,9 @@ class RecordConsumer:
         records: list[ConsumedRecord] = []
         for index, msg in enumerate(messages):
             if _partition_eof(msg):
+                continue
+            if _topic_not_there(msg):
+                self._missing_topic(msg)
                 continue
             try:
                 records.append(self._record(msg))
@@ -218,6 +223,14 @@ class RecordConsumer:
                 raise
             return None, exc
 
+    def _missing_topic(self, msg: Message, every: float = 30.0) -> None:
+        """Say, at most every ``every`` seconds per topic, that a subscribed topic is not there;
+        not an error to raise: the consumer gets its records once the topic exists."""
+        topic, now = msg.topic() or "?", time.monotonic()
+        if now - self._missing_since.get(topic, -every) >= every:
+            self._missing_since[topic] = now
+            log.warning("kafka.consumer.topic_missing", topic=topic, reason=msg.error().str())
+
     def _rewind(self, messages: Sequence[Message]) -> None:
         """Seek every partition of ``messages`` (the rest of a batch) back to its first one there."""
         firsts: dict[Partition, int] = {}
@@ -294,6 +307,13 @@ def _incremental(config: Mapping[str, Any]) -> bool:
     """Cooperative assignors and KIP-848's protocol hand out partitions incrementally."""
     strategy = str(config.get("partition.assignment.strategy", ""))
     return "cooperative" in strategy or str(config.get("group.protocol", "")) == "consumer"
+
+
+def _topic_not_there(msg: Message) -> bool:
+    """A subscribed topic the broker does not know (yet): librdkafka keeps asking for it, and
+    right after a broker restart a topic created a moment ago can be unknown for a while."""
+    error = msg.error()
+    return error is not None and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
 
 
 def _partition_eof(msg: Message) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -38,6 +39,7 @@ __all__ = [
 
 Headers = Sequence[tuple[str, bytes | str | None]]
 PUMP_INTERVAL_S = 0.001
+PROBE_INTERVAL_S = 2.0  # while every broker is down, how often healthy() asks Kafka again
 log = structlog.get_logger(__name__)
 
 
@@ -71,6 +73,7 @@ class AsyncProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.last_error: KafkaError | None = None
         self._brokers_down = False
+        self._next_probe = 0.0  # while brokers are down: no metadata probe before this (monotonic)
         # Delivery reports arrive in librdkafka's callback thread; they are handed to the
         # event loop in batches, one wake-up per batch instead of one per record.
         self._reports: list[tuple[Any, ...]] = []  # the arguments of each _report call
@@ -175,13 +178,19 @@ class AsyncProducer:
 
         librdkafka says once that it lost every broker (then only per-connection transport
         errors) and never says it got one back. So "down" is a state: set by that report,
-        cleared by a confirmed delivery or, for an idle producer, by a metadata request here.
+        cleared by a confirmed delivery or, for an idle producer, by a metadata request here,
+        at most one every ``PROBE_INTERVAL_S``.
         """
         if not self._brokers_down:
             return True
+        if time.monotonic() < self._next_probe:
+            return False
         try:
             self._producer.list_topics(timeout=probe_timeout)
         except KafkaException:
+            # A failed probe holds for a while: each costs its whole timeout, and readiness
+            # checks come often (a test's, or several probes of an orchestrator).
+            self._next_probe = time.monotonic() + PROBE_INTERVAL_S
             return False
         self._brokers_down = False
         return True

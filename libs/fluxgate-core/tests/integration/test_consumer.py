@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 
 from fluxgate_core.consumer import ConsumedRecord, Partition, RecordConsumer
 from fluxgate_core.errors import CommitError, ConfigError, RegistryError, SerializationError
+from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_core.testing import unique_topic
 
@@ -230,6 +231,23 @@ def test_a_partition_paused_before_a_rebalance_is_fetched_once_assigned_again(
     finally:
         second.close()
         first.close()
+
+
+def test_a_subscribed_topic_that_appears_later_is_waited_for_not_raised(stack: Any) -> None:
+    """Right after a broker restart a topic created a moment ago can be unknown for a while (a
+    test met it); a topic created after the subscription is the same case, and deterministic."""
+    name = f"test.consumer.later.{uuid.uuid4().hex[:8]}"
+    consumer = RecordConsumer(config(stack), [name])
+    try:
+        assert consumer.poll_batch(timeout=2.0) == []  # librdkafka reports the topic unknown
+        ensure_topics({"bootstrap.servers": stack.bootstrap}, {name: 1}, replication=1)
+        producer = Producer({"bootstrap.servers": stack.bootstrap})
+        producer.produce(name, b"n=1")
+        assert producer.flush(10) == 0
+        got, _ = read_all(consumer, 1)
+        assert [item.value for item in got] == [b"n=1"]
+    finally:
+        consumer.close()
 
 
 def test_a_bad_consumer_property_is_a_config_error(stack: Any) -> None:
