@@ -229,7 +229,8 @@ class RecordConsumer:
         topic, now = msg.topic() or "?", time.monotonic()
         if now - self._missing_since.get(topic, -every) >= every:
             self._missing_since[topic] = now
-            log.warning("kafka.consumer.topic_missing", topic=topic, reason=msg.error().str())
+            error = msg.error()
+            log.warning("kafka.consumer.topic_missing", topic=topic, reason=error.str() if error else "unknown topic")
 
     def _rewind(self, messages: Sequence[Message]) -> None:
         """Seek every partition of ``messages`` (the rest of a batch) back to its first one there."""
