@@ -35,7 +35,8 @@ from typing import Any
 from _common import CpuSampler, micros_per, print_table, stack_up, write_results
 from _readings import Readings, as_readings, count_records, produce_input
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.contracts import Contracts, load_contracts
@@ -128,7 +129,7 @@ def run_rate(spark: SparkSession, settings: AggregatorSettings, contracts: Contr
     )
     started = time.perf_counter()
     query = (
-        aggregate(as_readings(rate, readings), settings, contracts)
+        aggregate(rate_readings(rate, readings), settings, contracts)
         .writeStream.queryName("bench-rate")
         .format("noop")
         .outputMode("append")
@@ -143,6 +144,13 @@ def run_rate(spark: SparkSession, settings: AggregatorSettings, contracts: Contr
     query.stop()
     wall = time.perf_counter() - started
     return Leg("rate", "rate-micro-batch -> aggregate() -> noop", _upto(query.recentProgress, readings.count), wall)
+
+
+def rate_readings(rate: DataFrame, readings: Readings) -> DataFrame:
+    """``as_readings`` plus the ``sequence`` the job's identity of a reading includes (null, as
+    the Kafka legs' readings have it)."""
+    reading = as_readings(rate, readings)
+    return reading.select(F.struct("reading.*", F.lit(None).cast("long").alias("sequence")).alias("reading"))
 
 
 def _upto(progress: list[Any], count: int) -> list[Any]:

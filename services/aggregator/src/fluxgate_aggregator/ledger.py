@@ -1,0 +1,142 @@
+"""The job's own event-time state, kept next to Spark's checkpoint: the watermark each
+micro-batch used, and the readings it accepted that a later batch may still need.
+
+Spark's stateful operators keep their state where ``foreachBatch`` cannot reach it, so the
+single query keeps its own, versioned by batch id like Spark's offset log:
+
+* ``rows/<batch id>/``: the readings batch ``<batch id>`` accepted (Parquet): the ones it
+  counted and the late ones it wrote, so that a copy arriving later is recognised;
+* ``meta/<batch id>.json``: the watermark after that batch and which ``rows/`` it still needs.
+
+Batch N reads only what batches before N wrote, so a batch replayed after a crash sees
+exactly the state it saw the first time and decides the same way.
+Through Hadoop's FileSystem, so HDFS and object-store checkpoints work too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+log = structlog.get_logger(__name__)
+
+ROW_SCHEMA = "device_id string, event_time timestamp, value double, sequence long, unit string, counted boolean"
+ROW_COLUMNS = ("device_id", "event_time", "value", "sequence", "unit", "counted")
+KEPT_METAS = 10
+
+
+@dataclass
+class Ledger:
+    """What batch ``batch_id`` starts from: its watermark and the live ``rows/`` entries
+    (batch id -> [the latest event time in them (epoch ms), how many])."""
+
+    spark: SparkSession
+    location: str
+    batch_id: int = -1
+    committed: int = -1
+    watermark_ms: int = 0
+    entries: dict[int, list[int]] = field(default_factory=dict)
+
+    def prepare(self, batch_id: int) -> None:
+        """Make the ledger what batch ``batch_id`` starts from. In memory when the batch before
+        it was committed in this run; else (a new run, a batch run again after it failed) read
+        back from what the last batch before it committed."""
+        if self.committed < 0 or batch_id != self.committed + 1:
+            self._recover(batch_id)
+        # A failed attempt at this batch may have recorded rows: they are not history.
+        self.entries = {entry: latest for entry, latest in self.entries.items() if entry < batch_id}
+        self.batch_id = batch_id
+
+    def rows(self, horizon_ms: int) -> DataFrame:
+        """Readings accepted before this batch whose event time is after ``watermark - horizon``."""
+        paths = [self._rows_path(entry) for entry in sorted(self.entries)]
+        if not paths:
+            return self.spark.createDataFrame([], ROW_SCHEMA)
+        cutoff = F.timestamp_millis(F.lit(self.watermark_ms - horizon_ms))
+        return self.spark.read.schema(ROW_SCHEMA).parquet(*paths).where(F.col("event_time") > cutoff)
+
+    @property
+    def row_count(self) -> int:
+        return sum(rows for _, rows in self.entries.values())
+
+    def record(self, accepted: DataFrame, latest_event_ms: int | None, rows: int) -> None:
+        """Keep this batch's ``rows`` accepted readings (``latest_event_ms`` None: there were none)."""
+        if latest_event_ms is None or not rows:
+            return
+        accepted.select(*ROW_COLUMNS).write.mode("overwrite").parquet(self._rows_path(self.batch_id))
+        self.entries[self.batch_id] = [latest_event_ms, rows]
+
+    def commit(self, next_watermark_ms: int, horizon_ms: int) -> None:
+        """Close this batch: the next one starts from ``next_watermark_ms``. Entries older than
+        what *this* batch still needed are deleted, so a replay of it finds all it read."""
+        stale = [entry for entry, (latest, _) in self.entries.items() if latest <= self.watermark_ms - horizon_ms]
+        for entry in stale:
+            del self.entries[entry]
+        meta = {"watermark_ms": next_watermark_ms, "entries": {str(k): v for k, v in self.entries.items()}}
+        self._write(f"{self.location}/meta/{self.batch_id}.json", json.dumps(meta))
+        self.watermark_ms = next_watermark_ms
+        self.committed = self.batch_id
+        for entry in stale:
+            self._delete(self._rows_path(entry))
+        self._delete(f"{self.location}/meta/{self.batch_id - KEPT_METAS}.json")
+
+    def _recover(self, batch_id: int) -> None:
+        metas = sorted(n for n in self._batch_ids("meta") if n < batch_id)
+        meta = json.loads(self._read(f"{self.location}/meta/{metas[-1]}.json")) if metas else {}
+        self.committed = metas[-1] if metas else -1
+        self.watermark_ms = int(meta.get("watermark_ms", 0))
+        self.entries = {int(k): [int(n) for n in v] for k, v in meta.get("entries", {}).items()}
+        # What a run stopped in the middle of this batch (or later) wrote is not history.
+        for entry in self._batch_ids("rows"):
+            if entry >= batch_id:
+                self._delete(self._rows_path(entry))
+        log.info("ledger.recovered", batch=batch_id, watermark_ms=self.watermark_ms, entries=sorted(self.entries))
+
+    def _rows_path(self, batch_id: int) -> str:
+        return f"{self.location}/rows/{batch_id}"
+
+    # --- Hadoop FileSystem through the gateway ---------------------------------------------
+
+    def _path(self, path: str) -> tuple[Any, Any]:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None, "a classic (non-Connect) SparkSession"
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        return hadoop_path.getFileSystem(conf), hadoop_path
+
+    def _batch_ids(self, folder: str) -> list[int]:
+        fs, path = self._path(f"{self.location}/{folder}")
+        if not fs.exists(path):
+            return []
+        names = [status.getPath().getName().removesuffix(".json") for status in fs.listStatus(path)]
+        return [int(name) for name in names if name.isdigit()]
+
+    def _write(self, path: str, text: str) -> None:
+        fs, target = self._path(path)
+        stream = fs.create(target, True)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+
+    def _read(self, path: str) -> str:
+        fs, source = self._path(path)
+        stream = fs.open(source)
+        try:
+            length = fs.getFileStatus(source).getLen()
+            jvm = self.spark.sparkContext._jvm
+            assert jvm is not None
+            data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream, length)
+        finally:
+            stream.close()
+        return bytes(data).decode()
+
+    def _delete(self, path: str) -> None:
+        fs, target = self._path(path)
+        if fs.exists(target):
+            fs.delete(target, True)
