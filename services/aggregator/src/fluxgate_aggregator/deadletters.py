@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from fluxgate_aggregator.settings import SERVICE
@@ -22,17 +22,16 @@ def rejection_reason(known_ids: list[int]) -> Column:
     )
 
 
-def dead_letter_rows(batch: DataFrame, known_ids: list[int]) -> DataFrame:
-    """Rejected records with their original key and bytes, and why, in ``fluxgate.dlq.*`` headers."""
+def dead_letter_headers(known_ids: list[int]) -> Column:
+    """Why a record was rejected and where it came from, as ``fluxgate.dlq.*`` Kafka headers."""
     source = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
-    headers = F.array(
+    return F.array(
         _header(deadletter.REASON, rejection_reason(known_ids)),
         _header(deadletter.ERROR_CLASS, F.lit("SerializationError")),
         _header(deadletter.SOURCE, source),
         _header(deadletter.SERVICE, F.lit(SERVICE)),
         _header(deadletter.TIMESTAMP, F.unix_millis(F.current_timestamp()).cast("string")),
     )
-    return batch.where(F.col("reading").isNull()).select("key", "value", headers.alias("headers"))
 
 
 def _header(name: str, value: Column) -> Column:

@@ -9,7 +9,9 @@ single query keeps its own, versioned by batch id like Spark's offset log:
 * ``meta/<batch id>.json``: the watermark after that batch and which ``rows/`` it still needs.
 
 Batch N reads only what batches before N wrote, so a batch replayed after a crash sees
-exactly the state it saw the first time and decides the same way.
+exactly the state it saw the first time and decides the same way. The files are for
+restarts: while the job runs, each entry is also cached in Spark's memory, where batches
+read it.
 Through Hadoop's FileSystem, so HDFS and object-store checkpoints work too.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
 import structlog
@@ -41,6 +44,8 @@ class Ledger:
     committed: int = -1
     watermark_ms: int = 0
     entries: dict[int, list[int]] = field(default_factory=dict)
+    # batch id -> (the cached DataFrame, its ROW_COLUMNS)
+    cached: dict[int, tuple[DataFrame, DataFrame]] = field(default_factory=dict)
 
     def prepare(self, batch_id: int) -> None:
         """Make the ledger what batch ``batch_id`` starts from. In memory when the batch before
@@ -50,26 +55,43 @@ class Ledger:
             self._recover(batch_id)
         # A failed attempt at this batch may have recorded rows: they are not history.
         self.entries = {entry: latest for entry, latest in self.entries.items() if entry < batch_id}
+        self._forget([entry for entry in self.cached if entry not in self.entries])
         self.batch_id = batch_id
 
-    def rows(self, horizon_ms: int) -> DataFrame:
-        """Readings accepted before this batch whose event time is after ``watermark - horizon``."""
-        paths = [self._rows_path(entry) for entry in sorted(self.entries)]
-        if not paths:
+    def rows(self, after_ms: int, *, this_batch: bool = False) -> DataFrame:
+        """Readings recorded before this batch (and by it, with ``this_batch``) whose event
+        time is after ``after_ms``."""
+        wanted = [
+            entry
+            for entry, (latest, _) in sorted(self.entries.items())
+            if latest > after_ms and (entry < self.batch_id or this_batch)
+        ]
+        if not wanted:
             return self.spark.createDataFrame([], ROW_SCHEMA)
-        cutoff = F.timestamp_millis(F.lit(self.watermark_ms - horizon_ms))
-        return self.spark.read.schema(ROW_SCHEMA).parquet(*paths).where(F.col("event_time") > cutoff)
+        every = reduce(DataFrame.unionByName, [self._entry(entry) for entry in wanted])
+        return every.where(F.col("event_time") > F.timestamp_millis(F.lit(after_ms)))
+
+    def _entry(self, batch_id: int) -> DataFrame:
+        if batch_id not in self.cached:
+            back = self.spark.read.schema(ROW_SCHEMA).parquet(self._rows_path(batch_id)).persist()
+            self.cached[batch_id] = (back, back)
+        return self.cached[batch_id][1]
 
     @property
     def row_count(self) -> int:
         return sum(rows for _, rows in self.entries.values())
 
-    def record(self, accepted: DataFrame, latest_event_ms: int | None, rows: int) -> None:
-        """Keep this batch's ``rows`` accepted readings (``latest_event_ms`` None: there were none)."""
+    def record(self, cached: DataFrame, latest_event_ms: int | None, rows: int) -> bool:
+        """Keep this batch's ``rows`` readings, the rows of ``cached`` (a persisted DataFrame
+        with ROW_COLUMNS) with an event time; ``latest_event_ms`` None: there were none.
+        True when the ledger took ``cached`` over (it unpersists it when the entry expires)."""
         if latest_event_ms is None or not rows:
-            return
-        accepted.select(*ROW_COLUMNS).write.mode("overwrite").parquet(self._rows_path(self.batch_id))
+            return False
+        kept = cached.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS)
+        kept.write.mode("overwrite").parquet(self._rows_path(self.batch_id))
+        self.cached[self.batch_id] = (cached, kept)
         self.entries[self.batch_id] = [latest_event_ms, rows]
+        return True
 
     def commit(self, next_watermark_ms: int, horizon_ms: int) -> None:
         """Close this batch: the next one starts from ``next_watermark_ms``. Entries older than
@@ -77,6 +99,7 @@ class Ledger:
         stale = [entry for entry, (latest, _) in self.entries.items() if latest <= self.watermark_ms - horizon_ms]
         for entry in stale:
             del self.entries[entry]
+        self._forget(stale)
         meta = {"watermark_ms": next_watermark_ms, "entries": {str(k): v for k, v in self.entries.items()}}
         self._write(f"{self.location}/meta/{self.batch_id}.json", json.dumps(meta))
         self.watermark_ms = next_watermark_ms
@@ -85,7 +108,14 @@ class Ledger:
             self._delete(self._rows_path(entry))
         self._delete(f"{self.location}/meta/{self.batch_id - KEPT_METAS}.json")
 
+    def _forget(self, entries: list[int]) -> None:
+        for entry in entries:
+            cached = self.cached.pop(entry, None)
+            if cached is not None:
+                cached[0].unpersist()
+
     def _recover(self, batch_id: int) -> None:
+        self._forget(list(self.cached))
         metas = sorted(n for n in self._batch_ids("meta") if n < batch_id)
         meta = json.loads(self._read(f"{self.location}/meta/{metas[-1]}.json")) if metas else {}
         self.committed = metas[-1] if metas else -1

@@ -2,13 +2,15 @@
 against the one watermark this batch uses.
 
 * not decodable -> the dead-letter topic (original key and bytes, reason in headers);
-* a copy of a reading already accepted (this batch or one the :class:`Ledger` remembers) -> dropped;
-* at or behind the watermark -> the late topic (its original bytes);
+* at or behind the watermark -> the late topic (original bytes), unless it is a copy of a
+  reading already counted or written late (the :class:`Ledger` remembers them);
 * otherwise counted: it joins the ledger, and every window the new watermark closes is
-  aggregated from the ledger's counted readings and written, once.
+  aggregated from the ledger's counted readings, copies once, and written once.
 
 A reading therefore ends either counted or late, never both, and the decision is the same
-when the batch is run again after a crash (same offsets, same ledger).
+when the batch is run again after a crash (same offsets, same ledger). Copies of a counted
+reading are dropped when its window closes, not on arrival: that costs a shuffle of the
+closing windows' readings instead of a join of every batch with the whole ledger.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fluxgate_aggregator.contracts import Contracts
-from fluxgate_aggregator.deadletters import dead_letter_rows
-from fluxgate_aggregator.ledger import ROW_COLUMNS, Ledger
+from fluxgate_aggregator.deadletters import dead_letter_headers
+from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.windows import encoded, window_stats
 
@@ -32,52 +34,72 @@ if TYPE_CHECKING:
 
 # A reading's identity without the metric: the ledger holds one metric only.
 IDENTITY = ("device_id", "event_time", "value", "sequence")
+FIELDS = ("device_id", "event_time", "value", "sequence", "unit")
 HEADERS = "array<struct<key:string,value:binary>>"
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a batch accepted, as the driver sees it after the batch's first job."""
+    """How a batch's records fall, as the driver sees it after the batch's first job."""
 
-    accepted: int
-    late: int
+    dead: int
+    counted: int
+    behind: int  # at or behind the watermark, copies included
     latest_event_ms: int | None
 
 
-def readings(batch: DataFrame, metric: str) -> DataFrame:
-    """The batch's decoded readings of ``metric``, with their record's key and bytes."""
-    fields = [F.col(f"reading.{name}").alias(name) for name in ("device_id", "event_time", "value", "sequence", "unit")]
-    return batch.where(F.col("reading").isNotNull() & (F.col("reading.metric") == metric)).select(
-        F.col("key").alias("record_key"), F.col("value").alias("record_value"), *fields
+def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], watermark_ms: int) -> DataFrame:
+    """What routing needs of each record, flat: the reading's fields and ``counted`` (after
+    the watermark) for the readings of the metric; the key and bytes of those that may be
+    written as they came (the undecodable, with dead-letter headers, and the late). Cached
+    (the batch's only copy) and kept as the batch's ledger entry, so it is kept slim."""
+    dead = F.col("reading").isNull()
+    counted = F.col("reading.event_time") > _at(watermark_ms)
+    as_is = dead | ~counted
+    fields = [F.col(f"reading.{name}").alias(name) for name in FIELDS]
+    return batch.where(dead | (F.col("reading.metric") == settings.metric)).select(
+        F.when(as_is, F.col("key")).alias("record_key"),
+        F.when(as_is, F.col("value")).alias("record_value"),
+        F.when(dead, dead_letter_headers(known_ids)).alias("headers"),
+        dead.alias("dead"),
+        *fields,
+        counted.alias("counted"),
     )
 
 
-def accepted(batch: DataFrame, seen: DataFrame, metric: str, watermark_ms: int) -> DataFrame:
-    """First sightings: readings of this batch not seen before (nor twice in it), each marked
-    ``counted`` (after the watermark) or not (late)."""
-    fresh = readings(batch, metric).dropDuplicates(list(IDENTITY))
-    same = reduce(Column.__and__, [fresh[name].eqNullSafe(seen[name]) for name in IDENTITY])
-    return fresh.join(seen, same, "left_anti").withColumn("counted", F.col("event_time") > _at(watermark_ms))
-
-
-def outcome(fresh: DataFrame) -> Outcome:
-    row = fresh.agg(
-        F.count(F.lit(1)).alias("accepted"),
-        F.count(F.when(~F.col("counted"), 1)).alias("late"),
+def outcome(records: DataFrame) -> Outcome:
+    reading = ~F.col("dead")
+    row = records.agg(
+        F.count(F.when(F.col("dead"), 1)).alias("dead"),
+        F.count(F.when(reading & F.col("counted"), 1)).alias("counted"),
+        F.count(F.when(reading & ~F.col("counted"), 1)).alias("behind"),
         F.max(F.unix_millis(F.col("event_time"))).alias("latest"),
     ).first()
     assert row is not None
-    return Outcome(row["accepted"], row["late"], row["latest"])
+    return Outcome(row["dead"], row["counted"], row["behind"], row["latest"])
+
+
+def first_late(records: DataFrame, seen: DataFrame) -> DataFrame:
+    """The late readings of this batch that are neither copies of one another nor of a
+    reading the ledger holds. Late readings are few: the ledger is scanned for those only."""
+    behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY))
+    known = seen.join(F.broadcast(behind.select(*IDENTITY)), _same(seen, behind), "left_semi")
+    return behind.join(known, _same(behind, known), "left_anti")
+
+
+def _same(left: DataFrame, right: DataFrame) -> Column:
+    # Null-safe: a reading without a sequence number equals its copy.
+    return reduce(Column.__and__, [left[name].eqNullSafe(right[name]) for name in IDENTITY])
 
 
 def closed_windows(rows: DataFrame, settings: AggregatorSettings, after_ms: int, upto_ms: int) -> DataFrame:
     """The statistics of every window whose end the watermark passed in moving from
-    ``after_ms`` to ``upto_ms``, from the counted ``rows`` (only those that can be in one)."""
+    ``after_ms`` to ``upto_ms``, from the counted ``rows`` that can be in one, copies once."""
     members = rows.where(
         F.col("counted")
         & (F.col("event_time") > _at(after_ms - settings.window.size_ms))
         & (F.col("event_time") < _at(upto_ms))
-    )
+    ).dropDuplicates(list(IDENTITY))
     closed = (F.col("w.end") > _at(after_ms)) & (F.col("w.end") <= _at(upto_ms))
     return window_stats(members, settings).where(closed)
 
@@ -98,10 +120,12 @@ def horizon_ms(settings: AggregatorSettings) -> int:
     return max(settings.window.size_ms, duration_ms(settings.window.watermark))
 
 
-def tagged(rows: DataFrame, topic: str) -> DataFrame:
-    """``key``/``value``(/``headers``) rows bound for ``topic``, in the Kafka sink's shape."""
+def tagged(rows: DataFrame, topic: str, key: str = "key", value: str = "value") -> DataFrame:
+    """Rows bound for ``topic``, in the Kafka sink's shape (key, value, headers, topic)."""
     headers = F.col("headers") if "headers" in rows.columns else F.array().cast(HEADERS)
-    return rows.select("key", "value", headers.alias("headers"), F.lit(topic).alias("topic"))
+    return rows.select(
+        F.col(key).alias("key"), F.col(value).alias("value"), headers.alias("headers"), F.lit(topic).alias("topic")
+    )
 
 
 def router(
@@ -119,33 +143,37 @@ def router(
     def route(batch: DataFrame, batch_id: int) -> None:
         ledger.prepare(batch_id)
         watermark = ledger.watermark_ms
-        batch.persist()
-        seen = ledger.rows(horizon)
-        fresh = accepted(batch, seen, settings.metric, watermark).persist()
+        records = routed(batch, settings, known_ids, watermark).persist()
+        late: DataFrame | None = None
+        kept = False
         try:
-            got = outcome(fresh)
+            got = outcome(records)
             upto = next_watermark(watermark, got.latest_event_ms, delay_ms)
-            rejected = dead_letter_rows(batch, known_ids)
-            dead = rejected.count()
-            ledger.record(fresh, got.latest_event_ms, got.accepted)
-            outputs = []
-            if dead:
-                outputs.append(tagged(rejected, settings.deadletter_topic))
-            if got.late and settings.late_topic:
-                late = fresh.where(~F.col("counted")).select(
-                    F.col("record_key").alias("key"), F.col("record_value").alias("value")
+            # Every reading of the batch is recorded, late ones and copies too: a later copy
+            # of any of them is then known (a late one's copy is not written twice).
+            kept = ledger.record(records, got.latest_event_ms, got.counted + got.behind)
+            outputs, late_count = [], 0
+            if got.dead:
+                outputs.append(
+                    tagged(records.where(F.col("dead")), settings.deadletter_topic, "record_key", "record_value")
                 )
-                outputs.append(tagged(late, settings.late_topic))
+            if got.behind:
+                late = first_late(records, ledger.rows(watermark - horizon)).persist()
+                late_count = late.count()
+                if settings.late_topic:
+                    outputs.append(tagged(late, settings.late_topic, "record_key", "record_value"))
             if upto > watermark:
-                rows = seen.unionByName(fresh.select(*ROW_COLUMNS))
+                rows = ledger.rows(watermark - settings.window.size_ms, this_batch=True)
                 windows = encoded(closed_windows(rows, settings, watermark, upto), settings, contracts)
                 outputs.append(tagged(windows, settings.output_topic))
             if outputs:
                 write(reduce(DataFrame.unionByName, outputs))
             ledger.commit(upto, horizon)
         finally:
-            fresh.unpersist()
-            batch.unpersist()
-        state.settled(watermark_ms=upto, late=got.late, dead=dead, ledger_rows=ledger.row_count)
+            if late is not None:
+                late.unpersist()
+            if not kept:
+                records.unpersist()
+        state.settled(watermark_ms=upto, late=late_count, dead=got.dead, ledger_rows=ledger.row_count)
 
     return route
