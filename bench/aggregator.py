@@ -7,10 +7,11 @@ micro-batches of ``--batch`` rows:
 
 * ``rate``: ``rate-micro-batch`` rows turned into readings, then the job's own ``aggregate()``
   (windows, then Avro encoding of the aggregates) into Spark's ``noop`` sink;
-* ``kafka``: the aggregates query alone: Kafka, wire-format decode, the same ``aggregate()``,
-  wire-format encode, Kafka;
-* ``job``: the job as ``fluxgate-aggregator run`` starts it (``job.start``): the aggregates
-  query beside the side-output query (dead letters, late readings) over the same topic.
+* ``kafka``: Kafka, wire-format decode, the same ``aggregate()`` (Spark's stateful
+  operators), wire-format encode, Kafka: the aggregation alone, as the job ran it before v3;
+* ``job``: the job as ``fluxgate-aggregator run`` starts it (``job.start``): its one query
+  reads and decodes each record once and routes it (aggregates, late readings, dead
+  letters) against one watermark, with its own window state (the ledger).
 
 A short rate run first warms the JVM up. Each leg's rate is the rows of its aggregating
 query over the wall time of its batches after the first (which pays for code generation and
@@ -185,9 +186,9 @@ def run_kafka(spark: SparkSession, settings: AggregatorSettings, contracts: Cont
 
 
 def run_job(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:
-    """``job.start`` with both queries, until each has processed everything in the topic."""
+    """``job.start``, until its query has processed everything in the topic."""
     state = JobState()
-    listener = ProgressListener(state)  # the side outputs need its watermark, as in the service
+    listener = ProgressListener(state)  # its metrics, as in the service
     spark.streams.addListener(listener)
     started = time.perf_counter()
     try:
@@ -201,7 +202,7 @@ def run_job(spark: SparkSession, settings: AggregatorSettings, contracts: Contra
             query.stop()
         spark.streams.removeListener(listener)
     aggregates = next(q for q in state.queries if q.name == "aggregates")
-    return Leg("job", "job.start(): aggregates + side-outputs queries", list(aggregates.recentProgress), wall)
+    return Leg("job", "job.start(): one query, read and decoded once, routed", list(aggregates.recentProgress), wall)
 
 
 def _check_active(query: StreamingQuery) -> None:
@@ -259,7 +260,7 @@ def run_legs(
     log4j = jvm.org.apache.logging.log4j
     for name in INTERRUPTED_LOGGERS:
         log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
-    # This driver too: the side-output query's foreachBatch runs Python here.
+    # This driver too: the job's foreachBatch runs Python here.
     pids = [int(jvm.java.lang.ProcessHandle.current().pid()), os.getpid()]
     legs: list[Leg] = []
     produced: dict[str, Any] = {}

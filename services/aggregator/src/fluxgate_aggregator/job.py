@@ -49,6 +49,7 @@ class JobState:
     late_rows: int = 0
     dead_letters: int = 0
     ledger_rows: int = 0
+    ledger: Ledger | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     starters: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
 
@@ -135,10 +136,15 @@ def starters(
     def write(rows: DataFrame) -> None:
         rows.write.format("kafka").options(**options).save()
 
+    checkpoint = checkpoints.location(settings.checkpoint_dir, AGGREGATES_CHECKPOINT)
+    if state.ledger is not None:
+        state.ledger.reset()  # a restart with new writer schemas: the former plan's cache goes
+    state.ledger = ledger = Ledger(spark, f"{checkpoint}/ledger")
+
     def aggregates() -> StreamingQuery:
-        checkpoint = prepared_checkpoint(spark, settings, AGGREGATES_CHECKPOINT)
-        # A fresh ledger each start: it reads itself back from the checkpoint.
-        ledger = Ledger(spark, f"{checkpoint}/ledger")
+        prepared_checkpoint(spark, settings, AGGREGATES_CHECKPOINT)
+        # Each start reads the ledger back from the checkpoint: the query resumes from there.
+        ledger.reset()
         return (
             decoded.writeStream.queryName(QUERY)
             .foreachBatch(router(settings, contracts, state, ledger, write))

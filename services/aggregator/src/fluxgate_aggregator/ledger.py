@@ -58,6 +58,11 @@ class Ledger:
         self._forget([entry for entry in self.cached if entry not in self.entries])
         self.batch_id = batch_id
 
+    def reset(self) -> None:
+        """Before the query starts (again): forget what is cached, read back at the next batch."""
+        self._forget(list(self.cached))
+        self.committed = -1
+
     def rows(self, after_ms: int, *, this_batch: bool = False) -> DataFrame:
         """Readings recorded before this batch (and by it, with ``this_batch``) whose event
         time is after ``after_ms``."""

@@ -92,15 +92,26 @@ def _same(left: DataFrame, right: DataFrame) -> Column:
     return reduce(Column.__and__, [left[name].eqNullSafe(right[name]) for name in IDENTITY])
 
 
-def closed_windows(rows: DataFrame, settings: AggregatorSettings, after_ms: int, upto_ms: int) -> DataFrame:
-    """The statistics of every window whose end the watermark passed in moving from
-    ``after_ms`` to ``upto_ms``, from the counted ``rows`` that can be in one, copies once."""
+def closing_ends(settings: AggregatorSettings, after_ms: int, upto_ms: int) -> tuple[int, int] | None:
+    """The first and last window end (epoch ms) the watermark passes in moving from
+    ``after_ms`` to ``upto_ms``; None when it passes none. Spark's windows start at
+    multiples of the slide, so they end at those plus the size."""
+    size, slide = settings.window.size_ms, settings.window.slide_ms
+    first = ((after_ms - size) // slide + 1) * slide + size
+    last = ((upto_ms - size) // slide) * slide + size
+    return (first, last) if first <= last else None
+
+
+def closed_windows(rows: DataFrame, settings: AggregatorSettings, ends: tuple[int, int]) -> DataFrame:
+    """The statistics of every window ending from ``ends[0]`` to ``ends[1]``, from the counted
+    ``rows`` that can be in one of them (no others: each is shuffled once), copies once."""
+    first, last = ends
     members = rows.where(
         F.col("counted")
-        & (F.col("event_time") > _at(after_ms - settings.window.size_ms))
-        & (F.col("event_time") < _at(upto_ms))
+        & (F.col("event_time") >= _at(first - settings.window.size_ms))
+        & (F.col("event_time") < _at(last))
     ).dropDuplicates(list(IDENTITY))
-    closed = (F.col("w.end") > _at(after_ms)) & (F.col("w.end") <= _at(upto_ms))
+    closed = (F.col("w.end") >= _at(first)) & (F.col("w.end") <= _at(last))
     return window_stats(members, settings).where(closed)
 
 
@@ -162,9 +173,10 @@ def router(
                 late_count = late.count()
                 if settings.late_topic:
                     outputs.append(tagged(late, settings.late_topic, "record_key", "record_value"))
-            if upto > watermark:
-                rows = ledger.rows(watermark - settings.window.size_ms, this_batch=True)
-                windows = encoded(closed_windows(rows, settings, watermark, upto), settings, contracts)
+            ends = closing_ends(settings, watermark, upto)
+            if ends is not None:
+                rows = ledger.rows(ends[0] - settings.window.size_ms - 1, this_batch=True)
+                windows = encoded(closed_windows(rows, settings, ends), settings, contracts)
                 outputs.append(tagged(windows, settings.output_topic))
             if outputs:
                 write(reduce(DataFrame.unionByName, outputs))
