@@ -152,12 +152,18 @@ class Ledger:
         return [int(name) for name in names if name.isdigit()]
 
     def _write(self, path: str, text: str) -> None:
-        fs, target = self._path(path)
-        stream = fs.create(target, True)
+        """Whole or not at all: written aside, then renamed into place (as Spark's logs are)."""
+        folder, name = path.rsplit("/", 1)
+        fs, aside = self._path(f"{folder}/.{name}.tmp")
+        stream = fs.create(aside, True)
         try:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
+        _, target = self._path(path)
+        fs.delete(target, False)  # a batch run again replaces its entry
+        if not fs.rename(aside, target):
+            raise OSError(f"could not rename {aside} to {path}")
 
     def _read(self, path: str) -> str:
         fs, source = self._path(path)
