@@ -7,10 +7,11 @@ micro-batches of ``--batch`` rows:
 
 * ``rate``: ``rate-micro-batch`` rows turned into readings, then the job's own ``aggregate()``
   (windows, then Avro encoding of the aggregates) into Spark's ``noop`` sink;
-* ``kafka``: the aggregates query alone: Kafka, wire-format decode, the same ``aggregate()``,
-  wire-format encode, Kafka;
-* ``job``: the job as ``fluxgate-aggregator run`` starts it (``job.start``): the aggregates
-  query beside the side-output query (dead letters, late readings) over the same topic.
+* ``kafka``: Kafka, wire-format decode, the same ``aggregate()`` (Spark's stateful
+  operators), wire-format encode, Kafka: the aggregation alone, as the job ran it before v3;
+* ``job``: the job as ``fluxgate-aggregator run`` starts it (``job.start``): its one query
+  reads and decodes each record once and routes it (aggregates, late readings, dead
+  letters) against one watermark, with its own window state (the ledger).
 
 A short rate run first warms the JVM up. Each leg's rate is the rows of its aggregating
 query over the wall time of its batches after the first (which pays for code generation and
@@ -35,7 +36,8 @@ from typing import Any
 from _common import CpuSampler, micros_per, print_table, stack_up, write_results
 from _readings import Readings, as_readings, count_records, produce_input
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.contracts import Contracts, load_contracts
@@ -128,7 +130,7 @@ def run_rate(spark: SparkSession, settings: AggregatorSettings, contracts: Contr
     )
     started = time.perf_counter()
     query = (
-        aggregate(as_readings(rate, readings), settings, contracts)
+        aggregate(rate_readings(rate, readings), settings, contracts)
         .writeStream.queryName("bench-rate")
         .format("noop")
         .outputMode("append")
@@ -143,6 +145,13 @@ def run_rate(spark: SparkSession, settings: AggregatorSettings, contracts: Contr
     query.stop()
     wall = time.perf_counter() - started
     return Leg("rate", "rate-micro-batch -> aggregate() -> noop", _upto(query.recentProgress, readings.count), wall)
+
+
+def rate_readings(rate: DataFrame, readings: Readings) -> DataFrame:
+    """``as_readings`` plus the ``sequence`` the job's identity of a reading includes (null, as
+    the Kafka legs' readings have it)."""
+    reading = as_readings(rate, readings)
+    return reading.select(F.struct("reading.*", F.lit(None).cast("long").alias("sequence")).alias("reading"))
 
 
 def _upto(progress: list[Any], count: int) -> list[Any]:
@@ -177,9 +186,9 @@ def run_kafka(spark: SparkSession, settings: AggregatorSettings, contracts: Cont
 
 
 def run_job(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:
-    """``job.start`` with both queries, until each has processed everything in the topic."""
+    """``job.start``, until its query has processed everything in the topic."""
     state = JobState()
-    listener = ProgressListener(state)  # the side outputs need its watermark, as in the service
+    listener = ProgressListener(state)  # its metrics, as in the service
     spark.streams.addListener(listener)
     started = time.perf_counter()
     try:
@@ -193,7 +202,7 @@ def run_job(spark: SparkSession, settings: AggregatorSettings, contracts: Contra
             query.stop()
         spark.streams.removeListener(listener)
     aggregates = next(q for q in state.queries if q.name == "aggregates")
-    return Leg("job", "job.start(): aggregates + side-outputs queries", list(aggregates.recentProgress), wall)
+    return Leg("job", "job.start(): one query, read and decoded once, routed", list(aggregates.recentProgress), wall)
 
 
 def _check_active(query: StreamingQuery) -> None:
@@ -251,7 +260,7 @@ def run_legs(
     log4j = jvm.org.apache.logging.log4j
     for name in INTERRUPTED_LOGGERS:
         log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
-    # This driver too: the side-output query's foreachBatch runs Python here.
+    # This driver too: the job's foreachBatch runs Python here.
     pids = [int(jvm.java.lang.ProcessHandle.current().pid()), os.getpid()]
     legs: list[Leg] = []
     produced: dict[str, Any] = {}

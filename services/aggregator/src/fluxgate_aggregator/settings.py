@@ -66,7 +66,9 @@ class WindowSettings(Group):
 class SparkSettings(Group):
     master: str = Field("local[*]", description="Spark master; spark-submit's --master wins when given")
     app_name: str = "fluxgate-aggregator"
-    shuffle_partitions: int = Field(4, ge=1, description="spark.sql.shuffle.partitions (state store partitions)")
+    shuffle_partitions: int = Field(
+        4, ge=1, description="spark.sql.shuffle.partitions (window aggregation parallelism)"
+    )
     trigger_interval: str = Field("5 seconds", description="micro-batch interval")
     max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
     packages: str | None = Field(

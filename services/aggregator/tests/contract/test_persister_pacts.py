@@ -1,7 +1,8 @@
 """The aggregator verifies every persister's pact for ``temperatures.aggregated``
 (``contracts-tests/pacts/*-persister-aggregator.json``) against bytes its real Spark path
 writes: wire-format readings streamed from files, decoded by ``wire.decode``, windowed and
-encoded by ``job.aggregate`` (``to_avro`` under the output schema), then decoded from the
+encoded by ``job.aggregate`` (``windows.window_stats`` and ``windows.encoded``, which the
+job's routing uses too; ``to_avro`` under the output schema), then decoded from the
 Confluent wire format with the **writer's** schema by the real ``AvroDecoder`` and handed,
 as JSON, to the Pact verifier.
 
@@ -30,7 +31,7 @@ from pact.types import Message
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from fluxgate_aggregator import job
+from fluxgate_aggregator import job, windows
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
@@ -165,7 +166,7 @@ def reshaped(rename: dict[str, str], drop: str | None) -> Iterator[None]:
         return wire_encode(struct, schema, schema_id)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(job, "encode", encode)
+        patch.setattr(windows, "encode", encode)
         yield
 
 

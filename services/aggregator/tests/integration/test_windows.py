@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fluxgate_aggregator.job import AGGREGATES_CHECKPOINT
 from fluxgate_aggregator.settings import WindowSettings
 from fluxgate_aggregator.testing import assert_aggregate_equal, by_window, expected_aggregates, reading
 from fluxgate_core.deadletter import REASON, SERVICE
@@ -85,11 +86,10 @@ def test_tumbling_windows_exact_with_out_of_order_late_and_malformed(
 
 def abandon_first_batch(checkpoints: Path) -> None:
     """What a job killed while writing its first offset log entry leaves behind."""
-    for query in ("aggregates", "side-outputs"):
-        offsets = checkpoints / query / "offsets"
-        offsets.mkdir(parents=True)
-        (offsets / ".0.2b6115e8-153b-4908-b9cc-8d3353f7d622.tmp").touch()
-        (offsets / "..0.2b6115e8-153b-4908-b9cc-8d3353f7d622.tmp.crc").touch()
+    offsets = checkpoints / AGGREGATES_CHECKPOINT / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / ".0.2b6115e8-153b-4908-b9cc-8d3353f7d622.tmp").touch()
+    (offsets / "..0.2b6115e8-153b-4908-b9cc-8d3353f7d622.tmp.crc").touch()
 
 
 def test_hopping_windows_of_a_non_default_size(
@@ -138,3 +138,44 @@ def test_a_new_writer_schema_version_is_followed(
     assert_aggregate_equal(window[0], want[("d1", BASE_MS)])
     job.assert_running()
     assert job.state.dead_letters == 0
+
+
+def test_a_backlog_at_start_ends_each_reading_counted_or_late_never_both(
+    stack: Any, topics: Any, devices: Any, settings_for: Any, run_job: Any, read_aggregates: Any
+) -> None:
+    """Issue 9's start-up race: readings waiting in Kafka when the job starts, read in many
+    micro-batches while the watermark climbs through them. Whatever each reading's fate, it
+    is one: counted in exactly the windows it belongs to, or on the late topic (once)."""
+    in_order = [
+        reading(device, BASE_MS + t * S + 100 * n, 15.0 + n + (t % 7) * 0.25)
+        for t in range(40)
+        for n, device in enumerate(("d1", "d2", "d3"))
+    ]
+    # Stragglers 6 s behind the stream (the watermark is 5 s): late or not depending on
+    # which batch reads them, which is exactly what counting and the late topic must agree on.
+    stragglers = [reading("d1", BASE_MS + (t - 6) * S + 500, 50.0 + t) for t in range(8, 40, 4)]
+    backlog = [*in_order[:60], *stragglers[:4], in_order[58], *in_order[60:], *stragglers[4:]]
+    really_late = [reading("d2", BASE_MS + 3 * S + 7, 70.0), reading("d3", BASE_MS + 12 * S + 7, 71.0)]
+    closer = reading("d9", BASE_MS + 200 * S, 0.0)  # watermark -> 195 s: every window above closes
+    sent = [*backlog, *really_late, in_order[-1], closer]  # in_order[-1] again: a resend, within the watermark
+    values = devices.send(sent)
+    settings = settings_for(WindowSettings(size="10 seconds", watermark="5 seconds"))
+    job = run_job(
+        settings.model_copy(update={"spark": settings.spark.model_copy(update={"max_offsets_per_trigger": 30})})
+    )
+    for query in job.state.queries:
+        query.processAllAvailable()
+
+    late_values = [c.value for c in consume(stack.bootstrap, topics.late, expected=job.state.late_rows)]
+    assert len(set(late_values)) == len(late_values), "each late reading written once"
+    by_value = dict(zip(values, sent, strict=True))
+    late = [by_value[value] for value in late_values]
+    assert all(record in late for record in really_late), late
+    counted = [record for record in sent if record not in late and record is not closer]
+    want = expected_aggregates(counted, 10 * S, 10 * S)
+    got = by_window(read_aggregates(topics.output, expected=len(want)))
+    assert set(got) == set(want), f"missing {set(want) - set(got)}, unexpected {set(got) - set(want)}"
+    for key, records in got.items():
+        assert len(records) == 1, f"window {key} emitted {len(records)} times"
+        assert_aggregate_equal(records[0], want[key])
+    job.assert_running()

@@ -1,0 +1,191 @@
+"""One micro-batch of the single query: every record read and decoded once, then routed
+against the one watermark this batch uses.
+
+* not decodable -> the dead-letter topic (original key and bytes, reason in headers);
+* at or behind the watermark -> the late topic (original bytes), unless it is a copy of a
+  reading already counted or written late (the :class:`Ledger` remembers them);
+* otherwise counted: it joins the ledger, and every window the new watermark closes is
+  aggregated from the ledger's counted readings, copies once, and written once.
+
+A reading therefore ends either counted or late, never both, and the decision is the same
+when the batch is run again after a crash (same offsets, same ledger). Copies of a counted
+reading are dropped when its window closes, not on arrival: that costs a shuffle of the
+closing windows' readings instead of a join of every batch with the whole ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.deadletters import dead_letter_headers
+from fluxgate_aggregator.ledger import Ledger
+from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
+from fluxgate_aggregator.windows import encoded, window_stats
+
+if TYPE_CHECKING:
+    from fluxgate_aggregator.job import JobState
+
+# A reading's identity without the metric: the ledger holds one metric only.
+IDENTITY = ("device_id", "event_time", "value", "sequence")
+FIELDS = ("device_id", "event_time", "value", "sequence", "unit")
+HEADERS = "array<struct<key:string,value:binary>>"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a batch's records fall, as the driver sees it after the batch's first job."""
+
+    dead: int
+    counted: int
+    behind: int  # at or behind the watermark, copies included
+    latest_event_ms: int | None
+
+
+def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], watermark_ms: int) -> DataFrame:
+    """What routing needs of each record, flat: the reading's fields and ``counted`` (after
+    the watermark) for the readings of the metric; the key and bytes of those that may be
+    written as they came (the undecodable, with dead-letter headers, and the late). Cached
+    (the batch's only copy) and kept as the batch's ledger entry, so it is kept slim."""
+    dead = F.col("reading").isNull()
+    counted = F.col("reading.event_time") > _at(watermark_ms)
+    as_is = dead | ~counted
+    fields = [F.col(f"reading.{name}").alias(name) for name in FIELDS]
+    return batch.where(dead | (F.col("reading.metric") == settings.metric)).select(
+        F.when(as_is, F.col("key")).alias("record_key"),
+        F.when(as_is, F.col("value")).alias("record_value"),
+        F.when(dead, dead_letter_headers(known_ids)).alias("headers"),
+        dead.alias("dead"),
+        *fields,
+        counted.alias("counted"),
+    )
+
+
+def outcome(records: DataFrame) -> Outcome:
+    reading = ~F.col("dead")
+    row = records.agg(
+        F.count(F.when(F.col("dead"), 1)).alias("dead"),
+        F.count(F.when(reading & F.col("counted"), 1)).alias("counted"),
+        F.count(F.when(reading & ~F.col("counted"), 1)).alias("behind"),
+        F.max(F.unix_millis(F.col("event_time"))).alias("latest"),
+    ).first()
+    assert row is not None
+    return Outcome(row["dead"], row["counted"], row["behind"], row["latest"])
+
+
+def first_late(records: DataFrame, seen: DataFrame) -> DataFrame:
+    """The late readings of this batch that are neither copies of one another nor of a
+    reading the ledger holds. Late readings are few: the ledger is scanned for those only."""
+    behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY))
+    known = seen.join(F.broadcast(behind.select(*IDENTITY)), _same(seen, behind), "left_semi")
+    return behind.join(known, _same(behind, known), "left_anti")
+
+
+def _same(left: DataFrame, right: DataFrame) -> Column:
+    # Null-safe: a reading without a sequence number equals its copy.
+    return reduce(Column.__and__, [left[name].eqNullSafe(right[name]) for name in IDENTITY])
+
+
+def closing_ends(settings: AggregatorSettings, after_ms: int, upto_ms: int) -> tuple[int, int] | None:
+    """The first and last window end (epoch ms) the watermark passes in moving from
+    ``after_ms`` to ``upto_ms``; None when it passes none. Spark's windows start at
+    multiples of the slide, so they end at those plus the size."""
+    size, slide = settings.window.size_ms, settings.window.slide_ms
+    first = ((after_ms - size) // slide + 1) * slide + size
+    last = ((upto_ms - size) // slide) * slide + size
+    return (first, last) if first <= last else None
+
+
+def closed_windows(rows: DataFrame, settings: AggregatorSettings, ends: tuple[int, int]) -> DataFrame:
+    """The statistics of every window ending from ``ends[0]`` to ``ends[1]``, from the counted
+    ``rows`` that can be in one of them (no others: each is shuffled once), copies once."""
+    first, last = ends
+    members = rows.where(
+        F.col("counted")
+        & (F.col("event_time") >= _at(first - settings.window.size_ms))
+        & (F.col("event_time") < _at(last))
+    ).dropDuplicates(list(IDENTITY))
+    closed = (F.col("w.end") >= _at(first)) & (F.col("w.end") <= _at(last))
+    return window_stats(members, settings).where(closed)
+
+
+def _at(epoch_ms: int) -> Column:
+    return F.timestamp_millis(F.lit(epoch_ms))
+
+
+def next_watermark(current_ms: int, latest_event_ms: int | None, delay_ms: int) -> int:
+    """Spark's rule: the latest event time seen minus the delay, never moving back."""
+    return current_ms if latest_event_ms is None else max(current_ms, latest_event_ms - delay_ms)
+
+
+def horizon_ms(settings: AggregatorSettings) -> int:
+    """How far behind the watermark the ledger keeps readings: a window still open may hold
+    them (its size), and a copy may still arrive (the watermark delay, as Spark's
+    ``dropDuplicatesWithinWatermark`` keeps an identity)."""
+    return max(settings.window.size_ms, duration_ms(settings.window.watermark))
+
+
+def tagged(rows: DataFrame, topic: str, key: str = "key", value: str = "value") -> DataFrame:
+    """Rows bound for ``topic``, in the Kafka sink's shape (key, value, headers, topic)."""
+    headers = F.col("headers") if "headers" in rows.columns else F.array().cast(HEADERS)
+    return rows.select(
+        F.col(key).alias("key"), F.col(value).alias("value"), headers.alias("headers"), F.lit(topic).alias("topic")
+    )
+
+
+def router(
+    settings: AggregatorSettings,
+    contracts: Contracts,
+    state: JobState,
+    ledger: Ledger,
+    write: Callable[[DataFrame], None],
+) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of the single query."""
+    known_ids = sorted(contracts.writers)
+    delay_ms = duration_ms(settings.window.watermark)
+    horizon = horizon_ms(settings)
+
+    def route(batch: DataFrame, batch_id: int) -> None:
+        ledger.prepare(batch_id)
+        watermark = ledger.watermark_ms
+        records = routed(batch, settings, known_ids, watermark).persist()
+        late: DataFrame | None = None
+        kept = False
+        try:
+            got = outcome(records)
+            upto = next_watermark(watermark, got.latest_event_ms, delay_ms)
+            # Every reading of the batch is recorded, late ones and copies too: a later copy
+            # of any of them is then known (a late one's copy is not written twice).
+            kept = ledger.record(records, got.latest_event_ms, got.counted + got.behind)
+            outputs, late_count = [], 0
+            if got.dead:
+                outputs.append(
+                    tagged(records.where(F.col("dead")), settings.deadletter_topic, "record_key", "record_value")
+                )
+            if got.behind:
+                late = first_late(records, ledger.rows(watermark - horizon)).persist()
+                late_count = late.count()
+                if settings.late_topic:
+                    outputs.append(tagged(late, settings.late_topic, "record_key", "record_value"))
+            ends = closing_ends(settings, watermark, upto)
+            if ends is not None:
+                rows = ledger.rows(ends[0] - settings.window.size_ms - 1, this_batch=True)
+                windows = encoded(closed_windows(rows, settings, ends), settings, contracts)
+                outputs.append(tagged(windows, settings.output_topic))
+            if outputs:
+                write(reduce(DataFrame.unionByName, outputs))
+            ledger.commit(upto, horizon)
+        finally:
+            if late is not None:
+                late.unpersist()
+            if not kept:
+                records.unpersist()
+        state.settled(watermark_ms=upto, late=late_count, dead=got.dead, ledger_rows=ledger.row_count)
+
+    return route
