@@ -6,6 +6,8 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from _common import ROOT, LegResult, micros_per, print_table, write_report
+
 START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)  # windows over two days: two daily indices, two partitions
 
 
@@ -49,3 +51,22 @@ def metric(port: int, name: str, missing: float = 0.0) -> float:
 def written(port: int) -> float:
     """Records the persister's store confirmed so far."""
     return metric(port, "fluxgate_sink_records_written_total")
+
+
+def leg(name: str, result: dict[str, Any], count: int, cpu_key: str) -> LegResult:
+    """One leg's result dict (``records_per_s``, ``wall_s`` and the CPU seconds under ``cpu_key``) for the report."""
+    extra = {key: value for key, value in result.items() if isinstance(value, int | float) and key != "records_per_s"}
+    return LegResult("", name, result["records_per_s"], micros_per(result[cpu_key], count), extra)
+
+
+def report(name: str, title: str, legs: list[LegResult], ratios: dict[str, float], settings: dict[str, Any]) -> None:
+    """The table on stdout, and ``bench-results/<name>.{json,md,png}``."""
+    print_table(
+        title,
+        ["leg", "records/s", "CPU µs/record"],
+        [[item.name, item.per_second, item.cpu_us] for item in legs],
+    )
+    for key, value in ratios.items():
+        print(f"{key}: {value:.3f}")
+    paths = write_report(name, title, "record", legs, ratios, settings)
+    print("results: " + ", ".join(str(path.relative_to(ROOT)) for path in paths))

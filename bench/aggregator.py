@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _common import CpuSampler, micros_per, print_table, stack_up, write_results
+from _common import CpuSampler, LegResult, micros_per, print_table, stack_up, write_report
 from _readings import Readings, as_readings, count_records, produce_input
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import DataFrame, SparkSession
@@ -344,20 +344,27 @@ def report(legs: list[Leg], produced: dict[str, Any], args: argparse.Namespace) 
     ratios = compare(legs)
     for name, ratio in ratios.items():
         print(f"{name}: {ratio:.2f}")
-    path = write_results(
-        "aggregator",
-        {
-            "spark": {
-                "master": args.master,
-                "shuffle_partitions": args.shuffle_partitions,
-                "rows_per_batch": args.batch,
-            },
-            "readings": {"count": args.readings, "devices": args.devices, "span_minutes": args.span_minutes},
-            "input": produced,
-            "legs": {leg.name: leg.as_dict() for leg in legs},
-            "ratio": ratios,
-        },
-    )
+    results = [
+        LegResult(
+            "",
+            leg.name,
+            leg.per_second,
+            micros_per(leg.steady_cpu, leg.steady_rows),
+            {"rows": leg.rows, "batches": len(leg.batches), "wall_s": round(leg.wall, 2)},
+        )
+        for leg in legs
+    ]
+    settings = {
+        "master": args.master,
+        "shuffle_partitions": args.shuffle_partitions,
+        "rows_per_batch": args.batch,
+        "readings": args.readings,
+        "devices": args.devices,
+        "span_minutes": args.span_minutes,
+        "input_produced_in": produced,
+    }
+    paths = write_report("aggregator", title, "row", results, ratios, settings)
+    path = paths[0]
     print(f"written to {path}")
 
 

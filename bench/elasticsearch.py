@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
-from _persisters import aggregates, metric, written
+from _common import ROOT, cpu_seconds, micros_per, stack_up
+from _persisters import aggregates, leg, metric, report, written
 
 # This script's own name is the client's: with bench/ first on sys.path (as ``python
 # bench/elasticsearch.py`` puts it), ``import elasticsearch`` would import this file again.
@@ -173,31 +173,16 @@ def main() -> None:
     log.parent.mkdir(exist_ok=True)
     base = baseline(stack.elasticsearch_url, records, args.batch)
     through = persister(stack, records, args.batch, log)
-    ratio = round(through["records_per_s"] / base["records_per_s"], 3)
-    print_table(
-        f"Elasticsearch: {args.records:,} aggregates, bulk size {args.batch}",
-        ["leg", "records/s", "wall s", "CPU s"],
-        [
-            ["baseline (async_bulk, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"]],
-            [
-                "persister (Kafka -> ES process)",
-                through["records_per_s"],
-                through["wall_s"],
-                through["persister_cpu_s"],
-            ],
-        ],
-    )
-    print(f"\nratio persister / baseline: {ratio}")
-    path = write_results(
+    report(
         "elasticsearch",
-        {
-            "parameters": vars(args),
-            "baseline": base,
-            "persister": through,
-            "throughput_persister_over_baseline": ratio,
-        },
+        f"Elasticsearch: {args.records:,} aggregates, bulk size {args.batch}",
+        [
+            leg("baseline (async_bulk, no Kafka)", base, args.records, "client_cpu_s"),
+            leg("persister (Kafka -> ES process)", through, args.records, "persister_cpu_s"),
+        ],
+        {"throughput_persister_over_baseline": through["records_per_s"] / base["records_per_s"]},
+        vars(args),
     )
-    print(f"results: {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
-from _persisters import aggregates, metric, written
+from _common import ROOT, cpu_seconds, micros_per, stack_up
+from _persisters import aggregates, leg, metric, report, written
 
 # This script's own name is the client's: with bench/ first on sys.path, ``import hazelcast`` would import it.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
@@ -237,48 +237,28 @@ def main() -> None:
     topic = produced(stack, records, args.partitions)
     least = floor(stack, topic, len(records))
     legs = [persister(stack, member, cluster, topic, len(records), args.batch, n, log) for n in (1, 2)]
-    ratio = round(legs[0]["records_per_s"] / base["records_per_s"], 3)
-    rows = [
-        ["baseline (add_all loop, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"], 1.0],
-        [
-            "floor (Kafka read + Avro decode only)",
-            least["records_per_s"],
-            least["wall_s"],
-            round(least["us_cpu_per_record"] * len(records) / 1e6, 2),
-            round(least["records_per_s"] / base["records_per_s"], 3),
-        ],
-    ] + [
-        [
-            f"persister x{leg['instances']} (Kafka -> HZ)",
-            leg["records_per_s"],
-            leg["wall_s"],
-            leg["persister_cpu_s"],
-            round(leg["records_per_s"] / base["records_per_s"], 3),
-        ]
-        for leg in legs
-    ]
-    print_table(
-        f"Hazelcast ringbuffer: {args.records:,} aggregates, add_all of {args.batch}, {args.partitions} partitions",
-        ["leg", "records/s", "wall s", "CPU s", "x baseline"],
-        rows,
-    )
-    over_floor = legs[0]["records_per_s"] / least["records_per_s"]
-    print(f"\nratio persister / baseline: {ratio}; persister / floor: {over_floor:.3f}")
-    path = write_results(
+    least["floor_cpu_s"] = least["us_cpu_per_record"] * len(records) / 1e6
+    rate = {
+        name: result["records_per_s"]
+        for name, result in (("base", base), ("floor", least), ("x1", legs[0]), ("x2", legs[1]))
+    }
+    report(
         "hazelcast",
+        f"Hazelcast ringbuffer: {args.records:,} aggregates, add_all of {args.batch}, {args.partitions} partitions",
+        [
+            leg("baseline (add_all loop, no Kafka)", base, len(records), "client_cpu_s"),
+            leg("floor (Kafka read + Avro decode only)", least, len(records), "floor_cpu_s"),
+            leg("persister x1 (Kafka -> HZ)", legs[0], len(records), "persister_cpu_s"),
+            leg("persister x2 (Kafka -> HZ)", legs[1], len(records), "persister_cpu_s"),
+        ],
         {
-            "parameters": vars(args),
-            "baseline": base,
-            "floor": least,
-            "persister": legs[0],
-            "persister_x2": legs[1],
-            "throughput_persister_over_baseline": ratio,
-            "throughput_floor_over_baseline": round(least["records_per_s"] / base["records_per_s"], 3),
-            "throughput_persister_over_floor": round(over_floor, 3),
-            "throughput_x2_over_x1": round(legs[1]["records_per_s"] / legs[0]["records_per_s"], 3),
+            "throughput_persister_over_baseline": rate["x1"] / rate["base"],
+            "throughput_floor_over_baseline": rate["floor"] / rate["base"],
+            "throughput_persister_over_floor": rate["x1"] / rate["floor"],
+            "throughput_x2_over_x1": rate["x2"] / rate["x1"],
         },
+        vars(args),
     )
-    print(f"results: {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

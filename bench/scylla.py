@@ -28,8 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, cpu_seconds, micros_per, print_table, stack_up, write_results
-from _persisters import aggregates, metric, written
+from _common import ROOT, cpu_seconds, micros_per, stack_up
+from _persisters import aggregates, leg, metric, report, written
 from cassandra.cluster import Session
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Producer
@@ -182,26 +182,16 @@ def main() -> None:
         through = persister(stack, session, address, records, args, log)
     finally:
         cluster.shutdown()
-    ratio = round(through["records_per_s"] / base["records_per_s"], 3)
-    print_table(
-        f"Cassandra: {args.records:,} aggregates, {args.in_flight} in flight, batch size {args.batch}",
-        ["leg", "records/s", "wall s", "CPU s"],
-        [
-            ["baseline (execute_concurrent, no Kafka)", base["records_per_s"], base["wall_s"], base["client_cpu_s"]],
-            [
-                "persister (Kafka -> Cassandra process)",
-                through["records_per_s"],
-                through["wall_s"],
-                through["persister_cpu_s"],
-            ],
-        ],
-    )
-    print(f"\nratio persister / baseline: {ratio}")
-    path = write_results(
+    report(
         "scylla",
-        {"parameters": vars(args), "baseline": base, "persister": through, "throughput_persister_over_baseline": ratio},
+        f"Cassandra: {args.records:,} aggregates, {args.in_flight} in flight, batch size {args.batch}",
+        [
+            leg("baseline (execute_concurrent, no Kafka)", base, args.records, "client_cpu_s"),
+            leg("persister (Kafka -> Cassandra process)", through, args.records, "persister_cpu_s"),
+        ],
+        {"throughput_persister_over_baseline": through["records_per_s"] / base["records_per_s"]},
+        vars(args),
     )
-    print(f"results: {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
