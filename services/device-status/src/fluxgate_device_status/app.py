@@ -24,6 +24,7 @@ from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
 from fluxgate_device_status.logs import route_stdlib_logs
+from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
 from fluxgate_device_status.web import install_views
@@ -62,9 +63,11 @@ def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
         producer_partitioner=librdkafka_partitioner,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=status.session_timeout_s,
+        broker_commit_interval=status.commit_interval_s,
         broker_heartbeat_interval=status.heartbeat_interval_s,
     )
-    tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder))
+    ends = EndOffsets(settings.kafka, settings.kafka.client_id or SERVICE)
+    tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)
     install_views(app, tracker, lambda: {"kafka_assigned_and_restored": tracker.settled()})
     return app, tracker
 

@@ -39,6 +39,7 @@ class DeviceStatusSettings(Group):
         10.0, ge=6, description="how long a crashed instance keeps its partitions before the group moves them"
     )
     heartbeat_interval_s: float = Field(3.0, gt=0, description="consumer heartbeat; under a third of the session")
+    commit_interval_s: float = Field(2.8, gt=0, description="how often faust commits the input's offsets")
     data_dir: str = Field(".local/device-status", min_length=1, description="faust's data directory")
 
     @model_validator(mode="after")

@@ -5,12 +5,16 @@ Times are epoch milliseconds. "Heard" is the later of the gateway's ingest time 
 device's latest reading and the wall time this service processed it: a device whose
 readings wait in a backlog we are working through is not silent.
 
-Silence is judged only from ``watch_start_ms`` on: when this instance took over the
-device's partition and its table was restored. Until one threshold has passed since then,
-a reading still waiting in the input topic (not yet replayed after a restart or a
-rebalance) cannot have been missed, so no device turns OFFLINE for it. The price: a
-device that really fell silent across a restart turns OFFLINE up to one threshold later
-than it would have; transitions are late, never invented.
+Silence is judged only once this instance has caught up with its input: after taking
+over a partition (a start, a restart, a rebalance) and restoring its table, the input's
+end offset is noted at the next timer tick, and the partition is watched from the first
+tick at which every record up to it has been read. Until then a device's next reading
+may simply not have been replayed yet, so no device turns OFFLINE; from then on silence
+counts from no earlier than that tick. A device that really fell silent across a restart
+turns OFFLINE later than it would have (by the restart and the catch-up): transitions are
+late, never invented. If the last records before that end were read before the restart
+but are not in the table (undecodable ones), the partition is watched from its next record
+instead: no timeout stands in for the catch-up, as a slow replay would then look like silence.
 """
 
 from __future__ import annotations
@@ -53,6 +57,21 @@ class Reading:
             partition=partition,
             offset=offset,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """How far an input partition must be read (``end``: its end offset noted after this
+    instance restored it) and how far it has been (``read``: the highest offset read, or
+    counted in the restored table)."""
+
+    end: int
+    read: int
+
+
+def caught_up(progress: CatchUp) -> bool:
+    """Whether a partition's silences may be judged (see the module's docstring)."""
+    return progress.read >= progress.end - 1
 
 
 def to_ms(value: datetime | int) -> int:

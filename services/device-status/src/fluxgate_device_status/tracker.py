@@ -18,12 +18,15 @@ import structlog
 
 from fluxgate_device_status import metrics
 from fluxgate_device_status.codec import Undecodable
+from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import DeviceStatusSettings
 from fluxgate_device_status.state import (
+    CatchUp,
     Reading,
     State,
     Status,
     apply_reading,
+    caught_up,
     is_replay,
     is_silent,
     mark_offline,
@@ -47,12 +50,14 @@ class DeviceTracker:
         settings: DeviceStatusSettings,
         readings_codec: faust.Codec,
         status_codec: faust.Codec,
+        end_offsets: EndOffsets,
         clock: Clock = wall_ms,
     ) -> None:
         self.app = app
         self.settings = settings
         self.threshold_ms = int(settings.silence_threshold_s * 1000)
         self.clock = clock
+        self.end_offsets = end_offsets
         # partition -> when this instance started watching it (see state.py on restarts)
         self.watch_start: dict[int, int] = {}
         # Raw UTF-8 keys (bytes), as the gateways write them: faust routes ``GET /devices/{id}``
@@ -77,28 +82,50 @@ class DeviceTracker:
         app.agent(self.checks, name="decide-silence")(self._decide_silence)
         app.timer(settings.timer_interval_s, name="silence-timer")(self._tick)
         self.restored = False
+        self.restored_at_ms = 0
+        self.read: dict[int, int] = {}  # partition -> highest input offset read or counted in the table
+        self.ends: dict[int, int] = {}  # partition -> input end offset asked for after the restore
+        self.resumed: set[int] = set()
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types receivers narrower than it calls them
         app.on_rebalance_complete.connect(self._on_restored)  # type: ignore[arg-type]
 
     def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self.restored = False
+        self.resumed.clear()
+        self.watch_start.clear()
 
     def _on_restored(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        """Every partition this instance now owns has its table restored: watch from now."""
-        now = self.clock()
-        self.watch_start = {p: now for p in self.active_partitions()}
+        """The tables are restored; the input is about to flow again. Nothing is awaited
+        here: with a network call awaited in this handler, faust sometimes resumed an input
+        partition at its end, skipping the backlog. The end offsets are asked for at the
+        next tick instead (later, so if anything more than needed is waited for)."""
+        self.read = {}
+        for state in self.table.values():
+            self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
+        self.ends = {}
+        self.watch_start = {}
+        self.restored_at_ms = self.clock()
         self.restored = True
-        log.info("table.restored", partitions=sorted(self.watch_start), devices=len(self.local_devices()))
+        log.info("table.restored", partitions=sorted(self.active_partitions()), devices=len(self.local_devices()))
 
     async def _track_readings(self, stream: Any) -> None:
         async for event in stream.events():
             if isinstance(event.value, Undecodable):
                 metrics.UNDECODABLE.inc()
+                self._read(event.message.partition, event.message.offset)
                 log.warning("reading.undecodable", topic=event.message.topic, partition=event.message.partition,
                             offset=event.message.offset, reason=event.value.reason)  # fmt: skip
                 continue
+            self._read(event.message.partition, event.message.offset)
             reading = Reading.from_record(event.value, event.message.partition, event.message.offset)
             await self.on_reading(reading)
+
+    def _read(self, partition: int, offset: int) -> None:
+        if partition not in self.read or offset > self.read[partition]:
+            if partition not in self.resumed:
+                self.resumed.add(partition)
+                log.info("partition.resumed", topic=self.settings.input_topic, partition=partition, offset=offset)
+            self.read[partition] = offset
 
     async def on_reading(self, reading: Reading) -> None:
         key = reading.device_id.encode()
@@ -148,6 +175,7 @@ class DeviceTracker:
             return
         now = self.clock()
         active = self.active_partitions()
+        await self._start_watching(active, now)
         counts = {"ONLINE": 0, "OFFLINE": 0}
         for key, state in list(self.table.items()):
             if state["partition"] not in active:
@@ -159,6 +187,17 @@ class DeviceTracker:
                 await self.checks.send(key=key, value={"checked_at_ms": now}, partition=state["partition"])
         for status, count in counts.items():
             metrics.DEVICES.labels(status).set(count)
+
+    async def _start_watching(self, active: set[int], now: int) -> None:
+        """Watch a partition from the first tick at which it has caught up with its input."""
+        unknown = sorted(active - set(self.ends))
+        if unknown:
+            self.ends.update(await self.end_offsets.ends(self.settings.input_topic, unknown))
+        for partition in active - set(self.watch_start):
+            progress = CatchUp(end=self.ends[partition], read=self.read.get(partition, -1))
+            if caught_up(progress):
+                self.watch_start[partition] = now
+                log.info("partition.watching", partition=partition, input_end=progress.end, read=progress.read)
 
     def get(self, device_id: str) -> State | None:
         state: State | None = self.table.get(device_id.encode())

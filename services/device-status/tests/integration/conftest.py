@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
@@ -40,7 +40,13 @@ class Fleet:
         self.app_id = f"device-status-{uuid.uuid4().hex[:8]}"
         self.data_dir = data_dir
 
-    def send(self, device_id: str, value: float = 21.5, metric: str = "temperature") -> None:
+    def send(self, device_id: str, value: float = 21.5, metric: str = "temperature", count: int = 1) -> None:
+        """``count`` readings of one device, flushed."""
+        for _ in range(count):
+            self._produce(device_id, value, metric)
+        assert self.producer.flush(30) == 0
+
+    def _produce(self, device_id: str, value: float, metric: str) -> None:
         now = int(time.time() * 1000)
         record = {
             "device_id": device_id,
@@ -55,7 +61,7 @@ class Fleet:
             "attributes": {},
         }
         self.producer.produce(self.readings_topic, self.encoder.encode(record), key=device_id.encode())
-        assert self.producer.flush(10) == 0
+        self.producer.poll(0)
 
     def service(self, **env: str) -> ServiceProcess:
         port = free_port()
@@ -71,6 +77,7 @@ class Fleet:
             "STATUS__TIMER_INTERVAL_S": str(TICK_S),
             "STATUS__SESSION_TIMEOUT_S": "6",
             "STATUS__HEARTBEAT_INTERVAL_S": "1",
+            "STATUS__COMMIT_INTERVAL_S": "0.5",
             "STATUS__DATA_DIR": str(self.data_dir / str(port)),
             **env,
         }
@@ -80,6 +87,15 @@ class Fleet:
             health_port=port,
             isolate_prefix="FLUXGATE_STATUS_",
         )
+
+    def committed(self) -> dict[int, int]:
+        """The service's committed offsets on the readings topic (partition -> next offset)."""
+        client = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.app_id})
+        try:
+            found = client.committed([TopicPartition(self.readings_topic, p) for p in range(3)], timeout=10)
+        finally:
+            client.close()
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
 
     def transitions(self, expected: int, idle: float = 1.0) -> list[dict[str, Any]]:
         """Every DeviceStatus on the status topic, decoded through the registry."""

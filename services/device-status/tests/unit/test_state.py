@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from fluxgate_device_status.state import (
+    CatchUp,
     Reading,
     apply_reading,
+    caught_up,
     heard_ms,
     is_replay,
     is_silent,
@@ -83,6 +85,12 @@ def test_after_a_restart_silence_counts_only_from_when_watching_started() -> Non
     restart = T0 + 10 * THRESHOLD
     assert not is_silent(state, restart + THRESHOLD - 1, THRESHOLD, watch_start_ms=restart)
     assert is_silent(state, restart + THRESHOLD, THRESHOLD, watch_start_ms=restart)
+
+
+def test_a_partition_is_caught_up_once_read_to_the_end_noted_at_restore() -> None:
+    assert caught_up(CatchUp(end=0, read=-1))  # an empty partition
+    assert caught_up(CatchUp(end=10, read=9))
+    assert not caught_up(CatchUp(end=10, read=8))
 
 
 def test_an_offline_device_is_never_silent_again() -> None:
