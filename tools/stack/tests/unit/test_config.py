@@ -122,6 +122,7 @@ def test_default_topics(settings: StackSettings) -> None:
         "sensors.deadletter": 3,
         "temperatures.aggregated": 3,
         "temperatures.late": 3,
+        "devices.status": 3,
     }
 
 
