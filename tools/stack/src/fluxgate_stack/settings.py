@@ -13,7 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fluxgate_stack.errors import StackError
 
-DEFAULT_TOPICS = "sensors.readings:3,sensors.deadletter:3,temperatures.aggregated:3,temperatures.late:3"
+DEFAULT_TOPICS = (
+    "sensors.readings:3,sensors.deadletter:3,temperatures.aggregated:3,temperatures.late:3,devices.status:3"
+)
 DEFAULT_PARTITIONS = 3
 
 

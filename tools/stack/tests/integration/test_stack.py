@@ -53,7 +53,13 @@ def test_up_is_idempotent_and_reuses_servers(endpoints: Endpoints) -> None:
 
 def test_default_topics_exist(endpoints: Endpoints) -> None:
     topics = AdminClient({"bootstrap.servers": endpoints.bootstrap}).list_topics(timeout=10).topics
-    for name in ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late"):
+    for name in (
+        "sensors.readings",
+        "sensors.deadletter",
+        "temperatures.aggregated",
+        "temperatures.late",
+        "devices.status",
+    ):
         assert len(topics[name].partitions) == 3
 
 

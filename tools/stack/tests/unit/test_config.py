@@ -130,6 +130,7 @@ def test_default_topics(settings: StackSettings) -> None:
         "sensors.deadletter": 3,
         "temperatures.aggregated": 3,
         "temperatures.late": 3,
+        "devices.status": 3,
     }
 
 

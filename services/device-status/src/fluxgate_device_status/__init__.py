@@ -1,0 +1,1 @@
+"""Device status: a faust-streaming table of devices, their ONLINE/OFFLINE transitions, HTTP views."""

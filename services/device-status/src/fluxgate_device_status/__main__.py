@@ -1,0 +1,3 @@
+from fluxgate_device_status.app import main
+
+main()

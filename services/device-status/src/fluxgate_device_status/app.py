@@ -1,0 +1,103 @@
+"""``fluxgate-device-status``: configure from the environment, register the schema, run faust.
+
+faust's worker owns the event loop and the signals: SIGTERM (and SIGINT) stop it
+gracefully (agents finish the event in hand, offsets and the changelog are flushed,
+the consumer leaves its group). Its logs come out in fluxgate_core's format.
+
+Exit codes: 0 after a clean stop, 2 for bad configuration (one line naming the field),
+1 when the registry refused or could not be reached at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import faust
+import structlog
+
+from fluxgate_core.errors import ConfigError, FluxgateError
+from fluxgate_core.logs import configure_logging
+from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
+from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
+from fluxgate_core.settings import load_settings
+from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
+from fluxgate_device_status.logs import route_stdlib_logs
+from fluxgate_device_status.offsets import EndOffsets
+from fluxgate_device_status.settings import SERVICE, StatusSettings
+from fluxgate_device_status.tracker import DeviceTracker
+from fluxgate_device_status.web import install_views
+
+log = structlog.get_logger(__name__)
+EXIT_FAILED, EXIT_CONFIG = 1, 2
+
+
+def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
+    """The faust app with its table, agents, timer and views; registers ``DeviceStatus``."""
+    if settings.kafka.security_protocol != "PLAINTEXT":
+        raise ConfigError("kafka.security_protocol [env FLUXGATE_STATUS_KAFKA__SECURITY_PROTOCOL]: only PLAINTEXT")
+    status, http = settings.status, settings.http
+    Path(status.data_dir).mkdir(parents=True, exist_ok=True)  # faust makes only the last level
+    client = registry_client(settings.registry)
+    encoder = AvroEncoder.registered(
+        client,
+        status.status_topic,
+        schema_text(DEVICE_STATUS),
+        schema_dict(DEVICE_STATUS),
+        settings.registry.compatibility,
+    )
+    app = faust.App(
+        status.app_id,
+        broker=[f"kafka://{host.strip()}" for host in settings.kafka.bootstrap_servers.split(",")],
+        broker_client_id=settings.kafka.client_id or SERVICE,
+        store="memory://",  # the changelog is the state; restored into memory at start
+        autodiscover=False,
+        datadir=status.data_dir,
+        web_enabled=True,
+        web_host=http.host,
+        web_port=http.port,
+        canonical_url=f"http://{http.advertised_host}:{http.port}",
+        topic_partitions=status.partitions,
+        table_standby_replicas=0,
+        producer_partitioner=librdkafka_partitioner,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=status.session_timeout_s,
+        broker_commit_interval=status.commit_interval_s,
+        broker_heartbeat_interval=status.heartbeat_interval_s,
+    )
+    ends = EndOffsets(settings.kafka, settings.kafka.client_id or SERVICE)
+    tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)
+    install_views(app, tracker, lambda: {"kafka_assigned_and_restored": tracker.settled()})
+    return app, tracker
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        settings = load_settings(StatusSettings)
+    except ConfigError as exc:
+        sys.exit(_config_failed(exc))
+    configure_logging(SERVICE, settings.log)
+    route_stdlib_logs(settings.log)
+    for chatty in ("httpx", "httpx2", "aiokafka"):  # a line per registry request or fetch otherwise
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        app, _ = build_app(settings)
+    except ConfigError as exc:
+        sys.exit(_config_failed(exc))
+    except FluxgateError as exc:
+        log.error("service.failed", error=str(exc), error_class=type(exc).__name__)
+        sys.exit(EXIT_FAILED)
+    worker = faust.Worker(app, loglevel=settings.log.level, override_logging=False, redirect_stdouts=False, quiet=True)
+    worker.execute_from_commandline()
+
+
+def _config_failed(exc: ConfigError) -> int:
+    head, *fields = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    print(f"{SERVICE}: {head} {'; '.join(fields)}".rstrip(), file=sys.stderr, flush=True)
+    return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""device-status's Prometheus metrics. Labels are statuses and reasons, never device ids."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+READINGS = Counter("fluxgate_status_readings_total", "SensorReading records applied to the device table")
+REPLAYS = Counter(
+    "fluxgate_status_replayed_readings_total", "Readings skipped because the table had already counted them"
+)
+UNDECODABLE = Counter("fluxgate_status_undecodable_total", "Input records that are not readable SensorReadings")
+TRANSITIONS = Counter("fluxgate_status_transitions_total", "DeviceStatus transitions produced", ["status"])
+DEVICES = Gauge("fluxgate_status_devices", "Devices in this instance's part of the table", ["status"])
+CHECKS = Counter("fluxgate_status_silence_checks_total", "Silence checks the timer asked for")

@@ -1,0 +1,35 @@
+"""The input's end offsets, asked of Kafka by a client of our own.
+
+Not through faust's consumer, and not from inside faust's rebalance signal: asked there
+(through aiokafka's consumer), a restarted instance was seen to resume an input partition
+at its end, skipping the backlog. They are asked at the first timer tick after a restore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from fluxgate_core.settings import KafkaSettings
+
+
+class EndOffsets:
+    """Reads high watermarks with a group-less librdkafka consumer (it never subscribes)."""
+
+    def __init__(self, kafka: KafkaSettings, client_id: str, timeout_s: float = 10.0) -> None:
+        config: dict[str, Any] = kafka.client_config(client_id)
+        config["group.id"] = f"{client_id}-watermarks"  # required by librdkafka, never joined
+        self._consumer = Consumer(config)
+        self._timeout_s = timeout_s
+
+    async def ends(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        return await asyncio.to_thread(self._ends, topic, partitions)
+
+    def _ends(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for partition in partitions:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self._timeout_s)
+            out[partition] = int(high)
+        return out

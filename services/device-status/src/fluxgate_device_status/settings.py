@@ -1,0 +1,63 @@
+"""Settings of device-status: ``FLUXGATE_STATUS_*``, nested groups with ``__``."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.settings import Group, HttpSettings, KafkaSettings, LogSettings, RegistrySettings, service_config
+
+SERVICE = "device-status"
+HTTP_PORT = 9107
+
+
+class StatusHttpSettings(HttpSettings):
+    """The one port for the device views, ``/healthz``, ``/readyz`` and ``/metrics`` (faust's web server)."""
+
+    port: int = Field(HTTP_PORT, ge=1, le=65535, description="faust's web port; other instances redirect here")
+    advertised_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="host name other instances use to reach this one (faust's canonical URL)",
+    )
+
+
+class DeviceStatusSettings(Group):
+    """Topics, the table and the silence rule."""
+
+    app_id: str = Field(
+        "fluxgate-device-status", min_length=1, description="consumer group and prefix of the changelog topics"
+    )
+    input_topic: str = Field("sensors.readings", min_length=1, description="SensorReading records keyed by device")
+    status_topic: str = Field("devices.status", min_length=1, description="DeviceStatus transitions go here")
+    partitions: int = Field(
+        3, ge=1, description="partitions of input_topic; the table's changelog and the checks topic get as many"
+    )
+    silence_threshold_s: float = Field(60.0, gt=0, description="a device that sent nothing this long is OFFLINE")
+    timer_interval_s: float = Field(5.0, gt=0, description="how often silence is checked")
+    session_timeout_s: float = Field(
+        10.0, ge=6, description="how long a crashed instance keeps its partitions before the group moves them"
+    )
+    heartbeat_interval_s: float = Field(3.0, gt=0, description="consumer heartbeat; under a third of the session")
+    commit_interval_s: float = Field(2.8, gt=0, description="how often faust commits the input's offsets")
+    data_dir: str = Field(".local/device-status", min_length=1, description="faust's data directory")
+
+    @model_validator(mode="after")
+    def _tick_below_threshold(self) -> DeviceStatusSettings:
+        if self.timer_interval_s > self.silence_threshold_s:
+            raise ValueError("timer_interval_s must not exceed silence_threshold_s")
+        if self.heartbeat_interval_s * 3 > self.session_timeout_s:
+            raise ValueError("heartbeat_interval_s must be at most a third of session_timeout_s")
+        return self
+
+
+class StatusSettings(BaseSettings):
+    """device-status settings; nested groups with ``__`` (``FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S``)."""
+
+    model_config = service_config("FLUXGATE_STATUS_")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
+    http: StatusHttpSettings = Field(default_factory=StatusHttpSettings)  # type: ignore[arg-type]
+    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
+    status: DeviceStatusSettings = Field(default_factory=DeviceStatusSettings)  # type: ignore[arg-type]

@@ -1,0 +1,208 @@
+"""The faust wiring of the device table: readings in, silence checks, transitions out.
+
+The table can only be written from inside a stream (faust writes the changelog to the
+partition of the event being processed), so the timer does not mark devices OFFLINE
+itself: it sends a silence check for each device it finds silent to an internal topic,
+on the device's own partition, and an agent there decides again against the table (a
+reading may have arrived since) and writes the transition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import faust
+import structlog
+
+from fluxgate_device_status import metrics
+from fluxgate_device_status.codec import Undecodable
+from fluxgate_device_status.offsets import EndOffsets
+from fluxgate_device_status.settings import DeviceStatusSettings
+from fluxgate_device_status.state import (
+    CatchUp,
+    Reading,
+    State,
+    Status,
+    apply_reading,
+    caught_up,
+    is_replay,
+    is_silent,
+    mark_offline,
+    transition_record,
+)
+
+log = structlog.get_logger(__name__)
+Clock = Callable[[], int]
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class DeviceTracker:
+    """Owns the table, the agents and the timer of one faust app."""
+
+    def __init__(
+        self,
+        app: faust.App,
+        settings: DeviceStatusSettings,
+        readings_codec: faust.Codec,
+        status_codec: faust.Codec,
+        end_offsets: EndOffsets,
+        clock: Clock = wall_ms,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.threshold_ms = int(settings.silence_threshold_s * 1000)
+        self.clock = clock
+        self.end_offsets = end_offsets
+        # partition -> when this instance started watching it (see state.py on restarts)
+        self.watch_start: dict[int, int] = {}
+        # Raw UTF-8 keys (bytes), as the gateways write them: faust routes ``GET /devices/{id}``
+        # by partitioning the changelog's serialized key, which must equal the input's key.
+        # (A str key type would get faust's default key serializer, JSON: the id in quotes.)
+        self.table = app.Table("devices", key_type=bytes, partitions=settings.partitions)
+        self.readings = app.topic(
+            settings.input_topic, key_type=str, key_serializer="raw", value_serializer=readings_codec
+        )
+        self.checks = app.topic(
+            f"{settings.app_id}-silence-checks",
+            key_type=bytes,
+            key_serializer="raw",
+            value_serializer="json",
+            partitions=settings.partitions,
+            internal=True,
+        )
+        self.status = app.topic(
+            settings.status_topic, key_type=str, key_serializer="raw", value_serializer=status_codec
+        )
+        app.agent(self.readings, name="track-readings")(self._track_readings)
+        app.agent(self.checks, name="decide-silence")(self._decide_silence)
+        app.timer(settings.timer_interval_s, name="silence-timer")(self._tick)
+        self.restored = False
+        self.restored_at_ms = 0
+        self.read: dict[int, int] = {}  # partition -> highest input offset read or counted in the table
+        self.ends: dict[int, int] = {}  # partition -> input end offset asked for after the restore
+        self.resumed: set[int] = set()
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types receivers narrower than it calls them
+        app.on_rebalance_complete.connect(self._on_restored)  # type: ignore[arg-type]
+
+    def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        self.restored = False
+        self.resumed.clear()
+        self.watch_start.clear()
+
+    def _on_restored(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        """The tables are restored; the input is about to flow again. Nothing is awaited
+        here: with a network call awaited in this handler, faust sometimes resumed an input
+        partition at its end, skipping the backlog. The end offsets are asked for at the
+        next tick instead (later, so if anything more than needed is waited for)."""
+        self.read = {}
+        for state in self.table.values():
+            self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
+        self.ends = {}
+        self.watch_start = {}
+        self.restored_at_ms = self.clock()
+        self.restored = True
+        log.info("table.restored", partitions=sorted(self.active_partitions()), devices=len(self.local_devices()))
+
+    async def _track_readings(self, stream: Any) -> None:
+        async for event in stream.events():
+            if isinstance(event.value, Undecodable):
+                metrics.UNDECODABLE.inc()
+                self._read(event.message.partition, event.message.offset)
+                log.warning("reading.undecodable", topic=event.message.topic, partition=event.message.partition,
+                            offset=event.message.offset, reason=event.value.reason)  # fmt: skip
+                continue
+            self._read(event.message.partition, event.message.offset)
+            reading = Reading.from_record(event.value, event.message.partition, event.message.offset)
+            await self.on_reading(reading)
+
+    def _read(self, partition: int, offset: int) -> None:
+        if partition not in self.read or offset > self.read[partition]:
+            if partition not in self.resumed:
+                self.resumed.add(partition)
+                log.info("partition.resumed", topic=self.settings.input_topic, partition=partition, offset=offset)
+            self.read[partition] = offset
+
+    async def on_reading(self, reading: Reading) -> None:
+        key = reading.device_id.encode()
+        state: State | None = self.table.get(key)
+        if is_replay(state, reading):
+            metrics.REPLAYS.inc()
+            return
+        new, turned = apply_reading(state, reading, self.clock())
+        self.table[key] = new
+        metrics.READINGS.inc()
+        if turned is not None:
+            await self._emit(new, state["status"] if state else None)
+
+    async def _decide_silence(self, stream: Any) -> None:
+        async for event in stream.events():
+            state: State | None = self.table.get(event.key)
+            watch_start = self.watch_start.get(event.message.partition)
+            if state is None or watch_start is None:
+                continue
+            # Decided as of the tick that saw the silence; a reading processed since then
+            # counts as heard later, so the device stays ONLINE.
+            checked_at = int(event.value["checked_at_ms"])
+            if is_silent(state, checked_at, self.threshold_ms, watch_start):
+                offline = mark_offline(state, checked_at)
+                self.table[event.key] = offline
+                await self._emit(offline, state["status"])
+
+    async def _emit(self, state: State, previous: Status | None) -> None:
+        await self.status.send(key=state["device_id"], value=transition_record(state, previous, self.threshold_ms))
+        metrics.TRANSITIONS.labels(state["status"]).inc()
+        log.info("device.transition", device_id=state["device_id"], status=state["status"], previous=previous,
+                 partition=state["partition"], offset=state["offset"])  # fmt: skip
+
+    def active_partitions(self) -> set[int]:
+        return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.settings.input_topic}
+
+    def settled(self) -> bool:
+        """Assigned and restored: not rebalancing, not replaying a changelog."""
+        return (
+            self.restored
+            and not getattr(self.app, "rebalancing", False)
+            and not getattr(self.app, "in_recovery", False)
+        )
+
+    async def _tick(self) -> None:
+        if not self.settled():
+            return
+        now = self.clock()
+        active = self.active_partitions()
+        await self._start_watching(active, now)
+        counts = {"ONLINE": 0, "OFFLINE": 0}
+        for key, state in list(self.table.items()):
+            if state["partition"] not in active:
+                continue
+            counts[state["status"]] += 1
+            watch_start = self.watch_start.get(state["partition"])
+            if watch_start is not None and is_silent(state, now, self.threshold_ms, watch_start):
+                metrics.CHECKS.inc()
+                await self.checks.send(key=key, value={"checked_at_ms": now}, partition=state["partition"])
+        for status, count in counts.items():
+            metrics.DEVICES.labels(status).set(count)
+
+    async def _start_watching(self, active: set[int], now: int) -> None:
+        """Watch a partition from the first tick at which it has caught up with its input."""
+        unknown = sorted(active - set(self.ends))
+        if unknown:
+            self.ends.update(await self.end_offsets.ends(self.settings.input_topic, unknown))
+        for partition in active - set(self.watch_start):
+            progress = CatchUp(end=self.ends[partition], read=self.read.get(partition, -1))
+            if caught_up(progress):
+                self.watch_start[partition] = now
+                log.info("partition.watching", partition=partition, input_end=progress.end, read=progress.read)
+
+    def get(self, device_id: str) -> State | None:
+        state: State | None = self.table.get(device_id.encode())
+        return state
+
+    def local_devices(self) -> list[State]:
+        active = self.active_partitions()
+        return [state for _, state in self.table.items() if state["partition"] in active]

@@ -1,0 +1,65 @@
+"""Settings fail at start naming the field; the codecs and the partitioner."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import pytest
+
+from fluxgate_core.errors import ConfigError, SerializationError
+from fluxgate_core.settings import load_settings
+from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, Undecodable, librdkafka_partitioner
+from fluxgate_device_status.settings import StatusSettings
+
+
+def test_defaults_match_the_local_stack() -> None:
+    settings = StatusSettings()
+    assert settings.status.silence_threshold_s == 60.0
+    assert (settings.status.input_topic, settings.status.status_topic) == ("sensors.readings", "devices.status")
+    assert settings.http.port == 9107
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S", "0"), ("FLUXGATE_STATUS_HTTP__PORT", "http")],
+)
+def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=name):
+        load_settings(StatusSettings)
+
+
+def test_a_tick_longer_than_the_threshold_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S", "1")
+    monkeypatch.setenv("FLUXGATE_STATUS_STATUS__TIMER_INTERVAL_S", "2")
+    with pytest.raises(ConfigError, match="timer_interval_s must not exceed"):
+        load_settings(StatusSettings)
+
+
+class FakeDecoder:
+    def decode(self, data: bytes) -> dict[str, Any]:
+        if data == b"bad":
+            raise SerializationError("not wire format")
+        return {"device_id": data.decode()}
+
+
+class FakeEncoder:
+    def encode(self, record: dict[str, Any]) -> bytes:
+        return str(record).encode()
+
+
+def test_a_poison_value_becomes_undecodable_instead_of_ending_the_agent() -> None:
+    codec = AvroDecoding(FakeDecoder())  # type: ignore[arg-type]
+    assert codec.loads(b"dev-1") == {"device_id": "dev-1"}
+    assert codec.loads(b"bad") == Undecodable("not wire format")
+
+
+def test_the_encoding_codec_uses_the_registered_encoder() -> None:
+    assert AvroEncoding(FakeEncoder()).dumps({"a": 1}) == b"{'a': 1}"  # type: ignore[arg-type]
+
+
+def test_partitioner_is_librdkafkas_crc32() -> None:
+    for key in (b"dev-1", b"sensor-42", "ü".encode()):
+        assert librdkafka_partitioner(key, [0, 1, 2], [0, 1, 2]) == zlib.crc32(key) % 3
+    assert librdkafka_partitioner(None, [0, 1, 2], [1]) == 1
