@@ -71,6 +71,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/elasticsearch.py
 	$(PY) bench/scylla.py
 	$(PY) bench/hazelcast.py
+	$(PY) bench/coap_ingest.py
 
 .PHONY: clean
 clean: down ## Stop the stack and remove downloads, data and the venv
