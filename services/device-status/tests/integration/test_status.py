@@ -47,9 +47,10 @@ def test_silent_device_goes_offline_then_online_with_both_transitions_on_the_top
         assert (back["status"], back["previous_status"]) == ("ONLINE", "OFFLINE")
         assert back["readings"] == 3
         # OFFLINE never early, and decided at the first tick after the threshold (plus one
-        # tick of timer drift: a tick may start late on a busy machine).
+        # tick of timer drift: a tick may start late on a busy machine, and 250 ms for the
+        # silence check's round trip through its Kafka topic and the last reading's processing).
         silent_for = int(offline["changed_at"].timestamp() * 1000) - offline["last_ingest_time"].timestamp() * 1000
-        assert THRESHOLD_MS <= silent_for <= THRESHOLD_MS + 2 * TICK_MS + 50  # +50: processing of the last reading
+        assert THRESHOLD_MS <= silent_for <= THRESHOLD_MS + 2 * TICK_MS + 250
         assert service.metric("fluxgate_status_transitions_total", status="OFFLINE") == 1
         assert service.metric("fluxgate_status_transitions_total", status="ONLINE") == 2
         assert service.metric("fluxgate_status_readings_total") == 3
