@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +120,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--watermark", default="30 seconds", help="how late a reading may be and still count")
     parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job (and the persisters)")
     parser.add_argument("--no-persisters", action="store_true", help="skip the persisters")
+    parser.add_argument("--status-port", type=int, default=9107, help="device-status's HTTP port (GET /devices)")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
     parser.add_argument(
@@ -146,6 +149,11 @@ def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
          "--duplicates", "0.01", "--seed", "7"],
     )  # fmt: skip
     pipeline.start("mqtt-proxy", [str(BIN / "fluxgate-mqtt-proxy")], prefixed("FLUXGATE_MQTT_", common))
+    pipeline.start(
+        "device-status",
+        [str(BIN / "fluxgate-device-status")],
+        prefixed("FLUXGATE_STATUS_", {**common, "HTTP__PORT": str(args.status_port)}),
+    )
     pipeline.start(
         "coap-ingest",
         [str(BIN / "fluxgate-coap-ingest")],
@@ -185,8 +193,26 @@ def end_offsets(consumer: Consumer) -> dict[str, int]:
 Done = Callable[[dict[str, int], dict[str, int]], bool]
 
 
+def device_states(port: int) -> dict[str, int]:
+    """Devices per status as device-status answers ``GET /devices`` (empty until it answers)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/devices", timeout=2) as reply:
+            listed = json.load(reply)
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return {}
+    states: dict[str, int] = {}
+    for device in listed["devices"]:
+        states[device["status"]] = states.get(device["status"], 0) + 1
+    return states
+
+
 def watch(
-    pipeline: Pipeline, bootstrap: str, duration: float | None, stores: Stores | None, done: Done | None = None
+    pipeline: Pipeline,
+    bootstrap: str,
+    duration: float | None,
+    stores: Stores | None,
+    done: Done | None = None,
+    status_port: int | None = None,
 ) -> dict[str, int]:
     """Show what arrives every few seconds until ``duration`` or Ctrl-C, or until ``done``
     (readings arrived per topic, store counts) says the run has shown what it had to."""
@@ -203,6 +229,7 @@ def watch(
                 f"[{now - start:6.0f}s] "
                 + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
                 + "".join(f"  {store}: {count}" for store, count in counts.items())
+                + "".join(f"  devices {state}: {n}" for state, n in sorted(device_states(status_port).items()))
                 + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else "")
             )
             previous, last = current, now
@@ -243,12 +270,16 @@ def main() -> int:
     pipeline = Pipeline(logs)
     signal.signal(signal.SIGTERM, _interrupt)
     arrived: dict[str, int] = {}
+    devices: dict[str, int] = {}
     died: list[str] = []
     try:
         start_all(pipeline, args)
         say("watching Kafka (Ctrl-C stops everything)...")
-        arrived = watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before))
+        arrived = watch(
+            pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port
+        )
         died = pipeline.dead()
+        devices = device_states(args.status_port)
     finally:
         exits = pipeline.stop()
     for name in sorted({*died, *(n for n, code in exits.items() if code)}):
@@ -256,10 +287,10 @@ def main() -> int:
     documents = {store: count - held_before[store] for store, count in stores.counts().items()} if stores else {}
     if stores:
         stores.close()
-    say(json.dumps({"arrived": arrived, "documents": documents, "died": died, "exits": exits}))
+    say(json.dumps({"arrived": arrived, "documents": documents, "devices": devices, "died": died, "exits": exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
-    healthy = healthy and all(count > 0 for count in documents.values())
+    healthy = healthy and all(count > 0 for count in documents.values()) and devices.get("ONLINE", 0) > 0
     return 1 if args.check and not healthy else 0
 
 

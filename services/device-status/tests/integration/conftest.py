@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
+from fluxgate_core.settings import KafkaSettings
 from fluxgate_core.testing import ConsumedRecord, ServiceProcess, consume, free_port, unique_topic
 
 pytestmark = pytest.mark.integration
@@ -36,7 +37,10 @@ class Fleet:
         self.encoder = AvroEncoder.registered(
             registry_client, self.readings_topic, schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
         )
-        self.producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 0})
+        # As the gateways send them: KafkaSettings' defaults compress with lz4 (which aiokafka reads
+        # only with its compression extra; make run found the service without it).
+        gateway = KafkaSettings.model_validate({"bootstrap_servers": stack.bootstrap}).producer_config("test-fleet")
+        self.producer = Producer({**gateway, "linger.ms": 0})
         self.app_id = f"device-status-{uuid.uuid4().hex[:8]}"
         self.data_dir = data_dir
 
