@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -38,3 +39,15 @@ def test_logfmt_starts_with_time_level_event(capsys: pytest.CaptureFixture[str])
     assert line.startswith("timestamp=")
     assert " level=warning event=notification.rejected " in line
     assert 'uri="coap://h/x y"' in line and "service=coap-ingest" in line
+
+
+def test_standard_library_records_come_out_in_the_same_format() -> None:
+    """aiokafka, faust, gmqtt, aiocoap and the drivers log through the standard library."""
+    configure_logging("device-status", LogSettings(level="INFO", json_output=False))
+    record = logging.LogRecord("aiokafka.consumer", logging.WARNING, __file__, 1, "fetch %s failed", ("p0",), None)
+    lines = {handler.format(record) for handler in logging.getLogger().handlers}
+    assert lines, "no root handler"
+    for line in lines:
+        assert line.startswith("timestamp=")
+        assert ' level=warning event="fetch p0 failed" ' in line
+        assert "logger=aiokafka.consumer" in line and "service=device-status" in line

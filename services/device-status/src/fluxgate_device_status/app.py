@@ -23,7 +23,6 @@ from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
-from fluxgate_device_status.logs import route_stdlib_logs
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
@@ -79,7 +78,6 @@ def main() -> None:
     except ConfigError as exc:
         sys.exit(_config_failed(exc))
     configure_logging(SERVICE, settings.log)
-    route_stdlib_logs(settings.log)
     for chatty in ("httpx", "httpx2", "aiokafka"):  # a line per registry request or fetch otherwise
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
