@@ -1,4 +1,4 @@
-"""Provider verification of the aggregator's pacts for ``sensors.readings``.
+"""Provider verification of the pacts on ``sensors.readings``: the aggregator's and device-status's.
 
 Each producer's real converter (``MessageConverter`` for mqtt-proxy,
 ``NotificationConverter`` for coap-ingest) turns a device payload into Kafka records
@@ -36,7 +36,7 @@ from fluxgate_mqtt_proxy.settings import SERVICE as MQTT_PROXY
 from fluxgate_mqtt_proxy.settings import default_routes
 
 PACTS_DIR = Path(__file__).resolve().parent / "pacts"
-CONSUMER = "aggregator"
+CONSUMERS = ("aggregator", "device-status")
 SCHEMA_ID = 1
 NOW_MS = 1_700_000_000_000  # fixed ingest time: the messages, and so the runs, are deterministic
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -89,24 +89,24 @@ def as_json(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def verify(provider: str, message: bytes) -> None:
-    """Run the Pact verifier for ``provider``'s pact; AssertionError listing the mismatches."""
+def verify(provider: str, message: bytes, consumer: str = "aggregator") -> None:
+    """Run the Pact verifier for ``consumer``'s pact with ``provider``; AssertionError listing the mismatches."""
 
     # One kind of message goes on the topic, so every interaction gets the produced one.
     def handler(name: str) -> Message:
         return Message(contents=message, content_type="application/json", metadata=None)
 
-    pact_file = PACTS_DIR / f"{CONSUMER}-{provider}.json"
+    pact_file = PACTS_DIR / f"{consumer}-{provider}.json"
     verifier = Verifier(provider).message_handler(handler).add_source(pact_file).set_coloured_output(enabled=False)
     try:
         verifier.verify()
     except RuntimeError:
-        raise AssertionError(failure_report(provider, pact_file, verifier)) from None
+        raise AssertionError(failure_report(provider, consumer, pact_file, verifier)) from None
 
 
-def failure_report(provider: str, pact_file: Path, verifier: Verifier) -> str:
+def failure_report(provider: str, consumer: str, pact_file: Path, verifier: Verifier) -> str:
     """The mismatches first, one a line with where they are; then the verifier's own report."""
-    lines = [f"{provider} breaks the aggregator's contract ({pact_file.name}):"]
+    lines = [f"{provider} breaks the {consumer} contract ({pact_file.name}):"]
     for error in verifier.results.get("errors", []):
         mismatch = error.get("mismatch", {})
         for found in mismatch.get("mismatches") or [mismatch]:
@@ -154,10 +154,19 @@ PRODUCERS = [
 ]
 
 
+@pytest.mark.parametrize("consumer", CONSUMERS)
 @pytest.mark.parametrize("producer", PRODUCERS)
-def test_producer_satisfies_the_aggregator_pact(producer: Producer) -> None:
+def test_producer_satisfies_every_consumer_pact(producer: Producer, consumer: str) -> None:
     for message in producer.messages():
-        verify(producer.name, message)
+        verify(producer.name, message, consumer)
+
+
+def test_every_pact_on_the_topic_is_verified_here() -> None:
+    # A new consumer of sensors.readings writes its pacts; they count only once verified here.
+    gateways = (MQTT_PROXY, COAP_INGEST)
+    on_disk = {path.name for path in PACTS_DIR.glob("*.json") if path.stem.endswith(gateways)}
+    verified = {f"{consumer}-{gateway}.json" for consumer in CONSUMERS for gateway in gateways}
+    assert on_disk == verified, f"pacts on sensors.readings nobody verifies: {sorted(on_disk - verified)}"
 
 
 def without_field(schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -177,7 +186,9 @@ def test_a_producer_dropping_a_consumed_field_fails_naming_it() -> None:
     producer = Producer(MQTT_PROXY, MQTT_PAYLOADS["json object"], without_field(reading_schema(), "unit"))
     (message,) = producer.messages()
     assert b'"unit"' not in message
-    with pytest.raises(AssertionError, match=r"mqtt-proxy breaks .*\n.*missing the following keys: unit"):
+    with pytest.raises(
+        AssertionError, match=r"mqtt-proxy breaks the aggregator .*\n.*missing the following keys: unit"
+    ):
         verify(producer.name, message)
 
 
@@ -192,5 +203,19 @@ def test_a_producer_renaming_a_consumed_field_fails_naming_it(monkeypatch: pytes
     schema = renamed_field(reading_schema(), "event_time", "eventTime")
     (message,) = Producer(COAP_INGEST, COAP_PAYLOADS["json object"], schema).messages()
     assert b'"eventTime"' in message
-    with pytest.raises(AssertionError, match=r"coap-ingest breaks .*\n.*missing the following keys: event_time"):
+    with pytest.raises(
+        AssertionError, match=r"coap-ingest breaks the aggregator .*\n.*missing the following keys: event_time"
+    ):
         verify(COAP_INGEST, message)
+
+
+def test_a_field_only_device_status_reads_is_its_own_contract() -> None:
+    # ``ingest_time`` dropped: the aggregator never reads it and does not care; device-status
+    # judges silence by it, and its pact fails naming the field.
+    producer = Producer(COAP_INGEST, COAP_PAYLOADS["cbor object"], without_field(reading_schema(), "ingest_time"))
+    (message,) = producer.messages()
+    verify(COAP_INGEST, message, "aggregator")
+    with pytest.raises(
+        AssertionError, match=r"coap-ingest breaks the device-status .*\n.*missing the following keys: ingest_time"
+    ):
+        verify(COAP_INGEST, message, "device-status")

@@ -14,16 +14,12 @@ here first, which is what makes the producers promise to keep it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-AvroType = str | list[str] | dict[str, str]
-"""An Avro type as it appears in the ``.avsc``: a name, a union, or a logical type."""
+from fluxgate_core.contract import TIMESTAMP_MILLIS, ConsumedFields
 
-TIMESTAMP_MILLIS: Final[dict[str, str]] = {"type": "long", "logicalType": "timestamp-millis"}
-
-CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
+CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
     {
         "device_id": "string",
         "metric": "string",
@@ -36,8 +32,3 @@ CONSUMED_FIELDS: Final[Mapping[str, AvroType]] = MappingProxyType(
     }
 )
 """Field name -> its Avro type in ``schemas/sensor_reading.avsc``, in schema order."""
-
-
-def is_nullable(avro_type: AvroType) -> bool:
-    """Whether a field of this type may be null (a union with ``"null"``)."""
-    return isinstance(avro_type, list) and "null" in avro_type

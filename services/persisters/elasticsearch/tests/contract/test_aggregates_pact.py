@@ -22,9 +22,9 @@ from fluxgate_es_persister.mapping import TEMPERATURE_AGGREGATE_PROPERTIES
 from fluxgate_es_persister.settings import DEFAULT_KCQL
 from fluxgate_es_persister.sink import bulk_operations
 from fluxgate_sink.contract import schema_mismatches
-from fluxgate_sink.testing.pact import PersisterPact, routed
+from fluxgate_sink.testing.pact import persister_pact, routed
 
-PACT = PersisterPact(
+PACT = persister_pact(
     "es-persister",
     CONSUMED_FIELDS,
     "The fields of TemperatureAggregate the Elasticsearch persister reads and maps.",

@@ -24,9 +24,9 @@ from fluxgate_hazelcast_persister.structures import Structure, check_statements,
 from fluxgate_hazelcast_persister.values import value_of
 from fluxgate_sink.contract import schema_mismatches
 from fluxgate_sink.kcql import parse
-from fluxgate_sink.testing.pact import PersisterPact, routed
+from fluxgate_sink.testing.pact import persister_pact, routed
 
-PACT = PersisterPact(
+PACT = persister_pact(
     "hazelcast-persister",
     CONSUMED_FIELDS,
     "The fields of TemperatureAggregate the Hazelcast persister keys entries by (the default PK and event time).",

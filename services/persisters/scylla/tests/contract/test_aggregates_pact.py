@@ -22,9 +22,9 @@ from fluxgate_scylla_persister.consumed import CONSUMED_FIELDS, CQL_TYPES
 from fluxgate_scylla_persister.settings import DEFAULT_KCQL
 from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name
 from fluxgate_sink.contract import schema_mismatches
-from fluxgate_sink.testing.pact import PersisterPact, routed
+from fluxgate_sink.testing.pact import persister_pact, routed
 
-PACT = PersisterPact(
+PACT = persister_pact(
     "scylla-persister",
     CONSUMED_FIELDS,
     "The fields of TemperatureAggregate the Scylla persister keys rows by and stores.",
