@@ -189,7 +189,8 @@ class NotificationBatcher:
                     deliveries.append(delivery)
             outcomes = await deliver_batch(self._producer, self._dead_letters, deliveries)
         except Exception as exc:  # a bug, or the producer gone: nothing of the batch is done
-            outcomes = [exc] * len(deliveries)
+            decided = [notification for _, notification in batch]
+            outcomes = [exc] * len(batch)
         finally:
             for inlet, _ in batch:
                 inlet.done()

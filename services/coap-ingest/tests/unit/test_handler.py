@@ -346,3 +346,18 @@ async def test_a_batch_that_breaks_leaves_every_notification_undone_and_stops_th
     await ingest.batcher.drain(timeout=5)
     assert [str(error) for error in ingest.fatal] == ["producer gone", "producer gone"]
     assert ingest.inlet.undone == 0
+
+
+async def test_a_bug_in_deciding_leaves_the_whole_batch_undone_and_stops_the_service() -> None:
+    producer = FakeProducer()
+    ingest = Ingest(producer)
+
+    def broken(notification: Notification) -> Any:
+        raise RuntimeError("a bug")
+
+    ingest.handler.delivery = broken  # type: ignore[method-assign]
+    await ingest.inlet.put(notification(reading("dev-1", 1)))
+    await ingest.inlet.put(notification(reading("dev-1", 2)))
+    await ingest.batcher.drain(timeout=5)
+    assert [str(error) for error in ingest.fatal] == ["a bug", "a bug"]
+    assert producer.sent == [] and ingest.inlet.undone == 0
