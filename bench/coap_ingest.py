@@ -1,7 +1,7 @@
 """CoAP-to-Kafka throughput of coap-ingest next to a plain aiocoap observer, measured in one run.
 
 Both legs observe the same resources: ``--devices`` simulated devices (``_coap_devices.py``:
-the simulator's ``CoapDeviceServer``, one UDP endpoint per device, one observable resource
+plain asyncio CoAP endpoints, one UDP endpoint per device, one observable resource
 each), every one notifying ``--rate`` times a second, in a process of their own started fresh
 for each leg:
 

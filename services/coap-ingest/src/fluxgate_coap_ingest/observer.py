@@ -6,11 +6,11 @@ times out. Every end is the same to us: wait (exponential backoff, capped, jitte
 and register again. Silence longer than ``max_age_s`` counts as an end, because a
 restarted server never tells its old observers anything.
 
-Notifications go into a bounded queue. aiocoap's own notification iterator is lossy
-by design (observe transfers *state*, RFC 7641 §1.3: a client that falls behind
-sees the latest one), so the reader here does nothing but move notifications into
-the queue; only when Kafka is slow for long enough to fill the queue can
-intermediate states be skipped, which is what observe promises.
+Notifications go to a bounded sink (the resource's inlet into the batches, see
+``handler``). aiocoap's own notification iterator is lossy by design (observe transfers
+*state*, RFC 7641 §1.3: a client that falls behind sees the latest one), so the reader
+here does nothing but move notifications into the sink; only when Kafka is slow for long
+enough to fill the bound can intermediate states be skipped, which is what observe promises.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiocoap
 import structlog
@@ -48,6 +49,12 @@ class Notification:
     abandoned: bool = False  # block-wise with more than we fetch: ``payload`` is its first part
 
 
+class NotificationSink(Protocol):
+    """Where an observer puts its notifications; ``put`` waits while the sink is full."""
+
+    async def put(self, notification: Notification, /) -> None: ...
+
+
 class ObservationEnded(Exception):
     """An observation is over; ``reason`` is the metrics label."""
 
@@ -64,7 +71,7 @@ class ResourceObserver:
         context: aiocoap.Context,
         resource: ResourceSettings,
         settings: ObserveSettings,
-        queue: asyncio.Queue[Notification],
+        sink: NotificationSink,
         rng: random.Random | None = None,
         max_bytes: int = ASSEMBLY_LIMIT_FACTOR * DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
@@ -73,7 +80,8 @@ class ResourceObserver:
         self._max_bytes = max_bytes
         self._context = context
         self._settings = settings
-        self._queue = queue
+        self._sink = sink
+        self._notified = metrics.NOTIFICATIONS.labels(resource.host)  # looked up once: labels() locks
         self._backoff = Backoff(
             settings.backoff_initial_s,
             max(settings.backoff_max_s, settings.backoff_initial_s),
@@ -173,8 +181,8 @@ class ResourceObserver:
             first_after_register=first_after_register,
             abandoned=assembled.abandoned,
         )
-        metrics.NOTIFICATIONS.labels(self.resource.host).inc()
-        await self._queue.put(notification)
+        self._notified.inc()
+        await self._sink.put(notification)
 
     def _retry(self, ended: ObservationEnded) -> Retry:
         delay = self._backoff.next_delay()

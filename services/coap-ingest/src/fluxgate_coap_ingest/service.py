@@ -8,23 +8,21 @@ from types import TracebackType
 import aiocoap
 import structlog
 from aiocoap.defaults import dtls_missing_modules
-from aiocoap.util.asyncio.recvmsg import RecvmsgSelectorDatagramTransport
 
 from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_coap_ingest.convert import NotificationConverter
+from fluxgate_coap_ingest.datagrams import read_waiting_datagrams, receive_whole_datagrams
 from fluxgate_coap_ingest.dedupe import DedupeWindow
-from fluxgate_coap_ingest.handler import NotificationHandler, drain_queue
-from fluxgate_coap_ingest.observer import Notification, ResourceObserver
+from fluxgate_coap_ingest.handler import HostCountingDeadLetters, NotificationBatcher, NotificationHandler
+from fluxgate_coap_ingest.observer import ResourceObserver
 from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
 from fluxgate_core.batches import fit_batches_to_topics
-from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 
 log = structlog.get_logger(__name__)
-MAX_UDP_DATAGRAM = 65_535
 
 
 class CoapIngestService:
@@ -41,9 +39,8 @@ class CoapIngestService:
         self.observers: list[ResourceObserver] = []
         self._producer: AsyncProducer | None = None
         self._context: aiocoap.Context | None = None
-        self._queues: list[asyncio.Queue[Notification]] = []
+        self._batcher: NotificationBatcher | None = None
         self._readers: list[asyncio.Task[None]] = []
-        self._workers: list[asyncio.Task[None]] = []
         self._started = False
 
     async def start(self) -> None:
@@ -57,18 +54,20 @@ class CoapIngestService:
         self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
         await self._producer.start()
         receive_whole_datagrams()
+        read_waiting_datagrams()
         self._context = await aiocoap.Context.create_client_context()
         load_credentials(self._context, self.settings)
         limits = self.settings.limits
-        dead_letters = DeadLetterWriter(
+        dead_letters = HostCountingDeadLetters(
             self._producer,
             self.settings.deadletter_topic,
             SERVICE,
             max_whole_bytes=limits.max_payload_bytes,
             head_bytes=limits.deadletter_head_bytes,
         )
+        self._batcher = NotificationBatcher(self._producer, dead_letters, self._fail, self.settings.observe.queue_size)
         for resource in self.settings.resources:
-            self._observe(resource, encoders[resource.topic], dead_letters)
+            self._observe(resource, encoders[resource.topic], self._batcher)
         self._started = True
         log.info("service.started", resources=len(self.settings.resources))
 
@@ -91,12 +90,11 @@ class CoapIngestService:
         """Stop observing, hand what was received to Kafka, wait for the acks."""
         self._started = False
         await _cancel(self._readers)
-        try:
-            async with asyncio.timeout(drain_timeout):
-                await asyncio.gather(*(queue.join() for queue in self._queues))
-        except TimeoutError:
-            log.warning("service.stop.unhandled", notifications=sum(queue.qsize() for queue in self._queues))
-        await _cancel(self._workers)
+        if self._batcher is not None:
+            undone = await self._batcher.drain(drain_timeout)
+            if undone:
+                log.warning("service.stop.unhandled", batches=len(undone))
+            await _cancel(list(undone))
         if self._context is not None:
             await self._context.shutdown()
             self._context = None
@@ -122,32 +120,20 @@ class CoapIngestService:
         topics = sorted({resource.topic for resource in self.settings.resources})
         return {topic: AvroEncoder.registered(client, topic, text, schema, compatibility) for topic in topics}
 
-    def _observe(self, resource: ResourceSettings, encoder: AvroEncoder, dead_letters: DeadLetterWriter) -> None:
-        assert self._context is not None and self._producer is not None
+    def _observe(self, resource: ResourceSettings, encoder: AvroEncoder, batcher: NotificationBatcher) -> None:
+        assert self._context is not None
         observe = self.settings.observe
-        queue: asyncio.Queue[Notification] = asyncio.Queue(observe.queue_size)
-        fetched = ASSEMBLY_LIMIT_FACTOR * self.settings.limits.max_payload_bytes
-        observer = ResourceObserver(self._context, resource, observe, queue, max_bytes=fetched)
         converter = NotificationConverter(resource, encoder, limits=self.settings.limits.payload_limits())
-        handler = NotificationHandler(converter, DedupeWindow(observe.dedupe_window), self._producer, dead_letters)
+        inlet = batcher.inlet(NotificationHandler(converter, DedupeWindow(observe.dedupe_window)))
+        fetched = ASSEMBLY_LIMIT_FACTOR * self.settings.limits.max_payload_bytes
+        observer = ResourceObserver(self._context, resource, observe, inlet, max_bytes=fetched)
         self.observers.append(observer)
-        self._queues.append(queue)
         self._readers.append(asyncio.create_task(observer.run(), name=f"observe {resource.uri}"))
-        self._workers.append(
-            asyncio.create_task(drain_queue(queue, handler, self._fail), name=f"produce {resource.uri}")
-        )
 
     def _fail(self, exc: BaseException) -> None:
         if self.fatal is None:
             self.fatal = exc
         self._stop.set()
-
-
-def receive_whole_datagrams() -> None:
-    """aiocoap reads UDP into 4 KiB and ignores MSG_TRUNC: a larger notification sent in one
-    datagram (no Block2) reached us cut short and was parsed as if whole. Read any datagram
-    whole; the payload limit is checked after."""
-    RecvmsgSelectorDatagramTransport.max_size = MAX_UDP_DATAGRAM
 
 
 def check_dtls_available(resources: list[ResourceSettings]) -> None:

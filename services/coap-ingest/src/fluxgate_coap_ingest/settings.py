@@ -122,7 +122,7 @@ class ObserveSettings(Group):
     dedupe_window: int = Field(
         default=256, ge=1, le=100_000, description="recent notifications remembered per resource"
     )
-    queue_size: int = Field(default=1000, ge=1, description="notifications buffered per resource while Kafka confirms")
+    queue_size: int = Field(default=1000, ge=1, description="notifications per resource received, not yet done")
 
 
 class DtlsSettings(Group):

@@ -1,4 +1,5 @@
-"""The notification handler with an in-memory producer: acks awaited, duplicates dropped, dead letters."""
+"""The notification handler and batcher with an in-memory producer: acks awaited, duplicates dropped,
+dead letters, batches in order and bounded."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import Any
 
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.dedupe import DedupeWindow
-from fluxgate_coap_ingest.handler import NotificationHandler, drain_queue
+from fluxgate_coap_ingest.handler import NotificationBatcher, NotificationHandler
 from fluxgate_coap_ingest.observer import Notification
 from fluxgate_coap_ingest.settings import ResourceSettings
 from fluxgate_core import deadletter
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import DeliveryError
+from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 
@@ -40,15 +42,40 @@ class FakeProducer:
         self.sent_event.set()
         return future
 
+    async def send_many(self, records: Sequence[KafkaRecord]) -> asyncio.Future[list[BaseException | None]]:
+        """The batch face of the same per-record futures: one answer per record, once all are in."""
+        futures = [await self.send(r.topic, r.value, key=r.key, headers=r.headers) for r in records]
+        return asyncio.ensure_future(_answers(futures))
+
     async def deliver(self, topic: str, value: bytes, **kwargs: Any) -> Any:
         return await (await self.send(topic, value, **kwargs))
 
 
-def make_handler(producer: FakeProducer, **resource: Any) -> NotificationHandler:
-    encoder = AvroEncoder(schema_dict(SENSOR_READING), 1)
-    converter = NotificationConverter(ResourceSettings(uri=URI, **resource), encoder)
-    dead_letters = DeadLetterWriter(producer, "dlq", "coap-ingest")  # type: ignore[arg-type]
-    return NotificationHandler(converter, DedupeWindow(16), producer, dead_letters)  # type: ignore[arg-type]
+async def _answers(futures: Sequence[asyncio.Future[None]]) -> list[BaseException | None]:
+    answers = await asyncio.gather(*futures, return_exceptions=True)
+    return [answer if isinstance(answer, BaseException) else None for answer in answers]
+
+
+class Ingest:
+    """One resource's handler behind the batcher, as the service wires them."""
+
+    def __init__(self, producer: FakeProducer, limit: int = 1000, **resource: Any) -> None:
+        encoder = AvroEncoder(schema_dict(SENSOR_READING), 1)
+        self.converter = NotificationConverter(ResourceSettings(uri=URI, **resource), encoder)
+        dead_letters = DeadLetterWriter(producer, "dlq", "coap-ingest")  # type: ignore[arg-type]
+        self.fatal: list[BaseException] = []
+        self.batcher = NotificationBatcher(producer, dead_letters, self.fatal.append, limit)  # type: ignore[arg-type]
+        self.handler = NotificationHandler(self.converter, DedupeWindow(16))
+        self.inlet = self.batcher.inlet(self.handler)
+
+    async def handle(self, notification: Notification) -> None:
+        """Hand ``notification`` over and wait until it is done (or left undone)."""
+        await self.inlet.put(notification)
+        await self.batcher.drain(timeout=5)
+
+
+def make_handler(producer: FakeProducer, **resource: Any) -> Ingest:
+    return Ingest(producer, **resource)
 
 
 def notification(payload: bytes, observe: int | None = 1, first: bool = False, cf: int | None = 50) -> Notification:
@@ -151,7 +178,7 @@ async def test_payload_that_trips_a_bug_is_dead_lettered_not_lost() -> None:
     def broken(*args: Any) -> Any:
         raise KeyError("a bug")
 
-    handler._converter.conversion = broken  # type: ignore[method-assign]
+    handler.converter.conversion = broken  # type: ignore[method-assign]
     await handler.handle(notification(TIMED))
     assert [(topic, value) for topic, value, _, _ in producer.sent] == [("dlq", TIMED)]
     assert dict(producer.sent[0][3])[deadletter.ERROR_CLASS] == b"KeyError"
@@ -159,25 +186,18 @@ async def test_payload_that_trips_a_bug_is_dead_lettered_not_lost() -> None:
 
 async def test_what_can_be_neither_produced_nor_dead_lettered_stops_the_service() -> None:
     refusal = DeliveryError("Message size too large", retriable=False)
-    handler = make_handler(RefusingProducer({"sensors.readings", "dlq"}, refusal))
-    queue: asyncio.Queue[Notification] = asyncio.Queue()
-    fatal: list[BaseException] = []
-    worker = asyncio.create_task(drain_queue(queue, handler, fatal.append))
-    queue.put_nowait(notification(TIMED))
-    await asyncio.wait_for(worker, 5)  # the worker ends: nothing after it is taken and dropped
-    assert fatal == [refusal]
-    await asyncio.wait_for(queue.join(), 1)
+    ingest = make_handler(RefusingProducer({"sensors.readings", "dlq"}, refusal))
+    await asyncio.wait_for(ingest.handle(notification(TIMED)), 5)
+    assert ingest.fatal == [refusal]
+    assert ingest.inlet.undone == 0  # given up, not left waiting
 
 
 async def test_retriable_delivery_errors_are_not_dead_lettered() -> None:
     producer = RefusingProducer({"sensors.readings"}, DeliveryError("broker transport failure", retriable=True))
-    fatal: list[BaseException] = []
-    queue: asyncio.Queue[Notification] = asyncio.Queue()
-    worker = asyncio.create_task(drain_queue(queue, make_handler(producer), fatal.append))
-    queue.put_nowait(notification(TIMED))
-    await asyncio.wait_for(worker, 5)
+    ingest = make_handler(producer)
+    await asyncio.wait_for(ingest.handle(notification(TIMED)), 5)
     assert [topic for topic, *_ in producer.sent] == ["sensors.readings"]
-    assert len(fatal) == 1 and fatal[0].retriable  # type: ignore[attr-defined]
+    assert len(ingest.fatal) == 1 and ingest.fatal[0].retriable  # type: ignore[attr-defined]
 
 
 async def test_an_abandoned_block_wise_transfer_is_dead_lettered_not_parsed() -> None:
@@ -188,3 +208,156 @@ async def test_an_abandoned_block_wise_transfer_is_dead_lettered_not_parsed() ->
     assert (topic, value) == ("dlq", head)
     assert dict(headers)[deadletter.ERROR_CLASS] == b"TransferAbandoned"
     assert f"over {len(head)} bytes: its transfer was abandoned".encode() in dict(headers)[deadletter.REASON]
+
+
+# --- batches -------------------------------------------------------------------------------------
+
+OTHER_URI = "coap://127.0.0.1:5683/sensors/dev-2/temperature"
+
+
+def reading(device: str, millis: int) -> bytes:
+    return f'{{"sensorId":"{device}","timestamp":{1_700_000_000_000 + millis},"temperature":21.5}}'.encode()
+
+
+def record_value(ingest: Ingest, payload: bytes) -> bytes:
+    """The record value ``payload`` becomes (the converter is pure: the same bytes each time)."""
+    return ingest.converter.convert(URI, payload, 50, 1_700_000_000_500)[0].value
+
+
+class CountingProducer(FakeProducer):
+    """Also counts the hand-offs: one ``send_many`` per batch."""
+
+    def __init__(self, auto_ack: bool = True) -> None:
+        super().__init__(auto_ack)
+        self.batches: list[int] = []
+
+    async def send_many(self, records: Sequence[KafkaRecord]) -> asyncio.Future[list[BaseException | None]]:
+        self.batches.append(len(records))
+        return await super().send_many(records)
+
+
+def second_inlet(ingest: Ingest) -> Any:
+    converter = NotificationConverter(ResourceSettings(uri=OTHER_URI), ingest.converter._encoder)
+    return ingest.batcher.inlet(NotificationHandler(converter, DedupeWindow(16)))
+
+
+async def settle(turns: int = 20) -> None:
+    """Let the event loop run what is ready (no time passes that a test relies on)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+
+
+def sent_devices(producer: FakeProducer) -> list[tuple[bytes, bytes]]:
+    return [(key, value) for _topic, value, key, _headers in producer.sent]
+
+
+async def test_notifications_of_one_turn_go_to_kafka_as_one_batch_in_arrival_order() -> None:
+    producer = CountingProducer()
+    ingest = Ingest(producer)
+    other = second_inlet(ingest)
+    payloads = [(ingest.inlet, reading("dev-1", 1)), (other, reading("dev-2", 1)), (ingest.inlet, reading("dev-1", 2))]
+    for inlet, payload in payloads:
+        await inlet.put(Notification(URI, payload, 50, 1, 1_700_000_000_500))
+    await ingest.batcher.drain(timeout=5)
+    assert producer.batches == [3]
+    assert [key for key, _ in sent_devices(producer)] == [b"dev-1", b"dev-2", b"dev-1"]
+    assert sent_devices(producer)[2][1] == record_value(ingest, reading("dev-1", 2))
+
+
+async def test_a_later_batch_never_overtakes_an_earlier_one() -> None:
+    producer = CountingProducer(auto_ack=False)
+    ingest = Ingest(producer)
+    for millis in (1, 2):
+        await ingest.inlet.put(notification(reading("dev-1", millis)))
+    await settle()  # the first batch is produced and waits for Kafka
+    await ingest.inlet.put(notification(reading("dev-1", 3)))
+    await settle()
+    assert producer.batches == [2, 1]
+    expected = [record_value(ingest, reading("dev-1", millis)) for millis in (1, 2, 3)]
+    assert [value for _key, value in sent_devices(producer)] == expected
+    producer.pending[2].set_result(None)  # Kafka answers the later batch first: it is done, the earlier not
+    await settle()
+    assert ingest.inlet.undone == 2
+    for future in producer.pending[:2]:
+        future.set_result(None)
+    await ingest.batcher.drain(timeout=5)
+    assert ingest.inlet.undone == 0 and ingest.fatal == []
+
+
+async def test_a_notification_is_done_only_once_kafka_confirmed_all_of_its_batch() -> None:
+    producer = FakeProducer(auto_ack=False)
+    ingest = Ingest(producer)
+    await ingest.inlet.put(notification(reading("dev-1", 1)))
+    await ingest.inlet.put(notification(reading("dev-1", 2)))
+    await settle()
+    assert len(producer.pending) == 2 and ingest.inlet.undone == 2
+    producer.pending[0].set_result(None)
+    await settle()
+    assert ingest.inlet.undone == 2  # one confirmation of two: the batch is not done
+    producer.pending[1].set_result(None)
+    await ingest.batcher.drain(timeout=5)
+    assert ingest.inlet.undone == 0
+
+
+async def test_a_resource_waits_while_its_bound_of_undone_notifications_is_reached() -> None:
+    producer = FakeProducer(auto_ack=False)
+    ingest = Ingest(producer, limit=2)
+    other = second_inlet(ingest)
+    await ingest.inlet.put(notification(reading("dev-1", 1)))
+    await ingest.inlet.put(notification(reading("dev-1", 2)))
+    third = asyncio.create_task(ingest.inlet.put(notification(reading("dev-1", 3))))
+    await settle()
+    assert not third.done() and len(producer.sent) == 2  # waits: Kafka has confirmed nothing
+    await other.put(Notification(OTHER_URI, reading("dev-2", 1), 50, 1, 1_700_000_000_500))  # others go on
+    await settle()
+    assert len(producer.sent) == 3 and not third.done()
+    producer.pending[0].set_result(None)
+    producer.pending[1].set_result(None)
+    await asyncio.wait_for(third, 5)
+    assert ingest.inlet.undone == 1
+
+
+async def test_a_failed_record_fails_its_notification_alone_and_refusals_are_dead_lettered() -> None:
+    producer = FakeProducer(auto_ack=False)
+    ingest = Ingest(producer)
+    for millis in (1, 2, 3):
+        await ingest.inlet.put(notification(reading("dev-1", millis)))
+    await settle()
+    producer.pending[0].set_result(None)
+    producer.pending[1].set_exception(DeliveryError("broker transport failure", retriable=True))
+    producer.pending[2].set_exception(DeliveryError("Message size too large", retriable=False))
+    await settle()
+    producer.pending[3].set_result(None)  # the dead letter of the third
+    await ingest.batcher.drain(timeout=5)
+    assert [str(error) for error in ingest.fatal] == ["broker transport failure"]  # the second alone
+    assert [topic for topic, *_ in producer.sent] == ["sensors.readings"] * 3 + ["dlq"]
+    assert producer.sent[3][1] == reading("dev-1", 3)
+    assert ingest.inlet.undone == 0
+
+
+async def test_a_batch_that_breaks_leaves_every_notification_undone_and_stops_the_service() -> None:
+    class Broken(FakeProducer):
+        async def send_many(self, records: Sequence[KafkaRecord]) -> asyncio.Future[list[BaseException | None]]:
+            raise RuntimeError("producer gone")
+
+    ingest = Ingest(Broken())
+    await ingest.inlet.put(notification(reading("dev-1", 1)))
+    await ingest.inlet.put(notification(reading("dev-1", 2)))
+    await ingest.batcher.drain(timeout=5)
+    assert [str(error) for error in ingest.fatal] == ["producer gone", "producer gone"]
+    assert ingest.inlet.undone == 0
+
+
+async def test_a_bug_in_deciding_leaves_the_whole_batch_undone_and_stops_the_service() -> None:
+    producer = FakeProducer()
+    ingest = Ingest(producer)
+
+    def broken(notification: Notification) -> Any:
+        raise RuntimeError("a bug")
+
+    ingest.handler.delivery = broken  # type: ignore[method-assign]
+    await ingest.inlet.put(notification(reading("dev-1", 1)))
+    await ingest.inlet.put(notification(reading("dev-1", 2)))
+    await ingest.batcher.drain(timeout=5)
+    assert [str(error) for error in ingest.fatal] == ["a bug", "a bug"]
+    assert producer.sent == [] and ingest.inlet.undone == 0
