@@ -26,6 +26,7 @@ from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
+from fluxgate_device_status.transport import StatusApp
 from fluxgate_device_status.web import install_views
 
 log = structlog.get_logger(__name__)
@@ -46,7 +47,7 @@ def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
         schema_dict(DEVICE_STATUS),
         settings.registry.compatibility,
     )
-    app = faust.App(
+    app = StatusApp(
         status.app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka.bootstrap_servers.split(",")],
         broker_client_id=settings.kafka.client_id or SERVICE,

@@ -1,17 +1,18 @@
 """The input's end offsets, asked of Kafka by a client of our own.
 
-Not through faust's consumer, and not from inside faust's rebalance signal: asked there
-(through aiokafka's consumer), a restarted instance was seen to resume an input partition
-at its end, skipping the backlog. They are asked at the first timer tick after a restore.
-"""
+Not through faust's consumer, whose thread is busy with the rebalance that precedes the
+question; asked at the first timer tick after a restore, from a group-less librdkafka
+consumer."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from fluxgate_core.errors import ConsumeError
+from fluxgate_core.kafka_errors import converted
 from fluxgate_core.settings import KafkaSettings
 
 
@@ -25,7 +26,11 @@ class EndOffsets:
         self._timeout_s = timeout_s
 
     async def ends(self, topic: str, partitions: list[int]) -> dict[int, int]:
-        return await asyncio.to_thread(self._ends, topic, partitions)
+        """Each partition's end offset; :class:`ConsumeError` when Kafka does not answer in time."""
+        try:
+            return await asyncio.to_thread(self._ends, topic, partitions)
+        except KafkaException as exc:
+            raise converted(exc, ConsumeError, f"end offsets of {topic} {partitions}") from exc
 
     def _ends(self, topic: str, partitions: list[int]) -> dict[int, int]:
         out: dict[int, int] = {}

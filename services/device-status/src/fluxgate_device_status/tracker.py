@@ -16,6 +16,7 @@ from typing import Any
 import faust
 import structlog
 
+from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
 from fluxgate_device_status.codec import Undecodable
 from fluxgate_device_status.offsets import EndOffsets
@@ -96,9 +97,8 @@ class DeviceTracker:
 
     def _on_restored(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         """The tables are restored; the input is about to flow again. Nothing is awaited
-        here: with a network call awaited in this handler, faust sometimes resumed an input
-        partition at its end, skipping the backlog. The end offsets are asked for at the
-        next tick instead (later, so if anything more than needed is waited for)."""
+        here (it would hold up the end of faust's recovery): the end offsets are asked for
+        at the next tick instead (later, so if anything more than needed is waited for)."""
         self.read = {}
         for state in self.table.values():
             self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
@@ -192,8 +192,11 @@ class DeviceTracker:
         """Watch a partition from the first tick at which it has caught up with its input."""
         unknown = sorted(active - set(self.ends))
         if unknown:
-            self.ends.update(await self.end_offsets.ends(self.settings.input_topic, unknown))
-        for partition in active - set(self.watch_start):
+            try:
+                self.ends.update(await self.end_offsets.ends(self.settings.input_topic, unknown))
+            except ConsumeError as exc:  # Kafka away: those partitions stay unwatched (no OFFLINE) for now
+                log.warning("input.end_offsets_unknown", partitions=unknown, error=str(exc))
+        for partition in (active & set(self.ends)) - set(self.watch_start):
             progress = CatchUp(end=self.ends[partition], read=self.read.get(partition, -1))
             if caught_up(progress):
                 self.watch_start[partition] = now

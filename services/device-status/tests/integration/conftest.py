@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
@@ -100,6 +100,17 @@ class Fleet:
         finally:
             client.close()
         return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+    def changelog_records(self) -> int:
+        """How many records the service's table changelog holds (what a restart restores from)."""
+        client = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{self.app_id}-probe"})
+        topic = f"{self.app_id}-devices-changelog"
+        try:
+            return sum(client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3))
+        except KafkaException:  # not created yet
+            return 0
+        finally:
+            client.close()
 
     def transitions(self, expected: int, idle: float = 1.0) -> list[dict[str, Any]]:
         """Every DeviceStatus on the status topic, decoded through the registry."""

@@ -58,29 +58,39 @@ def test_silent_device_goes_offline_then_online_with_both_transitions_on_the_top
         assert service.terminate() == 0
 
 
-def test_sigkill_and_restart_keep_the_table_and_invent_no_transition(fleet: Fleet) -> None:
+@pytest.mark.parametrize("committed", [True, False], ids=["after-a-commit", "before-any-commit"])
+def test_sigkill_and_restart_keep_the_table_and_invent_no_transition(fleet: Fleet, committed: bool) -> None:
     """dev-quiet falls silent before the kill; dev-busy keeps sending through the kill and the
     restart, behind a backlog of another device's readings on its partition, so its readings
     are still waiting in the topic when the restarted service has restored its table and its
     timer ticks. On restart the table is what it was, dev-quiet turns OFFLINE (it really is
-    silent), dev-busy does not, and nothing is counted twice."""
-    with fleet.service() as first, fleet.service() as second:
-        check_restart(fleet, first, second)
+    silent), dev-busy does not, every reading of the backlog is counted exactly once.
+
+    Killed before any commit, the restarted consumer has no committed offset to go back to:
+    faust drops what it fetched while a rebalance stopped its flow and relies on going back
+    to the committed offsets, which aiokafka skips for a partition without one. Before
+    ``transport.py`` it then started the partition wherever the dropped fetch had left it,
+    at its end, past the backlog (about one run in eight)."""
+    env = {} if committed else {"STATUS__COMMIT_INTERVAL_S": "3600"}
+    with fleet.service(**env) as first, fleet.service(**env) as second:
+        check_restart(fleet, first, second, committed)
 
 
-def check_restart(fleet: Fleet, first: ServiceProcess, second: ServiceProcess) -> None:
+def check_restart(fleet: Fleet, first: ServiceProcess, second: ServiceProcess, committed: bool) -> None:
     first.start()
     for device_id in ("dev-quiet", "dev-busy"):
         fleet.send(device_id)
     first.wait_until(lambda: len(devices(first)) == 2, "both devices in the table")
     before = {d["device_id"]: d for d in devices(first)}
-    # Killed once it has committed, as a service that ran a while has. (Killed before its
-    # first commit, the restarted consumer was seen to start a partition at its end, past
-    # the backlog, in about one run in eight: an open faust/aiokafka issue, see the README.)
     busy, quiet = (zlib.crc32(d.encode()) % 3 for d in ("dev-busy", "dev-quiet"))
-    first.wait_until(lambda: fleet.committed().keys() >= {busy, quiet}, "offsets committed")
+    if committed:
+        first.wait_until(lambda: fleet.committed().keys() >= {busy, quiet}, "offsets committed")
+    else:  # what a restart restores from must be written, as it is within moments of a reading
+        first.wait_until(lambda: fleet.changelog_records() >= 2, "the table's changelog written")
+        assert fleet.committed() == {}
     first.kill()
-    fleet.send(same_partition_as("dev-busy"), count=BACKLOG)
+    filler = same_partition_as("dev-busy")
+    fleet.send(filler, count=BACKLOG)
 
     stop_busy = threading.Event()
 
@@ -95,24 +105,16 @@ def check_restart(fleet: Fleet, first: ServiceProcess, second: ServiceProcess) -
     try:
         second.start()
         second.wait_until(lambda: device(second, "dev-quiet")[1]["status"] == "OFFLINE", "dev-quiet OFFLINE", 30)
+        second.wait_until(lambda: device(second, filler)[1].get("readings", 0) >= BACKLOG, "the backlog read", 30)
     finally:
         stop_busy.set()
         sender.join()
     busy_stopped_ms = int(time.time() * 1000)
     after = {d["device_id"]: d for d in devices(second)}
-    print(
-        "AFTER",
-        sorted(after),
-        after["dev-busy"]["readings"],
-        second.metric("fluxgate_status_readings_total"),
-        second.metric("fluxgate_status_replayed_readings_total"),
-        second.metric("fluxgate_status_undecodable_total"),
-    )
     assert after["dev-quiet"] == {**before["dev-quiet"], "status": "OFFLINE", "status_since_ms": ANY}
     assert after["dev-busy"]["first_seen_ms"] == before["dev-busy"]["first_seen_ms"]
-    assert same_partition_as("dev-busy") in after  # the backlog was read, not skipped
-    # Not asserted: that the backlog is counted exactly once. In about 2 runs in 12 the
-    # restarted service counted 2999 of 3000 (one counted as a replay): open, see the README.
+    # Every reading of the backlog counted once: none skipped, none taken for a replay.
+    assert after[filler]["readings"] == BACKLOG, second.metrics()
 
     records = [r for r in fleet.transitions(expected=4) if r["device_id"] in ("dev-quiet", "dev-busy")]
     seen = sorted(

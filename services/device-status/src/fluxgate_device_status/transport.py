@@ -1,0 +1,123 @@
+"""faust's Kafka transport and flow control, with three fixes that keep a rebalance from
+losing readings. Each was seen losing one in the restart tests (``tests/integration``).
+
+**Resuming a flow that runs clears nothing.** ``FlowControlEvent.resume()`` empties every
+stream's and channel's queue, meant for the events of a generation that a rebalance
+stopped. At the end of a recovery faust resumes the input partitions, seeks them to
+their committed offsets (a call that waits on the consumer thread) and only then resumes
+the flow control, which was already running since the changelogs were read: the
+readings fetched during that wait sat in the queues and were thrown away with nothing to
+bring them back (offset 2 of a backlog whose offset 1 had just been applied). Here a
+resume empties the queues only when the flow was suspended.
+
+**Nothing dropped is acknowledged.** A stream skips the events it takes while the flow is
+stopped for a rebalance, or that were fetched in an earlier generation, and then
+*acknowledges* them ("otherwise the lag would increase"), so the next commit could move the
+group's offset past readings that were never applied, and the rewind after the rebalance
+could not bring them back. Here an acknowledgement that comes while the flow is stopped or
+from an earlier generation is not recorded: the message is read again after the rewind.
+A message that was applied and whose acknowledgement is refused this way is recognised as
+a replay by its offset (``state.is_replay``) when it comes again.
+
+**A partition without a committed offset is rewound too.** faust drops what it fetched
+while a rebalance stopped its flow (a fetch that returns while the flow is stopped, the
+rest of a batch when the generation changes, events queued from the old generation) and
+relies on going back to the committed offsets afterwards
+(``Consumer.perform_seek``, at the end of every recovery and when a fetch returns with the
+flow stopped). aiokafka's ``seek_to_committed`` seeks only partitions whose committed
+offset is above 0, and leaves a partition without one wherever the dropped fetch left it.
+For an instance restarted before its first commit, that was the end of a 3000-record
+backlog: the backlog was never processed (about one restart in eight).
+
+Here a source partition without a committed offset goes back where the group starts one,
+``consumer_auto_offset_reset``: the beginning of the log for this service. What was read
+and already counted is read again and recognised as a replay by its offset
+(``state.is_replay``). Changelog partitions are left alone: recovery positions those itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP, Message
+from mode.utils.objects import cached_property
+from mode.utils.queues import FlowControlEvent
+
+
+class RewindingConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """The aiokafka consumer thread whose seek to the committed offsets misses no partition."""
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        committed: Mapping[TP, int] = await self.call_thread(self._seek_to_committed_or_reset)
+        return committed
+
+    async def _seek_to_committed_or_reset(self) -> Mapping[TP, int]:
+        consumer = self._ensure_consumer()
+        committed: Mapping[TP, int] = await consumer.seek_to_committed()
+        assigned = consumer.assignment()  # may have changed while the committed offsets were asked for
+        uncommitted = [
+            tp
+            for tp in without_committed_offset(committed)
+            if tp in assigned and not self.consumer._is_changelog_tp(tp)
+        ]
+        if uncommitted:
+            self.log.info("Seek to %s: partitions without a committed offset %r", self.reset, uncommitted)
+            if self.reset == "latest":
+                await consumer.seek_to_end(*uncommitted)
+            else:
+                await consumer.seek_to_beginning(*uncommitted)
+        return committed
+
+    @property
+    def reset(self) -> str:
+        return str(self.app.conf.consumer_auto_offset_reset)
+
+
+def without_committed_offset(committed: Mapping[TP, int | None]) -> list[TP]:
+    """The partitions aiokafka's ``seek_to_committed`` leaves where they are: no committed
+    offset (None), or 0, which it does not seek to either."""
+    return [tp for tp, offset in committed.items() if not offset or offset <= 0]
+
+
+class RewindingConsumer(faust_aiokafka.Consumer):
+    """faust's aiokafka consumer that records no acknowledgement of a dropped message and
+    rewinds every source partition (see the module's docstring)."""
+
+    def ack(self, message: Message) -> bool:
+        if self.app.flow_control.is_active() and message.generation_id == self.app.consumer_generation_id:
+            return super().ack(message)
+        # Dropped by the stream (or done while a rebalance is under way): read again after the rewind.
+        message.acked = True
+        self._unacked_messages.discard(message)  # so no rebalance waits for it
+        return False
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return RewindingConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class RewindingTransport(faust_aiokafka.Transport):
+    Consumer = RewindingConsumer
+
+
+class KeepingFlowControl(FlowControlEvent):
+    """Flow control whose ``resume()`` empties the queues only when the flow was suspended."""
+
+    def resume(self) -> None:
+        if self.is_active():
+            return  # the queues hold this generation's events: keep them
+        super().resume()
+
+
+class StatusApp(faust.App):
+    """``faust.App`` consuming through :class:`RewindingTransport` (producing as faust does),
+    its streams under :class:`KeepingFlowControl`."""
+
+    def _new_transport(self) -> Any:
+        return RewindingTransport(self.conf.broker_consumer, self)
+
+    @cached_property
+    def flow_control(self) -> FlowControlEvent:
+        return KeepingFlowControl(loop=self.loop)

@@ -1,0 +1,120 @@
+"""The rewind after a rebalance reaches every source partition, committed or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faust.types import TP, Message
+from mode.utils.queues import FlowControlQueue
+
+from fluxgate_device_status.transport import RewindingConsumerThread, StatusApp, without_committed_offset
+
+READINGS, CHECKS, CHANGELOG = "sensors.readings", "status-silence-checks", "status-devices-changelog"
+
+
+class FakeAiokafka:
+    """What ``seek_to_committed`` and the seeks after it do to an aiokafka consumer."""
+
+    def __init__(self, committed: dict[TP, int | None], assigned: set[TP] | None = None) -> None:
+        self.committed = committed
+        self.assigned = set(committed) if assigned is None else assigned
+        self.positions: dict[TP, int | str] = {}
+
+    async def seek_to_committed(self) -> dict[TP, int | None]:
+        for tp, offset in self.committed.items():
+            if offset and offset > 0:  # aiokafka 0.14's own rule
+                self.positions[tp] = offset
+        return dict(self.committed)
+
+    def assignment(self) -> set[TP]:
+        return self.assigned
+
+    async def seek_to_beginning(self, *partitions: TP) -> None:
+        self.positions.update(dict.fromkeys(partitions, "beginning"))
+
+    async def seek_to_end(self, *partitions: TP) -> None:
+        self.positions.update(dict.fromkeys(partitions, "end"))
+
+
+def consumer_thread(aiokafka: FakeAiokafka, reset: str = "earliest") -> RewindingConsumerThread:
+    app = StatusApp("status", broker="kafka://127.0.0.1:1", consumer_auto_offset_reset=reset)
+    thread = app.consumer._thread
+    assert isinstance(thread, RewindingConsumerThread)
+    thread._consumer = aiokafka  # type: ignore[assignment]
+    app.consumer._is_changelog_tp = lambda tp: tp.topic == CHANGELOG  # type: ignore[method-assign]
+    return thread
+
+
+def test_without_committed_offset_is_what_aiokafka_leaves_in_place() -> None:
+    committed: dict[TP, Any] = {TP(READINGS, 0): None, TP(READINGS, 1): 0, TP(READINGS, 2): 7}
+    assert without_committed_offset(committed) == [TP(READINGS, 0), TP(READINGS, 1)]
+
+
+async def test_a_source_partition_without_a_committed_offset_goes_back_to_the_beginning() -> None:
+    aiokafka = FakeAiokafka({TP(READINGS, 0): None, TP(READINGS, 1): 0, TP(READINGS, 2): 7, TP(CHECKS, 0): None})
+    committed = await consumer_thread(aiokafka)._seek_to_committed_or_reset()
+    assert aiokafka.positions == {
+        TP(READINGS, 0): "beginning",
+        TP(READINGS, 1): "beginning",
+        TP(READINGS, 2): 7,
+        TP(CHECKS, 0): "beginning",
+    }
+    assert committed == aiokafka.committed  # faust's own bookkeeping gets what aiokafka says
+
+
+async def test_changelogs_and_partitions_revoked_meanwhile_are_left_alone() -> None:
+    aiokafka = FakeAiokafka({TP(CHANGELOG, 0): None, TP(READINGS, 0): None, TP(READINGS, 1): None})
+    aiokafka.assigned = {TP(CHANGELOG, 0), TP(READINGS, 1)}  # READINGS 0 revoked during the look-up
+    await consumer_thread(aiokafka)._seek_to_committed_or_reset()
+    assert aiokafka.positions == {TP(READINGS, 1): "beginning"}
+
+
+async def test_the_reset_policy_is_the_apps() -> None:
+    aiokafka = FakeAiokafka({TP(READINGS, 0): None})
+    await consumer_thread(aiokafka, reset="latest")._seek_to_committed_or_reset()
+    assert aiokafka.positions == {TP(READINGS, 0): "end"}
+
+
+def message(offset: int, generation: int) -> Message:
+    return Message(READINGS, 0, offset, 0.0, 0, None, b"dev", b"", None, tp=TP(READINGS, 0), generation_id=generation)
+
+
+def acking_app() -> StatusApp:
+    app = StatusApp("status", broker="kafka://127.0.0.1:1")
+    app.topics.acks_enabled_for = lambda topic: True  # type: ignore[method-assign]
+    app.consumer_generation_id = 4
+    app.flow_control.resume()
+    return app
+
+
+def test_an_event_applied_in_the_current_generation_is_acknowledged() -> None:
+    app = acking_app()
+    applied = message(10, generation=4)
+    app.consumer.track_message(applied)
+    assert app.consumer.ack(applied)
+    assert list(app.consumer._acked[TP(READINGS, 0)]) == [10]
+    assert applied not in app.consumer.unacked
+
+
+def test_what_a_stream_drops_during_a_rebalance_is_not_acknowledged_so_it_is_not_committed() -> None:
+    app = acking_app()
+    from_an_earlier_generation, taken_while_stopped = message(10, generation=3), message(11, generation=4)
+    for dropped in (from_an_earlier_generation, taken_while_stopped):
+        app.consumer.track_message(dropped)
+    assert not app.consumer.ack(from_an_earlier_generation)
+    app.flow_control.suspend()  # a rebalance started
+    assert not app.consumer.ack(taken_while_stopped)
+    assert list(app.consumer._acked[TP(READINGS, 0)]) == []
+    assert len(app.consumer.unacked) == 0  # nothing for a rebalance to wait on
+
+
+async def test_resuming_a_running_flow_keeps_the_queued_events_and_resuming_a_suspended_one_drops_them() -> None:
+    app = StatusApp("status", broker="kafka://127.0.0.1:1")
+    queue: FlowControlQueue[int] = FlowControlQueue(flow_control=app.flow_control, clear_on_resume=True)
+    app.flow_control.resume()
+    queue.put_nowait(1)  # fetched after the seek to the committed offsets, not applied yet
+    app.flow_control.resume()  # what the end of a recovery does to a flow that already runs
+    assert queue.qsize() == 1
+    app.flow_control.suspend()  # a rebalance: what is queued is read again after the rewind
+    app.flow_control.resume()
+    assert queue.qsize() == 0
