@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from faust.serializers import codecs
 
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
@@ -60,6 +61,24 @@ class AvroEncoding(faust.Codec):
 
     def _loads(self, s: bytes) -> Any:
         raise TypeError("this codec only encodes")
+
+
+class TableStates(faust.Codec):
+    """The device table's values as JSON, as faust writes them; an entry that is not JSON
+    loads as an :class:`Undecodable` instead of raising. faust's recovery stops at a value
+    it cannot load and never becomes ready; the tracker drops such entries after the restore
+    (``DeviceTracker._on_restored``)."""
+
+    _json = codecs.get_codec("json")
+
+    def _dumps(self, s: Any) -> bytes:
+        return bytes(self._json.dumps(s))
+
+    def _loads(self, s: bytes) -> Any:
+        try:
+            return self._json.loads(s)
+        except ValueError as exc:
+            return Undecodable(f"not JSON: {exc}")
 
 
 def librdkafka_partitioner(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:

@@ -12,3 +12,6 @@ UNDECODABLE = Counter("fluxgate_status_undecodable_total", "Input records that a
 TRANSITIONS = Counter("fluxgate_status_transitions_total", "DeviceStatus transitions produced", ["status"])
 DEVICES = Gauge("fluxgate_status_devices", "Devices in this instance's part of the table", ["status"])
 CHECKS = Counter("fluxgate_status_silence_checks_total", "Silence checks the timer asked for")
+UNREADABLE_ENTRIES = Counter(
+    "fluxgate_status_unreadable_table_entries_total", "Restored table entries left out: not a device state"
+)

@@ -142,6 +142,38 @@ def transition_record(state: State, previous: Status | None, threshold_ms: int) 
     }
 
 
+_STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "device_id": str,
+    "status": str,
+    "status_since_ms": int,
+    "first_seen_ms": int,
+    "last_event_time_ms": int,
+    "last_ingest_time_ms": int,
+    "last_processed_ms": int,
+    "protocol": str,
+    "source": str,
+    "metrics": dict,
+    "readings": int,
+    "partition": int,
+    "offset": int,
+}
+
+
+def unreadable_because(value: Any) -> str | None:
+    """Why a table entry restored from the changelog is not a device state this version can
+    use (None: it is one). Such an entry is left out; the device's next reading replaces it."""
+    if not isinstance(value, dict):
+        return f"not an object: {type(value).__name__}"
+    for name, kind in _STATE_FIELDS.items():
+        if name not in value:
+            return f"no {name!r}"
+        if not isinstance(value[name], kind) or isinstance(value[name], bool):
+            return f"{name!r} is {type(value[name]).__name__}, not {getattr(kind, '__name__', kind)}"
+    if value["status"] not in ("ONLINE", "OFFLINE"):
+        return f"'status' is {value['status']!r}"
+    return None
+
+
 def view(state: State) -> dict[str, Any]:
     """What ``GET /devices`` shows of a state (the partition, not the offset bookkeeping)."""
     return {key: value for key, value in state.items() if key != "offset"}

@@ -18,7 +18,7 @@ import structlog
 
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
-from fluxgate_device_status.codec import Undecodable
+from fluxgate_device_status.codec import TableStates, Undecodable
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import DeviceStatusSettings
 from fluxgate_device_status.state import (
@@ -32,6 +32,7 @@ from fluxgate_device_status.state import (
     is_silent,
     mark_offline,
     transition_record,
+    unreadable_because,
 )
 
 log = structlog.get_logger(__name__)
@@ -65,6 +66,11 @@ class DeviceTracker:
         # by partitioning the changelog's serialized key, which must equal the input's key.
         # (A str key type would get faust's default key serializer, JSON: the id in quotes.)
         self.table = app.Table("devices", key_type=bytes, partitions=settings.partitions)
+        # faust takes a table's value codec from its value type (JSON here) and makes the
+        # changelog topic with it at once; made again with TableStates, which loads what is
+        # not JSON as Undecodable instead of stopping the recovery (see ``_drop_unreadable``).
+        self.table.value_serializer = TableStates()  # type: ignore[attr-defined]
+        self.table.changelog_topic = self.table._new_changelog_topic()  # type: ignore[attr-defined]
         self.readings = app.topic(
             settings.input_topic, key_type=str, key_serializer="raw", value_serializer=readings_codec
         )
@@ -100,6 +106,7 @@ class DeviceTracker:
         here (it would hold up the end of faust's recovery): the end offsets are asked for
         at the next tick instead (later, so if anything more than needed is waited for)."""
         self.read = {}
+        self._drop_unreadable()
         for state in self.table.values():
             self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
         self.ends = {}
@@ -107,6 +114,22 @@ class DeviceTracker:
         self.restored_at_ms = self.clock()
         self.restored = True
         log.info("table.restored", partitions=sorted(self.active_partitions()), devices=len(self.local_devices()))
+
+    def _drop_unreadable(self) -> None:
+        """Leave out the restored entries that are not device states (written by something
+        else, or by a version that kept other fields): dropped from this instance's memory
+        only, so the device starts afresh at its next reading, whose entry replaces it."""
+        for key, value in list(self.table.data.items()):
+            reason = value.reason if isinstance(value, Undecodable) else unreadable_because(value)
+            if reason is not None:
+                self.table.data.pop(key, None)
+                metrics.UNREADABLE_ENTRIES.inc()
+                log.warning(
+                    "table.entry_unreadable",
+                    topic=self.table.changelog_topic.get_topic_name(),
+                    key=repr(key),
+                    reason=reason,
+                )
 
     async def _track_readings(self, stream: Any) -> None:
         async for event in stream.events():

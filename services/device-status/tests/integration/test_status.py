@@ -132,3 +132,29 @@ def same_partition_as(device_id: str) -> str:
     """Another device id that librdkafka puts on the same of 3 partitions."""
     wanted = zlib.crc32(device_id.encode()) % 3
     return next(f"filler-{i}" for i in range(100) if zlib.crc32(f"filler-{i}".encode()) % 3 == wanted)
+
+
+def test_changelog_entries_it_cannot_read_are_left_out_and_the_next_reading_replaces_them(fleet: Fleet) -> None:
+    """Something else wrote to the table's changelog: a value that is not JSON (faust's
+    recovery stopped at it and the service never became ready) and one that is no device
+    state (the restore crashed on it). Both are left out, counted and logged; the devices
+    around them come back, and the next reading of such a device starts it afresh."""
+    with fleet.service() as first, fleet.service() as second:
+        first.start()
+        fleet.send("dev-a")
+        first.wait_until(lambda: fleet.changelog_records() >= 1, "the table's changelog written")
+        assert first.terminate() == 0
+        changelog = f"{fleet.app_id}-devices-changelog"
+        for key, value in ((b"dev-x", b"not json"), (b"dev-y", b'{"readings": "many"}')):
+            fleet.producer.produce(changelog, value, key=key, partition=zlib.crc32(key) % 3)
+        assert fleet.producer.flush(10) == 0
+
+        second.health_port, second.env = first.health_port, first.env
+        second.start()  # ready: restored
+        assert device(second, "dev-a")[1]["readings"] == 1
+        assert device(second, "dev-x")[0] == device(second, "dev-y")[0] == 404
+        assert second.metric("fluxgate_status_unreadable_table_entries_total") == 2
+        assert "table.entry_unreadable" in second.log_text() and "no 'device_id'" in second.log_text()
+        fleet.send("dev-y", 30.0)
+        second.wait_until(lambda: device(second, "dev-y")[1].get("readings") == 1, "dev-y afresh")
+        assert second.terminate() == 0

@@ -9,7 +9,7 @@ import pytest
 
 from fluxgate_core.errors import ConfigError, SerializationError
 from fluxgate_core.settings import load_settings
-from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, Undecodable, librdkafka_partitioner
+from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, TableStates, Undecodable, librdkafka_partitioner
 from fluxgate_device_status.settings import StatusSettings
 
 
@@ -63,3 +63,12 @@ def test_partitioner_is_librdkafkas_crc32() -> None:
     for key in (b"dev-1", b"sensor-42", "ü".encode()):
         assert librdkafka_partitioner(key, [0, 1, 2], [0, 1, 2]) == zlib.crc32(key) % 3
     assert librdkafka_partitioner(None, [0, 1, 2], [1]) == 1
+
+
+def test_table_states_are_json_and_what_is_not_json_loads_as_undecodable() -> None:
+    codec = TableStates()
+    state = {"device_id": "dev-1", "metrics": {"t": {"value": 1.5}}, "readings": 2}
+    assert codec.loads(codec.dumps(state)) == state
+    assert codec.dumps(state) == b'{"device_id":"dev-1","metrics":{"t":{"value":1.5}},"readings":2}'
+    unreadable = codec.loads(b"not json")
+    assert isinstance(unreadable, Undecodable) and unreadable.reason.startswith("not JSON")

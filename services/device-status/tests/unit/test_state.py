@@ -16,6 +16,7 @@ from fluxgate_device_status.state import (
     is_silent,
     mark_offline,
     transition_record,
+    unreadable_because,
     view,
 )
 
@@ -113,3 +114,25 @@ def test_reading_from_a_decoded_record_converts_datetimes() -> None:
               "ingest_time": when, "source_protocol": "MQTT", "source": "s"}  # fmt: skip
     parsed = Reading.from_record(record, partition=1, offset=9)
     assert (parsed.event_time_ms, parsed.ingest_time_ms, parsed.value) == (T0, T0, 1.0)
+
+
+def test_a_state_this_version_wrote_is_readable() -> None:
+    state, _ = apply_reading(None, reading(), now_ms=T0)
+    assert unreadable_because(state) is None
+    assert unreadable_because(mark_offline(state, T0 + 1)) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"partition": None}, "'partition' is NoneType, not int"),
+        ({"readings": True}, "'readings' is bool, not int"),
+        ({"status": "MAYBE"}, "'status' is 'MAYBE'"),
+        ({"metrics": []}, "'metrics' is list, not dict"),
+    ],
+)
+def test_an_entry_that_is_no_state_says_why(change: dict[str, object], reason: str) -> None:
+    state, _ = apply_reading(None, reading(), now_ms=T0)
+    assert unreadable_because({**state, **change}) == reason
+    assert unreadable_because({k: v for k, v in state.items() if k != "offset"}) == "no 'offset'"
+    assert unreadable_because([1, 2]) == "not an object: list"
