@@ -51,7 +51,9 @@ run: install ## The whole pipeline on the local stack with simulated devices; Ct
 
 .PHONY: test
 test: install ## Unit, integration, contract and static tests against real servers
-	$(PYTEST) $(TEST_DIRS)
+	$(STACK) up  # every server, before the workers: they would race to start them
+	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(TEST_DIRS)  # mostly waiting on servers: two at once
+	$(PYTEST) -m serial $(TEST_DIRS)  # each kills or restarts a shared server (or uses its fixed names): alone
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## Only the tests that need no server

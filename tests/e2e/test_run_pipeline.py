@@ -21,7 +21,8 @@ import pytest
 
 from fluxgate_core.testing import free_port
 
-pytestmark = pytest.mark.integration
+# serial: the whole pipeline with its default topics, groups and ports, as `make run` has them
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -55,6 +55,7 @@ def test_declared_capacities(client: Any) -> None:
     ringbuffer.destroy()
 
 
+@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
 def test_kill_then_start_comes_back_empty(hazelcast: tuple[str, str]) -> None:
     name = f"stack-test-{uuid.uuid4().hex[:8]}"
     hz = connect(hazelcast)

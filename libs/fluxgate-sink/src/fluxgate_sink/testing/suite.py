@@ -216,6 +216,7 @@ class SinkSuite:
         committed = run.committed(0)
         assert committed is None or committed <= 1
 
+    @pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
     def test_the_store_killed_mid_stream_loses_and_doubles_nothing(self, run: Run) -> None:
         """A durable store ends with every record once. A store that keeps data in memory only
         restarts empty, and Kafka rightly never redelivers what was committed: what the
