@@ -26,6 +26,14 @@ def test_defaults_match_the_local_stack() -> None:
     assert settings.resources == []
     assert settings.deadletter_topic == "sensors.deadletter"
     assert settings.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert settings.kafka.producer_config("coap-ingest")["linger.ms"] == 25
+
+
+def test_setting_only_the_brokers_keeps_the_longer_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load(monkeypatch, [], FLUXGATE_COAP_KAFKA__BOOTSTRAP_SERVERS="kafka:9092")
+    assert (settings.kafka.bootstrap_servers, settings.kafka.linger_ms) == ("kafka:9092", 25)
+    settings = load(monkeypatch, [], FLUXGATE_COAP_KAFKA__LINGER_MS="5")
+    assert settings.kafka.linger_ms == 5
 
 
 def test_resources_come_from_json_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
