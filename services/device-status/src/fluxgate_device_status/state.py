@@ -142,7 +142,7 @@ def transition_record(state: State, previous: Status | None, threshold_ms: int) 
     }
 
 
-_STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
+_STATE_FIELDS: dict[str, type] = {
     "device_id": str,
     "status": str,
     "status_since_ms": int,
@@ -168,7 +168,7 @@ def unreadable_because(value: Any) -> str | None:
         if name not in value:
             return f"no {name!r}"
         if not isinstance(value[name], kind) or isinstance(value[name], bool):
-            return f"{name!r} is {type(value[name]).__name__}, not {getattr(kind, '__name__', kind)}"
+            return f"{name!r} is {type(value[name]).__name__}, not {kind.__name__}"
     if value["status"] not in ("ONLINE", "OFFLINE"):
         return f"'status' is {value['status']!r}"
     return None
