@@ -57,6 +57,8 @@ class RewindingConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     async def _seek_to_committed_or_reset(self) -> Mapping[TP, int]:
         consumer = self._ensure_consumer()
         committed: Mapping[TP, int] = await consumer.seek_to_committed()
+        if self.app.conf.consumer_auto_offset_reset != "earliest":
+            return committed  # "latest": where the dropped fetch left them is as good as anywhere
         assigned = consumer.assignment()  # may have changed while the committed offsets were asked for
         uncommitted = [
             tp
@@ -64,16 +66,14 @@ class RewindingConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             if tp in assigned and not self.consumer._is_changelog_tp(tp)
         ]
         if uncommitted:
-            self.log.info("Seek to %s: partitions without a committed offset %r", self.reset, uncommitted)
-            if self.reset == "latest":
-                await consumer.seek_to_end(*uncommitted)
-            else:
-                await consumer.seek_to_beginning(*uncommitted)
+            self.log.info("Seek to the beginning: partitions without a committed offset %r", uncommitted)
+        for tp in uncommitted:
+            # Offset 0, not seek_to_beginning(): that one waits (up to the request timeout) for
+            # an offset reset that an ongoing rebalance can hold up, and this runs inside the
+            # fetch loop, which then delivered nothing, the changelog included, so recovery
+            # stalled. Where 0 is gone, the fetch resets to the earliest (auto_offset_reset).
+            consumer.seek(tp, 0)
         return committed
-
-    @property
-    def reset(self) -> str:
-        return str(self.app.conf.consumer_auto_offset_reset)
 
 
 def without_committed_offset(committed: Mapping[TP, int | None]) -> list[TP]:

@@ -29,11 +29,9 @@ class FakeAiokafka:
     def assignment(self) -> set[TP]:
         return self.assigned
 
-    async def seek_to_beginning(self, *partitions: TP) -> None:
-        self.positions.update(dict.fromkeys(partitions, "beginning"))
-
-    async def seek_to_end(self, *partitions: TP) -> None:
-        self.positions.update(dict.fromkeys(partitions, "end"))
+    def seek(self, tp: TP, offset: int) -> None:
+        assert tp in self.assigned
+        self.positions[tp] = offset
 
 
 def consumer_thread(aiokafka: FakeAiokafka, reset: str = "earliest") -> RewindingConsumerThread:
@@ -53,12 +51,7 @@ def test_without_committed_offset_is_what_aiokafka_leaves_in_place() -> None:
 async def test_a_source_partition_without_a_committed_offset_goes_back_to_the_beginning() -> None:
     aiokafka = FakeAiokafka({TP(READINGS, 0): None, TP(READINGS, 1): 0, TP(READINGS, 2): 7, TP(CHECKS, 0): None})
     committed = await consumer_thread(aiokafka)._seek_to_committed_or_reset()
-    assert aiokafka.positions == {
-        TP(READINGS, 0): "beginning",
-        TP(READINGS, 1): "beginning",
-        TP(READINGS, 2): 7,
-        TP(CHECKS, 0): "beginning",
-    }
+    assert aiokafka.positions == {TP(READINGS, 0): 0, TP(READINGS, 1): 0, TP(READINGS, 2): 7, TP(CHECKS, 0): 0}
     assert committed == aiokafka.committed  # faust's own bookkeeping gets what aiokafka says
 
 
@@ -66,13 +59,13 @@ async def test_changelogs_and_partitions_revoked_meanwhile_are_left_alone() -> N
     aiokafka = FakeAiokafka({TP(CHANGELOG, 0): None, TP(READINGS, 0): None, TP(READINGS, 1): None})
     aiokafka.assigned = {TP(CHANGELOG, 0), TP(READINGS, 1)}  # READINGS 0 revoked during the look-up
     await consumer_thread(aiokafka)._seek_to_committed_or_reset()
-    assert aiokafka.positions == {TP(READINGS, 1): "beginning"}
+    assert aiokafka.positions == {TP(READINGS, 1): 0}
 
 
-async def test_the_reset_policy_is_the_apps() -> None:
-    aiokafka = FakeAiokafka({TP(READINGS, 0): None})
+async def test_with_the_latest_reset_policy_nothing_uncommitted_is_rewound() -> None:
+    aiokafka = FakeAiokafka({TP(READINGS, 0): None, TP(READINGS, 1): 3})
     await consumer_thread(aiokafka, reset="latest")._seek_to_committed_or_reset()
-    assert aiokafka.positions == {TP(READINGS, 0): "end"}
+    assert aiokafka.positions == {TP(READINGS, 1): 3}
 
 
 def message(offset: int, generation: int) -> Message:
