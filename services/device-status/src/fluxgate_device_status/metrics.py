@@ -15,3 +15,8 @@ CHECKS = Counter("fluxgate_status_silence_checks_total", "Silence checks the tim
 UNREADABLE_ENTRIES = Counter(
     "fluxgate_status_unreadable_table_entries_total", "Restored table entries left out: not a device state"
 )
+JUDGED_LATE = Gauge(
+    "fluxgate_status_partitions_judged_late",
+    "Owned input partitions whose silences the last tick judged as of their newest record processed "
+    "(readings wait to be processed) or not at all (not caught up since the restore, Kafka not answering)",
+)

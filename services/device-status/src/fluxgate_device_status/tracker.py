@@ -89,9 +89,9 @@ class DeviceTracker:
         app.agent(self.checks, name="decide-silence")(self._decide_silence)
         app.timer(settings.timer_interval_s, name="silence-timer")(self._tick)
         self.restored = False
-        self.restored_at_ms = 0
         self.read: dict[int, int] = {}  # partition -> highest input offset read or counted in the table
-        self.ends: dict[int, int] = {}  # partition -> input end offset asked for after the restore
+        self.restore_ends: dict[int, int] = {}  # partition -> input end offset first asked for after the restore
+        self.newest_sent: dict[int, int] = {}  # partition -> Kafka timestamp of the newest input record processed
         self.resumed: set[int] = set()
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types receivers narrower than it calls them
         app.on_rebalance_complete.connect(self._on_restored)  # type: ignore[arg-type]
@@ -109,9 +109,9 @@ class DeviceTracker:
         self._drop_unreadable()
         for state in self.table.values():
             self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
-        self.ends = {}
+        self.restore_ends = {}
+        self.newest_sent = {}
         self.watch_start = {}
-        self.restored_at_ms = self.clock()
         self.restored = True
         log.info("table.restored", partitions=sorted(self.active_partitions()), devices=len(self.local_devices()))
 
@@ -135,15 +135,18 @@ class DeviceTracker:
         async for event in stream.events():
             if isinstance(event.value, Undecodable):
                 metrics.UNDECODABLE.inc()
-                self._read(event.message.partition, event.message.offset)
+                self._read(event.message)
                 log.warning("reading.undecodable", topic=event.message.topic, partition=event.message.partition,
                             offset=event.message.offset, reason=event.value.reason)  # fmt: skip
                 continue
-            self._read(event.message.partition, event.message.offset)
+            self._read(event.message)
             reading = Reading.from_record(event.value, event.message.partition, event.message.offset)
             await self.on_reading(reading)
 
-    def _read(self, partition: int, offset: int) -> None:
+    def _read(self, message: Any) -> None:
+        partition, offset = message.partition, message.offset
+        sent_ms = int(message.timestamp * 1000)
+        self.newest_sent[partition] = max(self.newest_sent.get(partition, 0), sent_ms)
         if partition not in self.read or offset > self.read[partition]:
             if partition not in self.resumed:
                 self.resumed.add(partition)
@@ -196,34 +199,57 @@ class DeviceTracker:
     async def _tick(self) -> None:
         if not self.settled():
             return
-        now = self.clock()
+        now = self.clock()  # before asking where the input ends: what was sent by now lies before it
         active = self.active_partitions()
-        await self._start_watching(active, now)
+        ends = await self._input_ends(active)
+        self._start_watching(active, ends, now)
+        as_of = {p: self._judged_as_of(p, ends, now) for p in active}
+        metrics.JUDGED_LATE.set(sum(1 for at in as_of.values() if at != now))
         counts = {"ONLINE": 0, "OFFLINE": 0}
         for key, state in list(self.table.items()):
-            if state["partition"] not in active:
+            partition = state["partition"]
+            if partition not in active:
                 continue
             counts[state["status"]] += 1
-            watch_start = self.watch_start.get(state["partition"])
-            if watch_start is not None and is_silent(state, now, self.threshold_ms, watch_start):
+            at, watch_start = as_of[partition], self.watch_start.get(partition)
+            if at is not None and watch_start is not None and is_silent(state, at, self.threshold_ms, watch_start):
                 metrics.CHECKS.inc()
-                await self.checks.send(key=key, value={"checked_at_ms": now}, partition=state["partition"])
+                await self.checks.send(key=key, value={"checked_at_ms": at}, partition=partition)
         for status, count in counts.items():
             metrics.DEVICES.labels(status).set(count)
 
-    async def _start_watching(self, active: set[int], now: int) -> None:
-        """Watch a partition from the first tick at which it has caught up with its input."""
-        unknown = sorted(active - set(self.ends))
-        if unknown:
-            try:
-                self.ends.update(await self.end_offsets.ends(self.settings.input_topic, unknown))
-            except ConsumeError as exc:  # Kafka away: those partitions stay unwatched (no OFFLINE) for now
-                log.warning("input.end_offsets_unknown", partitions=unknown, error=str(exc))
-        for partition in (active & set(self.ends)) - set(self.watch_start):
-            progress = CatchUp(end=self.ends[partition], read=self.read.get(partition, -1))
+    async def _input_ends(self, active: set[int]) -> dict[int, int]:
+        """Where each owned input partition ends now; empty when Kafka does not answer (then
+        nothing is judged this tick: readings may be waiting that nobody can see)."""
+        if not active:
+            return {}
+        try:
+            return await self.end_offsets.ends(self.settings.input_topic, sorted(active))
+        except ConsumeError as exc:
+            log.warning("input.end_offsets_unknown", partitions=sorted(active), error=str(exc))
+            return {}
+
+    def _start_watching(self, active: set[int], ends: dict[int, int], now: int) -> None:
+        """Watch a partition from the first tick at which it has caught up with the end its
+        input had at the first tick after the restore (a busy input's later ends keep moving)."""
+        for partition in active & set(ends):
+            self.restore_ends.setdefault(partition, ends[partition])
+        for partition in (active & set(self.restore_ends)) - set(self.watch_start):
+            progress = CatchUp(end=self.restore_ends[partition], read=self.read.get(partition, -1))
             if caught_up(progress):
                 self.watch_start[partition] = now
                 log.info("partition.watching", partition=partition, input_end=progress.end, read=progress.read)
+
+    def _judged_as_of(self, partition: int, ends: dict[int, int], now: int) -> int | None:
+        """The time as of which ``partition``'s silences can be judged: now when every reading
+        sent by now has been processed; else the send time of the newest one processed (a
+        stalled consumer must not take the readings it has yet to process for silence); None
+        when the end is unknown or nothing was processed yet."""
+        if partition not in ends:
+            return None
+        if caught_up(CatchUp(end=ends[partition], read=self.read.get(partition, -1))):
+            return now
+        return self.newest_sent.get(partition)
 
     def get(self, device_id: str) -> State | None:
         state: State | None = self.table.get(device_id.encode())

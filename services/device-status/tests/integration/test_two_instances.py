@@ -1,12 +1,20 @@
-"""Two instances split the partitions; either answers for any device (faust forwards)."""
+"""Two instances split the partitions; either answers for any device (faust forwards); when one
+dies the other takes its devices over and judges their silence."""
 
 from __future__ import annotations
+
+import itertools
+import threading
+import time
+import zlib
+from collections import defaultdict
+from typing import Any
 
 import pytest
 
 from fluxgate_core.testing import ServiceProcess
 
-from .conftest import Fleet, device, devices
+from .conftest import THRESHOLD_S, TICK_S, Fleet, device, devices
 
 pytestmark = pytest.mark.integration
 DEVICES = [f"dev-{i}" for i in range(9)]
@@ -36,3 +44,77 @@ def start_split(fleet: Fleet, first: ServiceProcess, second: ServiceProcess) -> 
         return sum(own) == len(DEVICES) and min(own) > 0
 
     second.wait_until(split, "the partitions split between the two", 60)
+
+
+def test_when_an_instance_dies_the_other_takes_its_devices_over_and_judges_their_silence(fleet: Fleet) -> None:
+    """SIGKILL one of two instances. Once the group has dropped it (session timeout), the
+    survivor restores the dead one's partitions from the changelog: it answers for every device,
+    a device of the dead one's that fell silent just before the kill turns OFFLINE (decided by
+    the survivor), one that kept sending through the kill and the takeover never does, and no
+    transition the dead instance already made is made again.
+
+    The silence threshold is twice the other tests': the busy device must not fall silent
+    because the test's own sender was starved of CPU on a loaded machine."""
+    threshold = {"STATUS__SILENCE_THRESHOLD_S": str(2 * THRESHOLD_S)}
+    with fleet.service(**threshold) as victim, fleet.service(**threshold) as survivor:
+        start_split(fleet, victim, survivor)
+        survivor.wait_until(lambda: not devices(survivor, "?status=ONLINE"), "the first devices OFFLINE", 30)
+        taken_over = devices(victim, "?local=1")[0]["partition"]
+        quiet, busy = (on_partition(taken_over, prefix) for prefix in ("quiet", "busy"))
+        for device_id in (quiet, busy):
+            fleet.send(device_id)
+        # Killed once what a takeover restores is written: every device's ONLINE and OFFLINE, and
+        # the two new devices' ONLINE.
+        victim.wait_until(lambda: fleet.changelog_records() >= 2 * len(DEVICES) + 2, "the changelog written")
+
+        stop_busy, sent_at = threading.Event(), [time.monotonic()]
+        sender = threading.Thread(target=keep_sending, args=(fleet, busy, stop_busy, sent_at), daemon=True)
+        sender.start()
+        try:
+            victim.kill()
+            everyone = len(DEVICES) + 2
+            survivor.wait_until(lambda: len(devices(survivor, "?local=1")) == everyone, "every device taken over", 60)
+            survivor.wait_until(lambda: device(survivor, quiet)[1]["status"] == "OFFLINE", f"{quiet} OFFLINE", 30)
+            assert device(survivor, busy)[1]["status"] == "ONLINE", f"longest pause between sends: {gap(sent_at)}"
+        finally:
+            stop_busy.set()
+            sender.join()
+        busy_stopped_ms = int(time.time() * 1000)
+
+        for device_id in [*DEVICES, quiet]:
+            status, state = device(survivor, device_id)
+            assert (status, state["readings"], state["status"]) == (200, 1, "OFFLINE")
+        assert device(survivor, busy)[1]["readings"] > 1
+        by_device = transitions_by_device(fleet.transitions(expected=2 * len(DEVICES) + 3))
+        made = {key: [(status, previous) for status, previous, _ in seen] for key, seen in by_device.items()}
+        assert {device_id: made[device_id] for device_id in [*DEVICES, quiet]} == {
+            device_id: [("ONLINE", None), ("OFFLINE", "ONLINE")] for device_id in [*DEVICES, quiet]
+        }
+        while_busy = [(status, previous) for status, previous, at in by_device[busy] if at < busy_stopped_ms]
+        assert while_busy == [("ONLINE", None)], f"longest pause between sends: {gap(sent_at)}"
+        assert survivor.terminate() == 0
+
+
+def on_partition(partition: int, prefix: str) -> str:
+    """A device id that librdkafka puts on ``partition`` of 3."""
+    return next(f"{prefix}-{i}" for i in range(100) if zlib.crc32(f"{prefix}-{i}".encode()) % 3 == partition)
+
+
+def keep_sending(fleet: Fleet, device_id: str, stop: threading.Event, sent_at: list[float]) -> None:
+    while not stop.is_set():
+        fleet.send(device_id)
+        sent_at.append(time.monotonic())
+        stop.wait(TICK_S)
+
+
+def gap(sent_at: list[float]) -> str:
+    """The longest pause in the busy device's sending, from the sender's start."""
+    return f"{max((b - a for a, b in itertools.pairwise(sent_at)), default=0.0):.2f} s"
+
+
+def transitions_by_device(records: list[dict[str, Any]]) -> dict[str, list[tuple[str, str | None, int]]]:
+    """device id -> its transitions in order: (status, previous status, changed at in ms)."""
+    out: dict[str, list[tuple[str, str | None, int]]] = defaultdict(list)
+    for r in records:
+        out[r["device_id"]].append((r["status"], r["previous_status"], int(r["changed_at"].timestamp() * 1000)))
+    return out

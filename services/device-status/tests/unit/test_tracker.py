@@ -1,4 +1,8 @@
-"""The timer's catch-up bookkeeping when Kafka does not say where the input ends."""
+"""The timer: when it may judge a partition's silences, and as of which time.
+
+Kafka and the table's stream context are replaced here (the timer's arithmetic is the
+subject); the same behaviour runs against the real servers in the integration tests.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,16 @@ import faust
 
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status.settings import DeviceStatusSettings
+from fluxgate_device_status.state import Reading, apply_reading
 from fluxgate_device_status.tracker import DeviceTracker
 from fluxgate_device_status.transport import StatusApp
 
+THRESHOLD_MS = 60_000  # the settings' default
+HEARD_MS = 1_000_000  # when the device's last reading was sent and processed
+
 
 class Ends:
-    """End offsets as Kafka would give them, or a failure while it is away."""
+    """End offsets as Kafka would give them, or a failure while it is away (None)."""
 
     def __init__(self, ends: dict[int, int] | None) -> None:
         self.known = ends
@@ -26,19 +34,87 @@ class Ends:
         return {p: self.known[p] for p in partitions}
 
 
-def tracker(ends: Ends) -> DeviceTracker:
+class Checks:
+    """The silence-check topic: what the timer asked to be decided."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, int, int]] = []
+
+    async def send(self, key: bytes, value: dict[str, int], partition: int) -> None:
+        self.sent.append((key, value["checked_at_ms"], partition))
+
+
+class Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def tracker(ends: Ends, clock: Clock | None = None) -> DeviceTracker:
     app = StatusApp("status-test", broker="kafka://127.0.0.1:1")
     codec: Any = faust.Codec()
-    return DeviceTracker(app, DeviceStatusSettings(), codec, codec, ends)  # type: ignore[arg-type]
+    return DeviceTracker(app, DeviceStatusSettings(), codec, codec, ends, clock or Clock(0))  # type: ignore[arg-type]
 
 
 async def test_no_partition_is_watched_while_its_end_is_unknown_and_the_next_tick_asks_again() -> None:
     ends = Ends(None)
     devices = tracker(ends)
     devices.read = {0: 9, 1: 4}
-    await devices._start_watching({0, 1}, now=1_000)  # Kafka away: no error escapes the timer
+    devices._start_watching({0, 1}, await devices._input_ends({0, 1}), now=1_000)  # no error escapes the timer
     assert devices.watch_start == {}  # unwatched partitions judge no silence: no OFFLINE invented
     ends.known = {0: 10, 1: 7}
-    await devices._start_watching({0, 1}, now=2_000)
+    devices._start_watching({0, 1}, await devices._input_ends({0, 1}), now=2_000)
     assert ends.asked == 2
     assert devices.watch_start == {0: 2_000}  # 1 has not caught up with its end yet
+
+
+async def test_a_busy_input_is_watched_once_it_reaches_the_end_it_had_after_the_restore() -> None:
+    devices = tracker(Ends(None))
+    devices.read = {0: 7}
+    devices._start_watching({0}, {0: 10}, now=1_000)
+    devices.read = {0: 9}
+    devices._start_watching({0}, {0: 30}, now=2_000)  # readings keep coming: the end moved on
+    assert devices.watch_start == {0: 2_000}
+
+
+def watched_silent_device(ends: Ends, clock: Clock) -> tuple[DeviceTracker, Checks]:
+    """A tracker owning partition 0, caught up since the restore, whose one device was last
+    heard at ``HEARD_MS`` (offset 5); the timer ticks at ``clock``."""
+    devices = tracker(ends, clock)
+    checks = Checks()
+    devices.checks = checks  # type: ignore[assignment]
+    devices.settled = lambda: True  # type: ignore[method-assign]
+    devices.active_partitions = lambda: {0}  # type: ignore[method-assign]
+    reading = Reading("dev-1", "temperature", 21.5, "Cel", HEARD_MS - 5, HEARD_MS, "MQTT", "sensors/dev-1", 0, 5)
+    devices.table.data[b"dev-1"] = apply_reading(None, reading, HEARD_MS)[0]
+    devices.read, devices.newest_sent = {0: 5}, {0: HEARD_MS}
+    devices.restore_ends, devices.watch_start = {0: 6}, {0: HEARD_MS - 10_000}
+    return devices, checks
+
+
+async def test_silence_is_judged_as_of_now_when_every_reading_sent_by_now_is_processed() -> None:
+    clock = Clock(HEARD_MS + 2 * THRESHOLD_MS)
+    devices, checks = watched_silent_device(Ends({0: 6}), clock)
+    await devices._tick()
+    assert checks.sent == [(b"dev-1", clock.now, 0)]
+
+
+async def test_a_stalled_consumer_does_not_take_the_readings_it_has_yet_to_process_for_silence() -> None:
+    """Three records wait on partition 0 (its end is 9, offset 5 was the last processed): the
+    device's next reading may be among them. Judged as of the newest record processed, the
+    device was heard 0 ms before: no check, however late the wall clock."""
+    clock = Clock(HEARD_MS + 10 * THRESHOLD_MS)
+    devices, checks = watched_silent_device(Ends({0: 9}), clock)
+    await devices._tick()
+    assert checks.sent == []
+    devices.newest_sent = {0: HEARD_MS + THRESHOLD_MS}  # the consumer moved on: other devices' readings
+    await devices._tick()
+    assert checks.sent == [(b"dev-1", HEARD_MS + THRESHOLD_MS, 0)]  # silent for the threshold, as of then
+
+
+async def test_nothing_is_judged_while_kafka_does_not_say_where_the_input_ends() -> None:
+    devices, checks = watched_silent_device(Ends(None), Clock(HEARD_MS + 10 * THRESHOLD_MS))
+    await devices._tick()
+    assert checks.sent == []
