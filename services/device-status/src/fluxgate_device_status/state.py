@@ -15,6 +15,10 @@ turns OFFLINE later than it would have (by the restart and the catch-up): transi
 late, never invented. If the last records before that end were read before the restart
 but are not in the table (undecodable ones), the partition is watched from its next record
 instead: no timeout stands in for the catch-up, as a slow replay would then look like silence.
+
+Once watched, a partition's silences are judged as of the tick's time only when every record
+sent by then has been processed; while records wait (a stalled consumer), as of the send time
+of the newest one processed (``tracker.py``): the same rule, late, never invented.
 """
 
 from __future__ import annotations

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from faust.types import TP, Message
 from mode.utils.queues import FlowControlQueue
 
-from fluxgate_device_status.transport import RewindingConsumerThread, StatusApp, without_committed_offset
+from fluxgate_device_status.transport import (
+    RewindingConsumerThread,
+    StatusApp,
+    changelog_rewind,
+    without_committed_offset,
+)
 
 READINGS, CHECKS, CHANGELOG = "sensors.readings", "status-silence-checks", "status-devices-changelog"
 
@@ -111,3 +117,41 @@ async def test_resuming_a_running_flow_keeps_the_queued_events_and_resuming_a_su
     app.flow_control.suspend()  # a rebalance: what is queued is read again after the rewind
     app.flow_control.resume()
     assert queue.qsize() == 0
+
+
+class Recovery:
+    """The part of faust's ``Recovery`` that says what it restores and how far it got."""
+
+    def __init__(self, in_recovery: bool, applied: dict[TP, int]) -> None:
+        self.in_recovery = in_recovery
+        self.active_tps = set(applied)
+        self.active_offsets = applied
+
+
+def test_changelogs_under_recovery_are_read_again_after_what_was_applied() -> None:
+    applied = {TP(CHANGELOG, 0): 4, TP(CHANGELOG, 1): -1, TP(CHANGELOG, 2): 9}
+    assigned = {TP(CHANGELOG, 0), TP(CHANGELOG, 1), TP(READINGS, 0)}  # 2 revoked meanwhile
+    assert changelog_rewind(Recovery(True, applied), assigned) == {TP(CHANGELOG, 0): 5, TP(CHANGELOG, 1): 0}
+    assert changelog_rewind(Recovery(False, applied), assigned) == {}  # restored: the input flows, nothing to redo
+
+
+async def test_the_seek_after_a_dropped_fetch_rewinds_the_changelogs_under_recovery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stall the takeover test caught: the recovery had sought to 0, a fetch returning
+    with the flow stopped took every changelog record, faust dropped them and sought back to
+    the committed offsets only. Now the changelogs go back after what was applied. (The
+    consumer thread's calls run inline here: no thread, no Kafka.)"""
+    aiokafka = FakeAiokafka({TP(READINGS, 0): 3, TP(CHANGELOG, 0): None})
+    thread = consumer_thread(aiokafka)
+    monkeypatch.setattr(type(thread.app.tables), "recovery", Recovery(True, {TP(CHANGELOG, 0): -1}))
+    aiokafka.positions[TP(CHANGELOG, 0)] = 6  # the end: fetched, then dropped
+
+    async def seek_wait(partitions: dict[TP, int]) -> None:
+        for tp, offset in partitions.items():
+            aiokafka.seek(tp, offset)
+
+    monkeypatch.setattr(thread, "seek_to_committed", thread._seek_to_committed_or_reset)
+    monkeypatch.setattr(thread, "seek_wait", seek_wait)
+    await thread.consumer.perform_seek()
+    assert aiokafka.positions == {TP(READINGS, 0): 3, TP(CHANGELOG, 0): 0}
