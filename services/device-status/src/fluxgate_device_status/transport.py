@@ -121,10 +121,12 @@ class RewindingConsumer(faust_aiokafka.Consumer):
 
 def changelog_rewind(recovery: Any, assigned: Set[TP]) -> dict[TP, int]:
     """Where the changelog partitions an ongoing recovery restores must be read from again:
-    the offset after the last one it applied (0 when none)."""
+    the offset after the last one it applied (0 when none). A partition it has not looked up
+    yet (no offset) is left to it: it seeks there itself once it has."""
     if not recovery.in_recovery:
         return {}
-    return {tp: max(int(recovery.active_offsets[tp]), -1) + 1 for tp in recovery.active_tps if tp in assigned}
+    applied = {tp: recovery.active_offsets.get(tp) for tp in recovery.active_tps if tp in assigned}
+    return {tp: max(int(offset), -1) + 1 for tp, offset in applied.items() if offset is not None}
 
 
 class RewindingTransport(faust_aiokafka.Transport):

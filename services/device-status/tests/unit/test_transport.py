@@ -122,15 +122,16 @@ async def test_resuming_a_running_flow_keeps_the_queued_events_and_resuming_a_su
 class Recovery:
     """The part of faust's ``Recovery`` that says what it restores and how far it got."""
 
-    def __init__(self, in_recovery: bool, applied: dict[TP, int]) -> None:
+    def __init__(self, in_recovery: bool, applied: dict[TP, int | None]) -> None:
         self.in_recovery = in_recovery
         self.active_tps = set(applied)
-        self.active_offsets = applied
+        self.active_offsets = {tp: offset for tp, offset in applied.items() if offset is not None}
 
 
 def test_changelogs_under_recovery_are_read_again_after_what_was_applied() -> None:
-    applied = {TP(CHANGELOG, 0): 4, TP(CHANGELOG, 1): -1, TP(CHANGELOG, 2): 9}
-    assigned = {TP(CHANGELOG, 0), TP(CHANGELOG, 1), TP(READINGS, 0)}  # 2 revoked meanwhile
+    applied: dict[TP, int | None] = {TP(CHANGELOG, 0): 4, TP(CHANGELOG, 1): -1, TP(CHANGELOG, 2): 9}
+    applied[TP(CHANGELOG, 3)] = None  # just assigned: the recovery has not looked its start up yet
+    assigned = {TP(CHANGELOG, 0), TP(CHANGELOG, 1), TP(CHANGELOG, 3), TP(READINGS, 0)}  # 2 revoked meanwhile
     assert changelog_rewind(Recovery(True, applied), assigned) == {TP(CHANGELOG, 0): 5, TP(CHANGELOG, 1): 0}
     assert changelog_rewind(Recovery(False, applied), assigned) == {}  # restored: the input flows, nothing to redo
 
