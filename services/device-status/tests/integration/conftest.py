@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,6 +133,20 @@ def devices(service: ServiceProcess, query: str = "") -> list[dict[str, Any]]:
     assert status == 200, body
     found: list[dict[str, Any]] = json.loads(body)["devices"]
     return found
+
+
+def on_partition(partition: int, prefix: str) -> str:
+    """A device id that librdkafka puts on ``partition`` of 3."""
+    return next(f"{prefix}-{i}" for i in range(100) if zlib.crc32(f"{prefix}-{i}".encode()) % 3 == partition)
+
+
+def keep_sending(fleet: Fleet, device_id: str, stop: threading.Event, sent_at: list[float] | None = None) -> None:
+    """One reading of ``device_id`` per timer tick until ``stop``; when each was sent, in ``sent_at``."""
+    while not stop.is_set():
+        fleet.send(device_id)
+        if sent_at is not None:
+            sent_at.append(time.monotonic())
+        stop.wait(TICK_S)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from fluxgate_core.testing import ServiceProcess
 
-from .conftest import THRESHOLD_S, TICK_S, Fleet, device, devices
+from .conftest import THRESHOLD_S, TICK_S, Fleet, device, devices, keep_sending, on_partition
 
 pytestmark = pytest.mark.integration
 BACKLOG = 3000
@@ -89,17 +89,11 @@ def check_restart(fleet: Fleet, first: ServiceProcess, second: ServiceProcess, c
         first.wait_until(lambda: fleet.changelog_records() >= 2, "the table's changelog written")
         assert fleet.committed() == {}
     first.kill()
-    filler = same_partition_as("dev-busy")
+    filler = on_partition(zlib.crc32(b"dev-busy") % 3, "filler")  # behind dev-busy's readings
     fleet.send(filler, count=BACKLOG)
 
     stop_busy = threading.Event()
-
-    def keep_busy() -> None:
-        while not stop_busy.is_set():
-            fleet.send("dev-busy")
-            stop_busy.wait(TICK_S)
-
-    sender = threading.Thread(target=keep_busy, daemon=True)
+    sender = threading.Thread(target=keep_sending, args=(fleet, "dev-busy", stop_busy), daemon=True)
     sender.start()
     second.health_port, second.env = first.health_port, first.env
     try:
@@ -126,12 +120,6 @@ def check_restart(fleet: Fleet, first: ServiceProcess, second: ServiceProcess, c
     assert invented == []
     assert second.metric("fluxgate_status_transitions_total", status="OFFLINE") >= 1
     assert second.terminate() == 0
-
-
-def same_partition_as(device_id: str) -> str:
-    """Another device id that librdkafka puts on the same of 3 partitions."""
-    wanted = zlib.crc32(device_id.encode()) % 3
-    return next(f"filler-{i}" for i in range(100) if zlib.crc32(f"filler-{i}".encode()) % 3 == wanted)
 
 
 def test_changelog_entries_it_cannot_read_are_left_out_and_the_next_reading_replaces_them(fleet: Fleet) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import zlib
 from collections import defaultdict
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from fluxgate_core.testing import ServiceProcess
 
-from .conftest import THRESHOLD_S, TICK_S, Fleet, device, devices
+from .conftest import THRESHOLD_S, Fleet, device, devices, keep_sending, on_partition
 
 pytestmark = pytest.mark.integration
 DEVICES = [f"dev-{i}" for i in range(9)]
@@ -93,18 +92,6 @@ def test_when_an_instance_dies_the_other_takes_its_devices_over_and_judges_their
         while_busy = [(status, previous) for status, previous, at in by_device[busy] if at < busy_stopped_ms]
         assert while_busy == [("ONLINE", None)], f"longest pause between sends: {gap(sent_at)}"
         assert survivor.terminate() == 0
-
-
-def on_partition(partition: int, prefix: str) -> str:
-    """A device id that librdkafka puts on ``partition`` of 3."""
-    return next(f"{prefix}-{i}" for i in range(100) if zlib.crc32(f"{prefix}-{i}".encode()) % 3 == partition)
-
-
-def keep_sending(fleet: Fleet, device_id: str, stop: threading.Event, sent_at: list[float]) -> None:
-    while not stop.is_set():
-        fleet.send(device_id)
-        sent_at.append(time.monotonic())
-        stop.wait(TICK_S)
 
 
 def gap(sent_at: list[float]) -> str:
