@@ -52,6 +52,12 @@ class StackSettings(BaseSettings):
         default=None, description="ES_JAVA_HOME (Java 17+); default: the JDK of the `java` setting"
     )
     es_user: str = Field(default="fluxgate", description="unprivileged user Elasticsearch runs as when we are root")
+    unprivileged_home: Path | None = Field(
+        default=None,
+        description="folder for the servers that run as an unprivileged user (Elasticsearch, Cassandra) when that "
+        "user cannot reach the checkout's .local/ (a checkout in root's home or any mode-700 folder); "
+        "default: /var/lib/fluxgate-stack/<an id of the checkout>",
+    )
     cassandra_port: int = Field(default=9042, ge=1, le=65535, description="Cassandra native protocol (CQL) port")
     cassandra_storage_port: int = Field(default=7000, ge=1, le=65535, description="Cassandra internode (gossip) port")
     cassandra_version: str = Field(default="5.0.9", description="org.apache.cassandra:cassandra-all version (5.0.x)")

@@ -87,6 +87,8 @@ class Stack:
         chosen = servers.build(servers.with_requirements(names), self.settings)
         with self._lock():
             self._install(chosen)
+            for server in chosen:  # before anything starts: one line on what cannot work and how to fix it
+                server.check_reachable()
             launched: dict[str, tuple[Server, PidRecord | None]] = {}
             ready: set[str] = set()
             for server in chosen:

@@ -7,8 +7,11 @@ which execs: the pid we record stays the server's (or its launcher's).
 
 from __future__ import annotations
 
+import grp
+import hashlib
 import os
 import pwd
+import stat
 import subprocess
 from pathlib import Path
 
@@ -16,6 +19,55 @@ from fluxgate_stack.errors import InstallError
 
 # Executables the helpers below need when we are root, by Debian package.
 ROOT_TOOLCHAIN = {"setpriv": "util-linux", "useradd": "passwd"}
+# Where an unprivileged server lives when its user cannot reach the checkout.
+UNPRIVILEGED_ROOT = Path("/var/lib/fluxgate-stack")
+
+
+def can_traverse(folder: Path, user: str) -> bool:
+    """Whether ``user`` may enter every existing folder on the way to ``folder`` (a folder not
+    created yet counts as enterable: we create it, and ``hand_over`` gives the data to the user).
+    A user that does not exist yet has no ownership or group: only the others' bits count."""
+    try:
+        entry: pwd.struct_passwd | None = pwd.getpwnam(user)
+    except KeyError:
+        entry = None
+    groups = set() if entry is None else {entry.pw_gid, *(g.gr_gid for g in grp.getgrall() if user in g.gr_mem)}
+    for step in [*reversed(folder.absolute().parents), folder.absolute()]:
+        try:
+            info = step.stat()
+        except FileNotFoundError:
+            return True
+        if entry is not None and info.st_uid == entry.pw_uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid in groups:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return False
+    return True
+
+
+def unprivileged_local_dir(local_dir: Path, user: str, chosen: Path | None) -> Path:
+    """The folder an unprivileged server keeps its files in (distribution, config, data, logs):
+    the checkout's ``.local`` when ``user`` can reach it, else ``chosen``, else a folder of
+    this checkout's own under /var/lib/fluxgate-stack (root's home, and any ``mktemp -d``, is
+    mode 700: Elasticsearch run as ``user`` could not even read its own launcher there)."""
+    if os.geteuid() != 0 or can_traverse(local_dir, user):
+        return local_dir
+    if chosen is not None:
+        return chosen
+    checkout = hashlib.sha256(str(local_dir.absolute()).encode()).hexdigest()[:12]
+    return UNPRIVILEGED_ROOT / checkout
+
+
+def open_to_all(folder: Path) -> None:
+    """Create ``folder`` and its missing parents readable and enterable by everyone (whatever
+    the umask), so an unprivileged server reaches the files root installs in it."""
+    missing = [step for step in [*reversed(folder.parents), folder] if not step.exists()]
+    for step in missing:
+        step.mkdir(exist_ok=True)
+        step.chmod(0o755)
 
 
 def run_as(user: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from fluxgate_stack import users
 from fluxgate_stack.errors import InstallError
 from fluxgate_stack.fetch import find_binary
 from fluxgate_stack.process import Proto
@@ -42,13 +44,37 @@ class Server(ABC):
 
     def __init__(self, settings: StackSettings) -> None:
         self.settings = settings
+        user = self.unprivileged_user()
         local = settings.local_dir
+        if user is not None:
+            local = users.unprivileged_local_dir(local, user, settings.unprivileged_home)
         self.dist_dir = local / "dist"
         self.run_dir = local / "run" / self.name
         self.data_dir = local / "data" / self.name
         self.build_dir = local / "build" / self.name
         self.log_file = self.run_dir / f"{self.name}.log"
         self.pid_file = self.run_dir / f"{self.name}.pid"
+
+    def unprivileged_user(self) -> str | None:
+        """The user the server runs as when the stack runs as root; None: as whoever runs the stack."""
+        return None
+
+    def needs_to_read(self) -> list[Path]:
+        """Files the server's user must be able to read to start (checked before anything starts)."""
+        return []
+
+    def check_reachable(self) -> None:
+        """Fail before anything starts, in one line, when the server's user cannot read what it runs."""
+        user = self.unprivileged_user()
+        if user is None or os.geteuid() != 0:
+            return
+        users.ensure_system_user(user)
+        for path in self.needs_to_read():
+            if subprocess.run([*users.run_as(user), "test", "-r", str(path)], check=False).returncode != 0:
+                raise InstallError(
+                    f"{self.name}: runs as user {user!r}, who cannot read {path}; give it the way in (chmod o+x "
+                    "on every folder above it) or set FLUXGATE_STACK_UNPRIVILEGED_HOME to a folder it can reach"
+                )
 
     @property
     def timeout(self) -> float:
@@ -89,6 +115,9 @@ class Server(ABC):
         """Make data folders ready (e.g. format storage); runs before every start, so it is idempotent."""
 
     def configure(self) -> None:
+        if self.unprivileged_user() is not None:  # its user must reach the config and data folders
+            users.open_to_all(self.run_dir)
+            users.open_to_all(self.data_dir.parent)
         for path, text in self.config_files().items():
             write_if_changed(path, text)
         self.prepare()

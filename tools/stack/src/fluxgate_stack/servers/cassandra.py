@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from fluxgate_stack import fetch, probes
+from fluxgate_stack import fetch, probes, users
 from fluxgate_stack.errors import InstallError
 from fluxgate_stack.servers.base import JavaServer, Port
 from fluxgate_stack.settings import StackSettings
@@ -109,7 +109,14 @@ class CassandraServer(JavaServer):
             tools.update(ROOT_TOOLCHAIN)
         return tools
 
+    def unprivileged_user(self) -> str | None:
+        return self.settings.cassandra_user if os.geteuid() == 0 else None
+
+    def needs_to_read(self) -> list[Path]:
+        return [self.home / "libs", self.run_dir]
+
     def install(self) -> None:
+        users.open_to_all(self.dist_dir)
         fetch.install_atomically(self.home, self._fetch_libs)
 
     def _fetch_libs(self, into: Path) -> None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from fluxgate_stack import fetch, probes, process
+from fluxgate_stack import fetch, probes, process, users
 from fluxgate_stack.errors import ServerNotReady
 from fluxgate_stack.process import PidRecord
 from fluxgate_stack.servers.base import JavaServer, Port
@@ -91,7 +91,14 @@ class ElasticsearchServer(JavaServer):
             tools.update(ROOT_TOOLCHAIN)
         return tools
 
+    def unprivileged_user(self) -> str | None:
+        return self.settings.es_user if os.geteuid() == 0 else None
+
+    def needs_to_read(self) -> list[Path]:
+        return [self.home / "bin" / "elasticsearch", self.home / "lib"]
+
     def install(self) -> None:
+        users.open_to_all(self.dist_dir)
         fetch.install_atomically(self.home, self._fetch_zip)
 
     def _fetch_zip(self, into: Path) -> None:
