@@ -1,10 +1,14 @@
 """`make run`: the local stack, every service and simulated devices, with a live count per topic.
 
 Each component runs as its own process (as it would be deployed), logging to
-`.local/run/pipeline/<name>.log`. Ctrl-C (or --duration) stops them in reverse order
-with SIGTERM, so each drains what it has in flight. With --check the exit code says
-whether readings, dead letters and aggregates all arrived and every service ran to a
-clean exit (the end-to-end test uses that).
+`.local/run/pipeline/<name>.log`. Ctrl-C (or --duration) stops them upstream first, each
+with SIGTERM so it drains what it has in flight: the simulator, the gateways once nothing
+more arrives on `sensors.readings`, the aggregator once its group has processed all of it,
+each persister once its group has caught up with `temperatures.aggregated`, device-status
+last. Nothing a stage produced is then left unprocessed by the next, and the summary shows
+the aggregates on the topic beside what each store holds. With --check the exit code says
+whether readings, dead letters and aggregates all arrived, every store holds what the topic
+holds, and every service ran to a clean exit (the end-to-end test uses that).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ PERSISTERS = {
     "hazelcast-persister": "FLUXGATE_HZ_",
 }
 TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late")
+GATEWAYS = ("mqtt-proxy", "coap-ingest")
+AGGREGATOR_GROUP = "fluxgate-aggregator"  # the defaults of each service's group setting
+DRAIN_SECONDS = 90.0  # how long a stage may take to process what the stage before it wrote
 
 
 @dataclass
@@ -62,14 +69,105 @@ class Pipeline:
         text = (self.logs / f"{name}.log").read_text(errors="replace").splitlines()
         return "\n".join(f"  {name}| {line}" for line in text[-lines:])
 
-    def stop(self) -> dict[str, int]:
-        """SIGTERM each child (it drains), newest first; their exit codes. Writes nothing until
-        every child is stopped: stdout may be a pipe whose reader the same Ctrl-C just ended."""
-        with signals_ignored(signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not orphan any
-            codes = {name: stop_child(process) for name, process in reversed(self.children)}
-        for name, code in codes.items():
-            say(f"stopped {name:<12} exit {code}")
-        return codes
+    def running(self, name: str) -> bool:
+        return any(child == name and process.poll() is None for child, process in self.children)
+
+    def stop(self, *names: str) -> dict[str, int]:
+        """SIGTERM the named children (each drains); their exit codes."""
+        return {name: stop_child(process) for name, process in self.children if name in names}
+
+    def stop_rest(self) -> dict[str, int]:
+        return {name: stop_child(process) for name, process in reversed(self.children)}
+
+
+def stop_upstream_first(pipeline: Pipeline, bootstrap: str, timeout: float = DRAIN_SECONDS) -> Stopped:
+    """Stop each stage only once the next has what it produced (see the module's doc). Writes
+    nothing until every child is stopped: stdout may be a pipe whose reader the same Ctrl-C
+    just ended, and a second Ctrl-C must not orphan any child."""
+    stopped = Stopped()
+    with signals_ignored(signal.SIGINT, signal.SIGTERM), Offsets(bootstrap) as offsets:
+        stopped.exits |= pipeline.stop("simulator")
+        stopped.waits["gateways"] = (
+            offsets.settled("sensors.readings", timeout)
+            if any(pipeline.running(name) for name in GATEWAYS)
+            else "not running"
+        )
+        stopped.exits |= pipeline.stop(*GATEWAYS)
+        downstream = [("aggregator", AGGREGATOR_GROUP, "sensors.readings")] + [
+            (name, f"fluxgate-{name}", "temperatures.aggregated") for name in PERSISTERS
+        ]
+        for name, group, topic in downstream:
+            if pipeline.running(name):
+                stopped.waits[name] = offsets.caught_up(group, topic, timeout)
+            stopped.exits |= pipeline.stop(name)
+        stopped.exits |= pipeline.stop_rest()
+    return stopped
+
+
+@dataclass
+class Stopped:
+    """Exit code per child, and how each wait before a stop ended."""
+
+    exits: dict[str, int] = field(default_factory=dict)
+    waits: dict[str, str] = field(default_factory=dict)
+
+    def report(self) -> None:
+        for name, wait in self.waits.items():
+            say(f"drained {name:<19} {wait}")
+        for name, code in self.exits.items():
+            say(f"stopped {name:<19} exit {code}")
+
+
+class Offsets:
+    """End offsets of the pipeline's topics and committed offsets of its groups."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
+
+    def __enter__(self) -> Offsets:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._consumer.close()
+
+    def ends(self, topic: str) -> dict[int, int]:
+        metadata = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+        partitions = sorted(metadata.partitions) if metadata is not None else []
+        return {p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in partitions}
+
+    def settled(self, topic: str, timeout: float, quiet: float = 3.0) -> str:
+        """Wait until ``topic`` gains nothing for ``quiet`` seconds: the gateways have written
+        what the devices sent (an MQTT message still queued in the broker is not yet theirs)."""
+        start, last, since = time.monotonic(), self.ends(topic), time.monotonic()
+        while time.monotonic() - since < quiet:
+            if time.monotonic() - start > timeout:
+                return f"still growing after {timeout:.0f} s"
+            time.sleep(0.5)
+            now = self.ends(topic)
+            if now != last:
+                last, since = now, time.monotonic()
+        return f"{sum(last.values())} records on {topic}, none new for {quiet:.0f} s"
+
+    def behind(self, group: str, topic: str) -> int:
+        """Records of ``topic`` that ``group`` has not committed (a partition it never
+        committed counts from its start)."""
+        ends = self.ends(topic)
+        reader = Consumer({"bootstrap.servers": self._bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:  # never subscribes: it only reads the group's committed offsets
+            committed = reader.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+        finally:
+            reader.close()
+        done = {tp.partition: max(tp.offset, 0) for tp in committed}
+        return sum(max(end - done.get(p, 0), 0) for p, end in ends.items())
+
+    def caught_up(self, group: str, topic: str, timeout: float) -> str:
+        start = time.monotonic()
+        while (left := self.behind(group, topic)) > 0:
+            if time.monotonic() - start > timeout:
+                return f"NOT caught up: {left} records of {topic} left after {timeout:.0f} s"
+            time.sleep(0.5)
+        return f"caught up with {topic} in {time.monotonic() - start:.1f} s"
 
 
 def stop_child(process: subprocess.Popen[bytes]) -> int:
@@ -116,6 +214,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--coap-port", type=int, default=5683)
     parser.add_argument("--malformed", type=float, default=0.01, help="fraction of broken payloads")
     parser.add_argument("--late", type=float, default=0.01, help="fraction of late readings")
+    parser.add_argument("--late-by", type=float, default=300.0, help="how many seconds behind a late reading is")
     parser.add_argument("--window", default="1 minute", help="aggregation window")
     parser.add_argument("--watermark", default="30 seconds", help="how late a reading may be and still count")
     parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job (and the persisters)")
@@ -145,7 +244,8 @@ def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
         "simulator",
         [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
          "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
-         "--malformed", str(args.malformed), "--late", str(args.late), "--out-of-order", "0.05",
+         "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
+         "--out-of-order", "0.05",
          "--duplicates", "0.01", "--seed", "7"],
     )  # fmt: skip
     pipeline.start("mqtt-proxy", [str(BIN / "fluxgate-mqtt-proxy")], prefixed("FLUXGATE_MQTT_", common))
@@ -212,8 +312,8 @@ def watch(
     duration: float | None,
     stores: Stores | None,
     done: Done | None = None,
-    status_port: int | None = None,
-) -> dict[str, int]:
+    status_port: int = 9107,
+) -> None:
     """Show what arrives every few seconds until ``duration`` or Ctrl-C, or until ``done``
     (readings arrived per topic, store counts) says the run has shown what it had to."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
@@ -239,7 +339,6 @@ def watch(
         pass
     finally:
         consumer.close()
-    return {t: previous[t] - first[t] for t in TOPICS}
 
 
 def checked(args: argparse.Namespace, held_before: dict[str, int]) -> Done | None:
@@ -269,29 +368,45 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
     signal.signal(signal.SIGTERM, _interrupt)
-    arrived: dict[str, int] = {}
+    counter = Consumer({"bootstrap.servers": endpoints.bootstrap, "group.id": "fluxgate-run-watch"})
+    before = end_offsets(counter)
     devices: dict[str, int] = {}
     died: list[str] = []
     try:
         start_all(pipeline, args)
         say("watching Kafka (Ctrl-C stops everything)...")
-        arrived = watch(
-            pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port
-        )
+        watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port)
         died = pipeline.dead()
         devices = device_states(args.status_port)
     finally:
-        exits = pipeline.stop()
-    for name in sorted({*died, *(n for n, code in exits.items() if code)}):
+        stopped = stop_upstream_first(pipeline, endpoints.bootstrap)
+    stopped.report()
+    for name in sorted({*died, *(n for n, code in stopped.exits.items() if code)}):
         say(f"{name} failed; the end of its log:\n{pipeline.tail(name)}")
-    documents = {store: count - held_before[store] for store, count in stores.counts().items()} if stores else {}
-    if stores:
-        stores.close()
-    say(json.dumps({"arrived": arrived, "documents": documents, "devices": devices, "died": died, "exits": exits}))
+    arrived = {topic: count - before[topic] for topic, count in end_offsets(counter).items()}
+    counter.close()
+    documents = stored(stores, held_before, arrived["temperatures.aggregated"]) if stores else {}
+    summary = {"arrived": arrived, "documents": documents, "devices": devices, "died": died}
+    say(json.dumps({**summary, "drained": stopped.waits, "exits": stopped.exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
-    healthy = not died and not any(exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
-    healthy = healthy and all(count > 0 for count in documents.values()) and devices.get("ONLINE", 0) > 0
+    healthy = not died and not any(stopped.exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
+    agree = all(count == arrived["temperatures.aggregated"] for count in documents.values())
+    healthy = healthy and agree and all(count > 0 for count in documents.values()) and devices.get("ONLINE", 0) > 0
     return 1 if args.check and not healthy else 0
+
+
+def stored(stores: Stores, held_before: dict[str, int], aggregates: int, timeout: float = 15.0) -> dict[str, int]:
+    """What each store gained in this run, once every store shows ``aggregates`` (the topic's
+    count) or ``timeout`` passed: a store may show a write a moment after it acknowledged it
+    (Elasticsearch refreshes once a second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gained = {store: count - held_before[store] for store, count in stores.counts().items()}
+        if all(count == aggregates for count in gained.values()) or time.monotonic() > deadline:
+            stores.close()
+            say(f"aggregates on temperatures.aggregated: {aggregates}; in each store: {gained}")
+            return gained
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":

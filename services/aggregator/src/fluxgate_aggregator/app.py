@@ -15,6 +15,7 @@ import typer
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import JobState, start
+from fluxgate_aggregator.offsets import ProgressCommitter
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
@@ -65,7 +66,8 @@ class AggregatorJob:
         contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
         spark = build_session(settings.spark)
         state = JobState()
-        spark.streams.addListener(ProgressListener(state))
+        committer = ProgressCommitter(settings) if settings.progress_group else None
+        spark.streams.addListener(ProgressListener(state, committer))
         try:
             start(spark, settings, contracts, state)
             self._state = state
@@ -76,6 +78,8 @@ class AggregatorJob:
             for query in state.queries:
                 query.stop()
             spark.stop()
+            if committer is not None:
+                committer.close()
 
 
 async def _mirror(stop: asyncio.Event, halt: threading.Event) -> None:

@@ -9,6 +9,7 @@ from prometheus_client import Gauge
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from fluxgate_aggregator.job import JobState
+from fluxgate_aggregator.offsets import ProgressCommitter
 
 log = structlog.get_logger(__name__)
 INPUT_RATE = Gauge("fluxgate_aggregator_input_rows_per_second", "Input rate of the last batch", ["query"])
@@ -23,8 +24,9 @@ WATERMARK = Gauge("fluxgate_aggregator_watermark_seconds", "Event-time watermark
 class ProgressListener(StreamingQueryListener):
     """Runs in the driver after every micro-batch of every query."""
 
-    def __init__(self, state: JobState) -> None:
+    def __init__(self, state: JobState, committer: ProgressCommitter | None = None) -> None:
         self._state = state
+        self._committer = committer
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's API
         log.info("query.started", name=event.name, id=str(event.id))
@@ -41,6 +43,9 @@ class ProgressListener(StreamingQueryListener):
         STATE_ROWS.set(state.ledger_rows)
         if state.watermark_ms is not None:
             WATERMARK.set(state.watermark_ms / 1000)
+        if self._committer is not None:
+            for source in progress.sources:
+                self._committer.commit(source.endOffset)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         return

@@ -110,8 +110,13 @@ class AggregatorSettings(BaseSettings):
         30.0, gt=0, description="how often the registry is asked for new writer schemas of the input subject"
     )
     checkpoint_dir: str = Field(".local/checkpoints/aggregator", min_length=1, description="durable on a cluster")
+    progress_group: str | None = Field(
+        "fluxgate-aggregator",
+        description="consumer group each finished batch's input offsets are committed to, for lag monitoring "
+        "(the job resumes from its checkpoint, not from the group); empty = none",
+    )
 
-    @field_validator("late_topic")
+    @field_validator("late_topic", "progress_group")
     @classmethod
     def _empty_is_none(cls, value: str | None) -> str | None:
         return value or None
