@@ -46,6 +46,7 @@ def test_kafka_single_kraft_node_on_loopback(settings: StackSettings, tmp_path: 
     assert props["auto.create.topics.enable"] == "false"
     assert props["group.initial.rebalance.delay.ms"] == "0"
     assert props["transaction.state.log.min.isr"] == "1"
+    assert int(props["log.cleaner.dedupe.buffer.size"]) <= 32 * 2**20  # fits a 256 MiB test broker
     replication = {key: value for key, value in props.items() if key.endswith("replication.factor")}
     assert len(replication) >= 3 and set(replication.values()) == {"1"}
 

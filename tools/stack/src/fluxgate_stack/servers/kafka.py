@@ -153,6 +153,10 @@ def server_properties(settings: StackSettings, data_dir: Path) -> str:
         "group.initial.rebalance.delay.ms=0",
         # Our code creates topics explicitly (`up` creates the default ones): a typo must fail.
         "auto.create.topics.enable=false",
+        # The log cleaner allocates this at start (128 MiB by default): with a small heap
+        # (tests run 256 MiB brokers) that one array could exhaust it. The stack's compacted
+        # topics (changelogs, the registry's) are far smaller than 16 MiB of keys per pass.
+        "log.cleaner.dedupe.buffer.size=16777216",
     ]
     return "\n".join(lines) + "\n"
 
