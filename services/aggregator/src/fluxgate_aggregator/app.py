@@ -14,11 +14,12 @@ import typer
 
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
-from fluxgate_aggregator.job import JobState, start
+from fluxgate_aggregator.job import start
 from fluxgate_aggregator.offsets import ProgressCommitter
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
+from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.lifecycle import run_service

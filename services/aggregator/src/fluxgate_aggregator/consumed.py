@@ -32,3 +32,11 @@ CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
     }
 )
 """Field name -> its Avro type in ``schemas/sensor_reading.avsc``, in schema order."""
+
+IDENTITY: Final = ("device_id", "metric", "event_time", "value", "sequence")
+"""What makes two records the same reading. The gateways are at-least-once (QoS 1
+redelivery, a proxy restart, a CoAP re-registration, a device resending), so the same
+reading can arrive twice; two different values at the same millisecond are two readings."""
+
+IDENTITY_IN_METRIC: Final = tuple(name for name in IDENTITY if name != "metric")
+""":data:`IDENTITY` among the readings of one metric, as the job's ledger holds them."""

@@ -15,59 +15,26 @@ streaming DataFrame: the benchmark's baseline and the persisters' contract tests
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator import checkpoints
-from fluxgate_aggregator.consumed import CONSUMED_FIELDS
+from fluxgate_aggregator.consumed import CONSUMED_FIELDS, IDENTITY
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings
+from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.windows import encoded, window_stats
 from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, decode, frame_columns
 
-# What makes two records the same reading. The gateways are at-least-once (QoS 1
-# redelivery, a proxy restart, a CoAP re-registration, a device resending), so the same
-# reading can arrive twice; two different values at the same millisecond are two readings.
-IDENTITY = ("device_id", "metric", "event_time", "value", "sequence")
 # The query's checkpoint, versioned by plan: Spark refuses to resume a plan from a
 # checkpoint of another one. v3: one query (foreachBatch) in place of the aggregation
 # (v2) and the side outputs; its window state is its own, in ``<checkpoint>/ledger``.
 AGGREGATES_CHECKPOINT = "aggregates-v3"
 QUERY = "aggregates"
-
-
-@dataclass
-class JobState:
-    """What the driver knows between batches: the watermark and the routing counts."""
-
-    watermark_ms: int | None = None
-    late_rows: int = 0
-    dead_letters: int = 0
-    ledger_rows: int = 0
-    ledger: Ledger | None = None
-    queries: list[StreamingQuery] = field(default_factory=list)
-    starters: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
-
-    def settled(self, watermark_ms: int, late: int, dead: int, ledger_rows: int) -> None:
-        """A micro-batch was routed and committed to the ledger."""
-        self.watermark_ms = watermark_ms
-        self.late_rows += late
-        self.dead_letters += dead
-        self.ledger_rows = ledger_rows
-
-    def failed(self) -> list[StreamingQuery]:
-        return [query for query in self.queries if not query.isActive]
-
-    def restart(self, query: StreamingQuery) -> StreamingQuery:
-        """Start ``query`` again from its checkpoint, in place of the stopped one."""
-        again = self.starters[query.name]()
-        self.queries = [again if old is query else old for old in self.queries]
-        return again
 
 
 def kafka_options(settings: AggregatorSettings) -> dict[str, str]:
@@ -94,7 +61,13 @@ def read_decoded(spark: SparkSession, settings: AggregatorSettings, contracts: C
     )
     if settings.spark.max_offsets_per_trigger:
         raw = raw.option("maxOffsetsPerTrigger", str(settings.spark.max_offsets_per_trigger))
-    framed = raw.load().select("key", "value", "topic", "partition", "offset", *_aliased(frame_columns(F.col("value"))))
+    return decoded(raw.load(), contracts)
+
+
+def decoded(raw: DataFrame, contracts: Contracts) -> DataFrame:
+    """Kafka records (``key``, ``value``, ``topic``, ``partition``, ``offset``, streaming or
+    not) with ``reading``: the value decoded, null when it does not decode."""
+    framed = raw.select("key", "value", "topic", "partition", "offset", *_aliased(frame_columns(F.col("value"))))
     reading = decode(F.col("body"), F.col(SCHEMA_ID), contracts.writers, contracts.reader)
     return framed.withColumn("reading", F.when(F.col(MAGIC_OK), reading))
 

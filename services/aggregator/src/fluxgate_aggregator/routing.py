@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from fluxgate_aggregator.consumed import IDENTITY_IN_METRIC
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.deadletters import dead_letter_headers
 from fluxgate_aggregator.ledger import Ledger
@@ -30,10 +31,8 @@ from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.windows import encoded, window_stats
 
 if TYPE_CHECKING:
-    from fluxgate_aggregator.job import JobState
+    from fluxgate_aggregator.state import JobState
 
-# A reading's identity without the metric: the ledger holds one metric only.
-IDENTITY = ("device_id", "event_time", "value", "sequence")
 FIELDS = ("device_id", "event_time", "value", "sequence", "unit")
 HEADERS = "array<struct<key:string,value:binary>>"
 
@@ -82,14 +81,14 @@ def outcome(records: DataFrame) -> Outcome:
 def first_late(records: DataFrame, seen: DataFrame) -> DataFrame:
     """The late readings of this batch that are neither copies of one another nor of a
     reading the ledger holds. Late readings are few: the ledger is scanned for those only."""
-    behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY))
-    known = seen.join(F.broadcast(behind.select(*IDENTITY)), _same(seen, behind), "left_semi")
+    behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY_IN_METRIC))
+    known = seen.join(F.broadcast(behind.select(*IDENTITY_IN_METRIC)), _same(seen, behind), "left_semi")
     return behind.join(known, _same(behind, known), "left_anti")
 
 
 def _same(left: DataFrame, right: DataFrame) -> Column:
     # Null-safe: a reading without a sequence number equals its copy.
-    return reduce(Column.__and__, [left[name].eqNullSafe(right[name]) for name in IDENTITY])
+    return reduce(Column.__and__, [left[name].eqNullSafe(right[name]) for name in IDENTITY_IN_METRIC])
 
 
 def closing_ends(settings: AggregatorSettings, after_ms: int, upto_ms: int) -> tuple[int, int] | None:
@@ -110,7 +109,7 @@ def closed_windows(rows: DataFrame, settings: AggregatorSettings, ends: tuple[in
         F.col("counted")
         & (F.col("event_time") >= _at(first - settings.window.size_ms))
         & (F.col("event_time") < _at(last))
-    ).dropDuplicates(list(IDENTITY))
+    ).dropDuplicates(list(IDENTITY_IN_METRIC))
     closed = (F.col("w.end") >= _at(first)) & (F.col("w.end") <= _at(last))
     return window_stats(members, settings).where(closed)
 

@@ -13,8 +13,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.contracts import Contracts, writer_schemas
-from fluxgate_aggregator.job import JobState, start
+from fluxgate_aggregator.job import start
 from fluxgate_aggregator.settings import AggregatorSettings
+from fluxgate_aggregator.state import JobState
 from fluxgate_core.errors import RegistryError
 from fluxgate_core.serde import value_subject
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from fluxgate_aggregator.consumed import IDENTITY
 from fluxgate_core.testing import Consumed
 
 
@@ -27,10 +28,6 @@ def reading(device: str, at_ms: int, value: float, metric: str = "temperature", 
         "sequence": None,
         "attributes": {},
     }
-
-
-IDENTITY = ("device_id", "metric", "event_time", "value", "sequence")
-"""What makes two records the same reading, as the job's deduplication sees it."""
 
 
 def distinct_readings(readings: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,23 +1,18 @@
 """The aggregator verifies every persister's pact for ``temperatures.aggregated``
-(``contracts-tests/pacts/*-persister-aggregator.json``) against bytes its real Spark path
-writes: wire-format readings streamed from files, decoded by ``wire.decode``, windowed and
-encoded by ``job.aggregate`` (``windows.window_stats`` and ``windows.encoded``, which the
-job's routing uses too; ``to_avro`` under the output schema), then decoded from the
-Confluent wire format with the **writer's** schema by the real ``AvroDecoder`` and handed,
-as JSON, to the Pact verifier.
-
-The job's input is a streaming DataFrame (``dropDuplicatesWithinWatermark`` refuses a batch
-one): the readings, and a later one that moves the watermark past their windows, are
-parquet files read with ``readStream`` and run once with ``trigger(availableNow=True)``
-into a memory sink, one file per micro-batch. The aggregation of the unchanged schema runs
-once per module; each negative test runs its own reshaped one.
+(``contracts-tests/pacts/*-persister-aggregator.json``) against bytes the running job
+writes: wire-format readings decoded by the job's own ``job.decoded``, routed by its
+``foreachBatch`` function (``routing.router``, with a ledger in a temporary folder), which
+windows and encodes them (``windows.window_stats`` and ``windows.encoded``; ``to_avro``
+under the output schema) into what it hands the Kafka sink; those values are decoded from
+the Confluent wire format with the **writer's** schema by the real ``AvroDecoder`` and
+handed, as JSON, to the Pact verifier. The aggregation of the unchanged schema runs once
+per module; each negative test runs its own reshaped one.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
@@ -33,10 +28,13 @@ from pyspark.sql import functions as F
 
 from fluxgate_aggregator import job, windows
 from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.ledger import Ledger
+from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
+from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.testing import reading
-from fluxgate_aggregator.wire import SCHEMA_ID, compact, decode, frame_columns
+from fluxgate_aggregator.wire import compact
 from fluxgate_aggregator.wire import encode as wire_encode
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
@@ -109,44 +107,23 @@ def raw_readings(spark: SparkSession, readings: list[dict[str, Any]], first_offs
 
 
 def aggregated(spark: SparkSession, workdir: Path, output_schema: dict[str, Any]) -> list[bytes]:
-    """The value bytes ``job.aggregate`` writes for three readings in one minute, once a
-    later reading (its own window stays open) has moved the watermark past that minute."""
-    source = workdir / "readings"
-    batches = [
-        [
-            reading("Sensor4", BASE_MS + 1_029, 21.5),
-            reading("Sensor4", BASE_MS + 31_029, 23.5),
-            {**reading("d2", BASE_MS + 5_000, 19.0), "unit": None},
-            reading("closer", BASE_MS + 120_000, 20.0),
-        ],
-        # Spark applies a watermark from the next micro-batch on: this one closes the minute.
-        [reading("closer", BASE_MS + 120_000, 20.0, metric="humidity")],
+    """The values the job's routing writes to the output topic for one batch: three readings
+    in one minute and a later one (its own window stays open) that moves the watermark past
+    that minute, so the batch closes it."""
+    readings = [
+        reading("Sensor4", BASE_MS + 1_029, 21.5),
+        reading("Sensor4", BASE_MS + 31_029, 23.5),
+        {**reading("d2", BASE_MS + 5_000, 19.0), "unit": None},
+        reading("closer", BASE_MS + 120_000, 20.0),
     ]
-    for offset, batch in enumerate(batches):
-        raw_readings(spark, batch, offset * 100).coalesce(1).write.mode("append").parquet(str(source))
-    stream = spark.readStream.schema(RAW).option("maxFilesPerTrigger", 1).parquet(str(source))
-    framed = stream.select("*", *[column.alias(name) for name, column in frame_columns(F.col("value")).items()])
     reader = compact(schema_text(SENSOR_READING))
-    decoded = framed.withColumn("reading", decode(F.col("body"), F.col(SCHEMA_ID), {READING_ID: reader}, reader))
     contracts = Contracts(reader, {READING_ID: reader}, json.dumps(output_schema), AGGREGATE_ID)
     settings = AggregatorSettings()  # type: ignore[call-arg]
-    name = f"aggregates_{uuid.uuid4().hex}"
-    query = (
-        job.aggregate(decoded, settings, contracts)
-        .writeStream.format("memory")
-        .queryName(name)
-        .outputMode("append")
-        .option("checkpointLocation", str(workdir / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination(timeout=120)
-        assert query.exception() is None, query.exception()
-        return [bytes(row.value) for row in spark.table(name).collect()]
-    finally:
-        query.stop()
-        spark.catalog.dropTempView(name)
+    written: list[Any] = []
+    ledger = Ledger(spark, str(workdir / "ledger"))
+    route = router(settings, contracts, JobState(), ledger, lambda rows: written.extend(rows.collect()))
+    route(job.decoded(raw_readings(spark, readings, 0), contracts), 0)
+    return [bytes(row.value) for row in written if row.topic == settings.output_topic]
 
 
 def as_json(record: dict[str, Any]) -> bytes:

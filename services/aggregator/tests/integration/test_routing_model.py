@@ -1,0 +1,129 @@
+"""The job's routing (its real ``foreachBatch`` on Spark) decides every record's fate as the
+plain-Python reference model does, batch after batch: dead letters, late readings written
+once, every window aggregated once from the readings it counted, the watermark.
+
+The named cases put readings at, just before and just after the watermark, in the batch
+whose watermark closes their window, a late copy in the batch that closes its reading's
+window, and a batch replayed after a crash; the property feeds both the same random batch
+sequences (copies, late and broken records, readings on the watermark, empty batches,
+crashes) and compares every batch."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from routing_harness import Crash, SparkRouter, same
+from routing_model import Broken, Outputs, Reading, Record, RoutingModel
+
+from fluxgate_aggregator.settings import AggregatorSettings, WindowSettings
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SIZE, DELAY = 10_000, 5_000
+
+
+def settings(slide: str | None = None) -> AggregatorSettings:
+    window = WindowSettings(size="10 seconds", slide=slide, watermark="5 seconds")
+    return AggregatorSettings(window=window, late_topic="late", deadletter_topic="dlq", output_topic="out")
+
+
+@pytest.fixture
+def pair(spark: Any, tmp_path: Path) -> Callable[[str | None], tuple[RoutingModel, SparkRouter]]:
+    def make(slide: str | None = None) -> tuple[RoutingModel, SparkRouter]:
+        job = SparkRouter(spark, settings(slide), tmp_path / f"job-{slide}")
+        return RoutingModel(SIZE, job.settings.window.slide_ms, DELAY), job
+
+    return make
+
+
+def run(model: RoutingModel, job: SparkRouter, batch_id: int, records: list[Record], crash: bool = False) -> Outputs:
+    """One batch through both; with ``crash`` the job dies before it commits the batch and
+    runs it again after a restart: the second run must decide and write what the first did."""
+    expected = model.batch(records)
+    if crash:
+        job.crash_next_commit = True
+        with pytest.raises(Crash):
+            job.batch(batch_id, records)
+        job.restart()
+    got = job.batch(batch_id, records)
+    assert same(expected, got) == [], f"batch {batch_id} {records}"
+    return got
+
+
+def test_readings_around_the_watermark_and_window_ends(pair: Callable[..., Any]) -> None:
+    model, job = pair()
+    d1 = [Reading("d1", 20_000, 1.0, 1), Reading("d1", 25_000, 2.0, 2)]
+    out = run(model, job, 0, d1)  # the first batch counts everything: the watermark starts at 0
+    assert out.watermark_ms == 20_000 and out.aggregates == {}
+
+    at, before, after = Reading("d1", 20_000, 3.0, 3), Reading("d1", 19_999, 4.0, 4), Reading("d1", 20_001, 5.0, 5)
+    mover = Reading("d2", 35_000, 9.0, 1)  # moves the watermark to 30 000: [20 000, 30 000) closes
+    broken = [Broken(b"not avro"), Broken(b"\x00\x00\x00\x00\x01\xff\xff")]
+    out = run(model, job, 1, [at, before, after, mover, *broken])
+    assert sorted(out.late) == sorted([at.identity, before.identity])  # at the watermark is late
+    # Just after the watermark, counted in the batch whose watermark closes its window.
+    assert out.aggregates[("d1", 20_000, 30_000)].count == 3
+    assert sorted(out.dead) == sorted(b.value for b in broken)
+
+    copy_of_counted = Reading("d1", 25_000, 2.0, 2)  # behind, and known: not late, not counted again
+    # Written late in the last batch, but more than max(size, delay) behind the watermark by
+    # now: the job keeps identities no longer (as Spark's dropDuplicatesWithinWatermark), so
+    # the copy is written late again. Still late, never counted.
+    old_copy_of_late = Reading("d1", 19_999, 4.0, 4)
+    humidity = Reading("d1", 33_000, 50.0, 1, unit="%", metric="humidity")  # not the job's metric
+    new_behind = Reading("d3", 29_999, 7.0, None)
+    counted_twice = Reading("d2", 35_000, 9.0, 1)  # a copy of the mover, still after the watermark
+    out = run(model, job, 2, [copy_of_counted, old_copy_of_late, humidity, new_behind, counted_twice])
+    assert sorted(out.late) == sorted([old_copy_of_late.identity, new_behind.identity])
+    assert out.watermark_ms == 30_000
+
+    # A late copy of a counted reading arrives in the batch that closes that reading's window,
+    # with a copy of a reading written late in the last batch: neither is written.
+    late_copy, copy_of_late = Reading("d2", 35_000, 9.0, 1), Reading("d3", 29_999, 7.0, None)
+    out = run(model, job, 3, [late_copy, copy_of_late, Reading("d3", 46_000, 8.0, None)])
+    assert out.late == [] and out.aggregates[("d2", 30_000, 40_000)].count == 1
+
+    # The job dies writing a batch that closes windows and has late readings; run again, the
+    # batch decides the same and writes the same.
+    replayed = [Reading("d1", 39_000, 6.0, 6), Reading("d3", 60_000, 1.5, None), Reading("d1", 50_500, 2.5, 7)]
+    out = run(model, job, 4, replayed, crash=True)
+    assert out.late == [replayed[0].identity] and ("d3", 40_000, 50_000) in out.aggregates
+
+
+def random_records(rng: random.Random, now: int, watermark: int, history: list[Reading]) -> list[Record]:
+    records: list[Record] = []
+    for _ in range(rng.randint(0, 9)):
+        draw = rng.random()
+        if draw < 0.08:
+            records.append(Broken(rng.choice([b"junk", b"\x00\x00\x00\x00\x01\x02", b""])))
+        elif draw < 0.22 and history:
+            records.append(rng.choice(history))  # a copy of an earlier reading, maybe of this batch
+        else:
+            if draw < 0.32:
+                event = watermark + rng.choice([-1, 0, 1])
+            elif draw < 0.45:
+                event = now - rng.randint(DELAY, 4 * SIZE)  # behind the watermark, most likely
+            else:
+                event = now + rng.randint(-3_000, 1_000)
+            metric = "humidity" if rng.random() < 0.05 else "temperature"
+            sequence = rng.choice([None, rng.randint(0, 4)])
+            reading = Reading(rng.choice(["d1", "d2", "d3"]), max(event, 1), rng.choice([20.0, 20.5, 21.25]), sequence)
+            reading = Reading(reading.device_id, reading.event_ms, reading.value, reading.sequence, metric=metric)
+            history.append(reading)
+            records.append(reading)
+    return records
+
+
+@pytest.mark.parametrize(("seed", "slide"), [(1, None), (3, "5 seconds")])
+def test_the_job_decides_as_the_reference_model(pair: Callable[..., Any], seed: int, slide: str | None) -> None:
+    rng = random.Random(seed)
+    model, job = pair(slide)
+    now, history = 100_000, []
+    for batch_id in range(10):
+        records = random_records(rng, now, model.watermark_ms, history)
+        run(model, job, batch_id, records, crash=rng.random() < 0.15)
+        now += rng.randint(0, 6_000)

@@ -1,0 +1,156 @@
+"""The job's real ``foreachBatch`` function (``routing.router``) driven batch by batch on
+static DataFrames: the records go through the job's own decoding (``job.decoded``), its
+ledger lives in a temporary folder, and what it writes is collected and decoded back into
+the reference model's terms. No Kafka, no registry: the schema ids are fixed."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from pyspark.sql import DataFrame, SparkSession
+from routing_model import Broken, Identity, Outputs, Reading, Record, Stats
+
+from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.job import decoded
+from fluxgate_aggregator.ledger import Ledger
+from fluxgate_aggregator.routing import router
+from fluxgate_aggregator.settings import AggregatorSettings
+from fluxgate_aggregator.state import JobState
+from fluxgate_aggregator.wire import compact
+from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
+
+READING_ID, AGGREGATE_ID = 1, 2
+RAW = "key binary, value binary, topic string, partition int, offset long"
+READING_SCHEMA = fastavro.parse_schema(schema_dict(SENSOR_READING))
+AGGREGATE_SCHEMA = fastavro.parse_schema(schema_dict(TEMPERATURE_AGGREGATE))
+CONTRACTS = Contracts(
+    reader=compact(schema_text(SENSOR_READING)),
+    writers={READING_ID: compact(schema_text(SENSOR_READING))},
+    output=compact(schema_text(TEMPERATURE_AGGREGATE)),
+    output_id=AGGREGATE_ID,
+)
+
+
+class Crash(RuntimeError):
+    """The job died after the batch wrote its outputs and ledger rows, before it committed."""
+
+
+def wire(record: Record) -> bytes:
+    if isinstance(record, Broken):
+        return record.value
+    body = io.BytesIO()
+    fastavro.schemaless_writer(
+        body,
+        READING_SCHEMA,
+        {
+            "device_id": record.device_id,
+            "metric": record.metric,
+            "value": record.value,
+            "unit": record.unit,
+            "event_time": record.event_ms,
+            "ingest_time": record.event_ms + 50,
+            "source_protocol": "MQTT",
+            "source": f"devices/{record.device_id}/{record.metric}",
+            "sequence": record.sequence,
+            "attributes": {},
+        },
+    )
+    return b"\x00" + READING_ID.to_bytes(4, "big") + body.getvalue()
+
+
+def _unwire(value: bytes, schema: Any) -> dict[str, Any]:
+    assert value[0] == 0, value
+    record = fastavro.schemaless_reader(io.BytesIO(value[5:]), schema)
+    assert isinstance(record, dict)
+    return record
+
+
+def _ms(value: Any) -> int:
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)
+
+
+class SparkRouter:
+    """One job: its ledger and state persist across :meth:`batch` calls, as in a run."""
+
+    def __init__(self, spark: SparkSession, settings: AggregatorSettings, folder: Path) -> None:
+        self.spark, self.settings = spark, settings
+        self.ledger = Ledger(spark, str(folder / "ledger"))
+        self.state = JobState()
+        self.written: list[Any] = []
+        self.crash_next_commit = False
+        self.offset = 0
+        self._commit = self.ledger.commit
+        self.ledger.commit = self._crashing_commit  # type: ignore[method-assign]
+        self.route = router(settings, CONTRACTS, self.state, self.ledger, self._write)
+
+    def _write(self, rows: DataFrame) -> None:
+        self.written = rows.collect()
+
+    def _crashing_commit(self, next_watermark_ms: int, horizon_ms: int) -> None:
+        if self.crash_next_commit:
+            self.crash_next_commit = False
+            raise Crash("the job died before the batch committed")
+        self._commit(next_watermark_ms, horizon_ms)
+
+    def batch(self, batch_id: int, records: Sequence[Record]) -> Outputs:
+        rows = [(b"k", wire(r), self.settings.input_topic, 0, self.offset + i) for i, r in enumerate(records)]
+        self.offset += len(records)
+        self.written = []
+        self.route(decoded(self.spark.createDataFrame(rows, RAW), CONTRACTS), batch_id)
+        return self._outputs()
+
+    def restart(self) -> None:
+        """What a restart does to the ledger before the query resumes from its checkpoint."""
+        self.ledger.reset()
+
+    def _outputs(self) -> Outputs:
+        out = Outputs(watermark_ms=self.ledger.watermark_ms)
+        for row in self.written:
+            if row["topic"] == self.settings.deadletter_topic:
+                out.dead.append(bytes(row["value"]))
+            elif row["topic"] == self.settings.late_topic:
+                out.late.append(_identity(_unwire(bytes(row["value"]), READING_SCHEMA)))
+            else:
+                assert row["topic"] == self.settings.output_topic, row["topic"]
+                aggregate = _unwire(bytes(row["value"]), AGGREGATE_SCHEMA)
+                key = (aggregate["device_id"], _ms(aggregate["window_start"]), _ms(aggregate["window_end"]))
+                assert key not in out.aggregates, f"{key} written twice in one batch"
+                out.aggregates[key] = Stats(
+                    aggregate["count"],
+                    aggregate["min"],
+                    aggregate["max"],
+                    aggregate["mean"],
+                    aggregate["stddev"],
+                    _ms(aggregate["first_event_time"]),
+                    _ms(aggregate["last_event_time"]),
+                    aggregate["unit"],
+                )
+        return out
+
+
+def _identity(reading: dict[str, Any]) -> Identity:
+    return (reading["device_id"], _ms(reading["event_time"]), reading["value"], reading["sequence"])
+
+
+def same(model: Outputs, job: Outputs) -> list[str]:
+    """How the job's outputs of a batch differ from the model's (empty: they agree)."""
+    problems = []
+    if model.watermark_ms != job.watermark_ms:
+        problems.append(f"watermark: model {model.watermark_ms}, job {job.watermark_ms}")
+    if sorted(model.dead) != sorted(job.dead):
+        problems.append(f"dead letters: model {sorted(model.dead)}, job {sorted(job.dead)}")
+    if sorted(model.late, key=repr) != sorted(job.late, key=repr):
+        problems.append(f"late: model {sorted(model.late, key=repr)}, job {sorted(job.late, key=repr)}")
+    for key in sorted(model.aggregates.keys() | job.aggregates.keys()):
+        ours, theirs = model.aggregates.get(key), job.aggregates.get(key)
+        if ours is None or theirs is None or not ours.close_to(theirs):
+            problems.append(f"window {key}: model {ours}, job {theirs}")
+    return problems
+
+
+def as_readings(records: Sequence[Record]) -> list[Reading]:
+    return [r for r in records if isinstance(r, Reading)]

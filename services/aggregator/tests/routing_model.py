@@ -1,0 +1,145 @@
+"""The job's routing decision as a plain-Python reference model (no Spark).
+
+Written from the rules, not from ``routing.py``: per micro-batch, against the watermark the
+batch starts with,
+
+* a record that does not decode is dead-lettered;
+* a reading of the metric with an event time after the watermark is counted;
+* one at or behind it is late: written to the late topic once, unless a reading with its
+  identity was recorded before (counted or late) with an event time still within
+  ``max(window size, watermark delay)`` of the watermark (the job keeps identities that long);
+* the watermark moves to the newest event time of the batch's readings minus the delay,
+  never back;
+* every window whose end the watermark passes (in ``(before, after]``) is aggregated from the
+  counted readings in it, each identity once, and written once.
+
+Readings of another metric are not the job's: they are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+Identity = tuple[str, int, float, int | None]  # device, event time (ms), value, sequence
+
+
+@dataclass(frozen=True)
+class Reading:
+    device_id: str
+    event_ms: int
+    value: float
+    sequence: int | None = None
+    unit: str | None = "Cel"
+    metric: str = "temperature"
+
+    @property
+    def identity(self) -> Identity:
+        return (self.device_id, self.event_ms, self.value, self.sequence)
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A record that does not decode, as it came."""
+
+    value: bytes
+
+
+Record = Reading | Broken
+
+
+@dataclass(frozen=True)
+class Stats:
+    count: int
+    min: float
+    max: float
+    mean: float
+    stddev: float
+    first_ms: int
+    last_ms: int
+    unit: str | None
+
+    def close_to(self, other: Stats) -> bool:
+        """Equal, the floating-point sums allowed to differ in their last bits."""
+        exact = (self.count, self.min, self.max, self.first_ms, self.last_ms, self.unit)
+        if exact != (other.count, other.min, other.max, other.first_ms, other.last_ms, other.unit):
+            return False
+        return all(
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+            for a, b in ((self.mean, other.mean), (self.stddev, other.stddev))
+        )
+
+
+WindowKey = tuple[str, int, int]  # device, window start, window end (ms)
+
+
+@dataclass
+class Outputs:
+    """What one batch writes."""
+
+    dead: list[bytes] = field(default_factory=list)
+    late: list[Identity] = field(default_factory=list)
+    aggregates: dict[WindowKey, Stats] = field(default_factory=dict)
+    watermark_ms: int = 0
+
+
+@dataclass
+class RoutingModel:
+    size_ms: int
+    slide_ms: int
+    delay_ms: int
+    metric: str = "temperature"
+    watermark_ms: int = 0
+    # Every reading recorded so far, and whether it was counted.
+    recorded: list[tuple[Reading, bool]] = field(default_factory=list)
+
+    @property
+    def horizon_ms(self) -> int:
+        return max(self.size_ms, self.delay_ms)
+
+    def batch(self, records: Sequence[Record]) -> Outputs:
+        before = self.watermark_ms
+        readings = [r for r in records if isinstance(r, Reading) and r.metric == self.metric]
+        out = Outputs(dead=[r.value for r in records if isinstance(r, Broken)])
+        known = {r.identity for r, _ in self.recorded if r.event_ms > before - self.horizon_ms}
+        for reading in readings:
+            if reading.event_ms <= before and reading.identity not in known and reading.identity not in out.late:
+                out.late.append(reading.identity)
+        self.recorded += [(r, r.event_ms > before) for r in readings]
+        newest = max((r.event_ms for r in readings), default=None)
+        after = before if newest is None else max(before, newest - self.delay_ms)
+        out.aggregates = self._closing(before, after)
+        out.watermark_ms = self.watermark_ms = after
+        return out
+
+    def window_starts(self, event_ms: int) -> list[int]:
+        last = event_ms // self.slide_ms * self.slide_ms
+        return [s for s in range(last, event_ms - self.size_ms, -self.slide_ms)]
+
+    def _closing(self, before: int, after: int) -> dict[WindowKey, Stats]:
+        members: dict[WindowKey, dict[Identity, Reading]] = {}
+        for reading, counted in self.recorded:
+            if not counted:
+                continue
+            for start in self.window_starts(reading.event_ms):
+                end = start + self.size_ms
+                if before < end <= after:
+                    members.setdefault((reading.device_id, start, end), {}).setdefault(reading.identity, reading)
+        return {key: stats(list(window.values())) for key, window in members.items()}
+
+
+def stats(readings: list[Reading]) -> Stats:
+    values = [r.value for r in readings]
+    mean = sum(values) / len(values)
+    units = [r.unit for r in readings if r.unit is not None]
+    return Stats(
+        count=len(values),
+        min=min(values),
+        max=max(values),
+        mean=mean,
+        stddev=math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)),
+        first_ms=min(r.event_ms for r in readings),
+        last_ms=max(r.event_ms for r in readings),
+        unit=max(units) if units else None,
+    )
