@@ -8,10 +8,12 @@ interrupted install never looks finished.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
 import tarfile
+import time
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
@@ -27,6 +29,19 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 COPY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:2.8"
 # Daemons such as mosquitto live in sbin, which a non-root PATH often lacks.
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")
+# A download step that failed on the network is tried again this many times in all, after
+# waiting RETRY_WAIT_S, then twice that, ...; an artifact or package that does not exist is not.
+ATTEMPTS = 3
+RETRY_WAIT_S = 2.0
+# What Maven (resolver) and apt print when the network, not the request, failed.
+TRANSIENT = re.compile(
+    r"Could not transfer|Connection (reset|refused|timed out)|Read timed out|timed out|Temporary failure"
+    r"|Network is unreachable|No route to host|Unable to connect|status code: 5\d\d|\b50[234]\b",
+    re.IGNORECASE,
+)
+URL = re.compile(r"https?://[^\s()\"'<>]+")
+# "Could not transfer artifact g:a:ext[:classifier]:v from/to central (https://…/maven2): …"
+MAVEN_ARTIFACT = re.compile(r"Could not (?:transfer|find) artifact (\S+) (?:from/to|in) \S+ \((https?://[^)\s]+)\)")
 
 
 def find_binary(name: str) -> str | None:
@@ -42,8 +57,8 @@ def ensure_debian_packages(binaries: dict[str, str]) -> None:
     install = [*prefix, "apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
     if _run(install).returncode != 0:
         # A fresh machine has empty package lists: refresh once, then retry.
-        _check(_run([*prefix, "apt-get", "update", "-q"]), "apt-get update")
-        _check(_run(install), f"apt-get install {' '.join(missing)}")
+        _run_with_retries([*prefix, "apt-get", "update", "-q"], "apt-get update")
+        _run_with_retries(install, f"apt-get install {' '.join(missing)}")
 
 
 def maven_pom(coordinates: Iterable[str]) -> str:
@@ -70,14 +85,14 @@ def maven_copy_dependencies(mvn: str, coordinates: list[str], work_dir: Path, ou
     (work_dir / "pom.xml").write_text(maven_pom(coordinates))
     goal = f"{DEPENDENCY_PLUGIN}:copy-dependencies"
     command = [mvn, "-q", "-B", goal, "-DincludeScope=runtime", f"-DoutputDirectory={out_dir}"]
-    _check(_run(command, cwd=work_dir), f"mvn copy-dependencies {' '.join(coordinates)}")
+    _run_with_retries(command, f"mvn copy-dependencies {' '.join(coordinates)}", cwd=work_dir)
 
 
 def maven_copy_artifact(mvn: str, coordinate: str, work_dir: Path, out_dir: Path) -> Path:
     """Fetch one artifact (``g:a:v:type[:classifier]``) without dependencies; returns the file."""
     work_dir.mkdir(parents=True, exist_ok=True)
     command = [mvn, "-q", "-B", f"{COPY_PLUGIN}:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={out_dir}"]
-    _check(_run(command, cwd=work_dir), f"mvn copy {coordinate}")
+    _run_with_retries(command, f"mvn copy {coordinate}", cwd=work_dir)
     _group, artifact, version, kind, *classifier = coordinate.split(":")
     return out_dir / ("-".join([artifact, version, *classifier]) + f".{kind}")
 
@@ -130,7 +145,38 @@ def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedPro
         raise InstallError(f"{command[0]} is not installed (needed for: {' '.join(command)})") from exc
 
 
-def _check(result: subprocess.CompletedProcess[str], what: str) -> None:
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr).strip().splitlines()[-30:]
-        raise InstallError(f"{what} failed (exit {result.returncode}):\n" + "\n".join(output))
+def _run_with_retries(
+    command: list[str], what: str, cwd: Path | None = None, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """Run a download step; again after a growing wait when it failed on the network."""
+    for attempt in range(1, ATTEMPTS + 1):
+        result = _run(command, cwd=cwd)
+        if result.returncode == 0:
+            return
+        output = result.stdout + result.stderr
+        if attempt == ATTEMPTS or not TRANSIENT.search(output):
+            break
+        sleep(RETRY_WAIT_S * 2 ** (attempt - 1))
+    raise InstallError(failure(what, result.returncode, output, attempt))
+
+
+def failure(what: str, code: int, output: str, attempts: int) -> str:
+    """One line that says what failed and which URL, then the end of the tool's output."""
+    urls = list(dict.fromkeys([*_artifact_urls(output), *URL.findall(output)]))
+    where = f": {', '.join(urls[:3])}" if urls else ""
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    lines = output.strip().splitlines()[-30:]
+    return f"{what} failed (exit {code}){tries}{where}\n" + "\n".join(lines)
+
+
+def _artifact_urls(output: str) -> list[str]:
+    """The file URLs of the artifacts Maven names as failed (it prints only the repository)."""
+    urls = []
+    for coordinate, repository in MAVEN_ARTIFACT.findall(output):
+        parts = coordinate.split(":")
+        if len(parts) not in (4, 5):
+            continue
+        group, artifact, ext, *classifier, version = parts
+        name = "-".join([artifact, version, *classifier]) + f".{ext}"
+        urls.append(f"{repository.rstrip('/')}/{group.replace('.', '/')}/{artifact}/{version}/{name}")
+    return urls
