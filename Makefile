@@ -76,5 +76,6 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/coap_ingest.py
 
 .PHONY: clean
-clean: down ## Stop the stack and remove downloads, data and the venv
+clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
+	@test -x $(STACK) && $(STACK) purge || true
 	rm -rf .local $(VENV) bench-results spark-checkpoints

@@ -54,6 +54,13 @@ def down(
 
 
 @app.command()
+def purge() -> None:
+    """Stop every server and delete downloads, data and logs, also those kept outside the checkout."""
+    for folder in _run(lambda: Stack().purge()):
+        typer.echo(f"deleted {folder}")
+
+
+@app.command()
 def status() -> None:
     """Which servers run, with pid, ports and readiness."""
     rows = [("SERVER", "STATE", "PID", "PORTS")]

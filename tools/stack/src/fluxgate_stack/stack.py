@@ -10,9 +10,11 @@ import contextlib
 import dataclasses
 import fcntl
 import logging
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from fluxgate_stack import fetch, process, servers
 from fluxgate_stack.errors import PortInUse, ServerNotReady
@@ -118,6 +120,20 @@ class Stack:
                 if wipe:
                     server.wipe()
                     log.info("server=%s event=wiped path=%s", server.name, server.data_dir)
+
+    def purge(self) -> list[Path]:
+        """Stop every server and delete what the stack keeps for this checkout: its ``.local``
+        and the folders outside the checkout that unprivileged servers use; the folders gone."""
+        self.down()
+        homes = {server.dist_dir.parent for server in servers.build(None, self.settings, all_if_empty=True)}
+        gone = []
+        for home in sorted(homes | {self.settings.local_dir}):
+            for part in ("dist", "run", "data", "build"):
+                shutil.rmtree(home / part, ignore_errors=True)
+            with contextlib.suppress(OSError):  # a folder the user chose may hold more: kept then
+                home.rmdir()
+            gone.append(home)
+        return gone
 
     def kill(self, name: str) -> None:
         """SIGKILL one server, as a crash would; `up`/`start` brings it back on the same data."""

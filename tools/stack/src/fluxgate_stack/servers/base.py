@@ -69,8 +69,11 @@ class Server(ABC):
         if user is None or os.geteuid() != 0:
             return
         users.ensure_system_user(user)
-        for path in self.needs_to_read():
-            if subprocess.run([*users.run_as(user), "test", "-r", str(path)], check=False).returncode != 0:
+        for wanted in self.needs_to_read():
+            # A folder the start creates (a config folder) only needs its way in to be open.
+            path = next(p for p in [wanted, *wanted.parents] if p.exists())
+            test = "-r" if path == wanted else "-x"
+            if subprocess.run([*users.run_as(user), "test", test, str(path)], check=False).returncode != 0:
                 raise InstallError(
                     f"{self.name}: runs as user {user!r}, who cannot read {path}; give it the way in (chmod o+x "
                     "on every folder above it) or set FLUXGATE_STACK_UNPRIVILEGED_HOME to a folder it can reach"
