@@ -78,7 +78,7 @@ class Producer:
         """
         records = self.produce(AvroEncoder(self.schema, SCHEMA_ID))
         assert records, f"{self.name} produced no record"
-        decoder = AvroDecoder(OneSchemaRegistry(self.schema))  # type: ignore[arg-type]
+        decoder = AvroDecoder(OneSchemaRegistry(self.schema))
         return [json.dumps(as_json(decoder.decode(record.value))).encode() for record in records]
 
 

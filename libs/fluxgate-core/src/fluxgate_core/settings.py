@@ -12,9 +12,10 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from fluxgate_core.errors import ConfigError
@@ -115,6 +116,22 @@ class HttpSettings(Group):
 
     host: str = "0.0.0.0"  # noqa: S104 - containers must expose it; override with 127.0.0.1 locally
     port: int = Field(9100, ge=0, le=65535, description="0 picks a free port")
+
+
+def service_defaults(**values: Any) -> BeforeValidator:
+    """A group's defaults for one service, e.g. its own HTTP port:
+    ``http: Annotated[HttpSettings, service_defaults(port=9101)] = Field(default_factory=HttpSettings,
+    validate_default=True)``. In effect when the environment sets none of the group's
+    variables and when it sets only some (``..._HTTP__HOST`` alone keeps the service's port)."""
+
+    def fill(given: Any) -> Any:
+        if isinstance(given, Mapping):
+            return {**values, **given}
+        if isinstance(given, BaseModel):  # the default instance: what it was not given
+            return given.model_copy(update={k: v for k, v in values.items() if k not in given.model_fields_set})
+        return given
+
+    return BeforeValidator(fill)
 
 
 class LogSettings(Group):

@@ -27,7 +27,7 @@ class Producer:
 
 
 def writer(producer: Producer, **options: Any) -> DeadLetterWriter:
-    return DeadLetterWriter(producer, "dlq", "test", **options)  # type: ignore[arg-type]
+    return DeadLetterWriter(producer, "dlq", "test", **options)
 
 
 async def test_over_max_whole_bytes_goes_bounded_without_trying() -> None:

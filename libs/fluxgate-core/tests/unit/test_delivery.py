@@ -81,7 +81,7 @@ async def test_produce_all_waits_for_every_ack_and_raises_the_first_failure() ->
     refused = DeliveryError("refused", retriable=False)
     producer = FakeProducer({"b": refused, "c": DeliveryError("later")})
     with pytest.raises(DeliveryError) as error:
-        await produce_all(producer, records("a", "b", "c"))  # type: ignore[arg-type]
+        await produce_all(producer, records("a", "b", "c"))
     assert error.value is refused and len(producer.sent) == 3
 
 
@@ -89,8 +89,8 @@ async def test_deliver_dead_letters_what_kafka_refuses_for_good_with_the_origina
     producer = FakeProducer({"b": DeliveryError("too large", retriable=False)})
     writer = FakeDeadLetters()
     letter = Letter(b"raw", "src", key=b"k", headers=[("h", b"1"), ("h", b"2"), ("n", None)])
-    assert await deliver(producer, records("a"), writer, letter) is True  # type: ignore[arg-type]
-    assert await deliver(producer, records("a", "b"), writer, letter) is False  # type: ignore[arg-type]
+    assert await deliver(producer, records("a"), writer, letter) is True
+    assert await deliver(producer, records("a", "b"), writer, letter) is False
     assert [(p, s, k, h) for p, _, s, k, h in writer.sent] == [
         (b"raw", "src", b"k", [("h", b"1"), ("h", b"2"), ("n", None)])
     ]
@@ -99,10 +99,10 @@ async def test_deliver_dead_letters_what_kafka_refuses_for_good_with_the_origina
 async def test_deliver_raises_retriable_failures_and_failed_dead_letters() -> None:
     letter = Letter(b"raw", "src")
     with pytest.raises(DeliveryError):
-        await deliver(FakeProducer({"a": DeliveryError("x", retriable=True)}), records("a"), FakeDeadLetters(), letter)  # type: ignore[arg-type]
+        await deliver(FakeProducer({"a": DeliveryError("x", retriable=True)}), records("a"), FakeDeadLetters(), letter)
     gone = DeliveryError("dlq refused", retriable=False)
     with pytest.raises(DeliveryError, match="dlq refused"):
-        await deliver(FakeProducer({"a": DeliveryError("x")}), records("a"), FakeDeadLetters(gone), letter)  # type: ignore[arg-type]
+        await deliver(FakeProducer({"a": DeliveryError("x")}), records("a"), FakeDeadLetters(gone), letter)
 
 
 def test_headers_keep_repeats_and_order() -> None:
@@ -136,7 +136,7 @@ async def test_deliver_batch_answers_per_input_and_dead_letters_only_the_rejecte
         Delivery(Letter(b"c", "src-c"), records("c1")),
         Delivery(Letter(b"d", "src-d"), rejected=PayloadError("not JSON")),
     ]
-    outcomes = await deliver_batch(producer, writer, inputs)  # type: ignore[arg-type]
+    outcomes = await deliver_batch(producer, writer, inputs)
     assert outcomes == [None, None, away, None]  # b and d dead-lettered, c left undone
     assert [value for _, value, _, _ in producer.sent] == [b"a1", b"a2", b"b1", b"b2", b"c1"]  # in order
     assert [(payload, error) for payload, error, *_ in writer.sent] == [(b"b", too_large), (b"d", inputs[3].rejected)]
@@ -145,8 +145,8 @@ async def test_deliver_batch_answers_per_input_and_dead_letters_only_the_rejecte
 async def test_deliver_batch_reports_a_dead_letter_kafka_did_not_take() -> None:
     broken = DeliveryError("no such topic", retriable=False)
     outcomes = await deliver_batch(
-        FakeProducer(),  # type: ignore[arg-type]
-        FakeDeadLetters(broken),  # type: ignore[arg-type]
+        FakeProducer(),
+        FakeDeadLetters(broken),
         [Delivery(Letter(b"x", "src"), rejected=PayloadError("bad"))],
     )
     assert outcomes == [broken]

@@ -94,7 +94,7 @@ def test_cbor_map_behaves_like_json_object() -> None:
 )
 def test_bad_payloads_say_what_is_wrong(payload: bytes, fmt: str, message: str) -> None:
     with pytest.raises(PayloadError, match=message):
-        parse_payload(payload, fmt)  # type: ignore[arg-type]
+        parse_payload(payload, fmt)
 
 
 def test_times_in_seconds_or_milliseconds() -> None:

@@ -10,7 +10,7 @@ NOW = 1_700_000_000_000
 def origin(**overrides: object) -> Origin:
     base: dict[str, object] = {"protocol": "MQTT", "source": "sensors/d1/temperature", "ingest_time_ms": NOW}
     base.update(overrides)
-    return Origin(**base)  # type: ignore[arg-type]
+    return Origin(**base)
 
 
 def test_payload_wins_over_routing_context_and_defaults_fill_in() -> None:

@@ -1,9 +1,18 @@
+from typing import Annotated
+
 import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.errors import ConfigError
-from fluxgate_core.settings import HttpSettings, KafkaSettings, RegistrySettings, load_settings, service_config
+from fluxgate_core.settings import (
+    HttpSettings,
+    KafkaSettings,
+    RegistrySettings,
+    load_settings,
+    service_config,
+    service_defaults,
+)
 
 
 class DemoSettings(BaseSettings):
@@ -63,3 +72,25 @@ def test_settings_are_frozen() -> None:
     settings = load_settings(DemoSettings)
     with pytest.raises(Exception, match="frozen"):
         settings.topic = "other"  # type: ignore[misc]
+
+
+class _Service(BaseSettings):
+    model_config = service_config("FLUXGATE_DEMO_")
+
+    http: Annotated[HttpSettings, service_defaults(port=9199)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+
+
+def test_a_groups_service_default_holds_with_none_some_or_all_of_its_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _Service().http == HttpSettings(port=9199)
+    monkeypatch.setenv("FLUXGATE_DEMO_HTTP__HOST", "127.0.0.1")
+    assert _Service().http == HttpSettings(host="127.0.0.1", port=9199)  # the host alone keeps the port
+    monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "8000")
+    assert _Service().http.port == 8000
+    assert _Service(http=HttpSettings(host="h")).http.port == 9199
+    monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "70000")
+    with pytest.raises(ConfigError, match=r"http.port \[env FLUXGATE_DEMO_HTTP__PORT\]"):
+        load_settings(_Service)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -19,6 +20,7 @@ from fluxgate_core.settings import (
     LogSettings,
     RegistrySettings,
     service_config,
+    service_defaults,
 )
 
 SERVICE = "aggregator"
@@ -80,23 +82,19 @@ class SparkSettings(Group):
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark properties")
 
 
-class AggregatorHttpSettings(HttpSettings):
-    """Health and metrics; its own class so that setting only the host keeps port 9103."""
-
-    port: int = Field(9103, ge=0, le=65535, description="0 picks a free port")
-
-
 class AggregatorSettings(BaseSettings):
     """aggregator's settings; nested groups with ``__`` (``FLUXGATE_AGG_WINDOW__SIZE``)."""
 
     model_config = service_config("FLUXGATE_AGG_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: AggregatorHttpSettings = Field(default_factory=AggregatorHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
-    spark: SparkSettings = Field(default_factory=SparkSettings)  # type: ignore[arg-type]
-    window: WindowSettings = Field(default_factory=WindowSettings)  # type: ignore[arg-type]
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: Annotated[HttpSettings, service_defaults(port=9103)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+    log: LogSettings = Field(default_factory=LogSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    window: WindowSettings = Field(default_factory=WindowSettings)
     metric: str = Field("temperature", min_length=1, description="the metric aggregated")
     input_topic: str = Field("sensors.readings", min_length=1)
     output_topic: str = Field("temperatures.aggregated", min_length=1)

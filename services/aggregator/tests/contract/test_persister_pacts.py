@@ -72,7 +72,7 @@ class OneSchemaRegistry:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(SparkSettings(master="local[1]", shuffle_partitions=1))  # type: ignore[call-arg]
+    session = build_session(SparkSettings(master="local[1]", shuffle_partitions=1))
     yield session
     session.stop()
 
@@ -90,7 +90,7 @@ def aggregate_messages(spark: SparkSession, tmp_path_factory: pytest.TempPathFac
             with reshaped(rename or {}, drop) if key != ((), None) else nullcontext():
                 values = aggregated(spark, tmp_path_factory.mktemp("stream"), schema)
             assert values, "the aggregation produced nothing"
-            decoder = AvroDecoder(OneSchemaRegistry(schema, AGGREGATE_ID))  # type: ignore[arg-type]
+            decoder = AvroDecoder(OneSchemaRegistry(schema, AGGREGATE_ID))
             cache[key] = [as_json(decoder.decode(value)) for value in values]
         return cache[key]
 
@@ -118,7 +118,7 @@ def aggregated(spark: SparkSession, workdir: Path, output_schema: dict[str, Any]
     ]
     reader = compact(schema_text(SENSOR_READING))
     contracts = Contracts(reader, {READING_ID: reader}, json.dumps(output_schema), AGGREGATE_ID)
-    settings = AggregatorSettings()  # type: ignore[call-arg]
+    settings = AggregatorSettings()
     written: list[Any] = []
     ledger = Ledger(spark, str(workdir / "ledger"))
     route = router(settings, contracts, JobState(), ledger, lambda rows: written.extend(rows.collect()))

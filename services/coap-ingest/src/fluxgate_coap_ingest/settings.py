@@ -9,7 +9,7 @@ observation that never produces anything.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
@@ -24,6 +24,7 @@ from fluxgate_core.settings import (
     LogSettings,
     RegistrySettings,
     service_config,
+    service_defaults,
 )
 
 SERVICE = "coap-ingest"
@@ -138,12 +139,6 @@ class DtlsSettings(Group):
         return self
 
 
-class IngestHttpSettings(HttpSettings):
-    """Health and metrics; its own class so that setting only the host keeps port 9102."""
-
-    port: int = Field(9102, ge=0, le=65535, description="0 picks a free port")
-
-
 class IngestKafkaSettings(KafkaSettings):
     """Kafka for coap-ingest: records linger 25 ms, not 5. Notifications arrive a few per
     event-loop turn, so at 5 ms a produce request carried a handful of records and the
@@ -168,12 +163,14 @@ class CoapIngestSettings(BaseSettings):
     max_in_flight: int = Field(default=10_000, ge=1, description="records awaiting Kafka's ack before sending waits")
     readiness: Literal["any", "all"] = Field(default="any", description="ready when any / all observations are active")
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
-    limits: LimitSettings = Field(default_factory=LimitSettings)  # type: ignore[arg-type]
+    limits: LimitSettings = Field(default_factory=LimitSettings)
     # fluxgate-core's groups give defaults positionally, which mypy (no pydantic plugin) cannot see.
-    kafka: IngestKafkaSettings = Field(default_factory=IngestKafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = RegistrySettings()  # type: ignore[call-arg]
-    http: IngestHttpSettings = Field(default_factory=IngestHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = LogSettings()  # type: ignore[call-arg]
+    kafka: IngestKafkaSettings = Field(default_factory=IngestKafkaSettings)
+    registry: RegistrySettings = RegistrySettings()
+    http: Annotated[HttpSettings, service_defaults(port=9102)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+    log: LogSettings = LogSettings()
 
     @field_validator("resources")
     @classmethod

@@ -62,9 +62,9 @@ class Ingest:
     def __init__(self, producer: FakeProducer, limit: int = 1000, **resource: Any) -> None:
         encoder = AvroEncoder(schema_dict(SENSOR_READING), 1)
         self.converter = NotificationConverter(ResourceSettings(uri=URI, **resource), encoder)
-        dead_letters = DeadLetterWriter(producer, "dlq", "coap-ingest")  # type: ignore[arg-type]
+        dead_letters = DeadLetterWriter(producer, "dlq", "coap-ingest")
         self.fatal: list[BaseException] = []
-        self.batcher = NotificationBatcher(producer, dead_letters, self.fatal.append, limit)  # type: ignore[arg-type]
+        self.batcher = NotificationBatcher(producer, dead_letters, self.fatal.append, limit)
         self.handler = NotificationHandler(self.converter, DedupeWindow(16))
         self.inlet = self.batcher.inlet(self.handler)
 

@@ -16,7 +16,7 @@ from fluxgate_core.testing.hostile import CONTENT_FORMATS, DEVICE, LIMITS, METRI
 
 NOW_MS = 1_700_000_100_000
 SCHEMA = schema_dict(SENSOR_READING)
-RESOURCE = ResourceSettings(uri="coap://127.0.0.1/sensors/x", device_id=DEVICE, metric=METRIC)  # type: ignore[call-arg]
+RESOURCE = ResourceSettings(uri="coap://127.0.0.1/sensors/x", device_id=DEVICE, metric=METRIC)
 
 
 def readings(case: Case) -> list[tuple[object, ...]]:

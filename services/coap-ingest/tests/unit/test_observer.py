@@ -57,7 +57,7 @@ class Peer:
 
 def observer(peer: Peer, queue: asyncio.Queue[Notification], **observe: Any) -> ResourceObserver:
     settings = ObserveSettings(**{"backoff_initial_s": 0.01, "backoff_max_s": 0.02, **observe})
-    return ResourceObserver(peer, ResourceSettings(uri=URI), settings, queue, random.Random(1))  # type: ignore[arg-type]
+    return ResourceObserver(peer, ResourceSettings(uri=URI), settings, queue, random.Random(1))
 
 
 async def test_notifications_are_queued_in_order_and_an_end_means_registering_again() -> None:

@@ -56,8 +56,8 @@ class StatusSettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_STATUS_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: StatusHttpSettings = Field(default_factory=StatusHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
-    status: DeviceStatusSettings = Field(default_factory=DeviceStatusSettings)  # type: ignore[arg-type]
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: StatusHttpSettings = Field(default_factory=StatusHttpSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    status: DeviceStatusSettings = Field(default_factory=DeviceStatusSettings)

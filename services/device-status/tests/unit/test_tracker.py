@@ -55,7 +55,7 @@ class Clock:
 def tracker(ends: Ends, clock: Clock | None = None) -> DeviceTracker:
     app = StatusApp("status-test", broker="kafka://127.0.0.1:1")
     codec: Any = faust.Codec()
-    return DeviceTracker(app, DeviceStatusSettings(), codec, codec, ends, clock or Clock(0))  # type: ignore[arg-type]
+    return DeviceTracker(app, DeviceStatusSettings(), codec, codec, ends, clock or Clock(0))
 
 
 async def test_no_partition_is_watched_while_its_end_is_unknown_and_the_next_tick_asks_again() -> None:

@@ -8,7 +8,7 @@ the deploy with the field named instead of silently never matching.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -22,6 +22,7 @@ from fluxgate_core.settings import (
     LogSettings,
     RegistrySettings,
     service_config,
+    service_defaults,
 )
 from fluxgate_mqtt_proxy.topics import filter_levels, split_share
 
@@ -52,7 +53,7 @@ class RouteSettings(Group):
     )
     metric_from: str = Field("payload", description="topic:N, payload (object keys / SenML names) or const:<name>")
     format: PayloadFormat = Field("auto", description="auto | json | number | senml | cbor | senml-cbor")
-    fields: FieldNames = Field(default_factory=FieldNames, description="JSON/CBOR field names")  # type: ignore[arg-type]
+    fields: FieldNames = Field(default_factory=FieldNames, description="JSON/CBOR field names")
     qos: Literal[0, 1, 2] = Field(1, description="QoS of the subscription")
 
     @field_validator("filter")
@@ -94,8 +95,8 @@ class RouteSettings(Group):
 def default_routes() -> list[RouteSettings]:
     """What the simulator publishes: ``sensors/<device>/<metric>`` (JSON or a bare number), and SenML."""
     return [
-        RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2"),  # type: ignore[call-arg]
-        RouteSettings(filter="devices/+/senml", device_from="topic:1", format="senml"),  # type: ignore[call-arg]
+        RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2"),
+        RouteSettings(filter="devices/+/senml", device_from="topic:1", format="senml"),
     ]
 
 
@@ -137,18 +138,12 @@ class MqttSettings(Group):
         return self
 
 
-class ProxyHttpSettings(HttpSettings):
-    """Health and metrics; its own class so that setting only the host keeps port 9101."""
-
-    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
-
-
 class ProxySettings(BaseSettings):
     """mqtt-proxy's settings; nested groups with ``__`` (``FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS``)."""
 
     model_config = service_config("FLUXGATE_MQTT_")
 
-    mqtt: MqttSettings = Field(default_factory=MqttSettings)  # type: ignore[arg-type]
+    mqtt: MqttSettings = Field(default_factory=MqttSettings)
     routes: list[RouteSettings] = Field(default_factory=default_routes, min_length=1, description="JSON list")
     deadletter_topic: str = Field("sensors.deadletter", min_length=1, description="where rejected payloads go")
     max_in_flight: int = Field(10_000, ge=1, description="records awaiting Kafka's ack before producing waits")
@@ -156,8 +151,10 @@ class ProxySettings(BaseSettings):
         5_000, ge=1, description="MQTT messages being handled before the proxy stops reading the socket"
     )
     drain_timeout_s: float = Field(30.0, gt=0, description="on SIGTERM, wait this long for in-flight messages")
-    limits: LimitSettings = Field(default_factory=LimitSettings)  # type: ignore[arg-type]
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: ProxyHttpSettings = Field(default_factory=ProxyHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+    log: LogSettings = Field(default_factory=LogSettings)

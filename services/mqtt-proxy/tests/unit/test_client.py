@@ -11,7 +11,7 @@ from fluxgate_mqtt_proxy.settings import MqttSettings
 
 
 def mqtt(**fields: object) -> MqttSettings:
-    return MqttSettings(**fields)  # type: ignore[arg-type]
+    return MqttSettings(**fields)
 
 
 @dataclass
@@ -41,7 +41,7 @@ class FakeClient:
 
 def valve_with(transport: FakeTransport, high: int = 4) -> tuple[SocketValve, FakeClient]:
     client = FakeClient(FakeConnection(transport))
-    return SocketValve(client, high), client  # type: ignore[arg-type]
+    return SocketValve(client, high), client
 
 
 def test_valve_pauses_at_the_bound_and_resumes_at_half() -> None:

@@ -71,7 +71,7 @@ def test_senml_pack_gives_one_record_per_value() -> None:
 def test_cbor_route_with_custom_fields_and_topic() -> None:
     route = RouteSettings(
         filter="plant/+/cbor", topic="plant.readings", device_from="topic:1", metric_from="const:brightness",
-        format="cbor", fields={"value": "v"},  # type: ignore[arg-type]
+        format="cbor", fields={"value": "v"},
     )  # fmt: skip
     (record,) = converter([route]).convert("plant/p1/cbor", cbor2.dumps({"v": 300}), {}, NOW)
     assert record.topic == "plant.readings"
@@ -88,7 +88,7 @@ def test_bad_input_raises_for_the_dead_letter_path() -> None:
 
 
 def test_device_from_a_named_payload_field_and_metrics_from_object_keys() -> None:
-    route = RouteSettings(filter="fleet/#", device_from="payload:serial")  # type: ignore[call-arg]
+    route = RouteSettings(filter="fleet/#", device_from="payload:serial")
     payload = b'{"serial":"SN-1","timestamp":1700000000000,"temperature":20.5,"humidity":40,"room":"b12"}'
     records = converter([route]).convert("fleet/x", payload, {}, NOW)
     readings = sorted((decode(r.value) for r in records), key=lambda reading: str(reading["metric"]))
@@ -108,7 +108,7 @@ def test_payload_device_wins_over_the_topic_level() -> None:
 
 
 def test_senml_cbor_with_device_from_the_base_name() -> None:
-    route = RouteSettings(filter="cb/+", format="senml-cbor")  # type: ignore[call-arg]
+    route = RouteSettings(filter="cb/+", format="senml-cbor")
     pack = cbor2.dumps([{-2: "urn:dev:42:", 0: "temp", 2: 19.25, 6: 1.7e9}])
     (record,) = converter([route]).convert("cb/x", pack, {}, NOW)
     reading = decode(record.value)
@@ -123,7 +123,7 @@ def test_user_properties_become_headers_and_attributes() -> None:
 
 
 def test_format_mismatch_is_a_payload_error() -> None:
-    route = RouteSettings(filter="n/+", device_from="topic:1", metric_from="const:temperature", format="number")  # type: ignore[call-arg]
+    route = RouteSettings(filter="n/+", device_from="topic:1", metric_from="const:temperature", format="number")
     with pytest.raises(PayloadError, match="bare number"):
         converter([route]).convert("n/d", b'{"temperature": 1}', {}, NOW)
     (record,) = converter([route]).convert("n/d", b"12.5", {}, NOW)

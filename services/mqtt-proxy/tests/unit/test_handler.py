@@ -78,16 +78,16 @@ class Harness:
         self.acks: list[tuple[int, int, int]] = []  # (command, mid, reason code)
         self.fatal: list[BaseException] = []
         self.sequencer = AckSequencer()
-        self.valve = SocketValve(client=object(), high=100)  # type: ignore[arg-type]
+        self.valve = SocketValve(client=object(), high=100)
         converter = MessageConverter(default_routes(), AvroEncoder(schema_dict(SENSOR_READING), schema_id=1))
-        dead_letters = DeadLetterWriter(self.producer, "dlq", "mqtt-proxy")  # type: ignore[arg-type]
+        dead_letters = DeadLetterWriter(self.producer, "dlq", "mqtt-proxy")
         self.handler = MessageHandler(
             converter,
             self.producer,
             dead_letters,
             self.valve,
             self.sequencer,
-            self.fatal.append,  # type: ignore[arg-type]
+            self.fatal.append,
         )
         self.gmqtt = MqttPackageHandler(
             connack_event=asyncio.Event(), connection_lost_event=asyncio.Event(),

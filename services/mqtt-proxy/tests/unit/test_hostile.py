@@ -19,7 +19,7 @@ SCHEMA = schema_dict(SENSOR_READING)
 
 
 def converter(fmt: str) -> MessageConverter:
-    route = RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2", format=fmt)  # type: ignore[call-arg]
+    route = RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2", format=fmt)
     return MessageConverter([route], AvroEncoder(SCHEMA, schema_id=1), LIMITS)
 
 

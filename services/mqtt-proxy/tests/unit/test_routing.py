@@ -8,7 +8,7 @@ from fluxgate_mqtt_proxy.settings import RouteSettings
 
 
 def rule(**fields: object) -> RouteSettings:
-    return RouteSettings(**fields)  # type: ignore[arg-type]
+    return RouteSettings(**fields)
 
 
 def test_share_in_filter_or_from_settings_subscribes_shared_but_matches_bare() -> None:

@@ -103,7 +103,7 @@ def test_level_beyond_the_filter_is_rejected(
 
 
 def test_level_within_a_shared_filter_counts_without_the_prefix() -> None:
-    route = RouteSettings(filter="$share/g/sensors/+/+", device_from="topic:1", metric_from="topic:2")  # type: ignore[call-arg]
+    route = RouteSettings(filter="$share/g/sensors/+/+", device_from="topic:1", metric_from="topic:2")
     assert route.topic_level("metric_from") == 2
 
 

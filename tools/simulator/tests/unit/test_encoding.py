@@ -41,6 +41,6 @@ def test_senml_packs_carry_device_metric_unit_and_time(encode: object, fmt: str)
 def test_malformed_payloads_never_parse(fmt: str, parser: str) -> None:
     rng = random.Random(3)
     for _ in range(50):
-        good = coap_payload(READING, fmt)  # type: ignore[arg-type]
+        good = coap_payload(READING, fmt)
         with pytest.raises(PayloadError):
-            parse_payload(malformed(good, READING, fmt, rng), parser)  # type: ignore[arg-type]
+            parse_payload(malformed(good, READING, fmt, rng), parser)

@@ -6,7 +6,7 @@ Nested groups with ``__``: ``FLUXGATE_ES_ELASTICSEARCH__HOSTS='["https://es:9200
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings
@@ -18,6 +18,7 @@ from fluxgate_core.settings import (
     LogSettings,
     RegistrySettings,
     service_config,
+    service_defaults,
 )
 from fluxgate_sink.settings import SinkSettings
 
@@ -94,21 +95,17 @@ class RetentionSettings(Group):
     interval_s: float = Field(3600.0, gt=0, description="how often to look for expired indices")
 
 
-class EsHttpSettings(HttpSettings):
-    """Health and metrics; its own class so that setting only the host keeps port 9104."""
-
-    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
-
-
 class ElasticsearchSettings(BaseSettings):
     """The persister's settings; nested groups with ``__`` (``FLUXGATE_ES_ELASTICSEARCH__HOSTS``)."""
 
     model_config = service_config("FLUXGATE_ES_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: EsHttpSettings = Field(default_factory=EsHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
-    sink: EsSinkSettings = Field(default_factory=EsSinkSettings)  # type: ignore[arg-type]
-    elasticsearch: ConnectionSettings = Field(default_factory=ConnectionSettings)  # type: ignore[arg-type]
-    retention: RetentionSettings = Field(default_factory=RetentionSettings)  # type: ignore[arg-type]
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+    log: LogSettings = Field(default_factory=LogSettings)
+    sink: EsSinkSettings = Field(default_factory=EsSinkSettings)
+    elasticsearch: ConnectionSettings = Field(default_factory=ConnectionSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)

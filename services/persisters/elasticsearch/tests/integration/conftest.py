@@ -47,7 +47,7 @@ async def es(es_url: str, target: str) -> AsyncIterator[AsyncElasticsearch]:
 
 @pytest.fixture
 async def sink(es_url: str) -> AsyncIterator[ElasticsearchSink]:
-    es_sink = ElasticsearchSink(ConnectionSettings(hosts=[es_url]))  # type: ignore[call-arg]
+    es_sink = ElasticsearchSink(ConnectionSettings(hosts=[es_url]))
     yield es_sink
     await es_sink.close()
 

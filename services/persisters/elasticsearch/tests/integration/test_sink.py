@@ -97,7 +97,7 @@ async def test_retention_deletes_by_the_date_in_the_name(es_url: str, es: AsyncE
     }
     for name in names.values():
         await es.indices.create(index=name)
-    retention = Retention(es, [IndexFamily(target, "-{YYYY.MM.dd}")], RetentionSettings(days=7))  # type: ignore[call-arg]
+    retention = Retention(es, [IndexFamily(target, "-{YYYY.MM.dd}")], RetentionSettings(days=7))
     expired = await retention.sweep()
     assert [old.index for old in expired] == [names["old"]]
     left = await es.indices.get(index=f"{target}*", expand_wildcards="all")
@@ -105,7 +105,7 @@ async def test_retention_deletes_by_the_date_in_the_name(es_url: str, es: AsyncE
 
 
 async def test_setup_fails_fast_naming_the_host() -> None:
-    es_sink = ElasticsearchSink(ConnectionSettings(hosts=["http://127.0.0.1:9"], request_timeout=2))  # type: ignore[call-arg]
+    es_sink = ElasticsearchSink(ConnectionSettings(hosts=["http://127.0.0.1:9"], request_timeout=2))
     try:
         with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:9"):
             await es_sink.setup([])

@@ -33,7 +33,7 @@ def item(n: int, statement: FakeStatement | None = None, **document: Any) -> Sin
     at = datetime(2026, 11, 23, 12, n % 60, tzinfo=UTC)
     source = ConsumedRecord("temperatures.aggregated", 0, n, b"d", b"\x00", {}, 0)
     doc = {"device_id": f"d{n}", "window_start": at, "mean": 20.0 + n, **document}
-    return SinkItem(source, statement or FakeStatement(), "temperatures-2026.11.23", f"d{n}|{n}", doc, at)  # type: ignore[arg-type]
+    return SinkItem(source, statement or FakeStatement(), "temperatures-2026.11.23", f"d{n}|{n}", doc, at)
 
 
 def api_error(status: int, error: str = "error", reason: str = "") -> ApiError:
@@ -135,7 +135,7 @@ class FakeClient:
 
 
 def sink(client: FakeClient, **settings: Any) -> ElasticsearchSink:
-    return ElasticsearchSink(ConnectionSettings(**settings), client)  # type: ignore[arg-type]
+    return ElasticsearchSink(ConnectionSettings(**settings), client)
 
 
 async def test_large_batches_go_in_chunks_and_failures_keep_batch_indexes() -> None:

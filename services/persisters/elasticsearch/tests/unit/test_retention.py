@@ -122,7 +122,7 @@ def at_noon() -> datetime:
 
 async def test_sweep_deletes_only_expired_names() -> None:
     client = client_with(ROWS)
-    retention = Retention(client, [DAILY], RetentionSettings(days=7), clock=at_noon)  # type: ignore[call-arg]
+    retention = Retention(client, [DAILY], RetentionSettings(days=7), clock=at_noon)
     await retention.sweep()
     assert client.listed == ["temperatures-*"]
     assert client.indices.deleted == ["temperatures-2026.11.14", "temperatures-2026.11.15"]
@@ -130,7 +130,7 @@ async def test_sweep_deletes_only_expired_names() -> None:
 
 async def test_sweep_closes_what_is_still_open() -> None:
     client = client_with(ROWS)
-    retention = Retention(client, [DAILY], RetentionSettings(days=7, action="close"), clock=at_noon)  # type: ignore[call-arg]
+    retention = Retention(client, [DAILY], RetentionSettings(days=7, action="close"), clock=at_noon)
     await retention.sweep()
     assert client.indices.closed == ["temperatures-2026.11.15"]
     assert client.indices.deleted == []
@@ -138,7 +138,7 @@ async def test_sweep_closes_what_is_still_open() -> None:
 
 async def test_run_sweeps_until_stopped() -> None:
     client = client_with(ROWS)
-    retention = Retention(client, [DAILY], RetentionSettings(days=7, interval_s=0.01), clock=at_noon)  # type: ignore[call-arg]
+    retention = Retention(client, [DAILY], RetentionSettings(days=7, interval_s=0.01), clock=at_noon)
     stop = asyncio.Event()
     task = asyncio.create_task(retention.run(stop))
     await asyncio.sleep(0.05)

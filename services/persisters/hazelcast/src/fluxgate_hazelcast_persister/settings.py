@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
-from fluxgate_core.settings import Group, HttpSettings, KafkaSettings, LogSettings, RegistrySettings, service_config
+from fluxgate_core.settings import (
+    Group,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    RegistrySettings,
+    service_config,
+    service_defaults,
+)
 from fluxgate_hazelcast_persister.structures import check_statements
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.kcql import parse
@@ -98,23 +106,19 @@ class ConnectionSettings(Group):
         return options
 
 
-class HzHttpSettings(HttpSettings):
-    """Health and metrics; its own class so that setting only the host keeps port 9106."""
-
-    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
-
-
 class HazelcastSettings(BaseSettings):
     """The persister's settings; nested groups with ``__`` (``FLUXGATE_HZ_HAZELCAST__MEMBERS``)."""
 
     model_config = service_config("FLUXGATE_HZ_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: HzHttpSettings = Field(default_factory=HzHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
-    sink: HzSinkSettings = Field(default_factory=HzSinkSettings)  # type: ignore[arg-type]
-    hazelcast: ConnectionSettings = Field(default_factory=ConnectionSettings)  # type: ignore[arg-type]
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+    log: LogSettings = Field(default_factory=LogSettings)
+    sink: HzSinkSettings = Field(default_factory=HzSinkSettings)
+    hazelcast: ConnectionSettings = Field(default_factory=ConnectionSettings)
 
     def group_id(self) -> str:
         """The consumer group, which also names the offset-record map."""

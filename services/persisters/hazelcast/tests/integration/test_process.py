@@ -55,7 +55,7 @@ class RingbufferTarget:
 @pytest.fixture
 def ring_run(stack: Any, hz_member: Any, registry_client: Any) -> Any:
     store = RingbufferTarget(hz_member)
-    run = Run(stack, store, registry_client)  # type: ignore[arg-type]
+    run = Run(stack, store, registry_client)
     yield run
     run.close()
     store.client.shutdown()

@@ -20,7 +20,7 @@ GROUP = "sink-tests"
 
 @pytest.fixture
 async def sink(hz_member: Any) -> AsyncIterator[HazelcastSink]:
-    settings = ConnectionSettings(  # type: ignore[call-arg]
+    settings = ConnectionSettings(
         members=[hz_member.address], cluster_name=hz_member.cluster_name, queue_offer_timeout_ms=200
     )
     hz_sink = HazelcastSink(settings, GROUP)

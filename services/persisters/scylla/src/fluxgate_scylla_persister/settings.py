@@ -6,12 +6,20 @@ Nested groups with ``__``: ``FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS='["10.0.0.1"
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings
 
-from fluxgate_core.settings import Group, HttpSettings, KafkaSettings, LogSettings, RegistrySettings, service_config
+from fluxgate_core.settings import (
+    Group,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    RegistrySettings,
+    service_config,
+    service_defaults,
+)
 from fluxgate_sink.settings import SinkSettings
 
 SERVICE = "scylla-persister"
@@ -71,20 +79,16 @@ class ConnectionSettings(Group):
         return self.tls or self.tls_ca_file is not None
 
 
-class ScyllaHttpSettings(HttpSettings):
-    """Health and metrics; its own class so that setting only the host keeps port 9105."""
-
-    port: int = Field(HEALTH_PORT, ge=0, le=65535, description="0 picks a free port")
-
-
 class ScyllaSettings(BaseSettings):
     """The persister's settings; nested groups with ``__`` (``FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS``)."""
 
     model_config = service_config("FLUXGATE_SCYLLA_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)  # type: ignore[arg-type]
-    http: ScyllaHttpSettings = Field(default_factory=ScyllaHttpSettings)  # type: ignore[arg-type]
-    log: LogSettings = Field(default_factory=LogSettings)  # type: ignore[arg-type]
-    sink: ScyllaSinkSettings = Field(default_factory=ScyllaSinkSettings)  # type: ignore[arg-type]
-    scylla: ConnectionSettings = Field(default_factory=ConnectionSettings)  # type: ignore[arg-type]
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
+        default_factory=HttpSettings, validate_default=True
+    )
+    log: LogSettings = Field(default_factory=LogSettings)
+    sink: ScyllaSinkSettings = Field(default_factory=ScyllaSinkSettings)
+    scylla: ConnectionSettings = Field(default_factory=ConnectionSettings)

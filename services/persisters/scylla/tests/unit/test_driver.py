@@ -21,7 +21,7 @@ print(make_cluster(ConnectionSettings()).connection_class.__name__)
 
 
 def test_the_cluster_uses_libev() -> None:
-    cluster = make_cluster(ConnectionSettings())  # type: ignore[call-arg]
+    cluster = make_cluster(ConnectionSettings())
     assert cluster.connection_class is LibevConnection
     assert cluster.profile_manager.default.request_timeout == 10.0
 
