@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from fluxgate_core.errors import FluxgateError
 
-Partition = tuple[str, int]
+PartitionKey = tuple[str, int]
 """``(topic, partition)``."""
 RecordHeaders = tuple[tuple[str, bytes | None], ...]
 

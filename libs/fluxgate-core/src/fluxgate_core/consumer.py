@@ -16,13 +16,13 @@ from typing import Any
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from fluxgate_core.consumed import ConsumedRecord, Decoder, Partition, RecordHeaders
+from fluxgate_core.consumed import ConsumedRecord, Decoder, PartitionKey, RecordHeaders
 from fluxgate_core.errors import CommitError, ConsumeError, FluxgateError
 from fluxgate_core.kafka_errors import commit_error, config_error, converted
 
-PartitionsCallback = Callable[[list[Partition]], None]
+PartitionsCallback = Callable[[list[PartitionKey]], None]
 log = structlog.get_logger(__name__)
-__all__ = ["ConsumedRecord", "Decoder", "Partition", "PartitionsCallback", "RecordConsumer", "RecordHeaders"]
+__all__ = ["ConsumedRecord", "Decoder", "PartitionKey", "PartitionsCallback", "RecordConsumer", "RecordHeaders"]
 
 
 class RecordConsumer:
@@ -46,8 +46,8 @@ class RecordConsumer:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._incremental = _incremental(config)
-        self._returned: dict[Partition, deque[int]] = {}  # returned, not yet committed, in order
-        self._assigning: dict[Partition, TopicPartition] | None = None  # set inside on_assign
+        self._returned: dict[PartitionKey, deque[int]] = {}  # returned, not yet committed, in order
+        self._assigning: dict[PartitionKey, TopicPartition] | None = None  # set inside on_assign
         self._deferred: ConsumeError | None = None
         self._missing_since: dict[str, float] = {}  # topic -> when it was last said to be missing
         self._closed = False
@@ -102,7 +102,7 @@ class RecordConsumer:
         committed (any order): a gap would commit past a record nobody handled, so it is a
         ``ValueError``. :class:`CommitError` as for :meth:`commit_offsets`.
         """
-        by_partition: dict[Partition, list[int]] = {}
+        by_partition: dict[PartitionKey, list[int]] = {}
         for item in records:
             by_partition.setdefault((item.topic, item.partition), []).append(item.offset)
         if not by_partition:
@@ -111,7 +111,7 @@ class RecordConsumer:
         ends = {part: self._checked_end(part, sorted(offsets)) for part, offsets in by_partition.items()}
         self.commit_offsets(ends)
 
-    def commit_offsets(self, offsets: Mapping[Partition, int]) -> None:
+    def commit_offsets(self, offsets: Mapping[PartitionKey, int]) -> None:
         """Commit synchronously; each value is the next offset to read in that partition.
 
         Raises :class:`CommitError` with ``rebalanced=True`` when a partition is not this
@@ -149,16 +149,16 @@ class RecordConsumer:
         except (KafkaException, RuntimeError) as exc:
             raise converted(exc, ConsumeError, f"cannot seek {topic}/{partition} to {offset}") from exc
 
-    def seek_to_beginning(self, partitions: Iterable[Partition]) -> None:
+    def seek_to_beginning(self, partitions: Iterable[PartitionKey]) -> None:
         """Read ``partitions`` from their first record (a replay); works inside ``on_assign``."""
         for topic, partition in partitions:
             self.seek(topic, partition, OFFSET_BEGINNING)
 
-    def pause(self, partitions: Iterable[Partition]) -> None:
+    def pause(self, partitions: Iterable[PartitionKey]) -> None:
         """Stop fetching ``partitions`` (records already returned are unaffected)."""
         self._pause_or_resume(self._consumer.pause, partitions, "pause")
 
-    def resume(self, partitions: Iterable[Partition]) -> None:
+    def resume(self, partitions: Iterable[PartitionKey]) -> None:
         """Fetch paused ``partitions`` again, from where they were."""
         self._pause_or_resume(self._consumer.resume, partitions, "resume")
 
@@ -170,7 +170,7 @@ class RecordConsumer:
             return None
         return int(high) if high >= 0 else None
 
-    def assignment(self) -> list[Partition]:
+    def assignment(self) -> list[PartitionKey]:
         """The partitions this consumer holds now."""
         if self._closed:
             return []
@@ -234,7 +234,7 @@ class RecordConsumer:
 
     def _rewind(self, messages: Sequence[Message]) -> None:
         """Seek every partition of ``messages`` (the rest of a batch) back to its first one there."""
-        firsts: dict[Partition, int] = {}
+        firsts: dict[PartitionKey, int] = {}
         for msg in messages:
             if msg.error() is None:
                 firsts.setdefault((msg.topic() or "", msg.partition() or 0), msg.offset() or 0)
@@ -243,7 +243,7 @@ class RecordConsumer:
         if firsts:
             log.info("kafka.consumer.rewound", partitions={f"{t}/{p}": o for (t, p), o in firsts.items()})
 
-    def _check_held(self, partitions: Iterable[Partition]) -> None:
+    def _check_held(self, partitions: Iterable[PartitionKey]) -> None:
         if self._closed:
             raise CommitError("commit failed: the consumer is closed", rebalanced=True)
         foreign = sorted(set(partitions) - set(self.assignment()))
@@ -251,7 +251,7 @@ class RecordConsumer:
             names = ", ".join(f"{topic}/{partition}" for topic, partition in foreign)
             raise CommitError(f"commit failed, not assigned to this consumer: {names}", rebalanced=True)
 
-    def _checked_end(self, part: Partition, offsets: list[int]) -> int:
+    def _checked_end(self, part: PartitionKey, offsets: list[int]) -> int:
         oldest = list(itertools.islice(self._returned.get(part, ()), len(offsets)))
         if offsets != oldest:
             raise ValueError(
@@ -261,7 +261,7 @@ class RecordConsumer:
         return offsets[-1] + 1
 
     def _pause_or_resume(
-        self, action: Callable[[list[TopicPartition]], None], partitions: Iterable[Partition], what: str
+        self, action: Callable[[list[TopicPartition]], None], partitions: Iterable[PartitionKey], what: str
     ) -> None:
         try:
             action([TopicPartition(topic, partition) for topic, partition in partitions])

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from fluxgate_core import metrics
-from fluxgate_core.consumer import ConsumedRecord, Decoder, Partition, RecordConsumer
+from fluxgate_core.consumer import ConsumedRecord, Decoder, PartitionKey, RecordConsumer
 from fluxgate_core.errors import DeliveryError
 from fluxgate_core.kafka_errors import config_error, converted
 
@@ -31,7 +31,7 @@ __all__ = [
     "Decoder",
     "Headers",
     "KafkaRecord",
-    "Partition",
+    "PartitionKey",
     "RecordConsumer",
     "ensure_topics",
     "make_producer",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from fluxgate_core.consumer import ConsumedRecord, Partition, RecordConsumer
+from fluxgate_core.consumer import ConsumedRecord, PartitionKey, RecordConsumer
 from fluxgate_core.errors import CommitError, ConfigError, RegistryError, SerializationError
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
@@ -126,7 +126,7 @@ def test_commits_resume_the_group_and_only_whole_prefixes_commit(stack: Any, top
 
 def test_rebalance_callbacks_and_a_revoked_partition_cannot_be_committed(stack: Any, topic: str) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    events: list[tuple[str, list[Partition]]] = []
+    events: list[tuple[str, list[PartitionKey]]] = []
     first = RecordConsumer(
         config(stack, group),
         [topic],
@@ -223,7 +223,7 @@ def test_a_partition_paused_before_a_rebalance_is_fetched_once_assigned_again(
         if strategy == "cooperative-sticky":  # kept, never handed over again: still paused, as asked
             assert first.poll_batch(timeout=2.0) == []
             first.resume(kept)
-        fetched: set[Partition] = set()
+        fetched: set[PartitionKey] = set()
         deadline = time.monotonic() + 20
         while fetched != set(kept) and time.monotonic() < deadline:
             fetched.update((item.topic, item.partition) for item in first.poll_batch(timeout=0.5))

@@ -6,9 +6,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.kafka import ConsumedRecord, PartitionKey
 
-TopicPartition = tuple[str, int]
 # Batches a partition may hold beside the one being written before its fetching pauses.
 # Not one: librdkafka drops what it prefetched for a paused partition and fetches it again
 # on resume, and pausing at every batch starved the writes of records (half the throughput).
@@ -16,10 +15,10 @@ WAITING_BATCHES = 3
 
 
 @dataclass(slots=True)
-class Partition:
+class PartitionState:
     """Records of one partition in offset order; at most one batch of them being written."""
 
-    tp: TopicPartition
+    tp: PartitionKey
     batch_size: int
     batch_age: float
     waiting: list[ConsumedRecord] = field(default_factory=list)

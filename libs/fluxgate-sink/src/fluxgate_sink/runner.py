@@ -20,12 +20,12 @@ import structlog
 
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.kafka import ConsumedRecord, RecordConsumer, ensure_topics, make_producer
+from fluxgate_core.kafka import ConsumedRecord, PartitionKey, RecordConsumer, ensure_topics, make_producer
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
 from fluxgate_sink.kcql import parse
-from fluxgate_sink.partitions import Partition, TopicPartition
+from fluxgate_sink.partitions import PartitionState
 from fluxgate_sink.routing import Router
 from fluxgate_sink.settings import SinkSettings
 from fluxgate_sink.sink import Sink
@@ -33,16 +33,16 @@ from fluxgate_sink.writer import Abandoned, BatchWriter, DeadLetters
 
 log = structlog.get_logger(__name__)
 Task = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
-Rebalance = Callable[[list[TopicPartition]], None]
+Rebalance = Callable[[list[PartitionKey]], None]
 
 
 class Source(Protocol):
     """What the runner needs of :class:`fluxgate_core.kafka.RecordConsumer` (a fake in unit tests)."""
 
     def poll_batch(self, max_records: int = 500, timeout: float = 1.0) -> list[ConsumedRecord]: ...
-    def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None: ...
-    def pause(self, partitions: Sequence[TopicPartition]) -> None: ...
-    def resume(self, partitions: Sequence[TopicPartition]) -> None: ...
+    def commit_offsets(self, offsets: Mapping[PartitionKey, int]) -> None: ...
+    def pause(self, partitions: Sequence[PartitionKey]) -> None: ...
+    def resume(self, partitions: Sequence[PartitionKey]) -> None: ...
     def close(self) -> None: ...
     def high_watermark(self, topic: str, partition: int) -> int | None: ...
 
@@ -74,10 +74,10 @@ class SinkRunner:
         self._source_factory = source_factory or self._kafka_source
         self._dead_letters = dead_letters
         self._router = Router(parse(settings.kcql))
-        self._partitions: dict[TopicPartition, Partition] = {}
+        self._partitions: dict[PartitionKey, PartitionState] = {}
         self._running = False
         self._store_up = True
-        self._committed: dict[TopicPartition, int] = {}
+        self._committed: dict[PartitionKey, int] = {}
         self._lag_shown = 0.0
 
     def ready(self) -> bool:
@@ -154,8 +154,8 @@ class SinkRunner:
     async def _commit_written(self, source: Source) -> None:
         """Commit every partition whose batch is written; then raise what a failed write raised
         (PolicyStop, Abandoned or a bug), having committed nothing of that partition."""
-        offsets: dict[TopicPartition, int] = {}
-        resume: list[Partition] = []
+        offsets: dict[PartitionKey, int] = {}
+        resume: list[PartitionState] = []
         failure: BaseException | None = None
         for partition in self._partitions.values():
             task = partition.writing
@@ -181,7 +181,7 @@ class SinkRunner:
         if failure is not None:
             raise failure
 
-    async def _commit(self, source: Source, offsets: Mapping[TopicPartition, int]) -> None:
+    async def _commit(self, source: Source, offsets: Mapping[PartitionKey, int]) -> None:
         try:
             await asyncio.to_thread(source.commit_offsets, offsets)
         except FluxgateError as exc:
@@ -221,14 +221,14 @@ class SinkRunner:
         for partition in self._partitions.values():
             partition.writing = None
 
-    def _assigned(self, partitions: list[TopicPartition]) -> None:
+    def _assigned(self, partitions: list[PartitionKey]) -> None:
         """Rebalance callback (inside poll): start empty state for each new partition."""
         for tp in partitions:
             size = self._router.batch_size(tp[0], self._settings.batch_size)
-            self._partitions[tp] = Partition(tp, size, self._settings.batch_age_ms / 1000)
+            self._partitions[tp] = PartitionState(tp, size, self._settings.batch_age_ms / 1000)
         log.info("sink.assigned", partitions=[f"{t}/{p}" for t, p in partitions])
 
-    def _revoked(self, partitions: list[TopicPartition]) -> None:
+    def _revoked(self, partitions: list[PartitionKey]) -> None:
         """Rebalance callback: what was held for a revoked partition is dropped, never committed."""
         for tp in partitions:
             self._committed.pop(tp, None)
@@ -255,9 +255,9 @@ class SinkRunner:
         group = self._settings.group_id or f"fluxgate-{self._service}"
         config = self._kafka.consumer_config(group, self._service)
         decoder = AvroDecoder(registry_client(self._registry))
-        replayed: set[TopicPartition] = set()
+        replayed: set[PartitionKey] = set()
 
-        def assigned(partitions: list[TopicPartition]) -> None:
+        def assigned(partitions: list[PartitionKey]) -> None:
             on_assign(partitions)
             fresh = [tp for tp in partitions if tp not in replayed]
             if self._settings.from_beginning and fresh:  # once per partition: a later rebalance resumes
@@ -274,5 +274,5 @@ def _ignore_result(task: asyncio.Task[None]) -> None:
         task.exception()  # retrieved, so asyncio does not log "exception never retrieved"
 
 
-def _show(offsets: Mapping[TopicPartition, int]) -> str:
+def _show(offsets: Mapping[PartitionKey, int]) -> str:
     return ",".join(f"{t}/{p}@{o}" for (t, p), o in sorted(offsets.items()))
