@@ -59,15 +59,14 @@ def run_service(
     try:
         settings = load_settings(settings_cls, **(overrides or {}))
     except ConfigError as exc:
-        return _config_failed(name, exc)
+        return config_failed(name, exc)
     configure_logging(name, _group(settings, "log", LogSettings))
-    for chatty in quiet_loggers:  # never below WARNING, never chattier than the service itself
-        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    quiet(quiet_loggers)
     try:
         service = build(settings)
         asyncio.run(_serve(service, _group(settings, "http", HttpSettings)))
     except ConfigError as exc:  # found only once running (a transport that is not installed...)
-        return _config_failed(name, exc)
+        return config_failed(name, exc)
     except FluxgateError as exc:
         log.error("service.failed", error=str(exc), error_class=type(exc).__name__)
         return EXIT_FAILED
@@ -115,7 +114,14 @@ def _stopped(service: Service) -> int:
     return EXIT_OK
 
 
-def _config_failed(name: str, exc: ConfigError) -> int:
+def quiet(loggers: Sequence[str]) -> None:
+    """Libraries that log a line per request: never below WARNING, never chattier than the service."""
+    for chatty in loggers:
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def config_failed(name: str, exc: ConfigError) -> int:
+    """Say what is wrong with the configuration, one line naming every field; the exit code."""
     # Logging may not be configured yet: one plain line on stderr, every field on it.
     head, *fields = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
     print(f"{name}: {head} {'; '.join(fields)}".rstrip(), file=sys.stderr, flush=True)

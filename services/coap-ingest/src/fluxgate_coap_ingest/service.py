@@ -16,11 +16,10 @@ from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.handler import HostCountingDeadLetters, NotificationBatcher, NotificationHandler
 from fluxgate_coap_ingest.observer import ResourceObserver
 from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
-from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.errors import ConfigError
-from fluxgate_core.kafka import AsyncProducer, make_producer
-from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
-from fluxgate_core.serde import AvroEncoder, registry_client
+from fluxgate_core.gateway import open_gateway_output
+from fluxgate_core.kafka import AsyncProducer
+from fluxgate_core.serde import AvroEncoder
 
 log = structlog.get_logger(__name__)
 
@@ -46,25 +45,21 @@ class CoapIngestService:
     async def start(self) -> None:
         """Fail fast: registry, Kafka producer and CoAP context before any observation."""
         check_dtls_available(self.settings.resources)
-        encoders = await asyncio.to_thread(self._register_schemas)
-        topics = [*encoders, self.settings.deadletter_topic]
-        kafka_config = await asyncio.to_thread(
-            fit_batches_to_topics, self.settings.kafka.producer_config(SERVICE), topics
+        settings = self.settings
+        output = await open_gateway_output(
+            SERVICE,
+            settings.kafka,
+            settings.registry,
+            [resource.topic for resource in settings.resources],
+            settings.deadletter_topic,
+            settings.max_in_flight,
         )
-        self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
-        await self._producer.start()
+        self._producer, encoders = output.producer, output.encoders
         receive_whole_datagrams()
         read_waiting_datagrams()
         self._context = await aiocoap.Context.create_client_context()
         load_credentials(self._context, self.settings)
-        limits = self.settings.limits
-        dead_letters = HostCountingDeadLetters(
-            self._producer,
-            self.settings.deadletter_topic,
-            SERVICE,
-            max_whole_bytes=limits.max_payload_bytes,
-            head_bytes=limits.deadletter_head_bytes,
-        )
+        dead_letters = output.dead_letters(HostCountingDeadLetters, settings.limits)
         self._batcher = NotificationBatcher(self._producer, dead_letters, self._fail, self.settings.observe.queue_size)
         for resource in self.settings.resources:
             self._observe(resource, encoders[resource.topic], self._batcher)
@@ -112,13 +107,6 @@ class CoapIngestService:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
-
-    def _register_schemas(self) -> dict[str, AvroEncoder]:
-        client = registry_client(self.settings.registry)
-        text, schema = schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
-        compatibility = self.settings.registry.compatibility
-        topics = sorted({resource.topic for resource in self.settings.resources})
-        return {topic: AvroEncoder.registered(client, topic, text, schema, compatibility) for topic in topics}
 
     def _observe(self, resource: ResourceSettings, encoder: AvroEncoder, batcher: NotificationBatcher) -> None:
         assert self._context is not None

@@ -10,7 +10,6 @@ Exit codes: 0 after a clean stop, 2 for bad configuration (one line naming the f
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import faust
 import structlog
 
 from fluxgate_core.errors import ConfigError, FluxgateError
+from fluxgate_core.lifecycle import EXIT_FAILED, config_failed, quiet
 from fluxgate_core.logs import configure_logging
 from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
@@ -30,7 +30,6 @@ from fluxgate_device_status.transport import StatusApp
 from fluxgate_device_status.web import install_views
 
 log = structlog.get_logger(__name__)
-EXIT_FAILED, EXIT_CONFIG = 1, 2
 
 
 def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
@@ -77,25 +76,18 @@ def main() -> None:
     try:
         settings = load_settings(StatusSettings)
     except ConfigError as exc:
-        sys.exit(_config_failed(exc))
+        sys.exit(config_failed(SERVICE, exc))
     configure_logging(SERVICE, settings.log)
-    for chatty in ("httpx", "httpx2", "aiokafka"):  # a line per registry request or fetch otherwise
-        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    quiet(("httpx", "httpx2", "aiokafka"))  # a line per registry request or fetch otherwise
     try:
         app, _ = build_app(settings)
     except ConfigError as exc:
-        sys.exit(_config_failed(exc))
+        sys.exit(config_failed(SERVICE, exc))
     except FluxgateError as exc:
         log.error("service.failed", error=str(exc), error_class=type(exc).__name__)
         sys.exit(EXIT_FAILED)
     worker = faust.Worker(app, loglevel=settings.log.level, override_logging=False, redirect_stdouts=False, quiet=True)
     worker.execute_from_commandline()
-
-
-def _config_failed(exc: ConfigError) -> int:
-    head, *fields = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-    print(f"{SERVICE}: {head} {'; '.join(fields)}".rstrip(), file=sys.stderr, flush=True)
-    return EXIT_CONFIG
 
 
 if __name__ == "__main__":

@@ -16,12 +16,10 @@ from typing import Any
 import structlog
 from gmqtt.mqtt.handler import MQTTConnectError
 
-from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.kafka import AsyncProducer, make_producer
-from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
-from fluxgate_core.serde import AvroEncoder, registry_client
+from fluxgate_core.gateway import open_gateway_output
+from fluxgate_core.kafka import AsyncProducer
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
 from fluxgate_mqtt_proxy.client import (
@@ -79,24 +77,20 @@ class MqttProxy:
         mqtt = self.settings.mqtt
         log.info("mqtt-proxy.starting", broker=f"{mqtt.host}:{mqtt.port}", routes=len(self.routes))
         quiet_unacknowledged(asyncio.get_running_loop())
-        encoders = await asyncio.to_thread(self._register_schemas)
-        topics = [*encoders, self.settings.deadletter_topic]
-        kafka_config = await asyncio.to_thread(
-            fit_batches_to_topics, self.settings.kafka.producer_config(SERVICE), topics
-        )
-        producer = self._producer = make_producer(kafka_config, max_in_flight=self.settings.max_in_flight)
-        await producer.start()
-        client = make_client(self.settings.mqtt)
-        valve = SocketValve(client, self.settings.max_pending_messages)
-        limits = self.settings.limits
-        dead_letters = DeadLetterWriter(
-            producer,
-            self.settings.deadletter_topic,
+        settings = self.settings
+        output = await open_gateway_output(
             SERVICE,
-            max_whole_bytes=limits.max_payload_bytes,
-            head_bytes=limits.deadletter_head_bytes,
+            settings.kafka,
+            settings.registry,
+            [route.settings.topic for route in self.routes],
+            settings.deadletter_topic,
+            settings.max_in_flight,
         )
-        converter = MessageConverter(self.routes, encoders, limits.payload_limits())
+        producer = self._producer = output.producer
+        client = make_client(settings.mqtt)
+        valve = SocketValve(client, settings.max_pending_messages)
+        dead_letters = output.dead_letters(DeadLetterWriter, settings.limits)
+        converter = MessageConverter(self.routes, output.encoders, settings.limits.payload_limits())
         handler = MessageHandler(converter, producer, dead_letters, valve, self._sequencer, self._fail)
         self._wire(client, handler)
         tune_gc()
@@ -105,14 +99,6 @@ class MqttProxy:
                 await stop.wait()
         finally:
             await self._drain(client, producer, valve, handler)
-
-    def _register_schemas(self) -> dict[str, AvroEncoder]:
-        """Register SensorReading under ``<topic>-value`` for every target topic before reading anything."""
-        client = registry_client(self.settings.registry)
-        level = self.settings.registry.compatibility
-        text, schema = schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
-        topics = sorted({route.settings.topic for route in self.routes})
-        return {topic: AvroEncoder.registered(client, topic, text, schema, level) for topic in topics}
 
     def _wire(self, client: ProxyClient, handler: MessageHandler) -> None:
         client.on_connect = self._on_connect

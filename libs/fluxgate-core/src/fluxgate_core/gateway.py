@@ -1,0 +1,69 @@
+"""What every gateway (mqtt-proxy, coap-ingest) opens before it reads a device message.
+
+In this order, so a broken dependency fails the start before anything is read: the
+``SensorReading`` schema registered under ``<topic>-value`` for every target topic (the
+registry must answer), the producer's batches fitted to every topic's size limit (the
+dead-letter topic's too: Kafka must answer), the producer started; then a dead-letter
+writer that keeps what the limits allow of a rejected payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fluxgate_core.batches import fit_batches_to_topics
+from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.kafka import AsyncProducer, make_producer
+from fluxgate_core.limits import LimitSettings
+from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
+from fluxgate_core.serde import AvroEncoder, registry_client
+from fluxgate_core.settings import KafkaSettings, RegistrySettings
+
+W = TypeVar("W", bound=DeadLetterWriter)
+
+
+@dataclass(frozen=True)
+class GatewayOutput:
+    service: str
+    deadletter_topic: str
+    encoders: dict[str, AvroEncoder]  # target topic -> SensorReading encoder under its subject
+    producer: AsyncProducer  # started
+
+    def dead_letters(self, writer: type[W], limits: LimitSettings) -> W:
+        """A ``writer`` (a :class:`DeadLetterWriter`) on this producer: whole payloads up to the
+        limit, else their head."""
+        return writer(
+            self.producer,
+            self.deadletter_topic,
+            self.service,
+            max_whole_bytes=limits.max_payload_bytes,
+            head_bytes=limits.deadletter_head_bytes,
+        )
+
+
+def register_readings(registry: RegistrySettings, topics: Iterable[str]) -> dict[str, AvroEncoder]:
+    """Register ``SensorReading`` under ``<topic>-value`` for each topic; its encoder per topic."""
+    client = registry_client(registry)
+    text, schema = schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
+    level = registry.compatibility
+    return {topic: AvroEncoder.registered(client, topic, text, schema, level) for topic in sorted(set(topics))}
+
+
+async def open_gateway_output(
+    service: str,
+    kafka: KafkaSettings,
+    registry: RegistrySettings,
+    topics: Iterable[str],
+    deadletter_topic: str,
+    max_in_flight: int,
+) -> GatewayOutput:
+    """Schemas, then the fitted producer, started (see the module)."""
+    encoders = await asyncio.to_thread(register_readings, registry, topics)
+    every_topic = [*encoders, deadletter_topic]
+    config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)
+    producer = make_producer(config, max_in_flight=max_in_flight)
+    await producer.start()
+    return GatewayOutput(service, deadletter_topic, encoders, producer)

@@ -1,0 +1,50 @@
+"""The gateways' one start-up: schemas, then the producer fitted to every topic, then started."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fluxgate_core import gateway
+from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.limits import LimitSettings
+from fluxgate_core.settings import KafkaSettings, RegistrySettings
+
+
+class FakeProducer:
+    def __init__(self, steps: list[str]) -> None:
+        self.steps = steps
+
+    async def start(self) -> None:
+        self.steps.append("producer started")
+
+
+async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_producer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    steps: list[str] = []
+
+    def register(registry: RegistrySettings, topics: Any) -> dict[str, Any]:
+        steps.append(f"registered {sorted(set(topics))}")
+        return {topic: f"encoder of {topic}" for topic in sorted(set(topics))}
+
+    def fit(config: dict[str, Any], topics: list[str]) -> dict[str, Any]:
+        steps.append(f"fitted to {topics}")
+        return {**config, "fitted": True}
+
+    def make(config: dict[str, Any], max_in_flight: int) -> FakeProducer:
+        assert config["fitted"] and config["client.id"] == "demo" and max_in_flight == 7
+        return FakeProducer(steps)
+
+    monkeypatch.setattr(gateway, "register_readings", register)
+    monkeypatch.setattr(gateway, "fit_batches_to_topics", fit)
+    monkeypatch.setattr(gateway, "make_producer", make)
+    output = await gateway.open_gateway_output(
+        "demo", KafkaSettings(), RegistrySettings(), ["b", "a", "b"], "dlq", max_in_flight=7
+    )
+    assert steps == ["registered ['a', 'b']", "fitted to ['a', 'b', 'dlq']", "producer started"]
+    assert output.encoders == {"a": "encoder of a", "b": "encoder of b"}
+
+    writer = output.dead_letters(DeadLetterWriter, LimitSettings(max_payload_bytes=4096, deadletter_head_bytes=512))
+    assert (writer.topic, writer._service, writer._max_whole_bytes, writer._head_bytes) == ("dlq", "demo", 4096, 512)
