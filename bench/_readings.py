@@ -7,8 +7,10 @@ see identical devices, values and event times, so their windows and state are al
 from __future__ import annotations
 
 import struct
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -16,9 +18,12 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
 
-from fluxgate_aggregator.testing import reading
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder
+
+# The reference aggregation lives with the aggregator's tests (not in its package or image).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "aggregator" / "tests"))
+from aggregator_reference import reading
 
 METRIC, UNIT = "temperature", "Cel"
 FIRST_EVENT_MS = 1_700_000_000_000  # fixed and minute-aligned, so every run windows alike

@@ -36,6 +36,7 @@ from typing import Any
 from _common import CpuSampler, LegResult, micros_per, print_table, stack_up, write_report
 from _readings import Readings, as_readings, count_records, produce_input
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from fluxgate_testing import unique_topic
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
 from pyspark.sql.streaming.query import StreamingQuery
@@ -47,7 +48,6 @@ from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.state import JobState
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
-from fluxgate_core.testing import unique_topic
 from fluxgate_stack import Endpoints
 
 PARTITIONS = 3

@@ -29,8 +29,8 @@ from typing import Any
 
 from _common import ROOT, LegResult, cpu_seconds, micros_per, print_table, server_pid, write_report
 from confluent_kafka import Consumer, TopicPartition
+from fluxgate_testing import ServiceProcess, free_port, unique_topic
 
-from fluxgate_core.testing import ServiceProcess, free_port, unique_topic
 from fluxgate_stack import Endpoints, Stack
 
 BENCH = Path(__file__).resolve().parent

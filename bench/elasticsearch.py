@@ -36,10 +36,10 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from elasticsearch import AsyncElasticsearch, Elasticsearch  # noqa: E402
 from elasticsearch.helpers import async_bulk  # noqa: E402
+from fluxgate_testing import free_port, unique_topic  # noqa: E402
 
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
 from fluxgate_core.serde import AvroEncoder  # noqa: E402
-from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
 from fluxgate_es_persister.mapping import IndexFamily, index_template  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
 

@@ -38,13 +38,13 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
+from fluxgate_testing import free_port, unique_topic  # noqa: E402
 from hazelcast.asyncio import HazelcastClient  # noqa: E402
 from hazelcast.core import HazelcastJsonValue  # noqa: E402
 
 from fluxgate_core.consumer import RecordConsumer  # noqa: E402
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
 from fluxgate_core.serde import AvroDecoder, AvroEncoder  # noqa: E402
-from fluxgate_core.testing import free_port, unique_topic  # noqa: E402
 from fluxgate_hazelcast_persister.values import to_json  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
 

@@ -33,10 +33,10 @@ from _common import RESULTS, LegResult, Meter, micros_per, print_table, reap, se
 from _mqtt import ProxyProcess, Publisher, mqtt_client
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from fluxgate_testing import free_port, unique_topic
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import free_port, unique_topic
 from fluxgate_stack import Endpoints, StackSettings
 
 DEVICES = 1000

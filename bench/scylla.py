@@ -34,15 +34,18 @@ from cassandra.cluster import Session
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from fluxgate_testing import free_port, unique_topic
 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder
-from fluxgate_core.testing import free_port, unique_topic
 from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name
-from fluxgate_scylla_persister.testing import connect, create_keyspace
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.sink import SinkItem
+
+# The store helpers live with the persister's tests (not in its package, not in its image).
+sys.path.insert(0, str(ROOT / "services" / "persisters" / "scylla" / "tests"))
+from scylla_store import connect, create_keyspace
 
 KEYSPACE = "fluxgate_bench"
 

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aggregator_reference import distinct_readings, expected_aggregates
+from fluxgate_testing import Consumed, ServiceProcess, consume, free_port, unique_topic
 
-from fluxgate_aggregator.testing import distinct_readings, expected_aggregates
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, ServiceProcess, consume, free_port, unique_topic
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from fluxgate_core.testing import free_port
+from fluxgate_testing import free_port
 
 # serial: the whole pipeline with its default topics, groups and ports, as `make run` has them
 pytestmark = [pytest.mark.integration, pytest.mark.serial]

@@ -2,7 +2,7 @@
 
 A consumer declares, in its own ``consumed.py``, the fields of a record it relies on
 (name -> Avro type, spelled as the ``.avsc`` spells it). The pact it writes
-(``fluxgate_core.testing.pact``) and its producers' verification of that pact are built
+(``fluxgate_testing.pact``) and its producers' verification of that pact are built
 from the declaration, so the declaration is the one place to change.
 """
 

@@ -7,12 +7,12 @@ import os
 from typing import Any
 
 import pytest
+from fluxgate_testing import unique_topic
 
 from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.errors import DeliveryError
 from fluxgate_core.kafka import make_producer
 from fluxgate_core.settings import KafkaSettings
-from fluxgate_core.testing import unique_topic
 
 pytestmark = pytest.mark.integration
 LIMIT = 64 * 1024

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from fluxgate_testing import unique_topic
 
 from fluxgate_core.consumer import ConsumedRecord, PartitionKey, RecordConsumer
 from fluxgate_core.errors import CommitError, ConfigError, RegistryError, SerializationError
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
-from fluxgate_core.testing import unique_topic
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 3

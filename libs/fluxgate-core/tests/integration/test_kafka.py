@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fluxgate_testing import unique_topic
 
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.kafka import ConsumedRecord, RecordConsumer, make_producer
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings
-from fluxgate_core.testing import unique_topic
 from fluxgate_stack import kill, start
 
 pytestmark = pytest.mark.integration

@@ -8,13 +8,13 @@ import typing
 
 import cbor2
 import pytest
+from fluxgate_testing.hostile import DEVICE, LIMITS, METRIC, NOW, Case, cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.payloads import PayloadFormat, parse_payload
 from fluxgate_core.readings import Origin, build_reading
-from fluxgate_core.testing.hostile import DEVICE, LIMITS, METRIC, NOW, Case, cases
 
 NOW_MS = 1_700_000_100_000
 FORMATS = typing.get_args(PayloadFormat)

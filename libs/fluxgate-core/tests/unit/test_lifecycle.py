@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fluxgate_testing import ServiceProcess, free_port
 
 from fluxgate_core.lifecycle import run_service
-from fluxgate_core.testing import ServiceProcess, free_port
 
 sys.path.insert(0, str(Path(__file__).parent))
 from demo_service import DemoService, DemoSettings

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
@@ -14,7 +15,6 @@ from fluxgate_sink import metrics
 from fluxgate_sink.errors import PolicyStop
 from fluxgate_sink.runner import SinkRunner
 from fluxgate_sink.settings import SinkSettings
-from fluxgate_sink.testing.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
 
 KCQL = "INSERT INTO temps SELECT * FROM aggs"
 ID0 = "dev-0|temperature|1795435200000"  # device, metric, window start in epoch ms

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aggregator_reference import reading
 from confluent_kafka.schema_registry import Schema
 from pact import Verifier
 from pact.types import Message
@@ -33,7 +34,6 @@ from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.state import JobState
-from fluxgate_aggregator.testing import reading
 from fluxgate_aggregator.wire import compact
 from fluxgate_aggregator.wire import encode as wire_encode
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text

@@ -2,7 +2,7 @@
 
 It writes one Pact V4 asynchronous-message pact per producer (mqtt-proxy, coap-ingest)
 from ``fluxgate_aggregator.consumed``: the fields the job reads, each with a matcher
-for its type rather than a literal value (``fluxgate_core.testing.pact`` builds them). The
+for its type rather than a literal value (``fluxgate_testing.pact`` builds them). The
 producers verify the committed copies in ``contracts-tests/pacts/`` against the messages
 their real converters encode; the last test here fails when those copies no longer say
 what the declaration makes.
@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fluxgate_testing.pact import MessagePact, readings_pact
 
 from fluxgate_aggregator.consumed import CONSUMED_FIELDS
 from fluxgate_core.contract import schema_mismatches
 from fluxgate_core.schemas import SENSOR_READING
-from fluxgate_core.testing.pact import MessagePact, readings_pact
 
 PROVIDERS = ("mqtt-proxy", "coap-ingest")
 

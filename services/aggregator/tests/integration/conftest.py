@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from fluxgate_testing import Consumed, consume, unique_topic
 
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import start
@@ -22,7 +23,6 @@ from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
-from fluxgate_core.testing import Consumed, consume, unique_topic
 
 
 @dataclass(frozen=True)

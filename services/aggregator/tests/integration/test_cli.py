@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from fluxgate_aggregator.testing import assert_aggregate_equal, by_window, expected_aggregates, reading
-from fluxgate_core.testing import ServiceProcess, free_port
+from aggregator_reference import assert_aggregate_equal, by_window, expected_aggregates, reading
+from fluxgate_testing import ServiceProcess, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

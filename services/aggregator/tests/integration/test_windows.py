@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aggregator_reference import assert_aggregate_equal, by_window, expected_aggregates, reading
+from fluxgate_testing import consume
 
 from fluxgate_aggregator.job import AGGREGATES_CHECKPOINT
 from fluxgate_aggregator.settings import WindowSettings
-from fluxgate_aggregator.testing import assert_aggregate_equal, by_window, expected_aggregates, reading
 from fluxgate_core.deadletter import REASON, SERVICE
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder, register, value_subject
-from fluxgate_core.testing import consume
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fluxgate_aggregator.testing import distinct_readings, expected_aggregates, reading
+from aggregator_reference import distinct_readings, expected_aggregates, reading
 
 BASE_MS = 1_767_225_600_000
 

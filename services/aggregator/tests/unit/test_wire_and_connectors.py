@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from aggregator_reference import expected_aggregates, reading, window_starts
 
 from fluxgate_aggregator import connectors
-from fluxgate_aggregator.testing import expected_aggregates, reading, window_starts
 from fluxgate_aggregator.wire import compact, required_field
 from fluxgate_core.schemas import SENSOR_READING, schema_text
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fluxgate_testing import ServiceProcess, free_port, unique_topic
 
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import ServiceProcess, free_port, unique_topic
 
 INGEST = Path(sys.executable).with_name("fluxgate-coap-ingest")
 

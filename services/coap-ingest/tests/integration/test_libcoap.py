@@ -7,10 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fluxgate_testing import consume
 
 from fluxgate_core import deadletter
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import consume
 
 pytestmark = pytest.mark.integration
 T0 = 1_700_000_000_000

@@ -16,12 +16,12 @@ from typing import Any
 import aiocoap
 import aiocoap.resource as coap_resource
 import pytest
+from fluxgate_testing import Consumed, consume, free_port
 
 from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_core import deadletter
 from fluxgate_core.limits import DEFAULT_HEAD_BYTES
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, consume, free_port
 from fluxgate_sim.coap import CoapDeviceServer
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ from typing import Any
 
 import cbor2
 import pytest
+from fluxgate_testing import Consumed, consume, unique_topic
 
 from fluxgate_core import deadletter
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, consume, unique_topic
 from fluxgate_sim.coap import CoapDeviceServer
 
 pytestmark = pytest.mark.integration

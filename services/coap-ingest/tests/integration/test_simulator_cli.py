@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fluxgate_testing import consume
 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import consume
 
 pytestmark = pytest.mark.integration
 SIM = Path(sys.executable).with_name("fluxgate-sim")

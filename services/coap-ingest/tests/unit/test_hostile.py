@@ -6,13 +6,13 @@ import io
 
 import fastavro
 import pytest
+from fluxgate_testing.hostile import CONTENT_FORMATS, DEVICE, LIMITS, METRIC, NOW, Case, cases
 
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.settings import ResourceSettings
 from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
-from fluxgate_core.testing.hostile import CONTENT_FORMATS, DEVICE, LIMITS, METRIC, NOW, Case, cases
 
 NOW_MS = 1_700_000_100_000
 SCHEMA = schema_dict(SENSOR_READING)

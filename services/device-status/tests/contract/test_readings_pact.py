@@ -1,7 +1,7 @@
 """device-status's side of its contract with the producers of ``sensors.readings``.
 
 It writes one Pact V4 asynchronous-message pact per gateway (mqtt-proxy, coap-ingest) from
-``fluxgate_device_status.consumed`` (``fluxgate_core.testing.pact`` builds them); the
+``fluxgate_device_status.consumed`` (``fluxgate_testing.pact`` builds them); the
 gateways verify the committed copies against what their real converters encode
 (``contracts-tests/test_sensor_readings_pacts.py``). What is this service's own here is the
 consumer half: the example reading goes through the same code a real one does.
@@ -20,10 +20,10 @@ from typing import Any
 
 import fastavro
 import pytest
+from fluxgate_testing.pact import READING_EXAMPLE, MessagePact, readings_pact
 
 from fluxgate_core.contract import schema_mismatches
 from fluxgate_core.schemas import DEVICE_STATUS, SENSOR_READING, schema_dict
-from fluxgate_core.testing.pact import READING_EXAMPLE, MessagePact, readings_pact
 from fluxgate_device_status.consumed import CONSUMED_FIELDS
 from fluxgate_device_status.state import Reading, apply_reading, transition_record
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from fluxgate_testing import ConsumedRecord, ServiceProcess, consume, free_port, unique_topic
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings
-from fluxgate_core.testing import ConsumedRecord, ServiceProcess, consume, free_port, unique_topic
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,7 @@ import zlib
 from unittest.mock import ANY
 
 import pytest
-
-from fluxgate_core.testing import ServiceProcess
+from fluxgate_testing import ServiceProcess
 
 from .conftest import THRESHOLD_S, TICK_S, Fleet, device, devices, keep_sending, on_partition
 

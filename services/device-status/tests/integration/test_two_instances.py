@@ -10,8 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-
-from fluxgate_core.testing import ServiceProcess
+from fluxgate_testing import ServiceProcess
 
 from .conftest import THRESHOLD_S, Fleet, device, devices, keep_sending, on_partition
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fluxgate_testing import Consumed, ServiceProcess, consume, free_port, unique_topic
 
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.testing import Consumed, ServiceProcess, consume, free_port, unique_topic
 
 
 @dataclass

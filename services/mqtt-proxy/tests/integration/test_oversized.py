@@ -16,10 +16,10 @@ import time
 from typing import Any
 
 import pytest
+from fluxgate_testing import Consumed, consume, unique_topic
 
 from fluxgate_core import deadletter
 from fluxgate_core.limits import DEFAULT_HEAD_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
-from fluxgate_core.testing import Consumed, consume, unique_topic
 
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 import pytest
+from fluxgate_testing import consume
 
-from fluxgate_core.testing import consume
 from fluxgate_stack import kill, restart, start
 
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import

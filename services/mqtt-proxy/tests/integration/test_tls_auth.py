@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from fluxgate_core.testing import free_port
+from fluxgate_testing import free_port
 
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
 pytestmark = pytest.mark.integration

@@ -6,11 +6,11 @@ import io
 
 import fastavro
 import pytest
+from fluxgate_testing.hostile import LIMITS, NOW, Case, cases
 
 from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
-from fluxgate_core.testing.hostile import LIMITS, NOW, Case, cases
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.settings import RouteSettings
 

@@ -1,7 +1,7 @@
 """The Elasticsearch persister's side of its contract with the aggregator on ``temperatures.aggregated``.
 
 It writes the Pact V4 asynchronous-message pact ``contracts-tests/pacts/es-persister-aggregator.json``
-from ``fluxgate_es_persister.consumed`` (``fluxgate_sink.testing.pact`` builds it); the aggregator
+from ``fluxgate_es_persister.consumed`` (``fluxgate_testing.sink.pact`` builds it); the aggregator
 verifies the committed copy against what its real Spark job writes
 (``services/aggregator/tests/contract/test_persister_pacts.py``). What is the persister's own
 here is the consumer half: how it uses the message.
@@ -17,12 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fluxgate_testing.sink.pact import persister_pact, routed
+
 from fluxgate_es_persister.consumed import CONSUMED_FIELDS
 from fluxgate_es_persister.mapping import TEMPERATURE_AGGREGATE_PROPERTIES
 from fluxgate_es_persister.settings import DEFAULT_KCQL
 from fluxgate_es_persister.sink import bulk_operations
 from fluxgate_sink.contract import schema_mismatches
-from fluxgate_sink.testing.pact import persister_pact, routed
 
 PACT = persister_pact(
     "es-persister",

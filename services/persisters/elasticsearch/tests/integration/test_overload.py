@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from fluxgate_es_persister.testing import ElasticsearchUnderTest
-from fluxgate_sink.testing.suite import Run, aggregates, expected_ids
+from elasticsearch_store import ElasticsearchUnderTest
+from fluxgate_testing.sink.suite import Run, aggregates, expected_ids
 
 pytestmark = pytest.mark.integration
 DOCUMENTS = 3000

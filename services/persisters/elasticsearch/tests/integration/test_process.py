@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from elasticsearch import Elasticsearch
+from fluxgate_testing import ServiceProcess, free_port, unique_topic
 
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder
-from fluxgate_core.testing import ServiceProcess, free_port, unique_topic
 
 pytestmark = pytest.mark.integration
 

@@ -1,12 +1,11 @@
-"""The shared sink suite (fluxgate_sink.testing.suite) against the real Elasticsearch."""
+"""The shared sink suite (fluxgate_testing.sink.suite) against the real Elasticsearch."""
 
 from __future__ import annotations
 
 import pytest
-
-from fluxgate_es_persister.testing import ElasticsearchUnderTest
-from fluxgate_sink.testing.store import StoreUnderTest
-from fluxgate_sink.testing.suite import SinkSuite
+from elasticsearch_store import ElasticsearchUnderTest
+from fluxgate_testing.sink.store import StoreUnderTest
+from fluxgate_testing.sink.suite import SinkSuite
 
 
 class TestElasticsearchSinkSuite(SinkSuite):

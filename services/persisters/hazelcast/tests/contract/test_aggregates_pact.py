@@ -1,7 +1,7 @@
 """The Hazelcast persister's side of its contract with the aggregator on ``temperatures.aggregated``.
 
 It writes the Pact V4 asynchronous-message pact ``contracts-tests/pacts/hazelcast-persister-aggregator.json``
-from ``fluxgate_hazelcast_persister.consumed`` (``fluxgate_sink.testing.pact`` builds it); the
+from ``fluxgate_hazelcast_persister.consumed`` (``fluxgate_testing.sink.pact`` builds it); the
 aggregator verifies the committed copy against what its real Spark job writes
 (``services/aggregator/tests/contract/test_persister_pacts.py``). What is the persister's own
 here is the consumer half: how it uses the message.
@@ -18,13 +18,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fluxgate_testing.sink.pact import persister_pact, routed
+
 from fluxgate_hazelcast_persister.consumed import CONSUMED_FIELDS
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
 from fluxgate_hazelcast_persister.values import value_of
 from fluxgate_sink.contract import schema_mismatches
 from fluxgate_sink.kcql import parse
-from fluxgate_sink.testing.pact import persister_pact, routed
 
 PACT = persister_pact(
     "hazelcast-persister",

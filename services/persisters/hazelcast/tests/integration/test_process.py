@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fluxgate_testing import ServiceProcess, free_port
+from fluxgate_testing.sink.suite import Run, aggregates, expected_ids
 from hazelcast import HazelcastClient
-
-from fluxgate_core.testing import ServiceProcess, free_port
-from fluxgate_sink.testing.suite import Run, aggregates, expected_ids
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from hazelcast.asyncio import HazelcastClient
+from hazelcast_store import aggregate, item, items, statement
 
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.sink import HazelcastSink
-from fluxgate_hazelcast_persister.testing import aggregate, item, items, statement
 
 pytestmark = pytest.mark.integration
 GROUP = "sink-tests"

@@ -1,4 +1,4 @@
-"""The shared sink suite (fluxgate_sink.testing.suite) against a real Hazelcast member.
+"""The shared sink suite (fluxgate_testing.sink.suite) against a real Hazelcast member.
 
 The suite's checks (the same batch twice is one entry per id, a replay rebuilds an
 identical store) are those of an idempotent store, so the adapter writes an IMap keyed by
@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fluxgate_testing.sink.store import StoreUnderTest
+from fluxgate_testing.sink.suite import SinkSuite
 from hazelcast import HazelcastClient
-
-from fluxgate_sink.testing.store import StoreUnderTest
-from fluxgate_sink.testing.suite import SinkSuite
 
 
 class HazelcastUnderTest(StoreUnderTest):

@@ -5,13 +5,13 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
+from hazelcast_store import START
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_hazelcast_persister.offsets import already_written, written_through
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, HazelcastSettings
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
-from fluxgate_hazelcast_persister.testing import START
 from fluxgate_hazelcast_persister.values import to_json
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.kcql import parse

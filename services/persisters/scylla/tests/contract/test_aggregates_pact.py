@@ -1,7 +1,7 @@
 """The Scylla persister's side of its contract with the aggregator on ``temperatures.aggregated``.
 
 It writes the Pact V4 asynchronous-message pact ``contracts-tests/pacts/scylla-persister-aggregator.json``
-from ``fluxgate_scylla_persister.consumed`` (``fluxgate_sink.testing.pact`` builds it); the aggregator
+from ``fluxgate_scylla_persister.consumed`` (``fluxgate_testing.sink.pact`` builds it); the aggregator
 verifies the committed copy against what its real Spark job writes
 (``services/aggregator/tests/contract/test_persister_pacts.py``). What is the persister's own
 here is the consumer half: how it uses the message.
@@ -18,11 +18,12 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from fluxgate_testing.sink.pact import persister_pact, routed
+
 from fluxgate_scylla_persister.consumed import CONSUMED_FIELDS, CQL_TYPES
 from fluxgate_scylla_persister.settings import DEFAULT_KCQL
 from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name
 from fluxgate_sink.contract import schema_mismatches
-from fluxgate_sink.testing.pact import persister_pact, routed
 
 PACT = persister_pact(
     "scylla-persister",

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from cassandra.cluster import Session
+from scylla_store import KEYSPACE, connect, create_keyspace, host_and_port
 
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
-from fluxgate_scylla_persister.testing import KEYSPACE, connect, create_keyspace, host_and_port
 
 pytestmark = pytest.mark.integration
 

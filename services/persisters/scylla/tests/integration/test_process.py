@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 from cassandra.cluster import Session
-
-from fluxgate_core.testing import consume
-from fluxgate_scylla_persister.testing import CassandraUnderTest
-from fluxgate_sink.testing.suite import Run, aggregate
+from fluxgate_testing import consume
+from fluxgate_testing.sink.suite import Run, aggregate
+from scylla_store import CassandraUnderTest
 
 pytestmark = pytest.mark.integration
 PERSISTER = str(Path(sys.executable).with_name("fluxgate-scylla-persister"))

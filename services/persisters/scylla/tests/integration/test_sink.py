@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from cassandra.cluster import Session
+from fluxgate_testing import free_port
+from scylla_store import aggregate, as_utc, items, statement
 
-from fluxgate_core.testing import free_port
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
-from fluxgate_scylla_persister.testing import aggregate, as_utc, items, statement
 from fluxgate_sink.errors import SinkError, StoreUnavailable
 
 pytestmark = pytest.mark.integration

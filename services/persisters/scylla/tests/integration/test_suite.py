@@ -1,13 +1,12 @@
-"""The shared sink suite (fluxgate_sink.testing.suite) against the real Cassandra."""
+"""The shared sink suite (fluxgate_testing.sink.suite) against the real Cassandra."""
 
 from __future__ import annotations
 
 import pytest
 from cassandra.cluster import Session
-
-from fluxgate_scylla_persister.testing import CassandraUnderTest
-from fluxgate_sink.testing.store import StoreUnderTest
-from fluxgate_sink.testing.suite import SinkSuite
+from fluxgate_testing.sink.store import StoreUnderTest
+from fluxgate_testing.sink.suite import SinkSuite
+from scylla_store import CassandraUnderTest
 
 
 class TestScyllaSinkSuite(SinkSuite):

@@ -6,13 +6,13 @@ import pytest
 from cassandra import InvalidRequest, OperationTimedOut, Unavailable, WriteTimeout
 from cassandra.cluster import NoHostAvailable
 from cassandra.protocol import OverloadedErrorMessage
+from fluxgate_testing.sink.suite import DAY
+from scylla_store import aggregate, items, statement
 
 from fluxgate_scylla_persister.driver import is_transient
 from fluxgate_scylla_persister.sink import outcome
-from fluxgate_scylla_persister.testing import aggregate, items, statement
 from fluxgate_sink.errors import SinkError, StoreUnavailable
 from fluxgate_sink.sink import ItemFailure
-from fluxgate_sink.testing.suite import DAY
 
 BATCH = items(statement("UPSERT INTO ks.t SELECT * FROM x AUTOCREATE"), [aggregate(f"d{i}", DAY) for i in range(4)])
 AWAY = NoHostAvailable("Unable to complete the operation against any hosts", {"127.0.0.1:9042": OSError("refused")})

@@ -13,7 +13,7 @@ START = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
 def statement(target: str, store_as: str = "RING_BUFFER", extra: str = "") -> Statement:
-    text = f"INSERT INTO {target} SELECT * FROM temperatures.aggregated STOREAS {store_as} {extra}"  # noqa: S608
+    text = f"INSERT INTO {target} SELECT * FROM temperatures.aggregated STOREAS {store_as} {extra}"
     (parsed,) = parse(text)
     return parsed
 

@@ -3,7 +3,7 @@
 A persister's contract test describes itself with :func:`persister_pact` (its consumer name
 and the fields its ``consumed.py`` declares) and keeps only what is its own: the consumer
 half, a function taking the record as the sink runtime hands it over (decoded, timestamps
-as aware datetimes) and showing the persister can use it. ``fluxgate_core.testing.pact``
+as aware datetimes) and showing the persister can use it. ``fluxgate_testing.pact``
 builds the Pact V4 message pact and keeps the committed copy in ``contracts-tests/pacts/``
 honest. The aggregator verifies those copies against what its real Spark job writes
 (``services/aggregator/tests/contract/test_persister_pacts.py``).
@@ -17,10 +17,10 @@ from typing import Any
 
 from fluxgate_core.contract import ConsumedFields
 from fluxgate_core.kafka import ConsumedRecord
-from fluxgate_core.testing.pact import MessagePact
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.routing import Router
 from fluxgate_sink.sink import SinkItem
+from fluxgate_testing.pact import MessagePact
 
 PROVIDER = "aggregator"
 TOPIC = "temperatures.aggregated"

@@ -20,9 +20,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import RegistrySettings
-from fluxgate_core.testing import consume, free_port, unique_topic
-from fluxgate_core.testing.process import ServiceProcess
-from fluxgate_sink.testing.store import StoreUnderTest
+from fluxgate_testing import consume, free_port, unique_topic
+from fluxgate_testing.process import ServiceProcess
+from fluxgate_testing.sink.store import StoreUnderTest
 
 DAY = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 """Test helpers shared by the persister's integration tests, bench and the sink suite adapter:
 a plain CQL session, decoded aggregates as the runner routes them, and the store as the
-shared sink suite (``fluxgate_sink.testing.suite``) sees it. Not used by the service itself."""
+shared sink suite (``fluxgate_testing.sink.suite``) sees it. Not used by the service itself."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from cassandra.cluster import Cluster, Session
+from fluxgate_testing.sink.store import StoreUnderTest
 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_scylla_persister.driver import CONNECTION_CLASS
 from fluxgate_sink.kcql import Statement, parse
 from fluxgate_sink.sink import SinkItem
-from fluxgate_sink.testing.store import StoreUnderTest
 
 KEYSPACE = "fluxgate_test"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -126,12 +126,12 @@ class CassandraUnderTest(StoreUnderTest):
         return f"{KEYSPACE}.suite_{uuid.uuid4().hex[:10]}"
 
     def kcql(self, topic: str, target: str) -> str:
-        return f"UPSERT INTO {target} SELECT * FROM {topic} AUTOCREATE"  # noqa: S608 - KCQL
+        return f"UPSERT INTO {target} SELECT * FROM {topic} AUTOCREATE"
 
     def documents(self, target: str) -> dict[str, dict[str, Any]]:
         if not self._exists(target):
             return {}
-        rows = self.session.execute(f"SELECT * FROM {target}", timeout=30)  # noqa: S608 - a test table
+        rows = self.session.execute(f"SELECT * FROM {target}", timeout=30)
         documents = {}
         for row in rows:
             fields = {k: as_utc(v) for k, v in row._asdict().items()}
@@ -142,7 +142,7 @@ class CassandraUnderTest(StoreUnderTest):
     def count(self, target: str) -> int:
         if not self._exists(target):
             return 0
-        counted = self.session.execute(f"SELECT COUNT(*) FROM {target}", timeout=30)  # noqa: S608
+        counted = self.session.execute(f"SELECT COUNT(*) FROM {target}", timeout=30)
         return int(counted.one()[0])
 
     def refused_value(self, value: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from fluxgate_core.consumer import ConsumedRecord, Decoder, RecordConsumer
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
-from fluxgate_core.testing.process import ServiceProcess
+from fluxgate_testing.process import ServiceProcess
 
 __all__ = ["Consumed", "ServiceProcess", "consume", "free_port", "unique_topic"]
 

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from fluxgate_testing import Consumed
+
 from fluxgate_aggregator.consumed import IDENTITY
-from fluxgate_core.testing import Consumed
 
 
 def reading(device: str, at_ms: int, value: float, metric: str = "temperature", unit: str = "Cel") -> dict[str, Any]:

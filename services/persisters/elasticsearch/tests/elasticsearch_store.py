@@ -1,4 +1,4 @@
-"""The Elasticsearch persister's store as the shared sink suite (``fluxgate_sink.testing.suite``)
+"""The Elasticsearch persister's store as the shared sink suite (``fluxgate_testing.sink.suite``)
 sees it; used by this package's integration tests, never by the service."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticsearch import Elasticsearch
-
-from fluxgate_sink.testing.store import StoreUnderTest
+from fluxgate_testing.sink.store import StoreUnderTest
 
 
 class ElasticsearchUnderTest(StoreUnderTest):
@@ -32,7 +31,7 @@ class ElasticsearchUnderTest(StoreUnderTest):
         return f"suite-{uuid.uuid4().hex[:10]}"
 
     def kcql(self, topic: str, target: str) -> str:
-        return f"INSERT INTO {target} SELECT * FROM {topic} WITHINDEXSUFFIX=-{{YYYY.MM.dd}}"  # noqa: S608 - KCQL
+        return f"INSERT INTO {target} SELECT * FROM {topic} WITHINDEXSUFFIX=-{{YYYY.MM.dd}}"
 
     def documents(self, target: str) -> dict[str, dict[str, Any]]:
         if not self.client.indices.exists_alias(name=target):

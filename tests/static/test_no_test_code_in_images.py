@@ -1,0 +1,27 @@
+"""Test code stays out of what the images install: no runtime package imports a test library
+or the shared test helpers (``libs/fluxgate-testing``), and no Dockerfile copies those."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = [*ROOT.glob("libs/fluxgate-core/src"), *ROOT.glob("libs/fluxgate-sink/src"), *ROOT.glob("services/**/src")]
+TEST_ONLY = re.compile(r"^\s*(import|from)\s+(pytest|pact|hypothesis|fluxgate_testing)\b", re.MULTILINE)
+
+
+def test_no_runtime_module_imports_test_code() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
+        for folder in RUNTIME
+        for path in folder.rglob("*.py")
+        for match in TEST_ONLY.finditer(path.read_text())
+    ]
+    assert RUNTIME and found == []
+
+
+def test_no_image_installs_the_test_helpers() -> None:
+    dockerfiles = sorted(ROOT.glob("services/**/Dockerfile"))
+    assert len(dockerfiles) == 7
+    assert [str(p.relative_to(ROOT)) for p in dockerfiles if "fluxgate-testing" in p.read_text()] == []
