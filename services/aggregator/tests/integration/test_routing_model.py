@@ -77,8 +77,10 @@ def test_readings_around_the_watermark_and_window_ends(pair: Callable[..., Any])
     humidity = Reading("d1", 33_000, 50.0, 1, unit="%", metric="humidity")  # not the job's metric
     new_behind = Reading("d3", 29_999, 7.0, None)
     counted_twice = Reading("d2", 35_000, 9.0, 1)  # a copy of the mover, still after the watermark
-    out = run(model, job, 2, [copy_of_counted, old_copy_of_late, humidity, new_behind, counted_twice])
-    assert sorted(out.late) == sorted([old_copy_of_late.identity, new_behind.identity])
+    exactly_at_horizon = Reading("d1", 20_000, 3.0, 3)  # a copy of `at`, exactly 10 000 behind: let go too
+    records = [copy_of_counted, old_copy_of_late, exactly_at_horizon, humidity, new_behind, counted_twice]
+    out = run(model, job, 2, records)
+    assert sorted(out.late) == sorted([old_copy_of_late.identity, exactly_at_horizon.identity, new_behind.identity])
     assert out.watermark_ms == 30_000
 
     # A late copy of a counted reading arrives in the batch that closes that reading's window,
