@@ -50,7 +50,7 @@ class CoapIngestService:
             SERVICE,
             settings.kafka,
             settings.registry,
-            [resource.topic for resource in settings.resources],
+            [resource.topic for resource in settings.observed],
             settings.deadletter_topic,
             settings.max_in_flight,
         )
@@ -61,10 +61,14 @@ class CoapIngestService:
         load_credentials(self._context, self.settings)
         dead_letters = output.dead_letters(HostCountingDeadLetters, settings.limits)
         self._batcher = NotificationBatcher(self._producer, dead_letters, self._fail, self.settings.observe.queue_size)
-        for resource in self.settings.resources:
+        for resource in self.settings.observed:
             self._observe(resource, encoders[resource.topic], self._batcher)
         self._started = True
-        log.info("service.started", resources=len(self.settings.resources))
+        log.info(
+            "service.started",
+            resources=len(self.settings.observed),
+            member=f"{self.settings.member} of {self.settings.members}",
+        )
 
     def ready(self) -> bool:
         """Kafka reachable and any (or all, per ``readiness``) observation registered."""

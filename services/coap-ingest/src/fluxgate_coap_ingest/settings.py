@@ -139,16 +139,12 @@ class DtlsSettings(Group):
         return self
 
 
-class IngestKafkaSettings(KafkaSettings):
-    """Kafka for coap-ingest: records linger 25 ms, not 5. Notifications arrive a few per
-    event-loop turn, so at 5 ms a produce request carried a handful of records and the
-    broker spent 30 to 66 µs of CPU per record; at 25 ms, 10 to 16. On a 2-core box that CPU
-    is the pipeline's: coap-ingest went from 4,800 to 5,441 notifications/s (0.79 to 0.88 of
-    a plain aiocoap observer) to 5,652 to 5,986 (0.92 to 0.96; ``bench/README.md``).
-    Devices do not wait on it: the CoAP ACK goes at once.
-    Its own class so that setting only the brokers keeps this default."""
-
-    linger_ms: int = Field(25, ge=0, le=10_000, description="producer batching delay")
+# Records linger 25 ms, not 5. Notifications arrive a few per event-loop turn, so at 5 ms a
+# produce request carried a handful of records and the broker spent 30 to 66 µs of CPU per
+# record; at 25 ms, 10 to 16. On a 2-core box that CPU is the pipeline's: coap-ingest went
+# from 4,800 to 5,441 notifications/s (0.79 to 0.88 of a plain aiocoap observer) to 5,652 to
+# 5,986 (0.92 to 0.96; ``bench/README.md``). Devices do not wait on it: the CoAP ACK goes at once.
+KAFKA_LINGER_MS = 25
 
 
 class CoapIngestSettings(BaseSettings):
@@ -162,15 +158,37 @@ class CoapIngestSettings(BaseSettings):
     deadletter_topic: str = Field(default="sensors.deadletter", min_length=1, description="where rejected payloads go")
     max_in_flight: int = Field(default=10_000, ge=1, description="records awaiting Kafka's ack before sending waits")
     readiness: Literal["any", "all"] = Field(default="any", description="ready when any / all observations are active")
+    # Before ``member``: its check needs this.
+    members: int = Field(
+        default=1, ge=1, description="instances sharing `resources`: each observes every members-th one, from `member`"
+    )
+    member: int = Field(
+        default=0, ge=0, description="this instance's place among `members`, from 0 (a StatefulSet's pod index)"
+    )
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
-    # fluxgate-core's groups give defaults positionally, which mypy (no pydantic plugin) cannot see.
-    kafka: IngestKafkaSettings = Field(default_factory=IngestKafkaSettings)
+    kafka: Annotated[KafkaSettings, service_defaults(linger_ms=KAFKA_LINGER_MS)] = Field(
+        default_factory=KafkaSettings, validate_default=True
+    )
     registry: RegistrySettings = RegistrySettings()
     http: Annotated[HttpSettings, service_defaults(port=9102)] = Field(
         default_factory=HttpSettings, validate_default=True
     )
     log: LogSettings = LogSettings()
+
+    @field_validator("member")
+    @classmethod
+    def _member_of_members(cls, member: int, info: ValidationInfo) -> int:
+        members = info.data.get("members")
+        if isinstance(members, int) and member >= members:
+            raise ValueError(f"must be below members ({members}): members count from 0")
+        return member
+
+    @property
+    def observed(self) -> list[ResourceSettings]:
+        """The resources this member observes: every ``members``-th of ``resources``, from
+        ``member``. Members of one configuration together observe each resource exactly once."""
+        return self.resources[self.member :: self.members]
 
     @field_validator("resources")
     @classmethod

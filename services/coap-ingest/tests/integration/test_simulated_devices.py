@@ -151,3 +151,23 @@ def test_bad_configuration_exits_two_naming_the_variable(start_ingest: Callable[
     assert ingest.process.wait(30) == 2
     assert "FLUXGATE_COAP_RESOURCES" in ingest.log_text()
     assert "scheme must be one of" in ingest.log_text()
+
+
+async def test_two_members_observe_every_resource_once(
+    stack: Any, topics: tuple[str, str], decoder: AvroDecoder, start_ingest: Callable[..., Any]
+) -> None:
+    """Two replicas of one configuration (a StatefulSet's pods 0 and 1): each resource's
+    current state arrives once, from the one member that observes it."""
+    readings_topic, _ = topics
+    async with CoapDeviceServer(port=0) as server:
+        devices = [f"dev-{n}" for n in range(5)]
+        for n, device in enumerate(devices):
+            server.publish(device, "temperature", reading_json(device, "temperature", 20.0 + n, T0 + n))
+        members = [start_ingest(server.resources_config(), MEMBERS="2", MEMBER=str(m)) for m in (0, 1)]
+        for member in members:
+            await asyncio.to_thread(member.wait_ready)
+        records = await consume_async(
+            stack.bootstrap, readings_topic, expected=len(devices), decoder=decoder, timeout=30, idle=3.0
+        )
+        assert [member.terminate() for member in members] == [0, 0]
+    assert sorted(c.key for c in records) == sorted(device.encode() for device in devices)  # each once

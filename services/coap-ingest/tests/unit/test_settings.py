@@ -105,3 +105,24 @@ def test_explicit_routing_wins_over_path_levels() -> None:
 def test_setting_only_the_http_host_keeps_the_service_port(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load(monkeypatch, [], FLUXGATE_COAP_HTTP__HOST="0.0.0.0")
     assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9102)
+
+
+@pytest.mark.parametrize("members", [1, 2, 3, 5])
+def test_members_of_one_configuration_observe_every_resource_once(members: int) -> None:
+    """The replicas of a StatefulSet share the resource list; pod i is member i of n."""
+    resources = [{"uri": f"coap://10.0.0.{n}/sensors/temp"} for n in range(7)]
+    observed = [
+        resource.uri
+        for member in range(members)
+        for resource in CoapIngestSettings(resources=resources, member=member, members=members).observed
+    ]
+    assert sorted(observed) == sorted(r["uri"] for r in resources)  # each once, none left out
+    shares = [len(CoapIngestSettings(resources=resources, member=m, members=members).observed) for m in range(members)]
+    assert max(shares) - min(shares) <= 1  # as even as the count allows
+
+
+def test_a_member_beyond_the_members_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_COAP_MEMBERS", "2")
+    monkeypatch.setenv("FLUXGATE_COAP_MEMBER", "2")
+    with pytest.raises(ConfigError, match=r"member \[env FLUXGATE_COAP_MEMBER\]: .*below members \(2\)"):
+        load_settings(CoapIngestSettings)
