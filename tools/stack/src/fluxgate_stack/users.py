@@ -70,6 +70,17 @@ def open_to_all(folder: Path) -> None:
         step.chmod(0o755)
 
 
+def open_tree(folder: Path) -> None:
+    """Make everything under ``folder`` readable by everyone, and its folders and executables
+    runnable, whatever root's umask was when it was unpacked (077 would lock the user out)."""
+    for root, _dirs, files in os.walk(folder):
+        for path in [root, *(os.path.join(root, name) for name in files)]:
+            mode = os.lstat(path).st_mode
+            wanted = mode | 0o444 | (0o111 if stat.S_ISDIR(mode) or mode & stat.S_IXUSR else 0)
+            if wanted != mode and not stat.S_ISLNK(mode):
+                os.chmod(path, stat.S_IMODE(wanted))
+
+
 def run_as(user: str) -> list[str]:
     """A prefix that execs the command as ``user`` (and its group): the pid stays the same."""
     return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]

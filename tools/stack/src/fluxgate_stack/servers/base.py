@@ -118,11 +118,16 @@ class Server(ABC):
         """Make data folders ready (e.g. format storage); runs before every start, so it is idempotent."""
 
     def configure(self) -> None:
-        if self.unprivileged_user() is not None:  # its user must reach the config and data folders
+        unprivileged = self.unprivileged_user() is not None
+        if unprivileged:  # its user must reach the config and data folders
             users.open_to_all(self.run_dir)
             users.open_to_all(self.data_dir.parent)
         for path, text in self.config_files().items():
+            if unprivileged:
+                users.open_to_all(path.parent)
             write_if_changed(path, text)
+            if unprivileged:
+                path.chmod(0o644)  # root's umask may be 077
         self.prepare()
 
     def fingerprint(self) -> str:

@@ -118,6 +118,7 @@ class CassandraServer(JavaServer):
     def install(self) -> None:
         users.open_to_all(self.dist_dir)
         fetch.install_atomically(self.home, self._fetch_libs)
+        users.open_tree(self.home)  # its user runs it, whatever root's umask was
 
     def _fetch_libs(self, into: Path) -> None:
         coordinate = f"org.apache.cassandra:cassandra-all:{self.settings.cassandra_version}"

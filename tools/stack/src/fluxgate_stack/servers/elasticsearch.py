@@ -100,6 +100,7 @@ class ElasticsearchServer(JavaServer):
     def install(self) -> None:
         users.open_to_all(self.dist_dir)
         fetch.install_atomically(self.home, self._fetch_zip)
+        users.open_tree(self.home)  # its user runs it, whatever root's umask was
 
     def _fetch_zip(self, into: Path) -> None:
         coordinate = f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{self.settings.es_version}:zip"
