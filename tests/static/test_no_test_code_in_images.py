@@ -1,5 +1,7 @@
 """Test code stays out of what the images install: no runtime package imports a test library
-or the shared test helpers (``libs/fluxgate-testing``), and no Dockerfile copies those."""
+or the shared test helpers (``libs/fluxgate-testing``), no Dockerfile copies those, and the
+build context (the repository root) leaves every tests folder out, since the Dockerfiles copy
+each service's whole folder."""
 
 from __future__ import annotations
 
@@ -25,3 +27,8 @@ def test_no_image_installs_the_test_helpers() -> None:
     dockerfiles = sorted(ROOT.glob("services/**/Dockerfile"))
     assert len(dockerfiles) == 7
     assert [str(p.relative_to(ROOT)) for p in dockerfiles if "fluxgate-testing" in p.read_text()] == []
+
+
+def test_the_build_context_leaves_the_tests_out() -> None:
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip()}
+    assert {"**/tests", "libs/fluxgate-testing", "contracts-tests", "bench"} <= ignored
