@@ -13,9 +13,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from fluxgate_core.errors import ConfigError
@@ -119,10 +120,9 @@ class HttpSettings(Group):
 
 
 def service_defaults(**values: Any) -> BeforeValidator:
-    """A group's defaults for one service, e.g. its own HTTP port:
-    ``http: Annotated[HttpSettings, service_defaults(port=9101)] = Field(default_factory=HttpSettings,
-    validate_default=True)``. In effect when the environment sets none of the group's
-    variables and when it sets only some (``..._HTTP__HOST`` alone keeps the service's port)."""
+    """A group's defaults for one service, e.g. its own HTTP port (:func:`group` puts it on a field).
+    In effect when the environment sets none of the group's variables and when it sets
+    only some (``..._HTTP__HOST`` alone keeps the service's port)."""
 
     def fill(given: Any) -> Any:
         if isinstance(given, Mapping):
@@ -132,6 +132,20 @@ def service_defaults(**values: Any) -> BeforeValidator:
         return given
 
     return BeforeValidator(fill)
+
+
+G = TypeVar("G", bound=Group)
+
+
+def group(cls: type[G], **defaults: Any) -> G:
+    """A settings class's field holding the group ``cls``, with this service's ``defaults``:
+    ``http: HttpSettings = group(HttpSettings, port=9101)``, ``log: LogSettings = group(LogSettings)``.
+    Typed as the group it gives, like pydantic's ``Field``; each service keeps its own field order."""
+    if not defaults:
+        return Field(default_factory=cls)
+    annotated: Any = Annotated[cls, service_defaults(**defaults)]  # built at run time: not a static type
+    field = FieldInfo.from_annotated_attribute(annotated, Field(default_factory=cls, validate_default=True))
+    return cast(G, field)
 
 
 class LogSettings(Group):

@@ -1,5 +1,3 @@
-from typing import Annotated
-
 import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
@@ -9,9 +7,9 @@ from fluxgate_core.settings import (
     HttpSettings,
     KafkaSettings,
     RegistrySettings,
+    group,
     load_settings,
     service_config,
-    service_defaults,
 )
 
 
@@ -77,9 +75,7 @@ def test_settings_are_frozen() -> None:
 class _Service(BaseSettings):
     model_config = service_config("FLUXGATE_DEMO_")
 
-    http: Annotated[HttpSettings, service_defaults(port=9199)] = Field(
-        default_factory=HttpSettings, validate_default=True
-    )
+    http: HttpSettings = group(HttpSettings, port=9199)
 
 
 def test_a_groups_service_default_holds_with_none_some_or_all_of_its_variables(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -19,8 +18,8 @@ from fluxgate_core.settings import (
     KafkaSettings,
     LogSettings,
     RegistrySettings,
+    group,
     service_config,
-    service_defaults,
 )
 
 SERVICE = "aggregator"
@@ -87,12 +86,10 @@ class AggregatorSettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_AGG_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
-    http: Annotated[HttpSettings, service_defaults(port=9103)] = Field(
-        default_factory=HttpSettings, validate_default=True
-    )
-    log: LogSettings = Field(default_factory=LogSettings)
+    kafka: KafkaSettings = group(KafkaSettings)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: HttpSettings = group(HttpSettings, port=9103)
+    log: LogSettings = group(LogSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     window: WindowSettings = Field(default_factory=WindowSettings)
     metric: str = Field("temperature", min_length=1, description="the metric aggregated")

@@ -9,7 +9,7 @@ observation that never produces anything.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
@@ -23,8 +23,8 @@ from fluxgate_core.settings import (
     KafkaSettings,
     LogSettings,
     RegistrySettings,
+    group,
     service_config,
-    service_defaults,
 )
 
 SERVICE = "coap-ingest"
@@ -167,14 +167,10 @@ class CoapIngestSettings(BaseSettings):
     )
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
-    kafka: Annotated[KafkaSettings, service_defaults(linger_ms=KAFKA_LINGER_MS)] = Field(
-        default_factory=KafkaSettings, validate_default=True
-    )
-    registry: RegistrySettings = RegistrySettings()
-    http: Annotated[HttpSettings, service_defaults(port=9102)] = Field(
-        default_factory=HttpSettings, validate_default=True
-    )
-    log: LogSettings = LogSettings()
+    kafka: KafkaSettings = group(KafkaSettings, linger_ms=KAFKA_LINGER_MS)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: HttpSettings = group(HttpSettings, port=9102)
+    log: LogSettings = group(LogSettings)
 
     @field_validator("member")
     @classmethod

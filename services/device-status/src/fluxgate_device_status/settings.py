@@ -5,7 +5,15 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings
 
-from fluxgate_core.settings import Group, HttpSettings, KafkaSettings, LogSettings, RegistrySettings, service_config
+from fluxgate_core.settings import (
+    Group,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    RegistrySettings,
+    group,
+    service_config,
+)
 
 SERVICE = "device-status"
 HTTP_PORT = 9107
@@ -56,8 +64,8 @@ class StatusSettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_STATUS_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
-    http: StatusHttpSettings = Field(default_factory=StatusHttpSettings)
-    log: LogSettings = Field(default_factory=LogSettings)
+    kafka: KafkaSettings = group(KafkaSettings)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: StatusHttpSettings = group(StatusHttpSettings)
+    log: LogSettings = group(LogSettings)
     status: DeviceStatusSettings = Field(default_factory=DeviceStatusSettings)

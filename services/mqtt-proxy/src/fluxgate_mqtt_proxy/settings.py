@@ -8,7 +8,7 @@ the deploy with the field named instead of silently never matching.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -21,8 +21,8 @@ from fluxgate_core.settings import (
     KafkaSettings,
     LogSettings,
     RegistrySettings,
+    group,
     service_config,
-    service_defaults,
 )
 from fluxgate_mqtt_proxy.topics import filter_levels, split_share
 
@@ -152,9 +152,7 @@ class ProxySettings(BaseSettings):
     )
     drain_timeout_s: float = Field(30.0, gt=0, description="on SIGTERM, wait this long for in-flight messages")
     limits: LimitSettings = Field(default_factory=LimitSettings)
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
-    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
-        default_factory=HttpSettings, validate_default=True
-    )
-    log: LogSettings = Field(default_factory=LogSettings)
+    kafka: KafkaSettings = group(KafkaSettings)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: HttpSettings = group(HttpSettings, port=HEALTH_PORT)
+    log: LogSettings = group(LogSettings)

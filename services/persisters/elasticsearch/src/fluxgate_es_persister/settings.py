@@ -6,7 +6,7 @@ Nested groups with ``__``: ``FLUXGATE_ES_ELASTICSEARCH__HOSTS='["https://es:9200
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings
@@ -17,8 +17,8 @@ from fluxgate_core.settings import (
     KafkaSettings,
     LogSettings,
     RegistrySettings,
+    group,
     service_config,
-    service_defaults,
 )
 from fluxgate_sink.settings import SinkSettings
 
@@ -100,12 +100,10 @@ class ElasticsearchSettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_ES_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
-    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
-        default_factory=HttpSettings, validate_default=True
-    )
-    log: LogSettings = Field(default_factory=LogSettings)
+    kafka: KafkaSettings = group(KafkaSettings)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: HttpSettings = group(HttpSettings, port=HEALTH_PORT)
+    log: LogSettings = group(LogSettings)
     sink: EsSinkSettings = Field(default_factory=EsSinkSettings)
     elasticsearch: ConnectionSettings = Field(default_factory=ConnectionSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)

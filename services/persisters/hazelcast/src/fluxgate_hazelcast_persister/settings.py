@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -13,8 +13,8 @@ from fluxgate_core.settings import (
     KafkaSettings,
     LogSettings,
     RegistrySettings,
+    group,
     service_config,
-    service_defaults,
 )
 from fluxgate_hazelcast_persister.structures import check_statements
 from fluxgate_sink.errors import KcqlError
@@ -111,12 +111,10 @@ class HazelcastSettings(BaseSettings):
 
     model_config = service_config("FLUXGATE_HZ_")
 
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
-    http: Annotated[HttpSettings, service_defaults(port=HEALTH_PORT)] = Field(
-        default_factory=HttpSettings, validate_default=True
-    )
-    log: LogSettings = Field(default_factory=LogSettings)
+    kafka: KafkaSettings = group(KafkaSettings)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: HttpSettings = group(HttpSettings, port=HEALTH_PORT)
+    log: LogSettings = group(LogSettings)
     sink: HzSinkSettings = Field(default_factory=HzSinkSettings)
     hazelcast: ConnectionSettings = Field(default_factory=ConnectionSettings)
 
