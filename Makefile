@@ -75,6 +75,11 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/hazelcast.py
 	$(PY) bench/coap_ingest.py
 
+.PHONY: soak
+soak: install ## The pipeline under faults (every server and service, killed and stopped in turn), then every store checked; report in bench-results/
+	$(STACK) up
+	$(PY) tools/soak.py $(SOAK_ARGS)
+
 .PHONY: clean
 clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
 	@test -x $(STACK) && $(STACK) purge || true

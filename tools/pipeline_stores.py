@@ -10,16 +10,20 @@ from typing import Any
 
 from fluxgate_stack import Endpoints
 
-ES_ALIAS = "temperatures"  # the persisters' default targets
-SCYLLA_TABLE = "fluxgate.temperature_aggregates"
-HAZELCAST_RINGBUFFER = "temperature_aggregates"
-
 
 class Stores:
-    """One connection per store, opened on first use and kept for the run."""
+    """One connection per store, opened on first use and kept for the run. The targets are
+    the persisters' defaults unless named (a soak run's own)."""
 
-    def __init__(self, endpoints: Endpoints) -> None:
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        es_alias: str = "temperatures",
+        table: str = "fluxgate.temperature_aggregates",
+        ringbuffer: str = "temperature_aggregates",
+    ) -> None:
         self._endpoints = endpoints
+        self._es_alias, self._table, self._ringbuffer = es_alias, table, ringbuffer
         self._scylla: Any = None
         self._hazelcast: Any = None
 
@@ -33,7 +37,7 @@ class Stores:
             self._hazelcast.shutdown()
 
     def _documents(self) -> int:
-        url = f"{self._endpoints.elasticsearch_url}/{ES_ALIAS}/_count"
+        url = f"{self._endpoints.elasticsearch_url}/{self._es_alias}/_count"
         try:
             with urllib.request.urlopen(url, timeout=5) as reply:  # noqa: S310 - the stack's own loopback URL
                 return int(json.load(reply)["count"])
@@ -53,7 +57,7 @@ class Stores:
                     connection_class=CONNECTION_CLASS,
                 )
                 self._scylla = cluster.connect()
-            return int(self._scylla.execute(f"SELECT count(*) FROM {SCYLLA_TABLE}").one()[0])  # noqa: S608
+            return int(self._scylla.execute(f"SELECT count(*) FROM {self._table}").one()[0])  # noqa: S608
         return 0
 
     def _items(self) -> int:
@@ -66,6 +70,6 @@ class Stores:
                     cluster_name=self._endpoints.hazelcast_cluster,
                     cluster_connect_timeout=5,
                 )
-            ring = self._hazelcast.get_ringbuffer(HAZELCAST_RINGBUFFER).blocking()
+            ring = self._hazelcast.get_ringbuffer(self._ringbuffer).blocking()
             return int(ring.tail_sequence()) + 1  # every item added, even past the capacity
         return 0

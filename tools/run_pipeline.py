@@ -42,24 +42,92 @@ PERSISTERS = {
 }
 TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late")
 GATEWAYS = ("mqtt-proxy", "coap-ingest")
-AGGREGATOR_GROUP = "fluxgate-aggregator"  # the defaults of each service's group setting
 DRAIN_SECONDS = 90.0  # how long a stage may take to process what the stage before it wrote
+
+
+@dataclass(frozen=True)
+class Names:
+    """Topics, groups, MQTT topics and store targets of one pipeline: the services' defaults
+    (`make run`), or with a prefix a pipeline of its own beside them (a soak run), sharing
+    the servers and nothing else."""
+
+    prefix: str = ""
+
+    def topic(self, default: str) -> str:
+        return self.prefix + default
+
+    @property
+    def readings(self) -> str:
+        return self.topic("sensors.readings")
+
+    @property
+    def aggregated(self) -> str:
+        return self.topic("temperatures.aggregated")
+
+    def group(self, service: str) -> str:
+        return f"{self.prefix}fluxgate-{service}"  # the default of each service's group setting
+
+    @property
+    def mqtt_root(self) -> str:
+        return f"{self.prefix}sensors".replace(".", "-")
+
+    @property
+    def store_target(self) -> str:
+        """Scylla table and Hazelcast ringbuffer name, and with a prefix the Elasticsearch alias."""
+        return f"{self.prefix}temperature_aggregates".replace(".", "_").replace("-", "_")
+
+    @property
+    def es_alias(self) -> str:
+        return self.store_target if self.prefix else "temperatures"
+
+    def env(self, service: str) -> dict[str, str]:
+        """What a service needs to use these names; nothing for the defaults."""
+        if not self.prefix:
+            return {}
+        dead, late = self.topic("sensors.deadletter"), self.topic("temperatures.late")
+        sink = {"SINK__GROUP_ID": self.group(service), "SINK__DEADLETTER_TOPIC": self.topic("persisters.deadletter")}
+        source = f"SELECT * FROM {self.aggregated}"  # noqa: S608 - KCQL, for our own topic name
+        route = {"filter": f"{self.mqtt_root}/+/+", "topic": self.readings, "device_from": "topic:1",
+                 "metric_from": "topic:2", "format": "auto"}  # fmt: skip
+        return {
+            "mqtt-proxy": {"ROUTES": json.dumps([route]), "DEADLETTER_TOPIC": dead,
+                           "MQTT__CLIENT_ID": f"{self.prefix}fluxgate-mqtt-proxy"},
+            "coap-ingest": {"DEADLETTER_TOPIC": dead},
+            "aggregator": {"INPUT_TOPIC": self.readings, "OUTPUT_TOPIC": self.aggregated, "DEADLETTER_TOPIC": dead,
+                           "LATE_TOPIC": late, "PROGRESS_GROUP": self.group("aggregator")},
+            "es-persister": {**sink, "SINK__KCQL": f"INSERT INTO {self.store_target} {source}"
+                             " PK device_id, metric, window_start WITHINDEXSUFFIX=-{YYYY.MM.dd}"},
+            "scylla-persister": {**sink, "SINK__KCQL": f"UPSERT INTO fluxgate.{self.store_target} {source} AUTOCREATE"},
+            "hazelcast-persister": {**sink, "SINK__KCQL": f"INSERT INTO {self.store_target} {source}"
+                                    " STOREAS RING_BUFFER WITHFORMAT JSON"},
+            "device-status": {"STATUS__APP_ID": self.group("device-status"), "STATUS__INPUT_TOPIC": self.readings,
+                              "STATUS__STATUS_TOPIC": self.topic("devices.status")},
+        }[service]  # fmt: skip
 
 
 @dataclass
 class Pipeline:
-    """The child processes, started in order and stopped in reverse."""
+    """The child processes, started in order and stopped in reverse; a stopped or killed
+    child can be started again as it was (the soak run's faults)."""
 
     logs: Path
     children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    specs: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.specs[name] = (argv, env or {})
         log = (self.logs / f"{name}.log").open("ab")
         process = subprocess.Popen(
             argv, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.children.append((name, process))
+        self.children = [child for child in self.children if child[0] != name] + [(name, process)]
         say(f"started {name:<12} pid {process.pid:<7} log {self.logs / (name + '.log')}")
+
+    def restart(self, name: str) -> None:
+        self.start(name, *self.specs[name])
+
+    def process(self, name: str) -> subprocess.Popen[bytes]:
+        return next(process for child, process in self.children if child == name)
 
     def dead(self) -> list[str]:
         return [name for name, process in self.children if process.poll() is not None]
@@ -80,7 +148,9 @@ class Pipeline:
         return {name: stop_child(process) for name, process in reversed(self.children)}
 
 
-def stop_upstream_first(pipeline: Pipeline, bootstrap: str, timeout: float = DRAIN_SECONDS) -> Stopped:
+def stop_upstream_first(
+    pipeline: Pipeline, bootstrap: str, timeout: float = DRAIN_SECONDS, names: Names = Names()
+) -> Stopped:
     """Stop each stage only once the next has what it produced (see the module's doc). Writes
     nothing until every child is stopped: stdout may be a pipe whose reader the same Ctrl-C
     just ended, and a second Ctrl-C must not orphan any child."""
@@ -88,13 +158,13 @@ def stop_upstream_first(pipeline: Pipeline, bootstrap: str, timeout: float = DRA
     with signals_ignored(signal.SIGINT, signal.SIGTERM), Offsets(bootstrap) as offsets:
         stopped.exits |= pipeline.stop("simulator")
         stopped.waits["gateways"] = (
-            offsets.settled("sensors.readings", timeout)
+            offsets.settled(names.readings, timeout)
             if any(pipeline.running(name) for name in GATEWAYS)
             else "not running"
         )
         stopped.exits |= pipeline.stop(*GATEWAYS)
-        downstream = [("aggregator", AGGREGATOR_GROUP, "sensors.readings")] + [
-            (name, f"fluxgate-{name}", "temperatures.aggregated") for name in PERSISTERS
+        downstream = [("aggregator", names.group("aggregator"), names.readings)] + [
+            (name, names.group(name), names.aggregated) for name in PERSISTERS
         ]
         for name, group, topic in downstream:
             if pipeline.running(name):
@@ -123,7 +193,8 @@ class Offsets:
 
     def __init__(self, bootstrap: str) -> None:
         self._bootstrap = bootstrap
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch"})
+        # log_level 2: a Kafka that is down (a soak run's fault) is reported by the caller, not per retry.
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-run-watch", "log_level": 2})
 
     def __enter__(self) -> Offsets:
         return self
@@ -233,43 +304,51 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def start_all(pipeline: Pipeline, args: argparse.Namespace) -> None:
+def start_all(
+    pipeline: Pipeline,
+    args: argparse.Namespace,
+    names: Names = Names(),
+    simulator: tuple[str, ...] = (),
+    ports: dict[str, int] | None = None,
+    devices_when: Callable[[], None] | None = None,
+) -> None:
+    """Every child, in order; ``simulator`` adds options of its own, ``ports`` gives
+    services HTTP ports other than their defaults. With ``devices_when`` the simulated
+    devices start last, once it returns (a soak run accounts for every reading sent)."""
+    device_prefix = ("--device-prefix", names.prefix.replace(".", "-")) if names.prefix else ()
     coap_resources = subprocess.run(
         [str(BIN / "fluxgate-sim"), "coap-resources", "--coap-devices", str(args.coap_devices),
-         "--coap-port", str(args.coap_port)],
+         "--coap-port", str(args.coap_port), "--topic", names.readings, *device_prefix],
         check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
     common = {"LOG__JSON_OUTPUT": "false"}
-    pipeline.start(
-        "simulator",
-        [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
-         "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
-         "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
-         "--out-of-order", "0.05",
-         "--duplicates", "0.01", "--seed", "7"],
-    )  # fmt: skip
-    pipeline.start("mqtt-proxy", [str(BIN / "fluxgate-mqtt-proxy")], prefixed("FLUXGATE_MQTT_", common))
-    pipeline.start(
-        "device-status",
-        [str(BIN / "fluxgate-device-status")],
-        prefixed("FLUXGATE_STATUS_", {**common, "HTTP__PORT": str(args.status_port)}),
-    )
-    pipeline.start(
-        "coap-ingest",
-        [str(BIN / "fluxgate-coap-ingest")],
-        prefixed("FLUXGATE_COAP_", {**common, "RESOURCES": coap_resources}),
-    )
+    http = {name: {"HTTP__PORT": str(port)} for name, port in (ports or {}).items()}
+    http["device-status"] = {"HTTP__PORT": str(args.status_port)}
+
+    def service(name: str, prefix: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        values = {**common, **names.env(name), **http.get(name, {}), **(env or {})}
+        pipeline.start(name, argv, prefixed(prefix, values))
+
+    devices = [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
+               "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
+               "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
+               "--out-of-order", "0.05", "--duplicates", "0.01", "--seed", str(getattr(args, "seed", 7)),
+               "--mqtt-root", names.mqtt_root, *device_prefix, *simulator]  # fmt: skip
+    if devices_when is None:
+        pipeline.start("simulator", devices)
+    service("mqtt-proxy", "FLUXGATE_MQTT_", [str(BIN / "fluxgate-mqtt-proxy")])
+    service("device-status", "FLUXGATE_STATUS_", [str(BIN / "fluxgate-device-status")])
+    service("coap-ingest", "FLUXGATE_COAP_", [str(BIN / "fluxgate-coap-ingest")], {"RESOURCES": coap_resources})
     if not args.no_aggregator:
-        env = {
-            **common,
-            "WINDOW__SIZE": args.window,
-            "WINDOW__WATERMARK": args.watermark,
-            "CHECKPOINT_DIR": str(ROOT / ".local/run/pipeline/checkpoints"),
-        }
-        pipeline.start("aggregator", [str(BIN / "fluxgate-aggregator"), "run"], prefixed("FLUXGATE_AGG_", env))
+        checkpoints = getattr(args, "checkpoints", None) or ROOT / ".local/run/pipeline/checkpoints"
+        window = {"WINDOW__SIZE": args.window, "WINDOW__WATERMARK": args.watermark, "CHECKPOINT_DIR": str(checkpoints)}
+        service("aggregator", "FLUXGATE_AGG_", [str(BIN / "fluxgate-aggregator"), "run"], window)
     if persisting(args):
         for name, prefix in PERSISTERS.items():
-            pipeline.start(name, [str(BIN / f"fluxgate-{name}")], prefixed(prefix, common))
+            service(name, prefix, [str(BIN / f"fluxgate-{name}")])
+    if devices_when is not None:
+        devices_when()
+        pipeline.start("simulator", devices)
 
 
 def persisting(args: argparse.Namespace) -> bool:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -50,6 +51,8 @@ def run(
     coap_port: Annotated[int, typer.Option(min=0, max=65535, help="CoAP bind port (0: a free one)")] = 5683,
     coap_format: Annotated[str, typer.Option(help="json | senml-json | senml-cbor")] = "json",
     device_prefix: Annotated[str, typer.Option(help="prefix of every device name")] = "",
+    mqtt_root: Annotated[str, typer.Option(help="MQTT topics are <root>/<device>/<metric>")] = "sensors",
+    ledger: Annotated[Path | None, typer.Option(help="append every emission sent to this JSON-lines file")] = None,
 ) -> None:
     """Run the simulated devices until --count ticks, --duration seconds or Ctrl-C."""
     logging.basicConfig(level=logging.WARNING)
@@ -60,7 +63,7 @@ def run(
             metrics=_metrics(metrics), faults=faults, seed=seed, day_seconds=day_seconds,
             mqtt_host=mqtt_host, mqtt_port=mqtt_port, mqtt_qos=qos, mqtt_connections=mqtt_connections,
             mqtt_senml=mqtt_senml, coap_host=coap_host, coap_port=coap_port, coap_format=_coap_format(coap_format),
-            device_prefix=device_prefix,
+            device_prefix=device_prefix, mqtt_root=mqtt_root, ledger=ledger,
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -19,8 +19,8 @@ from fluxgate_sim.encoding import json_object, senml_json
 from fluxgate_sim.faults import Reading
 
 
-def reading_topic(device: str, metric: str) -> str:
-    return f"sensors/{device}/{metric}"
+def reading_topic(device: str, metric: str, root: str = "sensors") -> str:
+    return f"{root}/{device}/{metric}"
 
 
 def senml_topic(device: str) -> str:
@@ -30,7 +30,9 @@ def senml_topic(device: str) -> str:
 class MqttFleet:
     """Publishes for many devices over ``connections`` shared MQTT connections."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 1883, *, qos: int = 1, connections: int = 1) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 1883, *, qos: int = 1, connections: int = 1, root: str = "sensors"
+    ) -> None:
         if qos not in (0, 1, 2):
             raise ValueError(f"QoS must be 0, 1 or 2, got {qos}")
         if connections < 1:
@@ -38,6 +40,7 @@ class MqttFleet:
         self.host = host
         self.port = port
         self.qos = qos
+        self.root = root  # first topic level of the per-metric topics: a soak run's own namespace
         prefix = f"fluxgate-sim-{uuid.uuid4().hex[:8]}"
         self._clients = [Client(f"{prefix}-{index}") for index in range(connections)]
         self.published = 0
@@ -65,9 +68,9 @@ class MqttFleet:
         self.published += 1
 
     def publish_reading(self, device_index: int, reading: Reading, payload: bytes | None = None) -> None:
-        """``sensors/<device>/<metric>`` with the JSON object (or ``payload`` when given)."""
+        """``<root>/<device>/<metric>`` with the JSON object (or ``payload`` when given)."""
         body = payload if payload is not None else json_object(reading)
-        self.publish(device_index, reading_topic(reading.device, reading.metric), body)
+        self.publish(device_index, reading_topic(reading.device, reading.metric, self.root), body)
 
     def publish_senml(self, device_index: int, readings: Sequence[Reading]) -> None:
         """``devices/<device>/senml`` with one SenML pack of the device's readings."""

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
 
 from fluxgate_sim.coap import CoapDeviceServer
 from fluxgate_sim.encoding import CoapFormat, coap_payload, json_object, malformed
 from fluxgate_sim.faults import Device, Emission, Faults
-from fluxgate_sim.mqtt import MqttFleet
+from fluxgate_sim.mqtt import MqttFleet, reading_topic, senml_topic
 from fluxgate_sim.signals import METRICS
 
 
@@ -38,6 +41,8 @@ class SimulationConfig:
     coap_port: int = 5683
     coap_format: CoapFormat = "json"
     device_prefix: str = ""
+    mqtt_root: str = "sensors"
+    ledger: Path | None = None
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -57,6 +62,36 @@ def coap_device_names(config: SimulationConfig) -> list[str]:
     return [f"{config.device_prefix}coap-{index:04d}" for index in range(1, config.coap_devices + 1)]
 
 
+class Ledger:
+    """Every emission as sent, one JSON line each, for a check that must not trust the
+    pipeline's own account: protocol, source (MQTT topic or CoAP path), device, metric,
+    event time, value, sequence, kind, the wall-clock time it was sent and, for a broken
+    payload, its bytes (hex), so a dead letter can be matched to it."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._file: IO[str] | None = path.open("a", encoding="utf-8") if path is not None else None
+
+    def write(self, protocol: str, source: str, emission: Emission, payload: bytes | None = None) -> None:
+        if self._file is None:
+            return
+        reading = emission.reading
+        entry: dict[str, object] = {
+            "p": protocol, "src": source, "d": reading.device, "m": reading.metric, "t": reading.timestamp_ms,
+            "v": reading.value, "s": reading.seq, "k": emission.kind, "w": int(time.time() * 1000),
+        }  # fmt: skip
+        if payload is not None:
+            entry["bad"] = payload.hex()
+        self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
 class Simulation:
     """Runs the devices until ``count`` ticks, ``duration`` seconds, or the stop event."""
 
@@ -67,6 +102,7 @@ class Simulation:
         self.mqtt = [make(name) for name in mqtt_device_names(config)]
         self.coap = [make(name) for name in coap_device_names(config)]
         self.stats: Counter[str] = Counter()
+        self.ledger = Ledger(config.ledger)
         self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format)
         for device in self.coap:
             self.coap_server.add_device(device.name, config.metrics)
@@ -75,7 +111,8 @@ class Simulation:
         """Emit until done; returns how many emissions of each kind were sent."""
         stop = stop or asyncio.Event()
         fleet = MqttFleet(self.config.mqtt_host, self.config.mqtt_port, qos=self.config.mqtt_qos,
-                          connections=self.config.mqtt_connections) if self.mqtt else None  # fmt: skip
+                          connections=self.config.mqtt_connections, root=self.config.mqtt_root,
+                          ) if self.mqtt else None  # fmt: skip
         if fleet is not None:
             await fleet.start()
         if self.coap:
@@ -87,6 +124,7 @@ class Simulation:
             if fleet is not None:
                 await fleet.stop()
             await self.coap_server.stop()
+            self.ledger.close()
         return self.stats
 
     async def _loop(self, fleet: MqttFleet | None, stop: asyncio.Event) -> None:
@@ -115,6 +153,7 @@ class Simulation:
             self._send_mqtt(fleet, index, device.tick(elapsed_s, now_ms))
         for device in self.coap:
             await self._send_coap(device.tick(elapsed_s, now_ms))
+        self.ledger.flush()  # a tick at a time: what a killed run sent is on disk up to its last tick
 
     async def _send_flush(self, fleet: MqttFleet | None) -> None:
         for index, device in enumerate(self.mqtt):
@@ -127,11 +166,16 @@ class Simulation:
         good = [emission.reading for emission in emissions if not emission.malformed]
         for emission in emissions:
             self.stats[emission.kind] += 1
+            topic = reading_topic(emission.reading.device, emission.reading.metric, self.config.mqtt_root)
             if emission.malformed:
                 payload = malformed(json_object(emission.reading), emission.reading, "json", self._rng)
                 fleet.publish_reading(index, emission.reading, payload)
+                self.ledger.write("mqtt", topic, emission, payload)
             elif not self.config.mqtt_senml:
                 fleet.publish_reading(index, emission.reading)
+                self.ledger.write("mqtt", topic, emission)
+            else:
+                self.ledger.write("mqtt", senml_topic(emission.reading.device), emission)
         if self.config.mqtt_senml and good:
             fleet.publish_senml(index, good)
 
@@ -143,6 +187,8 @@ class Simulation:
             if emission.malformed:
                 payload = malformed(payload, emission.reading, fmt, self._rng)
             self.coap_server.publish(emission.reading.device, emission.reading.metric, payload)
+            path = f"/sensors/{emission.reading.device}/{emission.reading.metric}"
+            self.ledger.write("coap", path, emission, payload if emission.malformed else None)
             # aiocoap coalesces updates of one resource made in the same loop turn (observe
             # sends state, not events); yielding lets each one go out as its own notification.
             await asyncio.sleep(0)

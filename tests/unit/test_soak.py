@@ -1,0 +1,178 @@
+"""The soak run's schedule and its check's rules, on made-up ledgers and topics (no servers)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from soak import Fault, schedule
+from soak_check import (
+    Check,
+    CutOff,
+    FaultWindow,
+    Identity,
+    Result,
+    Sent,
+    compare,
+    expected_windows,
+    readings,
+    stats,
+    to_ms,
+)
+
+from fluxgate_sim.faults import Emission, Reading
+from fluxgate_sim.runner import Ledger
+from fluxgate_stack import endpoints
+
+WINDOW_MS = 10_000
+
+
+def test_the_schedule_takes_every_pair_once_before_any_twice_and_a_seed_replays_it() -> None:
+    targets, kinds = ["kafka", "mqtt-proxy", "aggregator"], ["kill", "stop"]
+    plan = schedule(7, targets, kinds, 9, kill_down=5, stop_for=60)
+    assert len(plan) == 9
+    assert {(f.target, f.kind) for f in plan[:6]} == {(t, k) for t in targets for k in kinds}
+    assert all(f.hold == (5 if f.kind == "kill" else 60) for f in plan)
+    assert schedule(7, targets, kinds, 9, 5, 60) == plan
+    assert schedule(8, targets, kinds, 9, 5, 60) != plan
+    assert plan[0] == Fault(plan[0].target, plan[0].kind, plan[0].hold)
+
+
+def entry(protocol: str, device: str, t: int, value: float, seq: int, sent_ms: int, kind: str = "ok") -> dict[str, Any]:
+    source = f"soak/{device}/temperature" if protocol == "mqtt" else f"/sensors/{device}/temperature"
+    return {"p": protocol, "src": source, "d": device, "m": "temperature", "t": t, "v": value, "s": seq, "k": kind,
+            "w": sent_ms}  # fmt: skip
+
+
+def key(e: dict[str, Any]) -> Identity:
+    return (e["d"], e["m"], e["t"], float(e["v"]), e["s"])
+
+
+def sent_of(*entries: dict[str, Any]) -> Sent:
+    sent = Sent()
+    for e in entries:
+        sent.good.setdefault(key(e), e)
+    return sent
+
+
+def spec(faults: list[FaultWindow] | None = None, whole_from_ms: int = 0) -> Check:
+    return Check(Path("ledger"), endpoints(), "p-", "a", "t", faults or [], WINDOW_MS, "p-watermark",
+                 whole_from_ms=whole_from_ms)  # fmt: skip
+
+
+def test_the_ledger_the_simulator_writes_is_the_one_the_check_reads(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    reading = Reading("d1", "temperature", 21.5, 1_000, 1)
+    ledger.write("mqtt", "sensors/d1/temperature", Emission(reading))
+    ledger.write("mqtt", "sensors/d1/temperature", Emission(reading, kind="duplicate"))
+    ledger.write("coap", "/sensors/d1/temperature", Emission(reading, malformed=True, kind="malformed"), b"{bad")
+    ledger.write("mqtt", "sensors/w/temperature", Emission(Reading("w", "temperature", 0.0, 9, 1)))
+    ledger.close()
+    sent = Sent.read(tmp_path / "ledger.jsonl", excluded="w")
+    assert list(sent.good) == [("d1", "temperature", 1_000, 21.5, 1)]  # a duplicate is one reading
+    assert sent.broken == Counter({b"{bad": 1})
+    assert sent.emissions == Counter({"ok": 1, "duplicate": 1, "malformed": 1})
+
+
+def test_a_coap_reading_sent_while_cut_off_may_be_missing_an_mqtt_one_never() -> None:
+    fault = FaultWindow("coap-ingest", "stop", start_ms=1_000, end_ms=2_000, whole_ms=9_000)
+    store = FaultWindow("elasticsearch", "kill", start_ms=5_000, end_ms=6_000, whole_ms=9_000)
+    before = entry("coap", "c1", 500, 1.0, 1, sent_ms=500)
+    during = entry("coap", "c1", 1_500, 2.0, 2, sent_ms=1_500)
+    after_end = entry("coap", "c1", 2_200, 3.0, 3, sent_ms=2_200)  # its resource had not resumed yet
+    resumed = entry("coap", "c1", 2_500, 4.0, 4, sent_ms=2_500)
+    later = entry("coap", "c1", 3_000, 5.0, 5, sent_ms=3_000)
+    during_store_fault = entry("coap", "c1", 5_500, 6.0, 6, sent_ms=5_500)
+    mqtt = entry("mqtt", "m1", 1_500, 7.0, 1, sent_ms=1_500)
+    sent = sent_of(before, during, after_end, resumed, later, during_store_fault, mqtt)
+    arrived = Counter([key(before), key(resumed)])
+    cut = CutOff.of([fault, store], sent, arrived)
+    assert cut.excused(during) == fault
+    assert cut.excused(after_end) == fault
+    assert cut.excused(later) is None  # after its resource's observation was back
+    assert cut.excused(during_store_fault) is None  # a store's fault never keeps a reading from Kafka
+    assert cut.excused(mqtt) is None  # the broker keeps QoS 1 messages: none may be missing
+    assert cut.longest_gap_ms() == {"stop coap-ingest at 1000": 500}
+
+
+def test_a_lost_or_invented_reading_and_a_late_one_written_twice_or_never_are_problems() -> None:
+    ok = entry("mqtt", "m1", 1_000, 1.0, 1, sent_ms=1_000)
+    lost = entry("mqtt", "m1", 2_000, 2.0, 2, sent_ms=2_000)
+    late_once = entry("mqtt", "m1", 3_000, 3.0, 3, sent_ms=5_000, kind="late")
+    late_twice = entry("mqtt", "m1", 3_100, 4.0, 4, sent_ms=5_000, kind="late")
+    late_never = entry("mqtt", "m1", 3_200, 5.0, 5, sent_ms=5_000, kind="late")
+    sent = sent_of(ok, lost, late_once, late_twice, late_never)
+    invented: Identity = ("m9", "temperature", 1, 1.0, 1)
+    arrived = Counter([key(ok), key(ok), key(late_once), key(late_twice), key(late_never), invented])
+    late = Counter({key(late_once): 1, key(late_twice): 2})
+    result = Result()
+    readings(spec(), sent, arrived, late, CutOff.of([], sent, arrived), result)
+    text = "\n".join(result.problems)
+    assert "lost: mqtt reading ('m1', 'temperature', 2000" in text
+    assert "lost readings by protocol: {'mqtt': 1}" in text
+    assert "1 readings on the topic nobody sent" in text
+    assert "1 readings on the late topic more than once" in text
+    assert "1 late readings not on the late topic" in text
+    assert result.figures["readings_repeated_on_topic"] == 1  # at least once: a repeat is no problem
+    clean = Result()
+    readings(spec(whole_from_ms=6_000), sent_of(ok), Counter([key(ok)]), Counter(), CutOff([]), clean)
+    assert clean.passed
+
+
+def test_each_window_counts_a_reading_once_leaves_the_late_ones_out_and_a_cut_off_coap_one() -> None:
+    first = entry("mqtt", "m1", 1_000, 20.0, 1, sent_ms=1_000)
+    second = entry("mqtt", "m1", 9_999, 22.0, 2, sent_ms=9_999)
+    next_window = entry("mqtt", "m1", 10_000, 30.0, 3, sent_ms=10_000)
+    late = entry("mqtt", "m1", 2_000, 99.0, 4, sent_ms=30_000, kind="late")
+    coap_lost = entry("coap", "m1", 3_000, 50.0, 5, sent_ms=3_000)
+    humidity = {**entry("mqtt", "m1", 1_000, 60.0, 6, sent_ms=1_000), "m": "humidity"}
+    sent = sent_of(first, second, second, next_window, late, coap_lost, humidity)
+    arrived = Counter([key(first), key(second), key(next_window), key(late)])
+    cut = CutOff.of([FaultWindow("kafka", "kill", 2_500, 4_000, 5_000)], sent, arrived)
+    windows = expected_windows(spec(), sent, arrived, Counter([key(late)]), cut)
+    assert windows == {("m1", 0): stats([20.0, 22.0]), ("m1", 10_000): stats([30.0])}
+    assert windows[("m1", 0)] == {"count": 2, "min": 20.0, "max": 22.0, "mean": 21.0, "stddev": 1.0}
+
+
+@pytest.mark.parametrize("store", ["elasticsearch", "hazelcast"])
+def test_a_store_must_hold_every_window_once_and_equal(store: str) -> None:
+    wanted = {("d", 0): stats([1.0, 3.0]), ("d", 10_000): stats([5.0])}
+    good = {**wanted[("d", 0)], "device_id": "d", "window_start": "1970-01-01T00:00:00+00:00"}
+    result = Result()
+    compare(store, {("d", 0): [good, good]}, wanted, result)
+    problems = "\n".join(result.problems)
+    assert f"{store}: 1 windows missing" in problems
+    assert ("windows held more than once" in problems) == (store != "hazelcast")  # the ringbuffer appends
+    wrong = Result()
+    compare(store, {("d", 0): [{**good, "stddev": 0.5}], ("d", 10_000): [{"count": 1, "min": 5.0, "max": 5.0,
+            "mean": 5.0, "stddev": 0.0}], ("e", 0): [good]}, wanted, wrong)  # fmt: skip
+    assert wrong.problems == [
+        f"{store} ('d', 0): stddev 0.5 != 1.0",
+        f"{store}: 1 windows nobody sent readings for, e.g. [('e', 0)]",
+    ]
+    right = Result()
+    compare(store, {("d", 0): [good], ("d", 10_000): [{**wanted[("d", 10_000)]}]}, wanted, right)
+    assert right.passed
+
+
+def test_times_come_back_from_each_store_in_its_own_form() -> None:
+    from datetime import UTC, datetime
+
+    moment = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+    ms = 1_795_600_800_000
+    assert to_ms(moment) == to_ms(moment.replace(tzinfo=None)) == to_ms("2026-11-25T10:00:00Z") == to_ms(ms) == ms
+    assert to_ms("2026-11-25T10:00:00.000+00:00") == ms
+
+
+def test_random_ledgers_recompute_to_the_same_windows_in_any_order() -> None:
+    rng = random.Random(3)
+    entries = [entry("mqtt", f"d{rng.randrange(3)}", rng.randrange(50_000), float(rng.randrange(100)), i, i)
+               for i in range(200)]  # fmt: skip
+    arrived = Counter(key(e) for e in entries)
+    forward = expected_windows(spec(), sent_of(*entries), arrived, Counter(), CutOff([]))
+    backward = expected_windows(spec(), sent_of(*reversed(entries)), arrived, Counter(), CutOff([]))
+    assert forward.keys() == backward.keys()
+    assert sum(int(w["count"]) for w in forward.values()) == 200

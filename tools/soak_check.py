@@ -1,0 +1,450 @@
+"""The soak run's check: what the devices sent, against what every topic and store holds.
+
+It trusts no code of the pipeline's: the simulator's ledger says what was sent; its own
+Kafka consumer and Avro decoding (writer schema by id from the registry, then fastavro)
+read the topics; its own windowing recomputes every aggregate; each store is read with its
+own client (Elasticsearch, cassandra-driver, Hazelcast), not the persisters' code.
+
+What it holds the pipeline to:
+- every reading a device sent reaches the readings topic (duplicates may be repeated
+  there: at least once), except CoAP readings sent while a fault cut CoAP off (observe
+  sends a resource's state, not its history: those may be missing, and are counted);
+  nothing else reaches it;
+- every store holds every window once, equal (count, min, max, mean, stddev) to the window
+  recomputed from what was sent: each reading once, those judged late out; the
+  ringbuffer (append-only) may repeat a window, and its repeats are counted, each equal;
+- every malformed payload is in the dead-letter topic with a reason, and nothing else is;
+  the persisters' dead-letter topic is empty;
+- every reading stamped late once the pipeline was whole is on the late topic, and no
+  reading is on it twice.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import httpx
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from fluxgate_stack import Endpoints
+
+Identity = tuple[str, str, int, float, int | None]
+Window = tuple[str, int]
+STATS = ("count", "min", "max", "mean", "stddev")
+CUT_OFF_COAP = {"coap-ingest", "kafka", "registry"}  # faults during which a CoAP state may be missed
+
+
+@dataclass
+class Decoder:
+    """Confluent wire format (magic byte, schema id, Avro body) with the writer schema by id."""
+
+    registry_url: str
+    schemas: dict[int, Any] = field(default_factory=dict)
+
+    def __call__(self, data: bytes | None) -> dict[str, Any] | None:
+        if data is None or len(data) < 5 or data[0] != 0:
+            return None
+        schema_id = struct.unpack(">I", data[1:5])[0]
+        if schema_id not in self.schemas:
+            reply = httpx.get(f"{self.registry_url}/schemas/ids/{schema_id}", timeout=10)
+            reply.raise_for_status()
+            self.schemas[schema_id] = fastavro.parse_schema(json.loads(reply.json()["schema"]))
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(data[5:]), self.schemas[schema_id])
+        except (EOFError, ValueError, TypeError, IndexError):
+            return None
+        return record if isinstance(record, dict) else None
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-check"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+    finally:
+        consumer.close()
+
+
+def records(bootstrap: str, topic: str, start: dict[int, int] | None = None) -> Iterator[Message]:
+    """Every record of ``topic`` from ``start`` (default: the beginning) to its end now."""
+    ends = end_offsets(bootstrap, topic)
+    begin = start or {}
+    left = {p: end for p, end in ends.items() if end > begin.get(p, 0)}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-check", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, begin.get(p, 0)) for p in left])
+        while left:
+            for message in consumer.consume(1000, timeout=5):
+                partition, offset = message.partition(), message.offset()
+                if message.error() is not None or partition is None or offset is None:
+                    continue
+                if offset + 1 >= ends[partition]:
+                    left.pop(partition, None)
+                yield message
+    finally:
+        consumer.close()
+
+
+def to_ms(value: Any) -> int:
+    """Epoch milliseconds from what a store or Avro gives back: a datetime (naive is UTC),
+    an ISO 8601 text or a number."""
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return round(aware.timestamp() * 1000)
+    if isinstance(value, str):
+        return to_ms(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    return int(value)
+
+
+def identity(reading: dict[str, Any]) -> Identity:
+    event = to_ms(reading["event_time"])
+    return (reading["device_id"], reading["metric"], event, float(reading["value"]), reading.get("sequence"))
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    mean = sum(values) / len(values)
+    stddev = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return {"count": len(values), "min": min(values), "max": max(values), "mean": mean, "stddev": stddev}
+
+
+def differs(found: dict[str, Any], wanted: dict[str, float]) -> list[str]:
+    wrong = []
+    for name in STATS:
+        have = found.get(name)
+        if have is None or not math.isclose(float(have), wanted[name], rel_tol=1e-9, abs_tol=1e-9):
+            wrong.append(f"{name} {have} != {wanted[name]}")
+    return wrong
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """A fault, in wall-clock milliseconds: from its start to its end, and until whole again."""
+
+    target: str
+    kind: str
+    start_ms: int
+    end_ms: int
+    whole_ms: int
+
+
+@dataclass(frozen=True)
+class Check:
+    ledger: Path
+    endpoints: Endpoints
+    prefix: str
+    es_alias: str
+    store_target: str
+    faults: list[FaultWindow]
+    window_ms: int
+    excluded: str  # the watermark push's device
+    metric: str = "temperature"
+    whole_from_ms: int = 0  # late readings are judged from here (the pipeline whole for the first time)
+
+
+@dataclass
+class Result:
+    problems: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class Sent:
+    """The ledger, read once: good readings by identity, broken payloads, late ones."""
+
+    good: dict[Identity, dict[str, Any]] = field(default_factory=dict)
+    broken: Counter[bytes] = field(default_factory=Counter)
+    broken_entries: dict[bytes, dict[str, Any]] = field(default_factory=dict)
+    emissions: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def read(cls, path: Path, excluded: str) -> Sent:
+        sent = cls()
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                entry = json.loads(line)
+                if entry["d"] == excluded:
+                    continue
+                sent.emissions[entry["k"]] += 1
+                if "bad" in entry:
+                    payload = bytes.fromhex(entry["bad"])
+                    sent.broken[payload] += 1
+                    sent.broken_entries[payload] = entry
+                else:
+                    key = (entry["d"], entry["m"], entry["t"], float(entry["v"]), entry["s"])
+                    sent.good.setdefault(key, entry)
+        return sent
+
+
+@dataclass
+class CutOff:
+    """CoAP readings a fault may have kept from the pipeline: observe sends a resource's
+    state, not its history, so what a resource sent from a fault's start until the first of
+    its readings to arrive that was sent after the fault ended may never have reached anyone
+    (a stopped observer's registration lapses; what the socket buffered still arrives). The
+    run's start counts as such a fault: a device may send before it is observed."""
+
+    faults: list[FaultWindow]
+    resumed: dict[tuple[FaultWindow, str, str], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, faults: list[FaultWindow], sent: Sent, arrived: Counter[Identity]) -> CutOff:
+        windows = [FaultWindow("start", "start", 0, 0, 0)] + [f for f in faults if f.target in CUT_OFF_COAP]
+        cut = cls(windows)
+        for key, entry in sent.good.items():
+            if entry["p"] != "coap" or key not in arrived:
+                continue
+            for fault in windows:
+                resource = (fault, entry["d"], entry["m"])
+                if entry["w"] >= fault.end_ms and entry["w"] < cut.resumed.get(resource, 2**62):
+                    cut.resumed[resource] = entry["w"]
+        return cut
+
+    def excused(self, entry: dict[str, Any]) -> FaultWindow | None:
+        """The fault that kept ``entry`` (CoAP, sent before its resource's observation resumed) away."""
+        if entry["p"] != "coap":
+            return None
+        for fault in self.faults:
+            if fault.start_ms <= entry["w"] < self.resumed.get((fault, entry["d"], entry["m"]), 2**62):
+                return fault
+        return None
+
+    def longest_gap_ms(self) -> dict[str, int]:
+        """Per fault: how long after its end the slowest resource's readings resumed."""
+        gaps: dict[str, int] = {}
+        for (fault, _, _), resumed in self.resumed.items():
+            if fault.kind == "start":
+                continue
+            name = f"{fault.kind} {fault.target} at {fault.start_ms}"
+            gaps[name] = max(gaps.get(name, 0), resumed - fault.end_ms)
+        return gaps
+
+
+def save(spec: Check, path: Path) -> None:
+    """What the check needs, so ``python tools/soak_check.py <run folder>`` can run it again."""
+    document = {**asdict(spec), "ledger": str(spec.ledger), "endpoints": asdict(spec.endpoints)}
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def load(path: Path) -> Check:
+    document = json.loads(path.read_text())
+    faults = [FaultWindow(**fault) for fault in document.pop("faults")]
+    endpoints = Endpoints(**document.pop("endpoints"))
+    return Check(**{**document, "ledger": Path(document["ledger"]), "endpoints": endpoints, "faults": faults})
+
+
+def check(spec: Check) -> Result:
+    result = Result()
+    sent = Sent.read(spec.ledger, spec.excluded)
+    decode = Decoder(spec.endpoints.registry_url)
+    bootstrap, topic = spec.endpoints.bootstrap, (lambda name: spec.prefix + name)
+    arrived: Counter[Identity] = Counter()
+    for message in records(bootstrap, topic("sensors.readings")):
+        reading = decode(message.value())
+        if reading is None:
+            result.problems.append(f"undecodable reading at {message.partition()}:{message.offset()}")
+        elif reading["device_id"] != spec.excluded:
+            arrived[identity(reading)] += 1
+    late: Counter[Identity] = Counter()
+    for message in records(bootstrap, topic("temperatures.late")):
+        if (reading := decode(message.value())) is not None:
+            late[identity(reading)] += 1
+    cut = CutOff.of(spec.faults, sent, arrived)
+    readings(spec, sent, arrived, late, cut, result)
+    windows = expected_windows(spec, sent, arrived, late, cut)
+    aggregates(spec, decode, windows, result)
+    for store, found in read_stores(spec).items():
+        compare(store, found, windows, result)
+    dead_letters(spec, sent, decode, cut, result)
+    return result
+
+
+def readings(
+    spec: Check, sent: Sent, arrived: Counter[Identity], late: Counter[Identity], cut: CutOff, result: Result
+) -> None:
+    missing: Counter[str] = Counter()
+    cut_off: Counter[str] = Counter()
+    for key, entry in sent.good.items():
+        if key in arrived:
+            continue
+        fault = cut.excused(entry)
+        if fault is not None:
+            cut_off[f"{fault.kind} {fault.target}"] += 1
+        else:
+            missing[entry["p"]] += 1
+            if sum(missing.values()) <= 5:
+                result.problems.append(f"lost: {entry['p']} reading {key} sent at {entry['w']}")
+    if missing:
+        result.problems.append(f"lost readings by protocol: {dict(missing)}")
+    invented = [key for key in arrived if key not in sent.good]
+    if invented:
+        result.problems.append(f"{len(invented)} readings on the topic nobody sent, e.g. {invented[:3]}")
+    twice_late = [key for key, n in late.items() if n > 1]
+    if twice_late:
+        result.problems.append(f"{len(twice_late)} readings on the late topic more than once, e.g. {twice_late[:3]}")
+    # Only the aggregated metric's late readings are written to the late topic.
+    checked = [(k, e) for k, e in sent.good.items() if k[1] == spec.metric and e["w"] >= spec.whole_from_ms]
+    stamped_late = [key for key, entry in checked if entry["k"] == "late" and key in arrived]
+    not_late = [key for key in stamped_late if key not in late]
+    if not_late:
+        result.problems.append(f"{len(not_late)} late readings not on the late topic, e.g. {not_late[:3]}")
+    result.figures |= {
+        "emissions": dict(sent.emissions),
+        "readings_sent": len(sent.good),
+        "readings_arrived": len(arrived),
+        "readings_repeated_on_topic": sum(n - 1 for n in arrived.values()),
+        "coap_readings_missed_while_cut_off": dict(cut_off),
+        "coap_resumed_after_ms": cut.longest_gap_ms(),
+        "late_on_topic": len(late),
+        "stamped_late_checked": len(stamped_late),
+        "judged_late_though_sent_on_time": sum(1 for k in late if k in sent.good and sent.good[k]["k"] != "late"),
+    }
+
+
+def expected_windows(
+    spec: Check, sent: Sent, arrived: Counter[Identity], late: Counter[Identity], cut: CutOff
+) -> dict[Window, dict[str, float]]:
+    """Each window recomputed from what was sent: a reading once, the late ones out, a CoAP
+    reading missed while cut off out (it never reached the pipeline)."""
+    values: dict[Window, list[float]] = defaultdict(list)
+    for key, entry in sent.good.items():
+        if key[1] != spec.metric or key in late or (key not in arrived and cut.excused(entry)):
+            continue
+        values[(key[0], key[2] // spec.window_ms * spec.window_ms)].append(key[3])
+    return {window: stats(v) for window, v in values.items()}
+
+
+def aggregates(spec: Check, decode: Decoder, windows: dict[Window, dict[str, float]], result: Result) -> None:
+    written: dict[Window, list[dict[str, Any]]] = defaultdict(list)
+    for message in records(spec.endpoints.bootstrap, spec.prefix + "temperatures.aggregated"):
+        aggregate = decode(message.value())
+        if aggregate is not None and aggregate["device_id"] != spec.excluded:
+            written[(aggregate["device_id"], to_ms(aggregate["window_start"]))].append(aggregate)
+    compare("topic", written, windows, result)
+
+
+def compare(
+    store: str, found: dict[Window, list[dict[str, Any]]], windows: dict[Window, dict[str, float]], result: Result
+) -> None:
+    """Every window once (the ringbuffer and the topic may repeat one), each copy equal."""
+    wrong = [f"{store} {w}: {'; '.join(d)}" for w, docs in found.items() if w in windows for doc in docs
+             if (d := differs(doc, windows[w]))]  # fmt: skip
+    missing = [w for w in windows if w not in found]
+    extra = [w for w in found if w not in windows]
+    repeats = sum(len(docs) - 1 for docs in found.values())
+    result.problems += wrong[:5] + ([f"{store}: {len(wrong)} windows differ"] if len(wrong) > 5 else [])
+    if missing:
+        result.problems.append(f"{store}: {len(missing)} windows missing, e.g. {sorted(missing)[:3]}")
+    if extra:
+        result.problems.append(f"{store}: {len(extra)} windows nobody sent readings for, e.g. {sorted(extra)[:3]}")
+    if repeats and store not in ("hazelcast", "topic"):
+        result.problems.append(f"{store}: {repeats} windows held more than once")
+    result.figures.setdefault("windows", {})[store] = {"held": len(found), "repeats": repeats}
+    result.figures["windows"]["expected"] = len(windows)
+
+
+def read_stores(spec: Check) -> dict[str, dict[Window, list[dict[str, Any]]]]:
+    return {
+        "elasticsearch": by_window(elasticsearch_documents(spec)),
+        "scylla": by_window(scylla_rows(spec)),
+        "hazelcast": by_window(hazelcast_items(spec)),
+    }
+
+
+def by_window(documents: Iterator[dict[str, Any]]) -> dict[Window, list[dict[str, Any]]]:
+    found: dict[Window, list[dict[str, Any]]] = defaultdict(list)
+    for document in documents:
+        found[(document["device_id"], to_ms(document["window_start"]))].append(document)
+    return found
+
+
+def elasticsearch_documents(spec: Check) -> Iterator[dict[str, Any]]:
+    from elasticsearch import Elasticsearch
+    from elasticsearch.helpers import scan
+
+    client = Elasticsearch(spec.endpoints.elasticsearch_url, request_timeout=30)
+    try:
+        client.indices.refresh(index=spec.es_alias)
+        for hit in scan(client, index=spec.es_alias, query={"query": {"match_all": {}}}):
+            yield hit["_source"]
+    finally:
+        client.close()
+
+
+def scylla_rows(spec: Check) -> Iterator[dict[str, Any]]:
+    from cassandra.cluster import Cluster
+    from cassandra.query import dict_factory
+
+    cluster = Cluster([spec.endpoints.cassandra_host], port=spec.endpoints.cassandra_port)
+    try:
+        session = cluster.connect()
+        session.row_factory = dict_factory
+        yield from session.execute(f"SELECT * FROM fluxgate.{spec.store_target}")  # noqa: S608 - our own name
+    finally:
+        cluster.shutdown()
+
+
+def hazelcast_items(spec: Check) -> Iterator[dict[str, Any]]:
+    from hazelcast.client import HazelcastClient
+
+    client = HazelcastClient(
+        cluster_members=[spec.endpoints.hazelcast_address], cluster_name=spec.endpoints.hazelcast_cluster
+    )
+    try:
+        ring = client.get_ringbuffer(spec.store_target).blocking()
+        head, tail = ring.head_sequence(), ring.tail_sequence()
+        for sequence in range(head, tail + 1, 1000):
+            for item in ring.read_many(sequence, 1, min(1000, tail + 1 - sequence)):
+                text = item.to_string() if hasattr(item, "to_string") else item  # WITHFORMAT JSON: HazelcastJsonValue
+                yield json.loads(text)
+    finally:
+        client.shutdown()
+
+
+def dead_letters(spec: Check, sent: Sent, decode: Decoder, cut: CutOff, result: Result) -> None:
+    """Every broken payload once or more on the dead-letter topic, with a reason; nothing else."""
+    lettered: Counter[bytes] = Counter()
+    reasons: Counter[str] = Counter()
+    for message in records(spec.endpoints.bootstrap, spec.prefix + "sensors.deadletter"):
+        headers = {key: (value or b"").decode(errors="replace") for key, value in message.headers() or []}
+        reason = headers.get("fluxgate.dlq.reason", "")
+        if not reason:
+            result.problems.append(f"dead letter without a reason at {message.partition()}:{message.offset()}")
+        reasons[reason.split(":")[0][:60]] += 1
+        lettered[message.value() or b""] += 1
+    missing = [p for p in sent.broken if p not in lettered and not cut.excused(sent.broken_entries[p])]
+    stray = [p for p in lettered if p not in sent.broken]
+    if missing:
+        result.problems.append(f"{len(missing)} malformed payloads not dead-lettered, e.g. {missing[:2]}")
+    if stray:
+        result.problems.append(f"{len(stray)} dead letters of payloads that were not malformed, e.g. {stray[:2]}")
+    persisters = sum(1 for _ in records(spec.endpoints.bootstrap, spec.prefix + "persisters.deadletter"))
+    if persisters:
+        result.problems.append(f"{persisters} aggregates dead-lettered by a persister")
+    result.figures["dead_letters"] = {
+        "malformed_sent": sum(sent.broken.values()),
+        "distinct_malformed": len(sent.broken),
+        "on_topic": sum(lettered.values()),
+        "by_reason": dict(reasons),
+    }
+
+
+if __name__ == "__main__":
+    import sys
+
+    outcome = check(load(Path(sys.argv[1]) / "check.json"))
+    print(json.dumps({"passed": outcome.passed, "problems": outcome.problems, "figures": outcome.figures}, indent=2))
+    sys.exit(0 if outcome.passed else 1)
