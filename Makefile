@@ -74,6 +74,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/scylla.py
 	$(PY) bench/hazelcast.py
 	$(PY) bench/coap_ingest.py
+	$(PY) bench/pipeline.py  # last: it sets the per-service legs above beside the whole
 
 .PHONY: soak
 soak: install ## The pipeline under faults (every server and service, killed and stopped in turn), then every store checked; report in bench-results/

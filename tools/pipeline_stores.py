@@ -45,11 +45,27 @@ class Stores:
             return 0
 
     def _rows(self) -> int:
-        from cassandra.cluster import Cluster  # the Scylla persister's driver, installed beside it
+        session = self.scylla_session()
+        with contextlib.suppress(Exception):  # no table yet, or the store is away: nothing counted
+            if session is not None:
+                return int(session.execute(f"SELECT count(*) FROM {self._table}").one()[0])  # noqa: S608
+        return 0
+
+    def _items(self) -> int:
+        client = self.hazelcast_client()
+        with contextlib.suppress(Exception):  # no ringbuffer yet, or the member is away
+            if client is not None:
+                ring = client.get_ringbuffer(self._ringbuffer).blocking()
+                return int(ring.tail_sequence()) + 1  # every item added, even past the capacity
+        return 0
+
+    def scylla_session(self) -> Any:
+        """The run's session (the Scylla persister's driver), or None while the store is away."""
+        from cassandra.cluster import Cluster
 
         from fluxgate_scylla_persister.driver import CONNECTION_CLASS
 
-        with contextlib.suppress(Exception):  # no table yet, or the store is away: nothing counted
+        with contextlib.suppress(Exception):
             if self._scylla is None:
                 cluster = Cluster(
                     [self._endpoints.cassandra_host],
@@ -57,11 +73,11 @@ class Stores:
                     connection_class=CONNECTION_CLASS,
                 )
                 self._scylla = cluster.connect()
-            return int(self._scylla.execute(f"SELECT count(*) FROM {self._table}").one()[0])  # noqa: S608
-        return 0
+        return self._scylla
 
-    def _items(self) -> int:
-        from hazelcast.client import HazelcastClient  # the Hazelcast persister's client
+    def hazelcast_client(self) -> Any:
+        """The run's client (the Hazelcast persister's), or None while the member is away."""
+        from hazelcast.client import HazelcastClient
 
         with contextlib.suppress(Exception):
             if self._hazelcast is None:
@@ -70,6 +86,4 @@ class Stores:
                     cluster_name=self._endpoints.hazelcast_cluster,
                     cluster_connect_timeout=5,
                 )
-            ring = self._hazelcast.get_ringbuffer(self._ringbuffer).blocking()
-            return int(ring.tail_sequence()) + 1  # every item added, even past the capacity
-        return 0
+        return self._hazelcast

@@ -1,0 +1,366 @@
+"""The whole pipeline at load: MQTT devices at increasing rates through every service into
+every store, each rate held for ``--hold`` seconds, then every reading accounted for.
+
+One pipeline of its own (prefixed topics, groups, MQTT root and store targets, as a soak
+run's; see ``tools/soak.py``) runs for the whole benchmark. Each step starts simulated MQTT
+devices of its own (one metric, temperature, so every reading is aggregated) at the step's
+rate for ``--hold`` seconds, and measures:
+
+* the rate the devices reached (from the simulator's ledger) and what arrived on the
+  readings topic in the same span;
+* whether the pipeline held it: within ``--drain-timeout`` seconds of the devices stopping,
+  the aggregator has read every reading and each persister every aggregate;
+* the CPU of every process (each service with its children, e.g. Spark's JVM, and each
+  server of the stack) per reading sent in the step;
+* per store, the latency from a window's close (its end plus the watermark, in wall time:
+  the devices stamp readings with the time they send them) to the aggregate being readable
+  in Elasticsearch, Scylla and Hazelcast, polled every ``--poll`` seconds (the resolution),
+  for the windows that closed while the step's devices were sending.
+
+Steps go up until one is not held (or the devices themselves cannot send at the rate).
+At the end the watermark is pushed past every window and ``tools/soak_check.py`` checks,
+from the ledger, that every store holds every window exactly (the highest held rate counts
+only when that check passes). Next to it stand the per-service legs of the same
+``make bench`` run (``bench-results/<leg>.json``, when present): what each stage costs
+alone. Results: ``bench-results/pipeline.json``/``.md``/``.png`` and
+``pipeline-latency.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+from _common import RESULTS, ROOT, LegResult, cpu_seconds, print_table, write_report
+
+sys.path.insert(0, str(ROOT / "tools"))  # the soak run's pipeline and its independent check
+
+from pipeline_stores import Stores
+from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, simulator_argv, start_all, stop_upstream_first
+from soak import SERVERS, TOPICS, free_port, push_watermark, seconds, settle, wait_ready
+from soak_check import Check, check, save, to_ms
+
+from fluxgate_stack import api as stack
+from fluxgate_stack.topics import create_topics
+
+SERVICES = ("mqtt-proxy", "coap-ingest", "aggregator", *PERSISTERS, "device-status")
+STORES = ("elasticsearch", "scylla", "hazelcast")
+ALONE = {  # the per-service legs of the same `make bench`: (file, leg, what one item is)
+    "mqtt-proxy": ("mqtt_proxy", "mqtt-proxy", "message"),
+    "aggregator": ("aggregator", "job", "reading"),
+    "es-persister": ("elasticsearch", "es-persister", "aggregate"),
+    "scylla-persister": ("scylla", "scylla-persister", "aggregate"),
+    "hazelcast-persister": ("hazelcast", "hazelcast-persister", "aggregate"),
+}
+
+
+def group_cpu_seconds(leader: int) -> float:
+    """CPU of every process in ``leader``'s process group: a service and what it forked
+    (the aggregator's Spark JVM); each child is started as the leader of its own session."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == leader:  # field 5 of stat: the process group
+                total += cpu_seconds(int(stat.parent.name))
+    return total
+
+
+@dataclass
+class FirstSeen:
+    """When each window (device, start) was first readable in each store, polled in a thread."""
+
+    stores: Stores
+    es_url: str
+    es_alias: str
+    table: str
+    ringbuffer: str
+    every: float
+    seen: dict[str, dict[tuple[str, int], float]] = field(default_factory=lambda: {s: {} for s in STORES})
+    _next: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> threading.Thread:
+        thread = threading.Thread(target=self._loop, name="first-seen", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        with httpx.Client(timeout=5) as http:
+            while not self._stop.wait(self.every):
+                for store, windows in (("elasticsearch", self._search(http)), ("scylla", self._select()),
+                                       ("hazelcast", self._ring())):  # fmt: skip
+                    now = time.time()
+                    for window in windows:
+                        self.seen[store].setdefault(window, now)
+
+    def _search(self, http: httpx.Client) -> Iterator[tuple[str, int]]:
+        # What a user's search sees: no forced refresh, the index's own refresh interval.
+        since = int((time.time() - 120) * 1000)
+        body = {"size": 10_000, "_source": ["device_id", "window_start"],
+                "query": {"range": {"window_start": {"gte": since}}}}  # fmt: skip
+        with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+            reply = http.post(f"{self.es_url}/{self.es_alias}/_search", json=body)
+            for hit in reply.json()["hits"]["hits"]:
+                yield hit["_source"]["device_id"], to_ms(hit["_source"]["window_start"])
+
+    def _select(self) -> Iterator[tuple[str, int]]:
+        session = self.stores.scylla_session()
+        if session is None:
+            return
+        with contextlib.suppress(Exception):  # no table yet
+            for row in session.execute(f"SELECT device_id, window_start FROM {self.table}"):  # noqa: S608
+                yield row[0], to_ms(row[1])
+
+    def _ring(self) -> Iterator[tuple[str, int]]:
+        client = self.stores.hazelcast_client()
+        if client is None:
+            return
+        with contextlib.suppress(Exception):  # no ringbuffer yet
+            ring = client.get_ringbuffer(self.ringbuffer).blocking()
+            tail = ring.tail_sequence()
+            while self._next <= tail:
+                items = ring.read_many(self._next, 1, min(1000, tail + 1 - self._next))
+                self._next += len(items)
+                for item in items:
+                    document = json.loads(item.to_string() if hasattr(item, "to_string") else item)
+                    yield document["device_id"], to_ms(document["window_start"])
+
+
+@dataclass
+class Step:
+    target: float  # readings/s asked of the devices
+    devices: str  # the step's device prefix
+    start: float = 0.0
+    end: float = 0.0
+    sent: int = 0
+    arrived: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per process over the step
+    drained: dict[str, str] = field(default_factory=dict)
+    drain_s: float = 0.0
+    held: bool = False
+    latency: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def reached(self) -> float:
+        return self.sent / (self.end - self.start) if self.end > self.start else 0.0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", default="250,500,1000,2000,4000", help="readings/s of each step, increasing")
+    parser.add_argument("--hold", type=float, default=60.0, help="seconds each rate is held")
+    parser.add_argument("--mqtt-devices", type=int, default=50)
+    parser.add_argument("--window", default="10 seconds")
+    parser.add_argument("--watermark", default="5 seconds")
+    parser.add_argument("--drain-timeout", type=float, default=30.0, help="held: all read within this")
+    parser.add_argument("--poll", type=float, default=0.5, help="seconds between looks into the stores")
+    parser.add_argument("--qos", type=int, default=1)
+    args = parser.parse_args()
+    # What run_pipeline's start_all reads; no CoAP devices, nothing malformed or late: load, not faults.
+    args.coap_devices, args.coap_port, args.rate, args.malformed, args.late, args.late_by = 0, free_port(), 1.0, 0, 0, 0
+    args.no_aggregator = args.no_persisters = False
+    args.status_port = free_port()
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    prefix = f"bench{time.strftime('%m%d%H%M%S')}-"
+    names = Names(prefix)
+    endpoints = stack.ensure_up(list(SERVERS))
+    create_topics(endpoints.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
+    folder = RESULTS / f"pipeline-{prefix.rstrip('-')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    args.checkpoints = folder / "checkpoints"
+    ledger = folder / "ledger.jsonl"
+    pipeline = Pipeline(folder)
+    stores = Stores(endpoints, names.es_alias, f"fluxgate.{names.store_target}", names.store_target)
+    seen = FirstSeen(stores, endpoints.elasticsearch_url, names.es_alias, f"fluxgate.{names.store_target}",
+                     names.store_target, args.poll)  # fmt: skip
+    ports = {name: free_port() for name in SERVICES if name != "device-status"}
+    servers = {status.name: status.pid for status in stack.Stack().status() if status.name in SERVERS}
+    steps: list[Step] = []
+    started_ms = int(time.time() * 1000)
+    try:
+        start_all(pipeline, args, names, ports=ports, devices=False)
+        wait_ready(ports["mqtt-proxy"], 120)
+        seen.run()
+        warm(pipeline, args, names, ledger)
+        with Offsets(endpoints.bootstrap) as offsets:
+            for number, rate in enumerate(float(r) for r in args.rates.split(",")):
+                step = run_step(Step(rate, f"{prefix}s{number}-"), pipeline, args, names, ledger, offsets, servers)
+                steps.append(step)
+                print(f"step {rate:.0f}/s: reached {step.reached:.0f}/s, held={step.held} ({step.drained})", flush=True)
+                if not step.held or step.reached < 0.9 * rate:
+                    break
+        push_watermark("127.0.0.1", 1883, names, f"{prefix}watermark")
+        settle(endpoints.bootstrap, names)
+        with Offsets(endpoints.bootstrap) as offsets:
+            for name in PERSISTERS:
+                print(offsets.caught_up(names.group(name), names.aggregated, 120), flush=True)
+        time.sleep(3 * args.poll + 2)  # the last windows seen by the poller too
+    finally:
+        seen.stop()
+        stop_upstream_first(pipeline, endpoints.bootstrap, names=names)
+    window_ms, watermark_ms = seconds(args.window) * 1000, seconds(args.watermark) * 1000
+    for step in steps:
+        step.latency = latencies(step, seen, window_ms, watermark_ms)
+    spec = Check(ledger, endpoints, prefix, names.es_alias, names.store_target, [], window_ms=window_ms,
+                 excluded=f"{prefix}watermark", whole_from_ms=started_ms)  # fmt: skip
+    save(spec, folder / "check.json")
+    result = check(spec)
+    stores.close()
+    report(args, steps, result.passed, result.problems, result.figures, folder)
+    return 0 if result.passed else 1
+
+
+def warm(pipeline: Pipeline, args: argparse.Namespace, names: Names, ledger: Path) -> None:
+    """Ten seconds at the first step's rate, unmeasured: Spark's first batches, connections, caches."""
+    rate = float(args.rates.split(",")[0])
+    devices(pipeline, args, names, ledger, f"{names.prefix}warm-", rate, 10.0)
+    pipeline.process("simulator").wait()
+
+
+def devices(
+    pipeline: Pipeline, args: argparse.Namespace, names: Names, ledger: Path, prefix: str, rate: float, hold: float
+) -> None:
+    fleet = SimpleNamespace(**{**vars(args), "rate": rate / args.mqtt_devices})
+    extra = ("--device-prefix", prefix, "--metrics", "temperature", "--duration", str(hold), "--ledger", str(ledger),
+             "--qos", str(args.qos))  # fmt: skip
+    pipeline.start("simulator", simulator_argv(fleet, names, extra))  # type: ignore[arg-type]
+
+
+def run_step(
+    step: Step, pipeline: Pipeline, args: argparse.Namespace, names: Names, ledger: Path, offsets: Offsets,
+    servers: dict[str, int | None],
+) -> Step:  # fmt: skip
+    leaders = {name: pipeline.process(name).pid for name in SERVICES} | {
+        name: pid for name, pid in servers.items() if pid
+    }
+    before = {name: group_cpu_seconds(pid) for name, pid in leaders.items()}
+    topic_before = sum(offsets.ends(names.readings).values())
+    step.start = time.time()
+    devices(pipeline, args, names, ledger, step.devices, step.target, args.hold)
+    pipeline.process("simulator").wait()
+    step.end = time.time()
+    step.cpu = {name: group_cpu_seconds(pid) - before[name] for name, pid in leaders.items()}
+    step.sent = sum(1 for entry in ledger_entries(ledger) if entry["d"].startswith(step.devices))
+    drain = time.monotonic()
+    step.drained = {"aggregator": offsets.caught_up(names.group("aggregator"), names.readings, args.drain_timeout)}
+    for name in PERSISTERS:
+        left = max(args.drain_timeout - (time.monotonic() - drain), 1.0)
+        step.drained[name] = offsets.caught_up(names.group(name), names.aggregated, left)
+    step.drain_s = round(time.monotonic() - drain, 1)
+    step.arrived = sum(offsets.ends(names.readings).values()) - topic_before
+    step.held = not any(text.startswith("NOT") for text in step.drained.values())
+    return step
+
+
+def ledger_entries(ledger: Path) -> Iterator[dict[str, Any]]:
+    with ledger.open(encoding="utf-8") as lines:
+        for line in lines:
+            yield json.loads(line)
+
+
+def latencies(step: Step, seen: FirstSeen, window_ms: int, watermark_ms: int) -> dict[str, dict[str, float]]:
+    """Per store, seconds from close to readable of the step's windows that closed while it sent."""
+    figures: dict[str, dict[str, float]] = {}
+    start_ms, end_ms = step.start * 1000, step.end * 1000
+    for store, windows in seen.seen.items():
+        delays = sorted(
+            first - (begin + window_ms + watermark_ms) / 1000
+            for (device, begin), first in windows.items()
+            if device.startswith(step.devices) and begin >= start_ms and begin + window_ms + watermark_ms <= end_ms
+        )
+        if delays:
+            figures[store] = {"p50": percentile(delays, 50), "p99": percentile(delays, 99), "windows": len(delays)}
+    return figures
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))], 2)
+
+
+def alone() -> dict[str, dict[str, Any]]:
+    """The per-service legs of this `make bench` run, when they ran before this one."""
+    legs: dict[str, dict[str, Any]] = {}
+    for service, (file, leg, item) in ALONE.items():
+        path = RESULTS / f"{file}.json"
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            document = json.loads(path.read_text())
+            found = [entry for entry in document["legs"] if entry["leg"] == leg]
+            if found:
+                best = max(found, key=lambda entry: entry["per_second"])
+                measured = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+                legs[service] = {"per_second": best["per_second"], "cpu_us": best["cpu_us"], "item": item,
+                                 "measured": measured}  # fmt: skip
+    return legs
+
+
+def report(
+    args: argparse.Namespace, steps: list[Step], passed: bool, problems: list[str], figures: dict[str, Any],
+    folder: Path,
+) -> None:  # fmt: skip
+    legs = []
+    for step in steps:
+        per_reading = {name: round(cpu / max(step.sent, 1) * 1e6, 1) for name, cpu in step.cpu.items()}
+        extra: dict[str, float] = {"target": step.target, "held": float(step.held), "drain_s": step.drain_s,
+                                   "sent": step.sent, "arrived": step.arrived}  # fmt: skip
+        extra |= {f"{name} us": value for name, value in per_reading.items()}
+        for store, figure in step.latency.items():
+            extra |= {f"{store} p50 s": figure["p50"], f"{store} p99 s": figure["p99"]}
+        legs.append(LegResult(f"{step.target:.0f}/s", "pipeline", step.reached, sum(per_reading.values()), extra))
+    held = [step for step in steps if step.held and step.reached >= 0.9 * step.target]
+    top = max(held, key=lambda step: step.reached) if held and passed else None
+    ratios = {"held readings/s": top.reached if top else 0.0, "check passed": float(passed)}
+    settings = {key: getattr(args, key) for key in ("rates", "hold", "mqtt_devices", "window", "watermark", "qos")}
+    settings |= {"alone": alone(), "problems": problems[:20], "figures": figures, "run": str(folder)}
+    write_report("pipeline", "The whole pipeline at load (MQTT devices → every store)", "reading", legs, ratios,
+                 settings)  # fmt: skip
+    latency_chart(steps, RESULTS / "pipeline-latency.png")
+    print_table("pipeline", ["target/s", "reached/s", "held", "CPU µs/reading", *(f"{s} p50/p99 s" for s in STORES)],
+                [[f"{leg.extra['target']:.0f}", f"{leg.per_second:.0f}", bool(leg.extra["held"]), f"{leg.cpu_us:.0f}",
+                  *(f"{leg.extra.get(f'{s} p50 s', '-')}/{leg.extra.get(f'{s} p99 s', '-')}" for s in STORES)]
+                 for leg in legs])  # fmt: skip
+    print(json.dumps({"held": ratios["held readings/s"], "passed": passed, "problems": problems[:5]}), flush=True)
+
+
+def latency_chart(steps: list[Step], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axis = pyplot.subplots(figsize=(8, 4.5))
+    for store in STORES:
+        points = [(step.reached, step.latency[store]) for step in steps if store in step.latency]
+        if points:
+            axis.plot([x for x, _ in points], [f["p50"] for _, f in points], marker="o", label=f"{store} p50")
+            axis.plot([x for x, _ in points], [f["p99"] for _, f in points], marker="x", linestyle="--",
+                      label=f"{store} p99")  # fmt: skip
+    axis.set_xlabel("readings/s reached")
+    axis.set_ylabel("seconds from window close to readable")
+    axis.set_title("Window close → aggregate readable, per store")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
