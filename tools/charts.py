@@ -15,8 +15,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -110,8 +110,8 @@ def template(chart: Path, release: str = "fluxgate", values: Sequence[Values] = 
 
 
 def render(
-    chart: Path, release: str = "fluxgate", values: list[Values] = (), namespace: str = "fluxgate"
-) -> list[dict[str, Any]]:  # type: ignore[assignment]
+    chart: Path, release: str = "fluxgate", values: Sequence[Values] = (), namespace: str = "fluxgate"
+) -> list[dict[str, Any]]:
     """Every object ``helm template`` renders."""
     return [doc for doc in yaml.safe_load_all(template(chart, release, values, namespace)) if doc]
 
