@@ -81,6 +81,10 @@ soak: install ## The pipeline under faults (every server and service, killed and
 	$(STACK) up
 	$(PY) tools/soak.py $(SOAK_ARGS)
 
+.PHONY: charts
+charts: $(VENV)/.installed ## helm (built into .local/bin from the Go module proxy) and deploy/charts' dependencies
+	$(PY) tools/charts.py build
+
 .PHONY: clean
 clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
 	@test -x $(STACK) && $(STACK) purge || true

@@ -277,7 +277,7 @@ def say(text: str) -> None:
         os.close(devnull)
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mqtt-devices", type=int, default=20)
     parser.add_argument("--coap-devices", type=int, default=5)
@@ -301,7 +301,7 @@ def parse_args() -> argparse.Namespace:
         help="stop once this many readings, dead letters, aggregates and new documents in every store "
         "arrived (at most --duration): the end-to-end test waits for what it checks, not a fixed time",
     )
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def start_all(
@@ -315,12 +315,7 @@ def start_all(
     """Every child, in order; ``simulator`` adds options of its own, ``ports`` gives
     services HTTP ports other than their defaults. With ``devices_when`` the simulated
     devices start last, once it returns (a soak run accounts for every reading sent)."""
-    device_prefix = ("--device-prefix", names.prefix.replace(".", "-")) if names.prefix else ()
-    coap_resources = subprocess.run(
-        [str(BIN / "fluxgate-sim"), "coap-resources", "--coap-devices", str(args.coap_devices),
-         "--coap-port", str(args.coap_port), "--topic", names.readings, *device_prefix],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+    coap_resources = coap_resources_of(args, names)
     common = {"LOG__JSON_OUTPUT": "false"}
     http = {name: {"HTTP__PORT": str(port)} for name, port in (ports or {}).items()}
     http["device-status"] = {"HTTP__PORT": str(args.status_port)}
@@ -329,11 +324,7 @@ def start_all(
         values = {**common, **names.env(name), **http.get(name, {}), **(env or {})}
         pipeline.start(name, argv, prefixed(prefix, values))
 
-    devices = [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
-               "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
-               "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
-               "--out-of-order", "0.05", "--duplicates", "0.01", "--seed", str(getattr(args, "seed", 7)),
-               "--mqtt-root", names.mqtt_root, *device_prefix, *simulator]  # fmt: skip
+    devices = devices_argv(args, names, simulator)
     if devices_when is None:
         pipeline.start("simulator", devices)
     service("mqtt-proxy", "FLUXGATE_MQTT_", [str(BIN / "fluxgate-mqtt-proxy")])
@@ -349,6 +340,28 @@ def start_all(
     if devices_when is not None:
         devices_when()
         pipeline.start("simulator", devices)
+
+
+def device_prefix(names: Names) -> tuple[str, ...]:
+    return ("--device-prefix", names.prefix.replace(".", "-")) if names.prefix else ()
+
+
+def coap_resources_of(args: argparse.Namespace, names: Names) -> str:
+    """FLUXGATE_COAP_RESOURCES for the simulated CoAP devices (JSON)."""
+    return subprocess.run(
+        [str(BIN / "fluxgate-sim"), "coap-resources", "--coap-devices", str(args.coap_devices),
+         "--coap-port", str(args.coap_port), "--topic", names.readings, *device_prefix(names)],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def devices_argv(args: argparse.Namespace, names: Names, simulator: tuple[str, ...] = ()) -> list[str]:
+    """The simulator's command line: the devices ``args`` asks for, under ``names``."""
+    return [str(BIN / "fluxgate-sim"), "run", "--mqtt-devices", str(args.mqtt_devices),
+            "--coap-devices", str(args.coap_devices), "--coap-port", str(args.coap_port), "--rate", str(args.rate),
+            "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
+            "--out-of-order", "0.05", "--duplicates", "0.01", "--seed", str(getattr(args, "seed", 7)),
+            "--mqtt-root", names.mqtt_root, *device_prefix(names), *simulator]  # fmt: skip
 
 
 def persisting(args: argparse.Namespace) -> bool:

@@ -4,8 +4,6 @@ settings."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import os
 import shlex
@@ -18,11 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
+from fluxgate_testing import specs
+from fluxgate_testing.specs import arguments, assert_settings_fields, console_scripts, load_with_env
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.limits import LimitSettings
-from fluxgate_core.settings import load_settings
 from fluxgate_stack.servers.elasticsearch import node_settings
 from fluxgate_stack.servers.hazelcast import HEALTH_PATH as HAZELCAST_HEALTH_PATH
 from fluxgate_stack.servers.hazelcast import hazelcast_xml
@@ -43,19 +41,6 @@ def service_dir(name: str) -> Path:
     return (ROOT / str(BUILT[name]["build"]["dockerfile"])).parent
 
 
-def console_scripts(folder: Path) -> dict[str, str]:
-    pyproject = folder / "pyproject.toml"
-    assert pyproject.is_file(), f"{pyproject} is missing"
-    return dict(tomllib.loads(pyproject.read_text())["project"].get("scripts", {}))
-
-
-def settings_module(name: str) -> str:
-    """``<package>.settings`` of the package whose console script the service runs."""
-    packages = {target.split(":")[0].split(".")[0] for target in console_scripts(service_dir(name)).values()}
-    assert len(packages) == 1, f"{name}: console scripts in several packages {packages}"
-    return f"{packages.pop()}.settings"
-
-
 def prefix_of(service: dict[str, Any]) -> str:
     """``FLUXGATE_<X>_``: every variable of a service but the shared ones has the same one."""
     own = [key for key in service.get("environment", {}) if key not in SHARED_ENV]
@@ -65,67 +50,12 @@ def prefix_of(service: dict[str, Any]) -> str:
 
 
 def settings_class(name: str) -> type[BaseSettings]:
-    prefix = prefix_of(BUILT[name])
-    module = importlib.import_module(settings_module(name))
-    for _, cls in inspect.getmembers(module, inspect.isclass):
-        if issubclass(cls, BaseSettings) and cls.model_config.get("env_prefix") == prefix:
-            return cls
-    raise AssertionError(f"no Settings class with env_prefix {prefix} in {module.__name__}")
-
-
-def field_exists(model: type[BaseModel], path: list[str]) -> bool:
-    field = model.model_fields.get(path[0].lower())
-    if field is None:
-        return False
-    if len(path) == 1:
-        return True
-    nested = field.annotation
-    return isinstance(nested, type) and issubclass(nested, BaseModel) and field_exists(nested, path[1:])
-
-
-def assert_settings_fields(cls: type[BaseSettings], env: dict[str, Any], where: str) -> None:
-    prefix = str(cls.model_config["env_prefix"])
-    for key in env:
-        if key.startswith(prefix):
-            path = key[len(prefix) :].split("__")
-            assert field_exists(cls, path), f"{where}: {key} is not a field of {cls.__name__}"
-
-
-def load_with_env(cls: type[BaseSettings], env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``cls`` loaded from exactly ``env``: this process's own variables under the prefix are hidden."""
-    prefix = str(cls.model_config["env_prefix"])
-    for key in list(os.environ):
-        if key.upper().startswith(prefix):
-            monkeypatch.delenv(key)
-    for key, value in env.items():
-        monkeypatch.setenv(key, str(value))
-    return load_settings(cls)
+    return specs.settings_class(service_dir(name), prefix_of(BUILT[name]))
 
 
 def dockerfile_of(name: str) -> Path:
     dockerfile = ROOT / str(BUILT[name]["build"]["dockerfile"])
     return dockerfile
-
-
-def instructions(dockerfile: Path) -> list[tuple[str, str]]:
-    """``(INSTRUCTION, arguments)`` pairs, continuation lines joined, comments dropped."""
-    result: list[tuple[str, str]] = []
-    pending = ""
-    for line in dockerfile.read_text().splitlines():
-        if line.lstrip().startswith("#") or not line.strip():
-            continue
-        pending += line.rstrip()
-        if pending.endswith("\\"):
-            pending = pending[:-1] + " "
-            continue
-        keyword, _, arguments = pending.strip().partition(" ")
-        result.append((keyword.upper(), arguments.strip()))
-        pending = ""
-    return result
-
-
-def arguments(dockerfile: Path, keyword: str) -> list[str]:
-    return [args for kw, args in instructions(dockerfile) if kw == keyword]
 
 
 def dockerfile_env(dockerfile: Path) -> dict[str, str]:

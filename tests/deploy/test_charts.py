@@ -1,0 +1,240 @@
+"""The Helm charts, checked without a cluster: lint, render, every object valid against
+the Kubernetes schemas (strict: unknown fields fail) and the operators' CRDs, every
+environment name a field of the service's Settings and every value accepted by it, the
+image's command its Dockerfile's entry point, the pods hardened, each service's scaling
+rules enforced, and the Dockerfiles hadolint-clean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from charts import SERVICES, UMBRELLA, ChartError, lint, render
+from fluxgate_testing import specs
+from fluxgate_testing.k8s import Pod, pods
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBERNETES = "1.37.0"  # the newest schemas kubernetes-validate ships
+EXAMPLES = sorted((ROOT / "deploy/charts/fluxgate/examples").glob("*.yaml"))
+EVERYTHING_ON: dict[str, Any] = {
+    "global": {"existingSecret": "fluxgate-secrets"},
+    **{name: {"podMonitor": {"enabled": True}} for name in SERVICES},
+    "mqtt-proxy": {"replicaCount": 2, "podMonitor": {"enabled": True}},
+    "coap-ingest": {"replicaCount": 2, "podMonitor": {"enabled": True}},
+    "device-status": {"autoscaling": {"enabled": True}, "podMonitor": {"enabled": True}},
+    **{name: {"autoscaling": {"enabled": True}, "podMonitor": {"enabled": True}}
+       for name in ("es-persister", "scylla-persister", "hazelcast-persister")},
+    "aggregator": {"mode": "sparkApplication",
+                   "sparkApplication": {"image": "registry.example/fluxgate/aggregator-spark:0.1.0"}},
+}  # fmt: skip
+SPARK_ON_OBJECT_STORE = {"aggregator": {"checkpoint": {"url": "s3a://fluxgate/checkpoints/aggregator"}}}
+# (chart, values files and dicts) pairs: "<dev>" is the umbrella's values-dev.yaml
+CASES: dict[str, tuple[str, list[Any]]] = {
+    **{name: (name, []) for name in SERVICES},
+    "umbrella": (UMBRELLA, []),
+    "umbrella-dev": (UMBRELLA, ["<dev>"]),
+    **{f"umbrella-dev-{path.stem}": (UMBRELLA, ["<dev>", path]) for path in EXAMPLES},
+    "umbrella-everything-on": (UMBRELLA, ["<dev>", EVERYTHING_ON]),
+    "umbrella-checkpoint-url": (UMBRELLA, ["<dev>", SPARK_ON_OBJECT_STORE]),
+}
+SECRETS = {("fluxgate-secrets", "kafka-sasl-password"): "s3cret", ("fluxgate-es-elastic-user", "elastic"): "s3cret"}
+
+
+def values_of(charts: Path, values: list[Any]) -> list[Any]:
+    dev = charts / UMBRELLA / "values-dev.yaml"
+    return [dev if item == "<dev>" else item for item in values]
+
+
+@pytest.fixture(scope="module")
+def rendered(built_charts: Path) -> dict[str, list[dict[str, Any]]]:
+    return {case: render(built_charts / chart, values=values_of(built_charts, v)) for case, (chart, v) in CASES.items()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chart_lints(case: str, built_charts: Path) -> None:
+    chart, values = CASES[case]
+    result = lint(built_charts / chart, values_of(built_charts, values))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_object_is_valid_kubernetes(
+    case: str, rendered: dict[str, list[dict[str, Any]]], crd_schemas: dict[tuple[str, str], Any]
+) -> None:
+    for obj in rendered[case]:
+        where = f"{obj['kind']} {obj['metadata']['name']}"
+        schema = crd_schemas.get((obj["apiVersion"], obj["kind"]))
+        try:
+            if schema is not None:
+                jsonschema.validate(obj, schema)
+            else:
+                kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+        except jsonschema.ValidationError as error:
+            pytest.fail(f"{where}: {error.message} at {'/'.join(map(str, error.absolute_path))}")
+
+
+def test_custom_resources_are_all_checked(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    kinds = {obj["kind"] for obj in rendered["umbrella-everything-on"]}
+    assert {"ScaledObject", "PodMonitor", "SparkApplication"} <= kinds
+
+
+def settings_of(pod: Pod, env: dict[str, str]) -> type[Any]:
+    prefixes = {"_".join(name.split("_")[:2]) + "_" for name in env if name.startswith("FLUXGATE_")}
+    assert len(prefixes) == 1, f"{pod.name}: one settings prefix, got {prefixes}"
+    return specs.settings_class(specs.folder_of_script(pod.argv[0]), prefixes.pop())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_env_names_are_settings_fields_and_values_validate(
+    case: str, rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What catches a renamed setting or a wrong value statically: each pod's whole
+    environment, as the kubelet would give it, loaded by the service's own Settings."""
+    objects = rendered[case]
+    for pod in pods(objects):
+        env = pod.env(objects, SECRETS)
+        cls = settings_of(pod, env)
+        assert {name for name in env if not name.startswith("FLUXGATE_")} <= {"POD_NAME", "POD_NAMESPACE"}
+        specs.assert_settings_fields(cls, env, f"{case}: {pod.name}")
+        settings = specs.load_with_env(cls, env, monkeypatch)
+        assert settings.http.port == pod.port, f"{pod.name}: serves on {settings.http.port}, the pod opens {pod.port}"
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_secrets_are_exactly_the_settings_secrets(name: str) -> None:
+    """Every SecretStr setting can come from a Secret, and nothing else is read from one."""
+    values = yaml.safe_load((ROOT / "deploy/charts" / name / "values.yaml").read_text())
+    cls = specs.settings_class(specs.folder_of_script(values["command"][0]), values["envPrefix"])
+    assert set(values["secrets"]["keys"]) == specs.secret_env_names(cls)
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_command_is_the_dockerfiles_entry_point(name: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
+    [pod] = pods(rendered[name])
+    dockerfile = specs.folder_of_script(pod.argv[0]) / "Dockerfile"
+    [entrypoint] = specs.arguments(dockerfile, "ENTRYPOINT")
+    cmd = specs.arguments(dockerfile, "CMD")
+    assert pod.container["command"] == json.loads(entrypoint), dockerfile
+    assert pod.container.get("args", []) == (json.loads(cmd[0]) if cmd else []), dockerfile
+    assert specs.arguments(dockerfile, "EXPOSE") == [str(pod.port)], dockerfile
+
+
+@pytest.mark.parametrize("case", ["umbrella-dev", "umbrella-everything-on"])
+def test_pods_are_hardened_and_probed(case: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered[case]
+    for pod in pods(objects):
+        spec, context = pod.workload["spec"]["template"]["spec"], pod.container["securityContext"]
+        assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"] == 10001
+        assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"], pod.name
+        assert context["capabilities"] == {"drop": ["ALL"]} and not context["privileged"], pod.name
+        assert {"livenessProbe": "/healthz", "readinessProbe": "/readyz"}.items() <= pod.probe_paths().items()
+        assert set(pod.container["resources"]) == {"requests", "limits"}, pod.name
+        assert spec["topologySpreadConstraints"], pod.name
+        selector = pod.workload["spec"]["selector"]["matchLabels"]
+        budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+        assert any(b["spec"]["selector"]["matchLabels"] == selector for b in budgets), f"{pod.name}: no PDB"
+
+
+def env_of(objects: list[dict[str, Any]], workload: str, ordinal: int = 0) -> dict[str, str]:
+    [pod] = [p for p in pods(objects) if p.workload["metadata"]["name"] == workload and p.ordinal == ordinal]
+    return pod.env(objects, SECRETS)
+
+
+def test_mqtt_replicas_share_one_subscription_with_client_ids_of_their_own(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    objects = rendered["umbrella-everything-on"]
+    members = [env_of(objects, "fluxgate-mqtt-proxy", i) for i in (0, 1)]
+    assert {env["FLUXGATE_MQTT_MQTT__SHARE_GROUP"] for env in members} == {"fluxgate-mqtt-proxy"}
+    assert [env["FLUXGATE_MQTT_MQTT__CLIENT_ID"] for env in members] == [
+        "fluxgate-mqtt-proxy-0",
+        "fluxgate-mqtt-proxy-1",
+    ]
+
+
+def test_coap_members_split_the_resources_by_pod_index(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["umbrella-everything-on"]
+    members = [env_of(objects, "fluxgate-coap-ingest", i) for i in (0, 1)]
+    assert [(env["FLUXGATE_COAP_MEMBER"], env["FLUXGATE_COAP_MEMBERS"]) for env in members] == [("0", "2"), ("1", "2")]
+
+
+def test_lag_scalers_watch_each_group_on_its_topic(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    scalers = {o["spec"]["scaleTargetRef"]["name"]: o for o in rendered["umbrella-everything-on"]
+               if o["kind"] == "ScaledObject"}  # fmt: skip
+    triggers = {name: s["spec"]["triggers"][0]["metadata"] for name, s in scalers.items()}
+    watched = {name: (trigger["consumerGroup"], trigger["topic"]) for name, trigger in triggers.items()}
+    assert watched == {
+        "fluxgate-es-persister": ("fluxgate-es-persister", "temperatures.aggregated"),
+        "fluxgate-scylla-persister": ("fluxgate-scylla-persister", "temperatures.aggregated"),
+        "fluxgate-hazelcast-persister": ("fluxgate-hazelcast-persister", "temperatures.aggregated"),
+        "fluxgate-device-status": ("fluxgate-device-status", "sensors.readings"),
+    }
+    assert all(s["spec"]["maxReplicaCount"] <= 3 for s in scalers.values())
+    workloads = {
+        o["metadata"]["name"]: o
+        for o in rendered["umbrella-everything-on"]
+        if o["kind"] in ("Deployment", "StatefulSet")
+    }
+    assert all("replicas" not in workloads[name]["spec"] for name in scalers), "KEDA owns the replica count"
+
+
+REFUSED = {
+    "a scaler beyond the partitions": ("es-persister", {"autoscaling": {"enabled": True, "maxReplicas": 4},
+                                                         "global": {"kafka": {"bootstrapServers": "k:9092"}}},
+                                       "above kafka.partitions"),
+    "two mqtt replicas without a share group": ("mqtt-proxy", {"replicaCount": 2, "shareGroup": ""},
+                                                "needs shareGroup"),
+    "two aggregators": ("aggregator", {"replicaCount": 2}, "replicaCount must be 1"),
+    "a setting of another service": ("es-persister", {"config": {"FLUXGATE_HZ_SINK__KCQL": "x"}},
+                                     "starts with FLUXGATE_ES_"),
+    "a SparkApplication without its image": ("aggregator", {"mode": "sparkApplication"}, "sparkApplication.image"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_charts_refuse_what_would_break_a_service(case: str, built_charts: Path) -> None:
+    chart, values, message = REFUSED[case]
+    with pytest.raises(ChartError, match=message):
+        render(built_charts / chart, values=[values])
+
+
+def test_device_status_advertises_its_stable_dns_name(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    env = env_of(rendered["umbrella-dev"], "fluxgate-device-status")
+    host = "fluxgate-device-status-0.fluxgate-device-status-headless.fluxgate.svc"
+    assert env["FLUXGATE_STATUS_HTTP__ADVERTISED_HOST"] == host
+    assert env["FLUXGATE_STATUS_STATUS__PARTITIONS"] == "3"
+
+
+@pytest.mark.parametrize("dockerfile", sorted(str(f.relative_to(ROOT)) for f in ROOT.glob("services/**/Dockerfile")))
+def test_dockerfile_passes_hadolint(dockerfile: str) -> None:
+    hadolint = Path(sys.executable).parent / "hadolint"
+    result = subprocess.run(
+        [str(hadolint), "--no-color", "--failure-threshold", "info", dockerfile],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_validation_refuses_unknown_fields(
+    rendered: dict[str, list[dict[str, Any]]], crd_schemas: dict[tuple[str, str], Any]
+) -> None:
+    """The check above is strict: a misspelt field fails, in a built-in kind and in a custom resource."""
+    objects = rendered["umbrella-everything-on"]
+    [deployment] = [
+        o for o in objects if o["metadata"]["name"] == "fluxgate-es-persister" and o["kind"] == "Deployment"
+    ]
+    deployment = json.loads(json.dumps(deployment))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(jsonschema.ValidationError, match="readinesProbe"):
+        kubernetes_validate.validate(deployment, KUBERNETES, strict=True)
+    [scaler] = [json.loads(json.dumps(o)) for o in objects if o["kind"] == "ScaledObject"][:1]
+    scaler["spec"]["maxReplicas"] = 3
+    with pytest.raises(jsonschema.ValidationError, match="maxReplicas"):
+        jsonschema.validate(scaler, crd_schemas[("keda.sh/v1alpha1", "ScaledObject")])

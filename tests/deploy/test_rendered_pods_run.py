@@ -1,0 +1,136 @@
+"""Each pod the umbrella chart renders, run for real: every Deployment's and StatefulSet's
+command started as a local process with exactly the environment (as the kubelet builds it)
+and port the pod spec gives it, the in-cluster host names of values-dev.yaml mapped to the
+local stack and each mounted volume to a folder of the test's; then every rendered
+startup, liveness and readiness probe must answer 200 on the rendered port, simulated
+devices' readings must reach every store and device-status, and every service must stop
+cleanly. A renamed variable or a wrong port in a chart fails here even where a static check
+cannot tell (a value the service accepts but cannot use)."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from charts import UMBRELLA, render
+from fluxgate_testing import free_port
+from fluxgate_testing.k8s import Pod, pods
+from pipeline_stores import Stores
+from run_pipeline import (
+    BIN,
+    Names,
+    Pipeline,
+    coap_resources_of,
+    devices_argv,
+    parse_args,
+    prefixed,
+    stop_upstream_first,
+)
+
+from fluxgate_stack import ensure_up
+from fluxgate_stack.topics import create_topics
+
+# serial: the pods listen on their rendered ports (9101-9107), the ones `make run` uses
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial]
+
+TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late",
+          "persisters.deadletter", "devices.status")  # fmt: skip
+PREFIXES = {"mqtt-proxy": "FLUXGATE_MQTT_", "coap-ingest": "FLUXGATE_COAP_", "aggregator": "FLUXGATE_AGG_",
+            "es-persister": "FLUXGATE_ES_", "scylla-persister": "FLUXGATE_SCYLLA_",
+            "hazelcast-persister": "FLUXGATE_HZ_", "device-status": "FLUXGATE_STATUS_"}  # fmt: skip
+
+
+def local_host_names(endpoints: Any) -> dict[str, str]:
+    """values-dev.yaml's in-cluster addresses -> the local stack's."""
+    registry = endpoints.registry_url.split("/apis/")[0]
+    return {
+        "kafka:9092": endpoints.bootstrap,
+        "http://registry:8081": registry,
+        "http://elasticsearch:9200": endpoints.elasticsearch_url,
+        '["scylla"]': f'["{endpoints.cassandra_contact_point}"]',
+        "hazelcast:5701": endpoints.hazelcast_address,
+    }
+
+
+def local_env(pod: Pod, objects: list[dict[str, Any]], endpoints: Any, folder: Path) -> dict[str, str]:
+    """The pod's environment, its servers and volumes mapped to this machine (nothing else changes)."""
+    env = pod.env(objects)
+    mounts = {m["mountPath"]: folder / pod.name / m["name"] for m in pod.container.get("volumeMounts", [])}
+    for key, value in env.items():
+        for cluster, local in local_host_names(endpoints).items():
+            value = value.replace(cluster, local)
+        for path, local_folder in mounts.items():
+            if value.startswith(path):
+                local_folder.mkdir(parents=True, exist_ok=True)
+                value = str(local_folder) + value[len(path) :]
+        env[key] = value
+    if env.get("FLUXGATE_MQTT_MQTT__HOST") == "mosquitto":
+        env["FLUXGATE_MQTT_MQTT__HOST"] = endpoints.mqtt_host
+        assert endpoints.mqtt_port == 1883, "the rendered pod connects to mosquitto's default port"
+    return env
+
+
+def probe_until_ok(pod: Pod, pipeline: Pipeline, name: str, timeout: float) -> dict[str, int]:
+    """Every rendered probe path on the rendered port, until each answers 200 (or ``timeout``)."""
+    deadline, status = time.monotonic() + timeout, {}
+    while time.monotonic() < deadline:
+        assert pipeline.running(name), f"{name} exited:\n{pipeline.tail(name)}"
+        for kind, path in pod.probe_paths().items():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{pod.port}{path}", timeout=3) as reply:
+                    status[kind] = reply.status
+            except (urllib.error.URLError, OSError) as error:
+                status[kind] = getattr(error, "code", 0)
+        if set(status.values()) == {200}:
+            return status
+        time.sleep(1)
+    raise AssertionError(f"{name}: probes {status} after {timeout:.0f} s\n{pipeline.tail(name)}")
+
+
+def test_every_rendered_pod_runs_probes_answer_and_data_flows(
+    built_charts: Path, tmp_path: Path, elasticsearch: str, cassandra: Any, hazelcast: Any
+) -> None:
+    endpoints = ensure_up(["kafka", "registry", "mosquitto", "elasticsearch", "cassandra", "hazelcast"])
+    names = Names(prefix=f"helm{uuid.uuid4().hex[:6]}.")
+    create_topics(endpoints.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
+    args = parse_args(["--mqtt-devices", "4", "--coap-devices", "2", "--coap-port", str(free_port(socket.SOCK_DGRAM)),
+                       "--window", "5 seconds", "--watermark", "5 seconds"])  # fmt: skip
+    # Only what a user sets for a pipeline of their own: its names (and a short window).
+    config: dict[str, Any] = {name: {"config": prefixed(prefix, names.env(name))} for name, prefix in PREFIXES.items()}
+    config["coap-ingest"]["config"]["FLUXGATE_COAP_RESOURCES"] = coap_resources_of(args, names)
+    config["aggregator"]["config"] |= {"FLUXGATE_AGG_WINDOW__SIZE": args.window,
+                                       "FLUXGATE_AGG_WINDOW__WATERMARK": args.watermark}  # fmt: skip
+    objects = render(built_charts / UMBRELLA, values=[built_charts / UMBRELLA / "values-dev.yaml", config])
+    rendered = pods(objects)
+    assert {pod.argv[0] for pod in rendered} == {f"fluxgate-{name}" for name in PREFIXES}
+
+    stores = Stores(endpoints, names.es_alias, f"fluxgate.{names.store_target}", names.store_target)
+    pipeline = Pipeline(tmp_path)
+    try:
+        for pod in rendered:
+            name = pod.argv[0].removeprefix("fluxgate-")
+            pipeline.start(name, [str(BIN / pod.argv[0]), *pod.argv[1:]], local_env(pod, objects, endpoints, tmp_path))
+        for pod in rendered:
+            name = pod.argv[0].removeprefix("fluxgate-")
+            probe_until_ok(pod, pipeline, name, timeout=240 if name == "aggregator" else 90)
+        pipeline.start("simulator", devices_argv(args, names))
+        deadline = time.monotonic() + 150
+        while not all(count > 0 for count in stores.counts().values()):
+            assert time.monotonic() < deadline, f"stores after 150 s: {stores.counts()}; dead: {pipeline.dead()}"
+            assert not pipeline.dead(), {name: pipeline.tail(name) for name in pipeline.dead()}
+            time.sleep(2)
+        status = next(pod for pod in rendered if pod.argv[0] == "fluxgate-device-status")
+        with urllib.request.urlopen(f"http://127.0.0.1:{status.port}/devices", timeout=5) as reply:
+            assert b"ONLINE" in reply.read()
+    finally:
+        stopped = stop_upstream_first(pipeline, endpoints.bootstrap, timeout=60, names=names)
+        stores.close()
+    assert stopped.exits == dict.fromkeys(stopped.exits, 0), {
+        n: pipeline.tail(n) for n, c in stopped.exits.items() if c
+    }
