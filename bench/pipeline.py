@@ -46,7 +46,7 @@ from _common import RESULTS, ROOT, LegResult, cpu_seconds, print_table, write_re
 sys.path.insert(0, str(ROOT / "tools"))  # the soak run's pipeline and its independent check
 
 from pipeline_stores import Stores
-from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, simulator_argv, start_all, stop_upstream_first
+from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first
 from soak import SERVERS, TOPICS, free_port, push_watermark, seconds, settle, wait_ready
 from soak_check import Check, check, save, to_ms
 
@@ -241,7 +241,8 @@ def devices(
     fleet = SimpleNamespace(**{**vars(args), "rate": rate / args.mqtt_devices})
     extra = ("--device-prefix", prefix, "--metrics", "temperature", "--duration", str(hold), "--ledger", str(ledger),
              "--qos", str(args.qos))  # fmt: skip
-    pipeline.start("simulator", simulator_argv(fleet, names, extra))  # type: ignore[arg-type]
+    # The step's own device prefix comes after the run's: the simulator takes the last one given.
+    pipeline.start("simulator", devices_argv(fleet, names, extra))  # type: ignore[arg-type]
 
 
 def run_step(

@@ -311,10 +311,12 @@ def start_all(
     simulator: tuple[str, ...] = (),
     ports: dict[str, int] | None = None,
     devices_when: Callable[[], None] | None = None,
+    devices: bool = True,
 ) -> None:
     """Every child, in order; ``simulator`` adds options of its own, ``ports`` gives
     services HTTP ports other than their defaults. With ``devices_when`` the simulated
-    devices start last, once it returns (a soak run accounts for every reading sent)."""
+    devices start last, once it returns (a soak run accounts for every reading sent);
+    without ``devices`` not at all (a benchmark starts them step by step)."""
     coap_resources = coap_resources_of(args, names)
     common = {"LOG__JSON_OUTPUT": "false"}
     http = {name: {"HTTP__PORT": str(port)} for name, port in (ports or {}).items()}
@@ -324,9 +326,9 @@ def start_all(
         values = {**common, **names.env(name), **http.get(name, {}), **(env or {})}
         pipeline.start(name, argv, prefixed(prefix, values))
 
-    devices = devices_argv(args, names, simulator)
-    if devices_when is None:
-        pipeline.start("simulator", devices)
+    fleet = devices_argv(args, names, simulator)
+    if devices and devices_when is None:
+        pipeline.start("simulator", fleet)
     service("mqtt-proxy", "FLUXGATE_MQTT_", [str(BIN / "fluxgate-mqtt-proxy")])
     service("device-status", "FLUXGATE_STATUS_", [str(BIN / "fluxgate-device-status")])
     service("coap-ingest", "FLUXGATE_COAP_", [str(BIN / "fluxgate-coap-ingest")], {"RESOURCES": coap_resources})
@@ -337,9 +339,9 @@ def start_all(
     if persisting(args):
         for name, prefix in PERSISTERS.items():
             service(name, prefix, [str(BIN / f"fluxgate-{name}")])
-    if devices_when is not None:
+    if devices and devices_when is not None:
         devices_when()
-        pipeline.start("simulator", devices)
+        pipeline.start("simulator", fleet)
 
 
 def device_prefix(names: Names) -> tuple[str, ...]:
