@@ -8,7 +8,9 @@ from pathlib import Path
 
 import httpx
 
+from fluxgate_console.deadletters import DeadLetter
 from fluxgate_console.kafka_state import GroupAnswer, KafkaUnavailable, Member
+from fluxgate_core.deadletter import dead_letter_headers
 
 RECORDED = Path(__file__).parent / "recorded"
 READY = json.dumps({"ready": True, "checks": {"ready": True}})
@@ -67,3 +69,34 @@ def group_answer(topic: str, committed: Mapping[int, int], members: int = 1) -> 
     parts = tuple((topic, p) for p in committed)
     crew = tuple(Member(f"client-{i}", f"/127.0.0.{i + 1}", parts[i::members]) for i in range(members))
     return GroupAnswer("STABLE", crew, {(topic, p): o for p, o in committed.items()})
+
+
+def gateway_letter(offset: int, payload: bytes = b'{"temp": "warm"}', at_ms: int = 1_700_000_000_000) -> DeadLetter:
+    """A dead letter as a gateway writes it (fluxgate_core.deadletter), from an MQTT topic."""
+    headers = dead_letter_headers(
+        reason="value 'warm' is not a number", error_class="PayloadError", source="sensors/dev-7/temperature",
+        service="mqtt-proxy", now_ms=at_ms,
+    )  # fmt: skip
+    return DeadLetter("sensors.deadletter", 0, offset, at_ms, b"dev-7", payload, (("mqtt.qos", b"1"), *headers))
+
+
+def aggregator_letter(offset: int, source_offset: int, at_ms: int = 1_700_000_060_000) -> DeadLetter:
+    """A dead letter as the aggregator writes it: its source is ``<topic>/<partition>/<offset>``."""
+    headers = dead_letter_headers(
+        reason="unknown schema id 42: not registered when the job started", error_class="SerializationError",
+        source=f"sensors.readings/1/{source_offset}", service="aggregator", now_ms=at_ms,
+    )  # fmt: skip
+    return DeadLetter("sensors.deadletter", 1, offset, at_ms, b"dev-3", b"\x00\x00\x00\x00\x2a\x0cdev-3", headers)
+
+
+def sink_letter(offset: int, at_ms: int = 1_700_000_120_000) -> DeadLetter:
+    """A dead letter as the sink runtime writes it: where it was read from in its own headers."""
+    headers = [
+        ("fluxgate.dlq.topic", b"temperatures.aggregated"), ("fluxgate.dlq.partition", b"2"),
+        ("fluxgate.dlq.offset", b"77"), ("fluxgate.dlq.target", b"temperatures-2024.01.01"),
+        *dead_letter_headers(
+            reason="BulkIndexError: 1 document(s) failed. Caused by: mapper_parsing_exception: failed to parse [mean]",
+            error_class="StoreRejected", source="temperatures.aggregated", service="es-persister", now_ms=at_ms,
+        ),
+    ]  # fmt: skip
+    return DeadLetter("persisters.deadletter", 0, offset, at_ms, b"dev-1", b"\x00\x00\x00\x00\x07body", headers)

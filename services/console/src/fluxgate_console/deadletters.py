@@ -156,6 +156,13 @@ class TopicBook:
     by_source: collections.Counter[str] = field(default_factory=collections.Counter)
     by_minute: dict[int, collections.Counter[str]] = field(default_factory=dict)  # minute → error class → count
 
+    def per_minute(self, last_minute: int, minutes: int = 30) -> list[int]:
+        """Dead letters in each of the ``minutes`` minutes up to ``last_minute`` (epoch minutes), oldest first."""
+        return [
+            sum(self.by_minute.get(m, collections.Counter()).values())
+            for m in range(last_minute - minutes + 1, last_minute + 1)
+        ]
+
 
 class DeadLetterBook:
     """Counts by reason, source and minute, and the newest letters, per topic; thread-safe

@@ -141,7 +141,8 @@ class Web:
         rendered = []
         for section in SECTIONS:
             try:
-                rendered.append(self._env.get_template(f"{section}.html").render(**context))
+                # autoescaped by the environment: safe to splice into the page as it is
+                rendered.append(Markup(self._env.get_template(f"{section}.html").render(**context)))  # noqa: S704
             except Exception as exc:  # one part failing shows as that part's error, never a blank page
                 log.exception("console.part_failed", part=section)
                 failed = Markup(FAILED_PART)  # noqa: S704 - a constant; format() escapes what goes in
