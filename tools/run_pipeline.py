@@ -291,6 +291,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-aggregator", action="store_true", help="skip the Spark job (and the persisters)")
     parser.add_argument("--no-persisters", action="store_true", help="skip the persisters")
     parser.add_argument("--status-port", type=int, default=9107, help="device-status's HTTP port (GET /devices)")
+    parser.add_argument("--console-port", type=int, default=9108, help="the console's page (0: no console)")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
     parser.add_argument(
@@ -364,6 +365,16 @@ def devices_argv(args: argparse.Namespace, names: Names, simulator: tuple[str, .
             "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
             "--out-of-order", "0.05", "--duplicates", "0.01", "--seed", str(getattr(args, "seed", 7)),
             "--mqtt-root", names.mqtt_root, *device_prefix(names), *simulator]  # fmt: skip
+
+
+def start_console(pipeline: Pipeline, port: int) -> None:
+    """The console on the local services' default ports, auth off (this machine only: loopback)."""
+    if not port:
+        return
+    env = {"WEB__HOST": "127.0.0.1", "WEB__PORT": str(port), "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(port + 1),
+           "PAGE_AUTH__MODE": "none", "REPLAY_AUTH__MODE": "none", "LOG__JSON_OUTPUT": "false"}  # fmt: skip
+    pipeline.start("console", [str(BIN / "fluxgate-console")], prefixed("FLUXGATE_CONSOLE_", env))
+    say(f"console: http://127.0.0.1:{port}/  (Kafka Connect API: http://127.0.0.1:{port}/connect/connectors)")
 
 
 def persisting(args: argparse.Namespace) -> bool:
@@ -468,6 +479,7 @@ def main() -> int:
     died: list[str] = []
     try:
         start_all(pipeline, args)
+        start_console(pipeline, args.console_port)
         say("watching Kafka (Ctrl-C stops everything)...")
         watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port)
         died = pipeline.dead()

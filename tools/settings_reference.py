@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings
 
 from fluxgate_aggregator.settings import AggregatorSettings
 from fluxgate_coap_ingest.settings import CoapIngestSettings
+from fluxgate_console.settings import ConsoleSettings
 from fluxgate_device_status.settings import StatusSettings
 from fluxgate_es_persister.settings import ElasticsearchSettings
 from fluxgate_hazelcast_persister.settings import HazelcastSettings
@@ -38,6 +39,7 @@ SERVICES: dict[str, type[BaseSettings]] = {
     "scylla-persister": ScyllaSettings,
     "hazelcast-persister": HazelcastSettings,
     "device-status": StatusSettings,
+    "console": ConsoleSettings,
 }
 
 

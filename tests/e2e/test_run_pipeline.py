@@ -44,7 +44,7 @@ def test_make_run_moves_readings_to_aggregates(stack: Any, fates: Any) -> None:
     assert result.returncode == 0, f"{summary}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert summary["arrived"]["sensors.readings"] > 1000, summary
     services = ["aggregator", "coap-ingest", "device-status", "es-persister", "hazelcast-persister", "mqtt-proxy"]
-    services.append("scylla-persister")
+    services += ["scylla-persister", "console"]
     assert summary["exits"] == dict.fromkeys([*services, "simulator"], 0)
     assert summary["devices"].get("ONLINE", 0) > 0, summary  # device-status saw the simulated devices
     for store in ("elasticsearch", "scylla", "hazelcast"):  # aggregates reached every store, during this run

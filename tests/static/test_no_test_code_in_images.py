@@ -25,7 +25,7 @@ def test_no_runtime_module_imports_test_code() -> None:
 
 def test_no_image_installs_the_test_helpers() -> None:
     dockerfiles = sorted(ROOT.glob("services/**/Dockerfile"))
-    assert len(dockerfiles) == 7
+    assert len(dockerfiles) == 8
     assert [str(p.relative_to(ROOT)) for p in dockerfiles if "fluxgate-testing" in p.read_text()] == []
 
 

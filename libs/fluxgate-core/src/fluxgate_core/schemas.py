@@ -17,6 +17,7 @@ from fluxgate_core.errors import ConfigError
 SENSOR_READING = "sensor_reading"
 TEMPERATURE_AGGREGATE = "temperature_aggregate"
 DEVICE_STATUS = "device_status"
+REPLAY_AUDIT = "replay_audit"
 
 
 def schemas_dir() -> Path:

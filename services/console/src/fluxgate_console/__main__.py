@@ -1,0 +1,3 @@
+from fluxgate_console.app import main
+
+main()

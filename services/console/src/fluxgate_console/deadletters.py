@@ -1,0 +1,211 @@
+"""Dead letters explained: each record's ``fluxgate.dlq.*`` headers, its root cause, a safe
+preview of the original bytes, and where a replay would send it back to.
+
+The headers are written by ``fluxgate_core.deadletter`` (gateways), the aggregator (its
+``source`` is ``<topic>/<partition>/<offset>``) and the sink runtime, which adds where the
+record came from (``fluxgate.dlq.topic``/``partition``/``offset``, see
+``libs/fluxgate-sink/src/fluxgate_sink/writer.py``; a unit test keeps the names equal).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from fluxgate_core import deadletter as dlq
+
+PREFIX = "fluxgate.dlq."
+SOURCE_TOPIC = "fluxgate.dlq.topic"  # the sink runtime's: the topic the refused record was read from
+SOURCE_PARTITION = "fluxgate.dlq.partition"
+SOURCE_OFFSET = "fluxgate.dlq.offset"
+REPLAY_OF = "fluxgate.replay.of"  # set on each replayed record: <dead-letter topic>/<partition>/<offset>
+REPLAY_ID = "fluxgate.replay.id"  # and the replay it was part of (its audit record's key)
+_KAFKA_SOURCE = re.compile(r"^([A-Za-z0-9._-]{1,249})/(\d+)/(\d+)$")  # the aggregator's source header
+_CAUSE_SPLIT = re.compile(r"(?i)caused by:\s*")
+MINUTES_KEPT = 60
+
+RawHeaders = Sequence[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One dead-lettered record, as read from its topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes
+    headers: RawHeaders = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+    @property
+    def explained(self) -> dict[str, str]:
+        """Every ``fluxgate.dlq.*`` header, as text."""
+        return {name: _text(value) for name, value in self.headers if name.startswith(PREFIX)}
+
+    @property
+    def original_headers(self) -> list[tuple[str, bytes | None]]:
+        """The headers the record had before it was dead-lettered (what a replay sends)."""
+        return [(name, value) for name, value in self.headers if not name.startswith(PREFIX)]
+
+    def _header(self, name: str) -> str:
+        return self.explained.get(name, "")
+
+    @property
+    def reason(self) -> str:
+        return self._header(dlq.REASON) or "(no reason header)"
+
+    @property
+    def error_class(self) -> str:
+        return self._header(dlq.ERROR_CLASS) or "(unknown)"
+
+    @property
+    def source(self) -> str:
+        return self._header(dlq.SOURCE)
+
+    @property
+    def service(self) -> str:
+        return self._header(dlq.SERVICE)
+
+    @property
+    def truncated(self) -> bool:
+        return self._header(dlq.TRUNCATED) == "true"
+
+    @property
+    def root_cause(self) -> str:
+        return root_cause(self.reason)
+
+    @property
+    def replay_target(self) -> str | None:
+        """The Kafka topic the original record was read from; None when it did not come from
+        Kafka (a gateway's MQTT topic or CoAP resource) or was kept only in part."""
+        if self.truncated:
+            return None
+        if self._header(SOURCE_TOPIC):
+            return self._header(SOURCE_TOPIC)
+        match = _KAFKA_SOURCE.match(self.source)
+        return match.group(1) if match else None
+
+    @property
+    def not_replayable_because(self) -> str | None:
+        if self.truncated:
+            return "only the first bytes of the payload were kept (bounded dead letter)"
+        if self.replay_target is None:
+            return f"came from {self.source or 'an unknown source'}, not a Kafka topic: replay through its device"
+        return None
+
+    def preview(self, limit: int) -> tuple[str, str]:
+        """The first ``limit`` bytes as hex and as UTF-8 (undecodable and control bytes shown as escapes)."""
+        head = self.value[:limit]
+        more = "…" if len(self.value) > limit else ""
+        text = head.decode("utf-8", "backslashreplace")
+        printable = "".join(ch if ch.isprintable() or ch in "\n\t" else f"\\x{ord(ch):02x}" for ch in text)
+        return head.hex(" ") + more, printable + more
+
+
+def root_cause(reason: str) -> str:
+    """The innermost cause in a reason: the last ``caused by:`` part, or a traceback's last line."""
+    lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Traceback"):
+        return lines[-1]
+    parts = [part.strip(" ;:,") for part in _CAUSE_SPLIT.split(reason) if part.strip(" ;:,")]
+    return parts[-1] if parts else reason
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class LetterFilter:
+    """Which dead letters: every given part must match (substrings, case-insensitive; times in ms)."""
+
+    topic: str = ""
+    reason: str = ""
+    source: str = ""
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    def matches(self, letter: DeadLetter) -> bool:
+        return (
+            (not self.topic or self.topic == letter.topic)
+            and self.reason.lower() in f"{letter.error_class} {letter.reason}".lower()
+            and self.source.lower() in f"{letter.service} {letter.source}".lower()
+            and (self.since_ms is None or letter.timestamp_ms >= self.since_ms)
+            and (self.until_ms is None or letter.timestamp_ms <= self.until_ms)
+        )
+
+
+@dataclass
+class TopicBook:
+    """What one dead-letter topic held since the console started reading it."""
+
+    recent: collections.deque[DeadLetter]
+    count: int = 0
+    by_reason: collections.Counter[str] = field(default_factory=collections.Counter)
+    by_source: collections.Counter[str] = field(default_factory=collections.Counter)
+    by_minute: dict[int, collections.Counter[str]] = field(default_factory=dict)  # minute → error class → count
+
+    def per_minute(self, last_minute: int, minutes: int = 30) -> list[int]:
+        """Dead letters in each of the ``minutes`` minutes up to ``last_minute`` (epoch minutes), oldest first."""
+        return [
+            sum(self.by_minute.get(m, collections.Counter()).values())
+            for m in range(last_minute - minutes + 1, last_minute + 1)
+        ]
+
+
+class DeadLetterBook:
+    """Counts by reason, source and minute, and the newest letters, per topic; thread-safe
+    (a reader thread adds, the web handlers read)."""
+
+    def __init__(self, topics: Iterable[str], recent: int) -> None:
+        self._lock = threading.Lock()
+        self._books = {topic: TopicBook(collections.deque(maxlen=recent)) for topic in topics}
+
+    def add(self, letters: Iterable[DeadLetter]) -> None:
+        with self._lock:
+            for letter in letters:
+                book = self._books.get(letter.topic)
+                if book is None:
+                    continue
+                book.recent.append(letter)
+                book.count += 1
+                book.by_reason[f"{letter.error_class}: {letter.root_cause}"] += 1
+                book.by_source[letter.service or "(unknown)"] += 1
+                minute = letter.timestamp_ms // 60_000
+                book.by_minute.setdefault(minute, collections.Counter())[letter.error_class] += 1
+                for old in [m for m in book.by_minute if m <= minute - MINUTES_KEPT]:
+                    del book.by_minute[old]
+
+    def topics(self) -> list[str]:
+        return list(self._books)
+
+    def summary(self, topic: str) -> TopicBook:
+        """A copy of one topic's book, safe to read while the reader adds."""
+        with self._lock:
+            book = self._books[topic]
+            return TopicBook(
+                collections.deque(book.recent, maxlen=book.recent.maxlen),
+                book.count,
+                collections.Counter(book.by_reason),
+                collections.Counter(book.by_source),
+                {minute: collections.Counter(c) for minute, c in book.by_minute.items()},
+            )
+
+    def select(self, chosen: LetterFilter, ids: Iterable[str] = ()) -> list[DeadLetter]:
+        """The kept letters matching ``chosen`` (and among ``ids`` when given), newest first."""
+        wanted = set(ids)
+        with self._lock:
+            letters = [letter for book in self._books.values() for letter in book.recent]
+        matching = [x for x in letters if chosen.matches(x) and (not wanted or x.id in wanted)]
+        return sorted(matching, key=lambda x: (x.timestamp_ms, x.id), reverse=True)

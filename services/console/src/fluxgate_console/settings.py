@@ -1,0 +1,143 @@
+"""Settings of the console: ``FLUXGATE_CONSOLE_*``, nested groups with ``__``.
+
+The services it watches are a list (``FLUXGATE_CONSOLE_SERVICES``, JSON): a name, the base
+URL of each instance, its role and the topics and consumer group that place it in the flow.
+The defaults are the local stack's (`make run`): every service on its default port.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings
+
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.settings import (
+    Group,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    RegistrySettings,
+    group,
+    service_config,
+)
+
+SERVICE = "console"
+ENV_PREFIX = "FLUXGATE_CONSOLE_"
+Role = Literal["gateway", "processor", "persister"]
+
+
+class WatchedService(Group):
+    """One service of the pipeline as the console sees it."""
+
+    name: str = Field(min_length=1, description="the service's name (a connector in the Connect API)")
+    urls: list[str] = Field(min_length=1, description="base URL of each instance (its /readyz, /metrics)")
+    role: Role = Field(description="gateway (devices in), processor (topic to topic), persister (topic to store)")
+    group: str | None = Field(None, description="its consumer group, for lag")
+    inputs: list[str] = Field(default_factory=list, description="topics it reads")
+    outputs: list[str] = Field(default_factory=list, description="topics it writes")
+    store: str | None = Field(None, description="the store it writes (persisters)")
+
+
+def _local(name: str, port: int, role: Role, **placed: object) -> WatchedService:
+    return WatchedService.model_validate({"name": name, "urls": [f"http://127.0.0.1:{port}"], "role": role, **placed})
+
+
+def local_services() -> list[WatchedService]:
+    """The services of `make run` on their default ports, topics and groups."""
+    dead, readings, aggregated = "sensors.deadletter", "sensors.readings", "temperatures.aggregated"
+    persisted = {"inputs": [aggregated], "outputs": ["persisters.deadletter"]}
+    return [
+        _local("mqtt-proxy", 9101, "gateway", outputs=[readings, dead]),
+        _local("coap-ingest", 9102, "gateway", outputs=[readings, dead]),
+        _local("aggregator", 9103, "processor", group="fluxgate-aggregator", inputs=[readings],
+               outputs=[aggregated, "temperatures.late", dead]),
+        _local("device-status", 9107, "processor", group="fluxgate-device-status", inputs=[readings],
+               outputs=["devices.status"]),
+        _local("es-persister", 9104, "persister", group="fluxgate-es-persister", store="elasticsearch", **persisted),
+        _local("scylla-persister", 9105, "persister", group="fluxgate-scylla-persister", store="scylla", **persisted),
+        _local("hazelcast-persister", 9106, "persister", group="fluxgate-hazelcast-persister", store="hazelcast",
+               **persisted),
+    ]  # fmt: skip
+
+
+class AuthSettings(Group):
+    """Who may use a part of the console: HTTP basic, a bearer token, or nobody asked (``none``,
+    for local use only: it must be chosen explicitly)."""
+
+    mode: Literal["basic", "bearer", "none"] = Field("basic", description="basic, bearer or none (local use only)")
+    username: str | None = Field(None, description="basic: the user name")
+    password: SecretStr | None = Field(None, description="basic: the password")
+    token: SecretStr | None = Field(None, description="bearer: the token")
+
+    def problem(self) -> str | None:
+        """What is missing for ``mode``, naming the field; None when usable."""
+        if self.mode == "basic" and not (self.username and self.password):
+            return "username and password are needed for basic auth (or mode=none, for local use only)"
+        if self.mode == "bearer" and not self.token:
+            return "token is needed for bearer auth (or mode=none, for local use only)"
+        return None
+
+
+class WebSettings(Group):
+    """Where the page, its JSON and the Kafka Connect API are served."""
+
+    host: str = "0.0.0.0"  # noqa: S104 - containers must expose it; override with 127.0.0.1 locally
+    port: int = Field(9108, ge=0, le=65535, description="the page's port; 0 picks a free port")
+
+
+class DeadLetterSettings(Group):
+    """Which dead letters are read, and how much of them is kept in memory."""
+
+    topics: list[str] = Field(
+        default_factory=lambda: ["sensors.deadletter", "persisters.deadletter"], description="JSON list"
+    )
+    recent: int = Field(500, ge=1, description="newest dead letters kept per topic (shown, filtered, replayed)")
+    lookback: int = Field(10_000, ge=1, description="records per partition read at start (older are not counted)")
+    preview_bytes: int = Field(256, ge=16, le=65536, description="bytes of each original payload previewed")
+
+
+class ReplaySettings(Group):
+    """Replay: where the audit goes and how much one replay may send."""
+
+    audit_topic: str = Field("console.replays", min_length=1, description="ReplayAudit records, one per replay")
+    transactional_id: str = Field(
+        "fluxgate-console-replay", min_length=1, description="replays and their audit commit in one transaction"
+    )
+    max_records: int = Field(1000, ge=1, description="dead letters one replay may send")
+
+
+class ConsoleSettings(BaseSettings):
+    """console settings; nested groups with ``__`` (``FLUXGATE_CONSOLE_PAGE_AUTH__MODE``)."""
+
+    model_config = service_config(ENV_PREFIX)
+
+    kafka: KafkaSettings = group(KafkaSettings)
+    registry: RegistrySettings = group(RegistrySettings)
+    http: HttpSettings = group(HttpSettings, port=9109)
+    web: WebSettings = group(WebSettings)
+    log: LogSettings = group(LogSettings)
+    services: list[WatchedService] = Field(default_factory=local_services, description="the services watched (JSON)")
+    page_auth: AuthSettings = group(AuthSettings)
+    replay_auth: AuthSettings = group(AuthSettings)
+    deadletters: DeadLetterSettings = group(DeadLetterSettings)
+    replay: ReplaySettings = group(ReplaySettings)
+    refresh_s: float = Field(5.0, gt=0, description="how often services, Kafka and stores are asked")
+    request_timeout_s: float = Field(2.0, gt=0, description="a service or Kafka slower than this counts as down")
+    rate_window_s: float = Field(60.0, gt=0, description="records/s are averaged over this long")
+    elasticsearch_url: str | None = Field(
+        "http://127.0.0.1:9200", description="Elasticsearch to count documents in; empty = not shown"
+    )
+    elasticsearch_alias: str = Field("temperatures", min_length=1, description="the alias over the daily indices")
+
+    def checked(self) -> ConsoleSettings:
+        """Raise :class:`ConfigError` naming the variable when an auth group cannot be used."""
+        for name in ("page_auth", "replay_auth"):
+            problem = getattr(self, name).problem()
+            if problem:
+                raise ConfigError(f"invalid configuration:\n  {name} [env {ENV_PREFIX}{name.upper()}__*]: {problem}")
+        names = [service.name for service in self.services]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"invalid configuration:\n  services [env {ENV_PREFIX}SERVICES]: names repeat: {names}")
+        return self

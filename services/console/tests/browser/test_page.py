@@ -1,0 +1,132 @@
+"""The page in a real browser: Debian's headless Chromium, driven by Selenium through Debian's
+chromedriver. It waits for live data, checks the stages, a dead letter with its reason and a
+replay round trip, and keeps a screenshot in .local/artifacts/console.png (ignored by git)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from console_recorded import NOT_READY, READY, metrics_text
+from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
+
+from fluxgate_core.deadletter import dead_letter_headers
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not shutil.which("chromedriver"), reason="needs Debian's chromium and chromium-driver"),
+]
+ARTIFACTS = Path(__file__).resolve().parents[4] / ".local" / "artifacts"
+
+
+@pytest.fixture
+def fake_services() -> Iterator[dict[str, int]]:
+    """Services answering from recorded texts: a ready aggregator, an es-persister whose store is down."""
+    answers = {"aggregator": (200, READY, "aggregator"), "es-persister": (503, NOT_READY, "es-persister-store-down")}
+    servers = {}
+    for name, (status, ready, recorded) in answers.items():
+
+        class Handler(BaseHTTPRequestHandler):
+            reply = (status, ready, metrics_text(recorded))
+
+            def do_GET(self) -> None:
+                code, body = (self.reply[0], self.reply[1]) if self.path == "/readyz" else (200, self.reply[2])
+                self.send_response(code)
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args: object) -> None: ...
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers[name] = server
+    yield {name: int(server.server_address[1]) for name, server in servers.items()}
+    for server in servers.values():
+        server.shutdown()
+
+
+def test_the_page_live_with_a_dead_letter_and_a_replay(
+    stack: Any, fake_services: dict[str, int], tmp_path: Path
+) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    readings = unique_topic("console.readings", stack.bootstrap)
+    aggregated = unique_topic("console.aggregated", stack.bootstrap)
+    dead = unique_topic("console.deadletter", stack.bootstrap)
+    producer = Producer({"bootstrap.servers": stack.bootstrap})
+    producer.produce(dead, b"\x00\x00\x00\x00\x2a\x0cdev-3", b"dev-3", headers=dead_letter_headers(
+        reason="unknown schema id 42: not registered when the job started", error_class="SerializationError",
+        source=f"{readings}/1/17", service="aggregator",
+    ))  # fmt: skip
+    assert producer.flush(10) == 0
+    services = [
+        {"name": "mqtt-proxy", "urls": [f"http://127.0.0.1:{free_port()}"], "role": "gateway", "outputs": [readings]},
+        {"name": "aggregator", "urls": [f"http://127.0.0.1:{fake_services['aggregator']}"], "role": "processor",
+         "group": f"g-{uuid.uuid4().hex[:6]}", "inputs": [readings], "outputs": [aggregated, dead]},
+        {"name": "es-persister", "urls": [f"http://127.0.0.1:{fake_services['es-persister']}"], "role": "persister",
+         "group": f"g-{uuid.uuid4().hex[:6]}", "inputs": [aggregated], "store": "elasticsearch"},
+    ]  # fmt: skip
+    web, health = free_port(), free_port()
+    console = ServiceProcess(
+        [sys.executable, "-m", "fluxgate_console"],
+        {
+            "FLUXGATE_CONSOLE_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+            "FLUXGATE_CONSOLE_REGISTRY__URL": stack.registry_url,
+            "FLUXGATE_CONSOLE_HTTP__HOST": "127.0.0.1", "FLUXGATE_CONSOLE_HTTP__PORT": str(health),
+            "FLUXGATE_CONSOLE_WEB__HOST": "127.0.0.1", "FLUXGATE_CONSOLE_WEB__PORT": str(web),
+            "FLUXGATE_CONSOLE_PAGE_AUTH__MODE": "none",
+            "FLUXGATE_CONSOLE_REPLAY_AUTH__MODE": "basic", "FLUXGATE_CONSOLE_REPLAY_AUTH__USERNAME": "ops",
+            "FLUXGATE_CONSOLE_REPLAY_AUTH__PASSWORD": "replay-secret",
+            "FLUXGATE_CONSOLE_SERVICES": json.dumps(services),
+            "FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": json.dumps([dead]),
+            "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": unique_topic("console.replays", stack.bootstrap, partitions=1),
+            "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-browser-{uuid.uuid4().hex[:8]}",
+            "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_ELASTICSEARCH_URL": "",
+        },
+        health_port=health, log_path=tmp_path / "console.log", isolate_prefix="FLUXGATE_CONSOLE_",
+    ).start(timeout=60)  # fmt: skip
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1300"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    try:
+        browser.get(f"http://127.0.0.1:{web}/")
+        wait = WebDriverWait(browser, 30)
+        row = wait.until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-letter^="{dead}"]'))
+        )
+        assert "unknown schema id 42" in row.text and f"→ {readings}" in row.text
+        stages = {
+            e.get_attribute("data-service"): e.get_attribute("class")
+            for e in browser.find_elements(By.CSS_SELECTOR, ".stage")
+        }
+        assert stages == {"mqtt-proxy": "stage down", "aggregator": "stage ready", "es-persister": "stage degraded"}
+        summary = browser.find_element(By.ID, "summary").text
+        assert "mqtt-proxy" in summary and "Connection refused" in summary
+        browser.find_element(By.ID, "replay-user").send_keys("ops")
+        browser.find_element(By.ID, "replay-password").send_keys("replay-secret")
+        wait.until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.pick"))).click()
+        browser.find_element(By.ID, "replay-selected").click()
+        wait.until(expected_conditions.alert_is_present()).accept()
+        wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "replay-result"), "sent 1"))
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "console.png"))
+    finally:
+        browser.quit()
+        console.terminate()
+    (back,) = consume(stack.bootstrap, readings, expected=1, timeout=15)
+    assert back.key == b"dev-3" and back.value == b"\x00\x00\x00\x00\x2a\x0cdev-3"

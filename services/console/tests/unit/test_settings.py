@@ -1,0 +1,40 @@
+"""The console's settings: the local defaults, and auth that must be configured or turned off explicitly."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluxgate_console.settings import ConsoleSettings
+from fluxgate_core.errors import ConfigError
+from fluxgate_core.settings import load_settings
+
+
+def test_defaults_watch_the_local_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(ConsoleSettings)
+    assert [s.name for s in settings.services][:3] == ["mqtt-proxy", "coap-ingest", "aggregator"]
+    assert (settings.web.port, settings.http.port) == (9108, 9109)
+    assert settings.deadletters.topics == ["sensors.deadletter", "persisters.deadletter"]
+
+
+def test_auth_is_never_off_by_default() -> None:
+    with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_PAGE_AUTH__"):
+        load_settings(ConsoleSettings).checked()
+
+
+def test_auth_off_only_when_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_CONSOLE_PAGE_AUTH__MODE", "none")
+    with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_REPLAY_AUTH__"):
+        load_settings(ConsoleSettings).checked()  # the page's choice is not replay's
+    monkeypatch.setenv("FLUXGATE_CONSOLE_REPLAY_AUTH__MODE", "bearer")
+    monkeypatch.setenv("FLUXGATE_CONSOLE_REPLAY_AUTH__TOKEN", "t")
+    assert load_settings(ConsoleSettings).checked().replay_auth.token is not None
+
+
+def test_services_from_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "FLUXGATE_CONSOLE_SERVICES",
+        '[{"name": "a", "urls": ["http://h:1"], "role": "gateway"}, {"name": "a", "urls": ["http://h:2"], '
+        '"role": "gateway"}]',
+    )
+    with pytest.raises(ConfigError, match="names repeat"):
+        load_settings(ConsoleSettings, page_auth={"mode": "none"}, replay_auth={"mode": "none"}).checked()

@@ -1,0 +1,105 @@
+"""The page's data (flow, per-service state, lag, figures) from recorded answers, failed first."""
+
+from __future__ import annotations
+
+from console_recorded import RecordedKafka, Services
+
+from fluxgate_console.console import Console
+from fluxgate_console.deadletters import DeadLetterBook
+from fluxgate_console.kafka_state import kafka_state
+from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.view import flow
+
+
+async def refreshed(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> Console:
+    console = Console(settings, kafka, DeadLetterBook(settings.deadletters.topics, 10), client=services.client())
+    await console.refresh()
+    return console
+
+
+async def test_failed_first_each_with_its_reason(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    console = await refreshed(settings, kafka, services)
+    order = [(v.name, v.state) for v in console.snapshot.services]
+    assert order[0] == ("coap-ingest", "down")
+    assert {n for n, s in order[1:3]} == {"es-persister", "scylla-persister"}
+    assert all(s == "ready" for _, s in order[3:])
+    reasons = {v.name: v.reason for v in console.snapshot.services}
+    assert "Connection refused" in reasons["coap-ingest"]
+    assert reasons["scylla-persister"].startswith("/metrics unreadable")
+    assert console.snapshot.failing == 4  # three services and scylla's group Kafka did not describe
+
+
+async def test_lag_per_group_and_partition(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> None:
+    console = await refreshed(settings, kafka, services)
+    views = {v.name: v for v in console.snapshot.services}
+    es = views["es-persister"].group
+    assert es is not None and es.lag == 2400
+    assert [(p.partition, p.lag, p.owner) for p in es.partitions] == [(0, 800, "client-0"), (1, 800, "client-0"),
+                                                                       (2, 800, "client-0")]  # fmt: skip
+    status = views["device-status"].group
+    assert status is not None and status.lag == 10 and len(status.members) == 2
+    scylla = views["scylla-persister"].group
+    assert scylla is not None and scylla.error and "TIMED_OUT" in scylla.error  # only that group fails
+
+
+async def test_lag_growing_is_piling_up(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> None:
+    console = await refreshed(settings, kafka, services)
+    kafka.ends["temperatures.aggregated"] = {0: 1000, 1: 1000, 2: 1000}
+    await console.refresh()
+    views = {v.name: v for v in console.snapshot.services}
+    assert views["es-persister"].piling_up  # 300 more behind than a refresh ago
+    assert views["hazelcast-persister"].piling_up  # committed stayed at 900 while the topic grew
+    assert not views["aggregator"].piling_up
+
+
+async def test_key_figures_as_the_services_expose_them(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    console = await refreshed(settings, kafka, services)
+    figures = {v.name: {f.label: (f.value, f.kind) for f in v.figures} for v in console.snapshot.services}
+    assert figures["mqtt-proxy"]["dead letters"] == (120, "count")
+    assert figures["mqtt-proxy"]["broker connected"] == (1, "flag")
+    assert figures["aggregator"]["watermark"] == (1.7000003e9, "epoch")
+    assert figures["es-persister"]["store up"] == (0, "flag")
+    assert figures["device-status"]["devices online"] == (24, "count")
+    assert figures["coap-ingest"] == {} and figures["scylla-persister"] == {}
+
+
+async def test_kafka_down_is_one_part_the_services_still_show(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    kafka.down = True
+    console = await refreshed(settings, kafka, services)
+    assert console.snapshot.kafka.error and "Broker transport failure" in console.snapshot.kafka.error
+    assert {v.name: v.state for v in console.snapshot.services}["mqtt-proxy"] == "ready"
+    assert not console.ready()
+
+
+async def test_flow_is_drawn_by_stage(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> None:
+    console = await refreshed(settings, kafka, services)
+    columns = flow(console.snapshot.services)
+    drawn = [[v.name for v in c.services] or list(c.topics) for c in columns]
+    assert drawn == [
+        ["coap-ingest", "mqtt-proxy"],
+        ["sensors.readings"],
+        ["aggregator", "device-status"],
+        ["temperatures.aggregated"],
+        ["es-persister", "hazelcast-persister", "scylla-persister"],
+    ]
+
+
+async def test_rates_from_two_refreshes(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> None:
+    console = await refreshed(settings, kafka, services)
+    first_at = console.snapshot.kafka.at
+    kafka.ends["sensors.readings"] = {0: 4100, 1: 4100, 2: 3980}
+    await console.refresh()
+    elapsed = console.snapshot.kafka.at - first_at
+    assert console.snapshot.topic_rates["sensors.readings"] == 300 / elapsed
+
+
+def test_kafka_state_without_the_topic_yet(kafka: RecordedKafka) -> None:
+    state = kafka_state(kafka, ["sensors.readings", "no.such.topic"], {"fluxgate-aggregator": ["no.such.topic"]})
+    assert "no.such.topic" not in state.ends
+    assert state.groups["fluxgate-aggregator"].partitions == ()

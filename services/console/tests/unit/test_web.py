@@ -1,0 +1,112 @@
+"""The page: every part renders, one failing part shows as that part; auth for the page and,
+separately, for replay."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from console_recorded import RecordedKafka, Services, aggregator_letter, gateway_letter
+from starlette.testclient import TestClient
+
+from fluxgate_console.console import Console
+from fluxgate_console.deadletters import DeadLetter, DeadLetterBook
+from fluxgate_console.replay import Outcome, Plan
+from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.web import Web
+
+
+class FakeReplayer:
+    def __init__(self) -> None:
+        self.replayed: list[tuple[list[str], str]] = []
+
+    def plan(self, letters: list[DeadLetter]) -> Plan:
+        return Plan([x for x in letters if x.replay_target], [], [(x.id, "no") for x in letters if not x.replay_target])
+
+    def replay(self, letters: list[DeadLetter], who: str, selection: dict[str, Any]) -> Outcome:
+        plan = self.plan(letters)
+        self.replayed.append(([x.id for x in plan.send], who))
+        return Outcome("r-1", [{"deadletter_offset": x.offset} for x in plan.send], plan)
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+async def web_for(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> tuple[TestClient, Any]:
+    book = DeadLetterBook(settings.deadletters.topics, 10)
+    book.add([gateway_letter(1), aggregator_letter(2, 99)])
+    console = Console(settings, kafka, book, client=services.client())
+    await console.refresh()
+    replayer = FakeReplayer()
+    return TestClient(Web(console, replayer, lambda: None).app()), replayer  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def secured() -> ConsoleSettings:
+    return ConsoleSettings.model_validate(
+        {
+            "page_auth": {"mode": "basic", "username": "ops", "password": "page-secret"},
+            "replay_auth": {"mode": "bearer", "token": "replay-token"},
+            "elasticsearch_url": None,
+        }
+    )
+
+
+async def test_the_page_shows_every_part_failed_first(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    client, _ = await web_for(settings, kafka, services)
+    page = client.get("/").text
+    for part in ('id="summary"', 'id="flow"', 'id="services"', 'id="deadletters"', 'id="stores"'):
+        assert part in page
+    table = page.index('id="services"')
+    assert page.index('data-service="coap-ingest"', table) < page.index('data-service="aggregator"', table)
+    assert "Connection refused" in page and "/metrics unreadable" in page
+    assert "value &#39;warm&#39; is not a number" in page  # a dead letter with its reason, escaped
+    assert 'data-letter="sensors.deadletter/1/2"' in page and "→ sensors.readings" in page
+    assert 'class="age" data-at=' in page  # every figure says how old it is
+
+
+async def test_one_part_failing_leaves_the_others(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, _ = await web_for(settings, kafka, services)
+    monkeypatch.setattr(DeadLetter, "preview", lambda self, limit: 1 / 0)
+    parts = client.get("/parts").text
+    assert "this part failed: ZeroDivisionError" in parts
+    assert 'id="flow"' in parts and 'data-service="aggregator"' in parts
+
+
+async def test_filters_in_the_parts(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> None:
+    client, _ = await web_for(settings, kafka, services)
+    parts = client.get("/parts", params={"reason": "schema"}).text
+    assert 'data-letter="sensors.deadletter/1/2"' in parts and 'data-letter="sensors.deadletter/0/1"' not in parts
+    letters = client.get("/api/deadletters", params={"source": "mqtt"}).json()
+    assert [x["id"] for x in letters] == ["sensors.deadletter/0/1"]
+    assert letters[0]["headers"]["fluxgate.dlq.reason"] == "value 'warm' is not a number"
+
+
+async def test_page_auth(secured: ConsoleSettings, kafka: RecordedKafka, services: Services) -> None:
+    client, _ = await web_for(secured, kafka, services)
+    refused = client.get("/")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Basic")
+    assert client.get("/", headers=basic("ops", "wrong")).status_code == 401
+    assert client.get("/connect/connectors", headers=basic("ops", "page-secret")).status_code == 200
+
+
+async def test_replay_needs_its_own_credentials_and_a_confirmation(
+    secured: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    client, replayer = await web_for(secured, kafka, services)
+    asked = {"filter": {"reason": "schema"}}
+    assert client.post("/api/replay", json=asked, headers=basic("ops", "page-secret")).status_code == 401
+    bearer = {"Authorization": "Bearer replay-token"}
+    plan = client.post("/api/replay", json=asked, headers=bearer).json()
+    assert plan["confirmed"] is False and [x["id"] for x in plan["send"]] == ["sensors.deadletter/1/2"]
+    assert replayer.replayed == []
+    done = client.post("/api/replay", json={**asked, "confirm": True}, headers=bearer).json()
+    assert done["replay_id"] == "r-1" and replayer.replayed == [(["sensors.deadletter/1/2"], "bearer")]
+    everything = client.post("/api/replay", json={"confirm": True}, headers=bearer)
+    assert everything.status_code == 400  # an empty selection is not "all of them"
