@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tools"))  # the soak run's pipeline and its indep
 from pipeline_stores import Stores
 from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first
 from soak import SERVERS, TOPICS, free_port, push_watermark, seconds, settle, wait_ready
-from soak_check import Check, check, save, to_ms
+from soak_check import RING_READ_MAX, Check, check, save, to_ms
 
 from fluxgate_stack import api as stack
 from fluxgate_stack.topics import create_topics
@@ -133,7 +133,7 @@ class FirstSeen:
             ring = client.get_ringbuffer(self.ringbuffer).blocking()
             tail = ring.tail_sequence()
             while self._next <= tail:
-                items = ring.read_many(self._next, 1, min(1000, tail + 1 - self._next))
+                items = ring.read_many(self._next, 1, min(RING_READ_MAX, tail + 1 - self._next))
                 self._next += len(items)
                 for item in items:
                     document = json.loads(item.to_string() if hasattr(item, "to_string") else item)

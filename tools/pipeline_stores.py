@@ -53,10 +53,12 @@ class Stores:
 
     def _items(self) -> int:
         client = self.hazelcast_client()
-        with contextlib.suppress(Exception):  # no ringbuffer yet, or the member is away
+        try:
             if client is not None:
                 ring = client.get_ringbuffer(self._ringbuffer).blocking()
                 return int(ring.tail_sequence()) + 1  # every item added, even past the capacity
+        except Exception:  # no ringbuffer yet, or the member is away: nothing counted
+            self.drop_hazelcast()
         return 0
 
     def scylla_session(self) -> Any:
@@ -74,6 +76,12 @@ class Stores:
                 )
                 self._scylla = cluster.connect()
         return self._scylla
+
+    def drop_hazelcast(self) -> None:
+        """Forget a client that failed: one that gave up while the member was away (its
+        connect timeout) stays shut down, so the next look connects anew."""
+        if self._hazelcast is not None and not self._hazelcast.lifecycle_service.is_running():
+            self._hazelcast = None
 
     def hazelcast_client(self) -> Any:
         """The run's client (the Hazelcast persister's), or None while the member is away."""

@@ -21,6 +21,7 @@ from soak_check import (
     readings,
     stats,
     to_ms,
+    without_lost_with_member,
 )
 
 from fluxgate_sim.faults import Emission, Reading
@@ -135,6 +136,38 @@ def test_each_window_counts_a_reading_once_leaves_the_late_ones_out_and_a_cut_of
     windows = expected_windows(spec(), sent, arrived, Counter([key(late)]), cut)
     assert windows == {("m1", 0): stats([20.0, 22.0]), ("m1", 10_000): stats([30.0])}
     assert windows[("m1", 0)] == {"count": 2, "min": 20.0, "max": 22.0, "mean": 21.0, "stddev": 1.0}
+
+
+def test_an_mqtt_reading_sent_while_the_broker_was_killed_may_be_missing_not_while_the_gateway_was() -> None:
+    # The device gets no PUBACK while its broker is dead; a gateway's fault is the pipeline's own.
+    broker = FaultWindow("mosquitto", "kill", start_ms=1_000, end_ms=2_000, whole_ms=9_000)
+    gateway = FaultWindow("mqtt-proxy", "kill", start_ms=5_000, end_ms=6_000, whole_ms=9_000)
+    stopped = FaultWindow("mosquitto", "stop", start_ms=7_000, end_ms=8_000, whole_ms=9_000)
+    during = entry("mqtt", "m1", 1_500, 1.0, 1, sent_ms=1_500)
+    resumed = entry("mqtt", "m1", 2_100, 2.0, 2, sent_ms=2_100)
+    during_gateway = entry("mqtt", "m1", 5_500, 3.0, 3, sent_ms=5_500)
+    during_stop = entry("mqtt", "m1", 7_500, 4.0, 4, sent_ms=7_500)  # its socket kept it
+    sent = sent_of(during, resumed, during_gateway, during_stop)
+    cut = CutOff.of([broker, gateway, stopped], sent, Counter([key(resumed)]))
+    assert [cut.excused(e) for e in (during, resumed, during_gateway, during_stop)] == [broker, None, None, None]
+    result = Result()
+    readings(spec([broker, gateway, stopped]), sent, Counter([key(resumed)]), Counter(), cut, result)
+    assert result.figures["readings_cut_off"] == {"mqtt during kill mosquitto": 1}
+    assert "lost readings by protocol: {'mqtt': 2}" in result.problems
+
+
+def test_hazelcast_windows_gone_with_a_killed_member_are_counted_apart_and_only_those() -> None:
+    kill = FaultWindow("hazelcast", "kill", start_ms=20_000, end_ms=25_000, whole_ms=30_000)
+    wanted = {("d", 0): stats([1.0]), ("d", 10_000): stats([2.0]), ("d", 30_000): stats([3.0])}
+    held = {("d", 10_000): [{}]}
+    result = Result()
+    assert without_lost_with_member("hazelcast", held, wanted, [kill], result) == {
+        ("d", 10_000): wanted[("d", 10_000)],  # written again after the restart: still checked
+        ("d", 30_000): wanted[("d", 30_000)],  # after the restart: must be there
+    }
+    assert result.figures["hazelcast_windows_lost_with_killed_member"] == 1
+    assert without_lost_with_member("scylla", {}, wanted, [kill], result) == wanted  # a database keeps its rows
+    assert without_lost_with_member("hazelcast", {}, wanted, [], result) == wanted
 
 
 @pytest.mark.parametrize("store", ["elasticsearch", "hazelcast"])
