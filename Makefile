@@ -29,8 +29,9 @@ $(VENV)/.installed: requirements-dev.txt $(addsuffix /pyproject.toml,$(PACKAGES)
 	@touch $@
 
 .PHONY: install
-install: $(VENV)/.installed ## Python packages (editable, one venv) and the local stack's servers
+install: $(VENV)/.installed ## Python packages (editable, one venv), the local stack's servers, Chromium for the console's browser test
 	$(STACK) install
+	$(PY) -c 'from fluxgate_stack.fetch import ensure_debian_packages as get; get({"chromium": "chromium", "chromedriver": "chromium-driver"})'
 	$(VENV)/bin/fluxgate-aggregator prefetch
 
 .PHONY: up
