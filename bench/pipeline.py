@@ -43,15 +43,17 @@ from typing import Any
 import httpx
 from _common import RESULTS, ROOT, LegResult, cpu_seconds, print_table, write_report
 
-sys.path.insert(0, str(ROOT / "tools"))  # the soak run's pipeline and its independent check
+# This folder (first on the path when run as a script) holds elasticsearch.py, hazelcast.py
+# and scylla.py, which would shadow the client packages the stores are read with.
+sys.path[:] = [str(ROOT / "tools")] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
-from pipeline_stores import Stores
-from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first
-from soak import SERVERS, TOPICS, free_port, push_watermark, seconds, settle, wait_ready
-from soak_check import RING_READ_MAX, Check, check, save, to_ms
+from pipeline_stores import Stores  # noqa: E402 - after the path is set
+from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first  # noqa: E402 - after the path is set
+from soak import SERVERS, TOPICS, free_port, push_watermark, seconds, settle, wait_ready  # noqa: E402 - after the path is set
+from soak_check import RING_READ_MAX, Check, check, save, to_ms  # noqa: E402 - after the path is set
 
-from fluxgate_stack import api as stack
-from fluxgate_stack.topics import create_topics
+from fluxgate_stack import api as stack  # noqa: E402 - after the path is set
+from fluxgate_stack.topics import create_topics  # noqa: E402 - after the path is set
 
 SERVICES = ("mqtt-proxy", "coap-ingest", "aggregator", *PERSISTERS, "device-status")
 STORES = ("elasticsearch", "scylla", "hazelcast")

@@ -82,7 +82,7 @@ def run(
 
 @app.command("coap-resources")
 def coap_resources(
-    coap_devices: Annotated[int, typer.Option(min=1, help="simulated CoAP devices")] = 1,
+    coap_devices: Annotated[int, typer.Option(min=0, help="simulated CoAP devices (0: an empty list)")] = 1,
     metrics: Annotated[str, typer.Option(help="comma-separated metrics per device")] = DEFAULT_METRICS,
     coap_host: Annotated[str, typer.Option(help="host coap-ingest reaches the simulator at")] = "127.0.0.1",
     coap_port: Annotated[int, typer.Option(min=1, max=65535, help="the simulator's CoAP port")] = 5683,
