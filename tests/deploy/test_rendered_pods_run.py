@@ -1,10 +1,10 @@
 """Each pod the umbrella chart renders, run for real: every Deployment's and StatefulSet's
 command started as a local process with exactly the environment (as the kubelet builds it)
 and port the pod spec gives it, the in-cluster host names of values-dev.yaml mapped to the
-local stack and each mounted volume to a folder of the test's; then every rendered
-startup, liveness and readiness probe must answer 200 on the rendered port, simulated
-devices' readings must reach every store and device-status, and every service must stop
-cleanly. A renamed variable or a wrong port in a chart fails here even where a static check
+local stack and each mounted volume to a folder of the test's; with simulated devices
+running, every rendered startup, liveness and readiness probe must answer 200 on the
+rendered port, the devices' readings must reach every store and device-status, and every
+service must stop cleanly. A renamed variable or a wrong port in a chart fails here even where a static check
 cannot tell (a value the service accepts but cannot use)."""
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def local_host_names(endpoints: Any) -> dict[str, str]:
         "kafka:9092": endpoints.bootstrap,
         "http://registry:8081": registry,
         "http://elasticsearch:9200": endpoints.elasticsearch_url,
-        '["scylla"]': f'["{endpoints.cassandra_contact_point}"]',
+        # contact points are host names only (the driver cannot resolve "host:port"); the
+        # port is FLUXGATE_SCYLLA_SCYLLA__PORT, which values-dev leaves at its default
+        '["scylla"]': f'["{endpoints.cassandra_host}"]',
         "hazelcast:5701": endpoints.hazelcast_address,
     }
 
@@ -73,6 +75,10 @@ def local_env(pod: Pod, objects: list[dict[str, Any]], endpoints: Any, folder: P
     if env.get("FLUXGATE_MQTT_MQTT__HOST") == "mosquitto":
         env["FLUXGATE_MQTT_MQTT__HOST"] = endpoints.mqtt_host
         assert endpoints.mqtt_port == 1883, "the rendered pod connects to mosquitto's default port"
+    if env.get("FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS") == f'["{endpoints.cassandra_host}"]':
+        assert "FLUXGATE_SCYLLA_SCYLLA__PORT" not in env and endpoints.cassandra_port == 9042, (
+            "the rendered pod connects to the CQL default port"
+        )
     return env
 
 
@@ -116,10 +122,12 @@ def test_every_rendered_pod_runs_probes_answer_and_data_flows(
         for pod in rendered:
             name = pod.argv[0].removeprefix("fluxgate-")
             pipeline.start(name, [str(BIN / pod.argv[0]), *pod.argv[1:]], local_env(pod, objects, endpoints, tmp_path))
+        # The devices, there as in a cluster before the probes: coap-ingest is ready only once
+        # it observes one of its resources (a gateway without devices is not ready).
+        pipeline.start("simulator", devices_argv(args, names))
         for pod in rendered:
             name = pod.argv[0].removeprefix("fluxgate-")
             probe_until_ok(pod, pipeline, name, timeout=240 if name == "aggregator" else 90)
-        pipeline.start("simulator", devices_argv(args, names))
         deadline = time.monotonic() + 150
         while not all(count > 0 for count in stores.counts().values()):
             assert time.monotonic() < deadline, f"stores after 150 s: {stores.counts()}; dead: {pipeline.dead()}"
