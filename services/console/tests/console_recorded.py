@@ -29,6 +29,16 @@ def recorded_connect(name: str) -> object:
     return json.loads((RECORDED / "connect" / f"{name}.json").read_text())
 
 
+def refused(request: httpx.Request) -> httpx.ConnectError:
+    """A closed port as httpx really reports it: anyio's "All connection attempts failed"
+    on top, the socket's ECONNREFUSED at the bottom of the chain."""
+    failed = OSError("All connection attempts failed")
+    failed.__cause__ = ConnectionRefusedError(111, f"Connect call failed {(request.url.host, request.url.port)}")
+    refusal = httpx.ConnectError(str(failed), request=request)
+    refusal.__cause__ = failed
+    return refusal
+
+
 class Services:
     """An httpx transport answering as the local services do: by port, a (status, readyz, metrics) or down."""
 
@@ -38,7 +48,7 @@ class Services:
     def handler(self, request: httpx.Request) -> httpx.Response:
         answer = self.answers.get(request.url.port or 80)
         if answer is None:
-            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+            raise refused(request)
         status, ready, metrics = answer
         if request.url.path == "/readyz":
             return httpx.Response(status, text=ready)

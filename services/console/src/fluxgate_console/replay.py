@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from fluxgate_console import metrics
 from fluxgate_console.deadletters import REPLAY_ID, REPLAY_OF, DeadLetter
@@ -70,11 +70,17 @@ class AuditLog:
         decode: Callable[[bytes], dict[str, Any]],
         prepare: Callable[[], None] = lambda: None,
     ) -> None:
-        self._config = {**config, "enable.auto.commit": False, "isolation.level": "read_committed"}
+        self._config = {
+            **config,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,  # the end reached, even of an empty or only-aborted partition
+        }
         self._topic = topic
         self._decode = decode
         self._prepare = prepare  # creates the topic (and registers its schema) on first use
         self._consumer: Consumer | None = None
+        self._reached: dict[int, int] = {}  # partition → the offset read up to (from the end-of-partition events)
         self.replayed: set[str] = set()
 
     def catch_up(self, timeout_s: float) -> None:
@@ -82,11 +88,14 @@ class AuditLog:
         consumer = self._open(timeout_s)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            behind = [tp for tp in consumer.assignment() if consumer.position([tp])[0].offset < self._end(consumer, tp)]
+            behind = [tp for tp in consumer.assignment() if self._position(consumer, tp) < self._end(consumer, tp)]
             if not behind:
                 return
             for message in consumer.consume(100, timeout=0.2):
-                if message.error() is None and message.value():
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    self._reached[message.partition() or 0] = message.offset() or 0
+                elif error is None and message.value():
                     self.remember(self._decode(message.value() or b""))
         raise ReplayError(f"the audit topic {self._topic} could not be read to its end in {timeout_s}s")
 
@@ -109,6 +118,13 @@ class AuditLog:
             self._consumer = consumer
         return self._consumer
 
+    def _position(self, consumer: Consumer, tp: TopicPartition) -> int:
+        """Where reading ``tp`` got to. Until a record is read the consumer's position is
+        OFFSET_INVALID (-1001), below every end: an empty audit topic was never caught up
+        with. The end-of-partition event says where reading stopped, records or not."""
+        position = int(consumer.position([tp])[0].offset)
+        return max(position, self._reached.get(tp.partition, 0))
+
     def _end(self, consumer: Consumer, tp: TopicPartition) -> int:
         _, high = consumer.get_watermark_offsets(tp, timeout=5.0, cached=False)
         return int(high)
@@ -117,6 +133,7 @@ class AuditLog:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+            self._reached.clear()
 
 
 class AuditCodec:

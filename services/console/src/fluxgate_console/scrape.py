@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ async def scrape_instance(client: httpx.AsyncClient, url: str, now: float | None
     try:
         ready = await client.get(f"{base}/readyz")
     except httpx.HTTPError as exc:
-        return InstanceState(url, "down", _short(f"no answer: {type(exc).__name__}: {exc}"), at)
+        return InstanceState(url, "down", _short(f"no answer: {type(exc).__name__}: {root_cause(exc)}"), at)
     state, reason = readiness(ready.status_code, ready.text)
     try:
         reply = await client.get(f"{base}/metrics")
@@ -106,6 +107,29 @@ async def scrape_all(client: httpx.AsyncClient, urls: Iterable[str]) -> dict[str
     urls = list(urls)
     states = await asyncio.gather(*(scrape_instance(client, url) for url in urls))
     return dict(zip(urls, states, strict=True))
+
+
+def root_cause(exc: BaseException) -> str:
+    """What went wrong at the bottom of ``exc``'s chain, as a person would name it.
+
+    httpx says only "All connection attempts failed" (anyio's wording); the reason is the
+    socket error under it: "Connection refused", "Name or service not known", a timeout.
+    Several attempts (an address per family) each with their own error are all named."""
+    inner, seen = exc, {id(exc)}
+    # a cancellation under a timeout is how the deadline was enforced, not why it passed
+    while (below := inner.__cause__ or inner.__context__) is not None and id(below) not in seen:
+        if isinstance(below, asyncio.CancelledError):
+            break
+        inner, seen = below, seen | {id(below)}
+    if isinstance(inner, BaseExceptionGroup):
+        return "; ".join(dict.fromkeys(root_cause(e) for e in inner.exceptions))
+    if isinstance(inner, OSError) and inner.errno:
+        named = os.strerror(inner.errno) if inner.errno > 0 else inner.strerror or str(inner)
+        detail = inner.strerror if inner.strerror and inner.strerror != named else None
+        return f"{named} ({detail})" if detail else named
+    if isinstance(inner, TimeoutError) and not str(inner):
+        return "timed out"
+    return str(inner) or str(exc) or type(inner).__name__
 
 
 def _short(text: str) -> str:

@@ -7,7 +7,7 @@ import json
 import httpx
 from console_recorded import NOT_READY, READY, Services, metrics_text
 
-from fluxgate_console.scrape import History, parse_metrics, readiness, scrape_instance
+from fluxgate_console.scrape import History, parse_metrics, readiness, root_cause, scrape_instance
 
 
 async def test_a_ready_service_with_its_figures(services: Services) -> None:
@@ -23,7 +23,19 @@ async def test_a_service_that_does_not_answer_is_down_with_why(services: Service
     async with services.client() as client:
         state = await scrape_instance(client, "http://127.0.0.1:9102")
     assert state.state == "down"
-    assert "Connection refused" in state.reason and state.samples == ()
+    assert state.reason == "no answer: ConnectError: Connection refused (Connect call failed ('127.0.0.1', 9102))"
+    assert state.samples == ()
+
+
+def test_the_root_cause_of_every_failed_attempt_is_named() -> None:
+    failed = OSError("All connection attempts failed")
+    failed.__cause__ = ExceptionGroup(
+        "multiple connection attempts failed",
+        [ConnectionRefusedError(111, "Connect call failed ('::1', 9)"), OSError(101, "Network is unreachable")],
+    )
+    top = httpx.ConnectError(str(failed))
+    top.__cause__ = failed
+    assert root_cause(top) == "Connection refused (Connect call failed ('::1', 9)); Network is unreachable"
 
 
 async def test_garbage_metrics_degrade_a_ready_service_and_say_so(services: Services) -> None:
