@@ -21,10 +21,8 @@ from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 
 from fluxgate_core.deadletter import dead_letter_headers
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not shutil.which("chromedriver"), reason="needs Debian's chromium and chromium-driver"),
-]
+# No skip without Chromium: `make install` gets Debian's chromium and chromium-driver.
+pytestmark = [pytest.mark.integration]
 ARTIFACTS = Path(__file__).resolve().parents[4] / ".local" / "artifacts"
 
 
