@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import socket
 import sys
 import threading
 import time
@@ -42,6 +43,7 @@ from typing import Any
 
 import httpx
 from _common import RESULTS, ROOT, LegResult, cpu_seconds, print_table, write_report
+from fluxgate_testing import free_port
 
 # This folder (first on the path when run as a script) holds elasticsearch.py, hazelcast.py
 # and scylla.py, which would shadow the client packages the stores are read with.
@@ -49,20 +51,20 @@ sys.path[:] = [str(ROOT / "tools")] + [p for p in sys.path if Path(p or ".").res
 
 from pipeline_stores import Stores  # noqa: E402 - after the path is set
 from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first  # noqa: E402 - after the path is set
-from soak import SERVERS, TOPICS, free_port, push_watermark, seconds, settle, wait_ready  # noqa: E402 - after the path is set
+from soak import SERVERS, SERVICES, TOPICS, push_watermark, seconds, settle, wait_ready  # noqa: E402 - after the path is set
 from soak_check import RING_READ_MAX, Check, check, save, to_ms  # noqa: E402 - after the path is set
 
 from fluxgate_stack import api as stack  # noqa: E402 - after the path is set
 from fluxgate_stack.topics import create_topics  # noqa: E402 - after the path is set
 
-SERVICES = ("mqtt-proxy", "coap-ingest", "aggregator", *PERSISTERS, "device-status")
 STORES = ("elasticsearch", "scylla", "hazelcast")
-ALONE = {  # the per-service legs of the same `make bench`: (file, leg, what one item is)
-    "mqtt-proxy": ("mqtt_proxy", "mqtt-proxy", "message"),
-    "aggregator": ("aggregator", "job", "reading"),
-    "es-persister": ("elasticsearch", "es-persister", "aggregate"),
-    "scylla-persister": ("scylla", "scylla-persister", "aggregate"),
-    "hazelcast-persister": ("hazelcast", "hazelcast-persister", "aggregate"),
+# The per-service legs of the same `make bench`, by their names there: (file, group, leg, what one item is).
+ALONE = {
+    "mqtt-proxy": ("mqtt_proxy", "QoS 1", "mqtt-proxy", "message"),
+    "aggregator": ("aggregator", "", "job", "reading"),
+    "es-persister": ("elasticsearch", "", "persister (Kafka -> ES process)", "aggregate"),
+    "scylla-persister": ("scylla", "", "persister (Kafka -> Cassandra process)", "aggregate"),
+    "hazelcast-persister": ("hazelcast", "", "persister x1 (Kafka -> HZ)", "aggregate"),
 }
 
 
@@ -173,7 +175,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--qos", type=int, default=1)
     args = parser.parse_args()
     # What run_pipeline's start_all reads; no CoAP devices, nothing malformed or late: load, not faults.
-    args.coap_devices, args.coap_port, args.rate, args.malformed, args.late, args.late_by = 0, free_port(), 1.0, 0, 0, 0
+    args.coap_devices, args.rate, args.malformed, args.late, args.late_by = 0, 1.0, 0, 0, 0
+    args.coap_port = free_port(socket.SOCK_DGRAM)
     args.no_aggregator = args.no_persisters = False
     args.status_port = free_port()
     return args
@@ -301,16 +304,15 @@ def percentile(ordered: list[float], p: float) -> float:
 def alone() -> dict[str, dict[str, Any]]:
     """The per-service legs of this `make bench` run, when they ran before this one."""
     legs: dict[str, dict[str, Any]] = {}
-    for service, (file, leg, item) in ALONE.items():
+    for service, (file, group, leg, item) in ALONE.items():
         path = RESULTS / f"{file}.json"
         with contextlib.suppress(OSError, ValueError, KeyError):
             document = json.loads(path.read_text())
-            found = [entry for entry in document["legs"] if entry["leg"] == leg]
-            if found:
-                best = max(found, key=lambda entry: entry["per_second"])
-                measured = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
-                legs[service] = {"per_second": best["per_second"], "cpu_us": best["cpu_us"], "item": item,
-                                 "measured": measured}  # fmt: skip
+            for entry in document["legs"]:
+                if (entry["group"], entry["leg"]) == (group, leg):
+                    measured = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+                    legs[service] = {"per_second": entry["per_second"], "cpu_us": entry["cpu_us"], "item": item,
+                                     "measured": measured}  # fmt: skip
     return legs
 
 

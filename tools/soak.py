@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fluxgate_testing import free_port
 from pipeline_stores import Stores
 from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, start_all, stop_upstream_first
 from soak_check import Check, FaultWindow, check, save
@@ -190,12 +191,6 @@ def wait_ready(port: int, timeout: float) -> None:
     raise RuntimeError(f"the service on port {port} was not ready within {timeout:.0f} s")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--faults", type=int, default=26, help="how many faults, one after another")
@@ -264,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     timeline = Timeline(names, endpoints.bootstrap, stores)
     windows: list[FaultWindow] = []
     whole_from_ms = 0
-    args.coap_port = free_port()
+    args.coap_port = free_port(socket.SOCK_DGRAM)  # the simulated CoAP devices' UDP port
     ports = {name: free_port() for name in SERVICES if name != "device-status"}
     try:
         gateway_ready = functools.partial(wait_ready, ports["mqtt-proxy"], args.recover_timeout)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from pipeline import FirstSeen, Step, group_cpu_seconds, latencies, percentile
@@ -65,3 +67,24 @@ def test_cpu_of_a_process_group_counts_every_process_in_it() -> None:
         busy.wait()
     # 0.3 s + 0.2 s of busy loops and the interpreter starting, less /proc's clock ticks (10 ms each)
     assert 0.45 <= used < 1.5
+
+
+def test_the_legs_measured_alone_are_found_by_their_names_in_the_other_benchmarks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import pipeline
+
+    monkeypatch.setattr(pipeline, "RESULTS", tmp_path)
+    legs = [{"group": "QoS 0", "leg": "mqtt-proxy", "per_second": 9000, "cpu_us": 30.0},
+            {"group": "QoS 1", "leg": "mqtt-proxy", "per_second": 7000, "cpu_us": 40.0},
+            {"group": "QoS 1", "leg": "gmqtt floor", "per_second": 20000, "cpu_us": 19.9}]  # fmt: skip
+    (tmp_path / "mqtt_proxy.json").write_text(json.dumps({"legs": legs}))
+    hazelcast = [{"group": "", "leg": "persister x1 (Kafka -> HZ)", "per_second": 16000, "cpu_us": 34.0}]
+    (tmp_path / "hazelcast.json").write_text(json.dumps({"legs": hazelcast}))
+    found = pipeline.alone()
+    assert {name: (leg["per_second"], leg["cpu_us"]) for name, leg in found.items()} == {
+        "mqtt-proxy": (7000, 40.0),  # the pipeline's QoS
+        "hazelcast-persister": (16000, 34.0),
+    }
