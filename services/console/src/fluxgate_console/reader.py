@@ -55,8 +55,15 @@ class DeadLetterReader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._assigned: set[tuple[str, int]] = set()
-        self.error: str | None = None
+        self._read_error: str | None = None  # the last read's
+        self._scan_error: str | None = None  # the last scan's: kept until the next scan
         self.read_at: float | None = None  # when Kafka last answered a poll or a scan
+
+    @property
+    def error(self) -> str | None:
+        """What goes wrong now: a failed read, else what the last scan found missing (a read
+        that went well must not hide a topic that does not exist yet)."""
+        return self._read_error or self._scan_error
 
     def start(self) -> DeadLetterReader:
         self._thread = threading.Thread(target=self._run, name="deadletter-reader", daemon=True)
@@ -88,11 +95,11 @@ class DeadLetterReader:
         try:
             messages = consumer.consume(500, timeout=0.5)
         except KafkaException as exc:
-            self.error = f"reading dead letters: {exc}"
+            self._read_error = f"reading dead letters: {exc}"
             return
         letters = [letter_of(m) for m in messages if m.error() is None]
         errors = [m.error() for m in messages if m.error() is not None]
-        self.error = f"reading dead letters: {errors[-1]}" if errors else None
+        self._read_error = f"reading dead letters: {errors[-1]}" if errors else None
         self.read_at = time.time()
         self._book.add(letters)
 
@@ -112,12 +119,12 @@ class DeadLetterReader:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self._timeout)
                 starts.append(TopicPartition(topic, partition, max(low, high - self._lookback)))
         except KafkaException as exc:
-            self.error = f"cannot list the dead-letter topics: {exc}"
+            self._scan_error = f"cannot list the dead-letter topics: {exc}"
             return
         if starts:
             consumer.incremental_assign(starts)
             self._assigned.update(new)
             log.info("deadletters.assigned", partitions=[f"{tp.topic}/{tp.partition}@{tp.offset}" for tp in starts])
         missing = [t for t in self._book.topics() if t not in metadata.topics]
-        self.error = f"no such topic yet: {', '.join(missing)}" if missing else None
+        self._scan_error = f"no such topic yet: {', '.join(missing)}" if missing else None
         self.read_at = time.time()

@@ -198,7 +198,13 @@ class Replayer:
         self._lock = threading.Lock()
 
     def plan(self, letters: Iterable[DeadLetter]) -> Plan:
-        """Which of ``letters`` a replay would send now (catching up with the audit first)."""
+        """Which of ``letters`` a replay would send now (catching up with the audit first).
+        Under the replay lock: a preview and a replay never read the audit log (one consumer,
+        opened on first use) from two threads at once."""
+        with self._lock:
+            return self._caught_up_plan(letters)
+
+    def _caught_up_plan(self, letters: Iterable[DeadLetter]) -> Plan:
         self._audit.catch_up(self._timeout)
         return self._plan(letters)
 
@@ -221,13 +227,13 @@ class Replayer:
     def replay(self, letters: Sequence[DeadLetter], requested_by: str, selection: dict[str, Any]) -> Outcome:
         """Send what :meth:`plan` says, with its audit record, in one transaction."""
         with self._lock:
-            plan = self.plan(letters)
+            plan = self._caught_up_plan(letters)
             if not plan.send:
                 return Outcome(None, plan=plan)
             replay_id = str(uuid.uuid4())
             try:
                 sent = self._transaction(replay_id, plan, requested_by, selection)
-            except KafkaException as exc:
+            except Exception as exc:  # Kafka's, or the audit record's encoding: aborted either way
                 metrics.REPLAY_FAILURES.inc()
                 raise ReplayError(f"replay {replay_id} not committed: {exc}") from exc
             metrics.REPLAYED.inc(len(sent))
@@ -251,7 +257,7 @@ class Replayer:
             }
             producer.produce(self._audit_topic, self._encode(audit), replay_id.encode())
             producer.commit_transaction(self._timeout)
-        except KafkaException:
+        except Exception:  # an open transaction would fail every later replay's begin_transaction
             self._abort(producer)
             raise
         self._audit.remember(audit)

@@ -36,11 +36,15 @@ class FakeProducer:
         self.callbacks: list[Any] = []
         self.committed: list[tuple[str, bytes, bytes | None, Any]] = []
         self.refuse = False
+        self.open = False
         self.offsets: dict[str, int] = {}
 
     def init_transactions(self, timeout: float) -> None: ...
 
     def begin_transaction(self) -> None:
+        if self.open:
+            raise KafkaException("a transaction is already open")  # as librdkafka refuses it
+        self.open = True
         self.pending, self.callbacks = [], []
 
     def produce(
@@ -61,9 +65,10 @@ class FakeProducer:
         if self.refuse:
             raise KafkaException("transaction timed out")
         self.committed += self.pending
+        self.open = False
 
     def abort_transaction(self, timeout: float) -> None:
-        self.pending = []
+        self.pending, self.open = [], False
 
 
 class FakeAudit:
@@ -149,3 +154,20 @@ def test_one_replay_sends_at_most_max_records(replayer: tuple[Replayer, list[Fak
     replay, _ = replayer
     plan = replay.plan([aggregator_letter(i, i) for i in range(3)])
     assert len(plan.send) == 2 and "over the 2 records" in plan.not_replayable[0][1]
+
+
+def test_an_audit_record_that_cannot_be_encoded_aborts_and_the_next_replay_works(
+    replayer: tuple[Replayer, list[FakeProducer]],
+) -> None:
+    replay, made = replayer
+    encode = replay._encode
+
+    def broken(record: dict[str, Any]) -> bytes:
+        raise ValueError("the registry refused the audit schema")
+
+    replay._encode = broken  # type: ignore[assignment]
+    with pytest.raises(ReplayError, match="not committed"):
+        replay.replay([aggregator_letter(5, 7)], "ops", {})
+    replay._encode = encode
+    assert made[-1].committed == []
+    assert len(replay.replay([aggregator_letter(5, 7)], "ops", {}).sent) == 1

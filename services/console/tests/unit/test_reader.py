@@ -1,0 +1,35 @@
+"""The dead-letter reader's own account of how reading goes, against a fake consumer."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from fluxgate_console.deadletters import DeadLetterBook
+from fluxgate_console.reader import DeadLetterReader
+
+
+class FakeConsumer:
+    """One dead-letter topic exists (one partition, empty), the other not yet."""
+
+    def list_topics(self, timeout: float) -> Any:
+        return SimpleNamespace(topics={"sensors.deadletter": SimpleNamespace(partitions={0: None})})
+
+    def get_watermark_offsets(self, partition: Any, timeout: float) -> tuple[int, int]:
+        return 0, 0
+
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def consume(self, count: int, timeout: float) -> list[Any]:
+        return []
+
+
+def test_a_missing_topic_stays_reported_after_reads_that_went_well() -> None:
+    book = DeadLetterBook(["sensors.deadletter", "persisters.deadletter"], recent=10)
+    reader = DeadLetterReader({"bootstrap.servers": "127.0.0.1:1"}, book, lookback=100, timeout_s=1)
+    consumer: Any = FakeConsumer()
+    reader._scan(consumer)
+    reader._read(consumer)
+    reader._read(consumer)
+    assert reader.error == "no such topic yet: persisters.deadletter"
