@@ -35,6 +35,11 @@ PAYLOAD_SIZE = "fluxgate.dlq.payload.size"
 PAYLOAD_SHA256 = "fluxgate.dlq.payload.sha256"
 BOUNDED_BECAUSE = "fluxgate.dlq.bounded.reason"
 HEADERS_DROPPED = "fluxgate.dlq.headers.dropped"
+# A sink's dead letter also says where the refused record was read from and what it was for.
+SOURCE_TOPIC = "fluxgate.dlq.topic"
+SOURCE_PARTITION = "fluxgate.dlq.partition"
+SOURCE_OFFSET = "fluxgate.dlq.offset"
+TARGET = "fluxgate.dlq.target"
 MAX_REASON_BYTES = 4096
 MAX_KEPT_HEADER_BYTES = 4096  # of the input's own headers (MQTT user properties can be huge too)
 MAX_KEY_BYTES = 1024

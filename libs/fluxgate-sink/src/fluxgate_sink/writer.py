@@ -18,6 +18,7 @@ from typing import Protocol
 
 import structlog
 
+from fluxgate_core import deadletter as dlq
 from fluxgate_core.kafka import ConsumedRecord, Headers
 from fluxgate_sink import metrics
 from fluxgate_sink.backoff import Backoff, sleep_unless
@@ -27,10 +28,6 @@ from fluxgate_sink.settings import SinkSettings
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
 
 log = structlog.get_logger(__name__)
-DLQ_TOPIC = "fluxgate.dlq.topic"
-DLQ_PARTITION = "fluxgate.dlq.partition"
-DLQ_OFFSET = "fluxgate.dlq.offset"
-DLQ_TARGET = "fluxgate.dlq.target"
 
 
 class DeadLetters(Protocol):
@@ -148,10 +145,10 @@ class BatchWriter:
     async def _dead_letter(self, item: Refused) -> None:
         record = item.source
         coordinates = [
-            (DLQ_TOPIC, record.topic.encode()),
-            (DLQ_PARTITION, str(record.partition).encode()),
-            (DLQ_OFFSET, str(record.offset).encode()),
-            (DLQ_TARGET, item.target.encode()),
+            (dlq.SOURCE_TOPIC, record.topic.encode()),
+            (dlq.SOURCE_PARTITION, str(record.partition).encode()),
+            (dlq.SOURCE_OFFSET, str(record.offset).encode()),
+            (dlq.TARGET, item.target.encode()),
         ]
         headers = [*_original_headers(record), *coordinates]
         await self._dead_letters.send(

@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from fluxgate_core import deadletter as dlq
 
 PREFIX = "fluxgate.dlq."
-SOURCE_TOPIC = "fluxgate.dlq.topic"  # the sink runtime's: the topic the refused record was read from
-SOURCE_PARTITION = "fluxgate.dlq.partition"
-SOURCE_OFFSET = "fluxgate.dlq.offset"
 REPLAY_OF = "fluxgate.replay.of"  # set on each replayed record: <dead-letter topic>/<partition>/<offset>
 REPLAY_ID = "fluxgate.replay.id"  # and the replay it was part of (its audit record's key)
 _KAFKA_SOURCE = re.compile(r"^([A-Za-z0-9._-]{1,249})/(\d+)/(\d+)$")  # the aggregator's source header
@@ -89,8 +86,8 @@ class DeadLetter:
         Kafka (a gateway's MQTT topic or CoAP resource) or was kept only in part."""
         if self.truncated:
             return None
-        if self._header(SOURCE_TOPIC):
-            return self._header(SOURCE_TOPIC)
+        if self._header(dlq.SOURCE_TOPIC):
+            return self._header(dlq.SOURCE_TOPIC)
         match = _KAFKA_SOURCE.match(self.source)
         return match.group(1) if match else None
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from console_recorded import aggregator_letter, gateway_letter, sink_letter
 
-from fluxgate_console import deadletters
 from fluxgate_console.deadletters import DeadLetter, DeadLetterBook, LetterFilter, root_cause
 from fluxgate_core import deadletter as core
-from fluxgate_sink import writer
 
 
 def test_the_sink_runtime_header_names_are_the_ones_read() -> None:
-    assert (deadletters.SOURCE_TOPIC, deadletters.SOURCE_PARTITION, deadletters.SOURCE_OFFSET) == (
-        writer.DLQ_TOPIC, writer.DLQ_PARTITION, writer.DLQ_OFFSET,
-    )  # fmt: skip
+    # The sink runtime writes where a refused record was read from under fluxgate-core's names.
+    headers = [(core.SOURCE_TOPIC, b"temperatures.aggregated"), (core.SOURCE_PARTITION, b"2"),
+               (core.SOURCE_OFFSET, b"77")]  # fmt: skip
+    letter = DeadLetter("persisters.deadletter", 0, 1, 0, None, b"x", headers)
+    assert letter.replay_target == "temperatures.aggregated"
 
 
 def test_a_gateway_letter_explained_and_not_replayable_to_kafka() -> None:
