@@ -33,6 +33,7 @@ install: $(VENV)/.installed ## Python packages (editable, one venv), the local s
 	$(STACK) install
 	$(PY) -c 'from fluxgate_stack.fetch import ensure_debian_packages as get; get({"chromium": "chromium", "chromedriver": "chromium-driver"})'
 	$(VENV)/bin/fluxgate-aggregator prefetch
+	$(PY) tools/charts.py helm  # built from the Go module proxy into .local/bin (cached by Go)
 
 .PHONY: up
 up: $(VENV)/.installed ## Download, configure and start Kafka (KRaft), the schema registry, Mosquitto and Elasticsearch
