@@ -20,6 +20,8 @@ from charts import SERVICES, UMBRELLA, ChartError, lint, render
 from fluxgate_testing import specs
 from fluxgate_testing.k8s import Pod, pods
 
+from fluxgate_sink.kcql import parse
+
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES = "1.37.0"  # the newest schemas kubernetes-validate ships
 EXAMPLES = sorted((ROOT / "deploy/charts/fluxgate/examples").glob("*.yaml"))
@@ -183,6 +185,30 @@ def test_lag_scalers_watch_each_group_on_its_topic(rendered: dict[str, list[dict
         if o["kind"] in ("Deployment", "StatefulSet")
     }
     assert all("replicas" not in workloads[name]["spec"] for name in scalers), "KEDA owns the replica count"
+
+
+OWN_KCQL = {"autoscaling": {"enabled": True}, "global": {"kafka": {"bootstrapServers": "k:9092"}},
+            "config": {"FLUXGATE_ES_SINK__GROUP_ID": "g2",
+                       "FLUXGATE_ES_SINK__KCQL": "INSERT INTO t SELECT * FROM other.topic PK device_id"}}  # fmt: skip
+BOTH_TOPICS = (
+    "INSERT INTO t SELECT * FROM other.topic PK device_id; INSERT INTO u SELECT * FROM temperatures.aggregated"
+)
+
+
+@pytest.mark.parametrize("kcql", [None, BOTH_TOPICS])
+def test_a_persisters_scaler_watches_what_its_settings_read(
+    kcql: str | None, built_charts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group and the topics the pod's own Settings read (its KCQL), not the chart's
+    kafka.topic default; every topic of the group when the KCQL reads several."""
+    values = {**OWN_KCQL, "config": {**OWN_KCQL["config"], **({"FLUXGATE_ES_SINK__KCQL": kcql} if kcql else {})}}
+    objects = render(built_charts / "es-persister", values=[values])
+    [pod] = pods(objects)
+    settings = specs.load_with_env(settings_of(pod, env := pod.env(objects, SECRETS)), env, monkeypatch)
+    [trigger] = next(o for o in objects if o["kind"] == "ScaledObject")["spec"]["triggers"]
+    topics = {statement.topic for statement in parse(settings.sink.kcql)}
+    assert trigger["metadata"]["consumerGroup"] == settings.sink.group_id
+    assert trigger["metadata"].get("topic") == (topics.pop() if len(topics) == 1 else None)
 
 
 REFUSED = {

@@ -108,7 +108,9 @@ spec:
       metadata:
         bootstrapServers: {{ $bootstrap | quote }}
         consumerGroup: {{ .group | quote }}
-        topic: {{ .topic | quote }}
+        {{- with .topic }}
+        topic: {{ . | quote }}
+        {{- end }}
         lagThreshold: {{ $v.autoscaling.lagThreshold | quote }}
         offsetResetPolicy: earliest
         allowIdleConsumers: "false"
