@@ -120,7 +120,12 @@ class Pipeline:
         process = subprocess.Popen(
             argv, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.children = [child for child in self.children if child[0] != name] + [(name, process)]
+        # A restarted child keeps its place: stop_rest() stops in reverse start order.
+        names = [child for child, _ in self.children]
+        if name in names:
+            self.children[names.index(name)] = (name, process)
+        else:
+            self.children.append((name, process))
         say(f"started {name:<12} pid {process.pid:<7} log {self.logs / (name + '.log')}")
 
     def restart(self, name: str) -> None:

@@ -209,3 +209,17 @@ def test_random_ledgers_recompute_to_the_same_windows_in_any_order() -> None:
     backward = expected_windows(spec(), sent_of(*reversed(entries)), arrived, Counter(), CutOff([]))
     assert forward.keys() == backward.keys()
     assert sum(int(w["count"]) for w in forward.values()) == 200
+
+
+def test_a_restarted_child_keeps_its_place_in_the_stop_order(tmp_path: Path) -> None:
+    from run_pipeline import Pipeline
+
+    pipeline = Pipeline(tmp_path)
+    for name in ("first", "second"):
+        pipeline.start(name, ["sleep", "30"])
+    pipeline.stop("first")
+    pipeline.restart("first")
+    try:
+        assert [name for name, _ in pipeline.children] == ["first", "second"]
+    finally:
+        pipeline.stop_rest()
