@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from charts import UMBRELLA, render
+import yaml
+from charts import CHARTS, SERVICES, UMBRELLA, render
 from fluxgate_testing import free_port
 from fluxgate_testing.k8s import Pod, pods
 from pipeline_stores import Stores
@@ -32,6 +33,7 @@ from run_pipeline import (
     prefixed,
     stop_upstream_first,
 )
+from soak import TOPICS
 
 from fluxgate_stack import ensure_up
 from fluxgate_stack.topics import create_topics
@@ -39,11 +41,8 @@ from fluxgate_stack.topics import create_topics
 # serial: the pods listen on their rendered ports (9101-9107), the ones `make run` uses
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial]
 
-TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late",
-          "persisters.deadletter", "devices.status")  # fmt: skip
-PREFIXES = {"mqtt-proxy": "FLUXGATE_MQTT_", "coap-ingest": "FLUXGATE_COAP_", "aggregator": "FLUXGATE_AGG_",
-            "es-persister": "FLUXGATE_ES_", "scylla-persister": "FLUXGATE_SCYLLA_",
-            "hazelcast-persister": "FLUXGATE_HZ_", "device-status": "FLUXGATE_STATUS_"}  # fmt: skip
+# Each chart's envPrefix: the settings prefix its pod's environment carries.
+PREFIXES = {name: yaml.safe_load((CHARTS / name / "values.yaml").read_text())["envPrefix"] for name in SERVICES}
 
 
 def local_host_names(endpoints: Any) -> dict[str, str]:
