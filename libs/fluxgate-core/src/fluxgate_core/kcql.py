@@ -22,6 +22,7 @@ from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, Unexp
 from lark.tree import Meta
 
 from fluxgate_core.errors import ConfigError
+from fluxgate_core.payloads import PayloadFormat
 
 FieldPath = tuple[str, ...]
 SINK_CLAUSES = ("IGNORE", "PK", "AUTOCREATE", "BATCH", "WITHINDEXSUFFIX", "STOREAS", "WITHFORMAT", "TTL", "PROPERTIES")
@@ -37,6 +38,26 @@ _PARSER = Lark.open(
     "kcql.lark", rel_to=__file__, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True
 )
 _TERMINAL_ORDER = [terminal.name for terminal in _PARSER.terminals]
+# Stream-Reactor's source converters, under the packages they have had (before and after 6.0).
+CONVERTER_PACKAGES = (
+    "com.datamountaineer.streamreactor.connect.converters.source",
+    "io.lenses.streamreactor.connect.converters.source",
+    "com.datamountaineer.streamreactor.connect.mqtt.source.converters",  # the MQTT connector's own, before 1.0
+)
+# Those whose payload is ours to parse: JSON. (Their Kafka records were Connect structs, ours are
+# SensorReading; a payload that is not JSON goes to the dead-letter topic, never through.)
+CONVERTER_FORMATS: dict[str, PayloadFormat] = dict.fromkeys(
+    ("JsonSimpleConverter", "JsonConverterWithSchemaEvolution", "JsonOptNullConverter", "JsonResilientConverter"),
+    "json",
+)
+CONVERTERS_REFUSED = {
+    "BytesConverter": "it forwards the payload as opaque bytes, and Fluxgate writes each reading the payload "
+    "holds as a SensorReading: leave WITHCONVERTER out to parse JSON, SenML or CBOR",
+    "JsonPassThroughConverter": "it forwards the JSON text unparsed, and Fluxgate writes each reading the JSON "
+    "holds as a SensorReading: use JsonSimpleConverter (or no WITHCONVERTER) to parse it",
+    "AvroConverter": "its payloads are Avro binary under schemas from connect.converter.avro.schemas, and "
+    "Fluxgate's payload formats are JSON, SenML and CBOR",
+}
 # Why a clause is refused where it makes no sense (the message names the clause and the connector).
 _SINK_ONLY = "it says how a store is written, and a source writes Kafka records"
 _NOT_FOR_SOURCE = dict.fromkeys(SINK_CLAUSES, _SINK_ONLY) | {
@@ -112,6 +133,7 @@ class SourceStatement:
     key_fields: tuple[FieldPath, ...] = ()
     key_delimiter: str = DEFAULT_KEY_DELIMITER
     converter: str | None = None
+    payload_format: PayloadFormat = "auto"  # what WITHCONVERTER means here; auto without one
 
     @property
     def dynamic(self) -> bool:
@@ -141,11 +163,25 @@ def _source(text: str, parsed: ParsedStatement) -> SourceStatement:
         raise located(text, clauses["KEYDELIMITER"].meta, "KEYDELIMITER without WITHKEY: there is no key to delimit")
     keys = tuple(field_path(kid) for kid in clauses["WITHKEY"].children) if "WITHKEY" in clauses else ()
     delimiter = leaf(clauses["KEYDELIMITER"].children[0])[1:-1] if "KEYDELIMITER" in clauses else None
-    converter = unquote(leaf(clauses["WITHCONVERTER"].children[0])) if "WITHCONVERTER" in clauses else None
+    converter = leaf(clauses["WITHCONVERTER"].children[0]) if "WITHCONVERTER" in clauses else None
     return SourceStatement(
         parsed.text, parsed.target, parsed.sources, keys, DEFAULT_KEY_DELIMITER if delimiter is None else delimiter,
-        converter,
+        unquote(converter) if converter else None, _converter_format(text, converter) if converter else "auto",
     )  # fmt: skip
+
+
+def _converter_format(text: str, token: Token) -> PayloadFormat:
+    """The payload format a Stream-Reactor converter class means, or a KcqlError saying why none."""
+    name = unquote(token)
+    package, _, simple = name.rpartition(".")
+    if package not in CONVERTER_PACKAGES:
+        known = ", ".join(sorted(CONVERTER_FORMATS))
+        why = f"unknown converter '{name}'; expected one of Stream-Reactor's ({known}) under {CONVERTER_PACKAGES[1]}"
+        raise located(text, token, why)
+    if simple in CONVERTER_FORMATS:
+        return CONVERTER_FORMATS[simple]
+    why = CONVERTERS_REFUSED.get(simple, "it is not one of Stream-Reactor's source converters")
+    raise located(text, token, f"converter {simple} is not supported: {why}")
 
 
 # ---- from the lark tree to a ParsedStatement, with the checks every connector shares ----
