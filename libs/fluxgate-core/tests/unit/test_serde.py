@@ -122,6 +122,47 @@ def test_compiled_writer_matches_fastavro_byte_for_byte(reading: dict[str, Any])
     assert encoder.encode(reading) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
 
 
+_AVRO_VALUES = {
+    "int": st.integers(-(2**31), 2**31 - 1),
+    "long": st.integers(-(2**63), 2**63 - 1),
+    "boolean": st.booleans(),
+    "string": st.text(),
+}
+_COAP_MESSAGES = st.fixed_dictionaries(
+    {
+        **{name: st.none() | _AVRO_VALUES[avro] for name, avro in STREAM_REACTOR_COAP_FIELDS.items()},
+        "etags": st.lists(st.none() | st.text(max_size=8), max_size=4),
+        "payload": st.binary(max_size=300),
+    }
+)
+
+
+@given(_COAP_MESSAGES)
+def test_compiled_writer_matches_fastavro_for_coap_messages(message: dict[str, Any]) -> None:
+    encoder = AvroEncoder(schema_dict(COAP_MESSAGE), schema_id=7)
+    assert encoder._compiled is not None  # ints, booleans, bytes and the array are compiled too
+    reference = io.BytesIO()
+    fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(COAP_MESSAGE)), message)
+    assert encoder.encode(message) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("message_id", 2**31), ("is_last", 1), ("payload", "text"), ("etags", ("a",)), ("etags", [3]), ("rtt", True)],
+)
+def test_coap_message_values_the_compiled_writer_does_not_expect_get_fastavros_answer(field: str, value: Any) -> None:
+    message = {**dict.fromkeys(STREAM_REACTOR_COAP_FIELDS), "etags": [], "payload": b"", field: value}
+    encoder = AvroEncoder(schema_dict(COAP_MESSAGE), schema_id=7)
+    reference = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(COAP_MESSAGE)), message)
+    except Exception as exc:
+        with pytest.raises((SerializationError, type(exc))):
+            encoder.encode(message)
+        return
+    assert encoder.encode(message) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("value", 21), ("event_time", 2**63), ("source_protocol", "HTTP"), ("device_id", None), ("unit", 3)],
