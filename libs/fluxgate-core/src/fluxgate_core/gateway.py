@@ -1,9 +1,10 @@
 """What every gateway (mqtt-proxy, coap-ingest) opens before it reads a device message.
 
 In this order, so a broken dependency fails the start before anything is read: the
-``SensorReading`` schema registered under ``<topic>-value`` for every target topic (the
-registry must answer), the producer's batches fitted to every topic's size limit (the
-dead-letter topic's too: Kafka must answer), the producer started; then a dead-letter
+gateway's record schema (``SensorReading``, or coap-ingest's ``CoapMessage``) registered under
+``<topic>-value`` for every target topic (the registry must answer), the producer's
+batches fitted to every topic's size limit (the dead-letter topic's too: Kafka must
+answer), the producer started; then a dead-letter
 writer that keeps what the limits allow of a rejected payload.
 """
 
@@ -29,7 +30,7 @@ W = TypeVar("W", bound=DeadLetterWriter)
 class GatewayOutput:
     service: str
     deadletter_topic: str
-    encoders: dict[str, AvroEncoder]  # target topic -> SensorReading encoder under its subject
+    encoders: dict[str, AvroEncoder]  # target topic -> the record schema's encoder under its subject
     producer: AsyncProducer  # started
 
     def dead_letters(self, writer: type[W], limits: LimitSettings) -> W:
@@ -44,10 +45,13 @@ class GatewayOutput:
         )
 
 
-def register_readings(registry: RegistrySettings, topics: Iterable[str]) -> dict[str, AvroEncoder]:
-    """Register ``SensorReading`` under ``<topic>-value`` for each topic; its encoder per topic."""
+def register_readings(
+    registry: RegistrySettings, topics: Iterable[str], schema_name: str = SENSOR_READING
+) -> dict[str, AvroEncoder]:
+    """Register ``schemas/<schema_name>.avsc`` (``SensorReading`` by default) under
+    ``<topic>-value`` for each topic; its encoder per topic."""
     client = registry_client(registry)
-    text, schema = schema_text(SENSOR_READING), schema_dict(SENSOR_READING)
+    text, schema = schema_text(schema_name), schema_dict(schema_name)
     level = registry.compatibility
     return {topic: AvroEncoder.registered(client, topic, text, schema, level) for topic in sorted(set(topics))}
 
@@ -59,9 +63,10 @@ async def open_gateway_output(
     topics: Iterable[str],
     deadletter_topic: str,
     max_in_flight: int,
+    schema_name: str = SENSOR_READING,
 ) -> GatewayOutput:
-    """Schemas, then the fitted producer, started (see the module)."""
-    encoders = await asyncio.to_thread(register_readings, registry, topics)
+    """Schemas (``schemas/<schema_name>.avsc``), then the fitted producer, started (see the module)."""
+    encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
     every_topic = [*encoders, deadletter_topic]
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)
     producer = make_producer(config, max_in_flight=max_in_flight)

@@ -18,6 +18,7 @@ SENSOR_READING = "sensor_reading"
 TEMPERATURE_AGGREGATE = "temperature_aggregate"
 DEVICE_STATUS = "device_status"
 REPLAY_AUDIT = "replay_audit"
+COAP_MESSAGE = "coap_message"
 
 
 def schemas_dir() -> Path:

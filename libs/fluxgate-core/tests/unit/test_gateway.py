@@ -25,8 +25,8 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
 ) -> None:
     steps: list[str] = []
 
-    def register(registry: RegistrySettings, topics: Any) -> dict[str, Any]:
-        steps.append(f"registered {sorted(set(topics))}")
+    def register(registry: RegistrySettings, topics: Any, schema_name: str) -> dict[str, Any]:
+        steps.append(f"registered {schema_name} for {sorted(set(topics))}")
         return {topic: f"encoder of {topic}" for topic in sorted(set(topics))}
 
     def fit(config: dict[str, Any], topics: list[str]) -> dict[str, Any]:
@@ -43,7 +43,7 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
     output = await gateway.open_gateway_output(
         "demo", KafkaSettings(), RegistrySettings(), ["b", "a", "b"], "dlq", max_in_flight=7
     )
-    assert steps == ["registered ['a', 'b']", "fitted to ['a', 'b', 'dlq']", "producer started"]
+    assert steps == ["registered sensor_reading for ['a', 'b']", "fitted to ['a', 'b', 'dlq']", "producer started"]
     assert output.encoders == {"a": "encoder of a", "b": "encoder of b"}
 
     writer = output.dead_letters(DeadLetterWriter, LimitSettings(max_payload_bytes=4096, deadletter_head_bytes=512))

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fluxgate_core.errors import SerializationError
-from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict
+from fluxgate_core.schemas import COAP_MESSAGE, SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict
 from fluxgate_core.serde import AvroEncoder, value_subject, wire_schema_id
 
 READING = {
@@ -48,11 +48,48 @@ def test_bytes_without_wire_header_are_rejected(data: bytes, message: str) -> No
 
 
 def test_every_field_of_every_contract_is_documented() -> None:
-    for name in (SENSOR_READING, TEMPERATURE_AGGREGATE):
+    for name in (SENSOR_READING, TEMPERATURE_AGGREGATE, COAP_MESSAGE):
         schema = schema_dict(name)
         assert schema["namespace"].startswith("io.fluxgate.")
         assert all(field.get("doc") for field in schema["fields"]), name
         fastavro.parse_schema(schema)
+
+
+# Stream-Reactor's CoAP source record (its CoapMessageConverter): consumers built on it read these
+# names with these types (Connect's optional INT32/INT64/STRING/BOOLEAN, etags an array of strings).
+STREAM_REACTOR_COAP_FIELDS = {
+    **dict.fromkeys(("message_id", "raw_code", "accept", "content_format", "observe", "uri_port"), "int"),
+    **dict.fromkeys(("ingest_time", "rtt", "timestamp", "max_age"), "long"),
+    **dict.fromkeys(
+        (
+            "is_last",
+            "is_notification",
+            "is_duplicate",
+            "is_confirmable",
+            "is_rejected",
+            "is_acknowledged",
+            "is_canceled",
+        ),
+        "boolean",
+    ),
+    **dict.fromkeys(
+        ("type", "code", "source", "destination", "token", "block1", "block2", "location_path", "location_query"),
+        "string",
+    ),
+    **dict.fromkeys(("proxy_uri", "size_1", "size_2", "uri_host", "uri_path", "uri_query"), "string"),
+}
+
+
+def test_the_coap_message_has_stream_reactors_fields_in_its_order_with_the_payload_as_bytes() -> None:
+    fields = schema_dict(COAP_MESSAGE)["fields"]
+    names = [field["name"] for field in fields]
+    assert names[-1] == "payload" and fields[-1]["type"] == "bytes"
+    assert names[names.index("content_format") + 1] == "etags"
+    assert fields[names.index("etags")]["type"] == {"type": "array", "items": ["null", "string"]}
+    scalar = {field["name"]: field["type"] for field in fields if field["name"] not in ("etags", "payload")}
+    assert scalar == {name: ["null", avro] for name, avro in STREAM_REACTOR_COAP_FIELDS.items()}
+    assert list(scalar)[:3] == ["ingest_time", "message_id", "type"]  # Stream-Reactor's order
+    assert all(field["default"] is None for field in fields if isinstance(field["type"], list))
 
 
 def test_topic_name_strategy() -> None:
@@ -83,6 +120,47 @@ def test_compiled_writer_matches_fastavro_byte_for_byte(reading: dict[str, Any])
     reference = io.BytesIO()
     fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(SENSOR_READING)), reading)
     assert encoder.encode(reading) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
+
+
+_AVRO_VALUES = {
+    "int": st.integers(-(2**31), 2**31 - 1),
+    "long": st.integers(-(2**63), 2**63 - 1),
+    "boolean": st.booleans(),
+    "string": st.text(),
+}
+_COAP_MESSAGES = st.fixed_dictionaries(
+    {
+        **{name: st.none() | _AVRO_VALUES[avro] for name, avro in STREAM_REACTOR_COAP_FIELDS.items()},
+        "etags": st.lists(st.none() | st.text(max_size=8), max_size=4),
+        "payload": st.binary(max_size=300),
+    }
+)
+
+
+@given(_COAP_MESSAGES)
+def test_compiled_writer_matches_fastavro_for_coap_messages(message: dict[str, Any]) -> None:
+    encoder = AvroEncoder(schema_dict(COAP_MESSAGE), schema_id=7)
+    assert encoder._compiled is not None  # ints, booleans, bytes and the array are compiled too
+    reference = io.BytesIO()
+    fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(COAP_MESSAGE)), message)
+    assert encoder.encode(message) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("message_id", 2**31), ("is_last", 1), ("payload", "text"), ("etags", ("a",)), ("etags", [3]), ("rtt", True)],
+)
+def test_coap_message_values_the_compiled_writer_does_not_expect_get_fastavros_answer(field: str, value: Any) -> None:
+    message = {**dict.fromkeys(STREAM_REACTOR_COAP_FIELDS), "etags": [], "payload": b"", field: value}
+    encoder = AvroEncoder(schema_dict(COAP_MESSAGE), schema_id=7)
+    reference = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(COAP_MESSAGE)), message)
+    except Exception as exc:
+        with pytest.raises((SerializationError, type(exc))):
+            encoder.encode(message)
+        return
+    assert encoder.encode(message) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@
 A consumer describes itself as a :class:`MessagePact`: its name, the producer, the fields
 its ``consumed.py`` declares and an example record. This module builds the pact from the
 declaration with matchers rather than literal values (``type`` for strings, ``number`` for
-doubles, ``integer`` for longs and epoch-ms timestamps, a regex over the symbols for
-enums, "same type or null" for nullable fields), hands the example to the consumer's own
+doubles, ``integer`` for ints, longs and epoch-ms timestamps, a regex over the symbols for
+enums, base64 text for bytes, "same type or null" for nullable fields), hands the example to the consumer's own
 half of the test, and keeps the committed copy in ``contracts-tests/pacts/`` honest. The
 producers verify those copies against what their real serializers write.
 
@@ -13,6 +13,7 @@ Regenerate the committed pacts after changing a declaration with ``FLUXGATE_UPDA
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -44,14 +45,32 @@ READING_EXAMPLE: Mapping[str, Any] = {
 # Consumers compare ``metric`` with configured names as is, so they rely on the gateways'
 # normalisation (lower case, aliases resolved), not merely on a string.
 READING_PATTERNS: Mapping[str, str] = {"metric": r"^[a-z][a-z0-9_.\-]{0,63}$"}
+COAP_MESSAGES_MESSAGE = "a CoAP message on a coap-ingest topic (output_format coap-message)"
+COAP_MESSAGE_EXAMPLE: Mapping[str, Any] = {
+    "ingest_time": 1486997194029,
+    "message_id": 4711,
+    "type": "CON",
+    "code": "2.05",
+    "raw_code": 69,
+    "source": "127.0.0.1:5633",
+    "token": "c0ffee01",
+    "content_format": 50,
+    "observe": 17,
+    "payload": base64.b64encode(b'{"temperature": 23.6}').decode(),
+}
+"""The example ``CoapMessage`` of the pacts on coap-ingest's coap-message topics, bytes as base64."""
+# Bytes travel in the JSON as Kafka Connect's JsonConverter writes them: standard base64, padded.
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 # Avro resolution promotes int/long/float writers to double: any JSON number will do for a
 # double; timestamps and counts must stay whole numbers.
 MATCHERS: dict[str, Callable[[Any], Any]] = {
     "string": match.type,
     "double": match.number,
+    "int": match.int,
     "long": match.int,
     "timestamp-millis": match.int,
+    "bytes": lambda example: match.regex(example, regex=BASE64),
 }
 NULL_OR_SAME_TYPE = {"combine": "OR", "matchers": [{"match": "type"}, {"match": "null"}]}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -91,13 +110,15 @@ class MessagePact:
         pact = Pact(self.consumer, self.provider).with_specification("V4")
         body = {name: self._matcher(name, avro) for name, avro in self.fields.items()}
         nullable = {f"$.{name}": NULL_OR_SAME_TYPE for name, avro in self.fields.items() if is_nullable(avro)}
-        (
+        interaction = (
             pact.upon_receiving(self.message, "Async")
             .with_body(body, "application/json")
             .with_matching_rules({"body": nullable})
             .add_text_comment(self.purpose)
             .add_text_comment(f"See {self.declared_in}. Contents: the decoded record, timestamps as epoch ms.")
         )
+        if any(kind(avro) == "bytes" for avro in self.fields.values()):
+            interaction.add_text_comment("Bytes as standard base64, as Kafka Connect's JsonConverter writes them.")
         return pact
 
     def _matcher(self, name: str, avro: AvroType) -> Any:
@@ -115,7 +136,7 @@ class MessagePact:
         checked with fastavro against the declared fields."""
         assert body is not None, "the message has no contents"
         message: dict[str, Any] = json.loads(body)
-        record = {name: _as_datetime(value) if self._is_timestamp(name) else value for name, value in message.items()}
+        record = {name: self._as_avro(name, value) for name, value in message.items()}
         view = {
             "type": "record",
             "name": "Consumed",
@@ -144,14 +165,27 @@ class MessagePact:
             f"regenerate with {UPDATE_VARIABLE}=1 and commit it"
         )
 
-    def _is_timestamp(self, name: str) -> bool:
-        return name in self.fields and kind(self.fields[name]) == "timestamp-millis"
+    def _as_avro(self, name: str, value: Any) -> Any:
+        """A JSON value as Avro decodes it: epoch ms as a datetime, base64 text as bytes."""
+        declared = kind(self.fields[name]) if name in self.fields else None
+        if declared == "timestamp-millis":
+            return _as_datetime(value)
+        if declared == "bytes" and isinstance(value, str):
+            return base64.b64decode(value, validate=True)
+        return value
 
 
 def readings_pact(consumer: str, provider: str, fields: ConsumedFields, purpose: str, declared_in: str) -> MessagePact:
     """A consumer's pact with one gateway (mqtt-proxy, coap-ingest) on ``sensors.readings``."""
     return MessagePact(
         consumer, provider, READINGS_MESSAGE, fields, READING_EXAMPLE, purpose, declared_in, READING_PATTERNS
+    )
+
+
+def coap_messages_pact(consumer: str, fields: ConsumedFields, purpose: str, declared_in: str) -> MessagePact:
+    """A consumer's pact with coap-ingest on the topic of its ``CoapMessage`` records."""
+    return MessagePact(
+        consumer, "coap-ingest", COAP_MESSAGES_MESSAGE, fields, COAP_MESSAGE_EXAMPLE, purpose, declared_in
     )
 
 

@@ -25,7 +25,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import structlog
@@ -93,8 +93,20 @@ class NotificationHandler:
         return True
 
     def _letter(self, notification: Notification) -> Letter:
-        headers = _coap_headers(notification.content_format, notification.observe)
-        return Letter(notification.payload, notification.uri, self._device, headers)
+        return letter_of(notification, self._device)
+
+
+class Handler(Protocol):
+    """Decides what a notification becomes: :class:`NotificationHandler` (readings), or
+    ``messages.MessageHandler`` (the CoAP message whole)."""
+
+    def delivery(self, notification: Notification, /) -> Delivery | None: ...
+
+
+def letter_of(notification: Notification, device: str | None) -> Letter:
+    """The notification as it goes to the dead-letter topic if it must, keyed by ``device``."""
+    headers = _coap_headers(notification.content_format, notification.observe)
+    return Letter(notification.payload, notification.uri, device, headers)
 
 
 def _coap_headers(content_format: int | None, observe: int | None) -> Headers:
@@ -111,7 +123,7 @@ class Inlet:
 
     __slots__ = ("_batcher", "_limit", "_room", "handler", "undone")
 
-    def __init__(self, batcher: NotificationBatcher, handler: NotificationHandler, limit: int) -> None:
+    def __init__(self, batcher: NotificationBatcher, handler: Handler, limit: int) -> None:
         self.handler = handler
         self.undone = 0
         self._batcher = batcher
@@ -152,7 +164,7 @@ class NotificationBatcher:
         self._incoming: list[tuple[Inlet, Notification]] = []
         self._batches: set[asyncio.Task[None]] = set()
 
-    def inlet(self, handler: NotificationHandler) -> Inlet:
+    def inlet(self, handler: Handler) -> Inlet:
         return Inlet(self, handler, self._limit)
 
     def receive(self, inlet: Inlet, notification: Notification) -> None:

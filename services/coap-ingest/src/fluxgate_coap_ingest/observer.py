@@ -47,6 +47,8 @@ class Notification:
     received_ms: int
     first_after_register: bool = False
     abandoned: bool = False  # block-wise with more than we fetch: ``payload`` is its first part
+    message: aiocoap.Message | None = None  # the response itself (its first block), for output_format coap-message
+    rtt_ms: int | None = None  # from sending the registration to receiving this
 
 
 class NotificationSink(Protocol):
@@ -74,9 +76,14 @@ class ResourceObserver:
         sink: NotificationSink,
         rng: random.Random | None = None,
         max_bytes: int = ASSEMBLY_LIMIT_FACTOR * DEFAULT_MAX_PAYLOAD_BYTES,
+        refusals_too: bool = False,
     ) -> None:
-        """``max_bytes``: how much of a block-wise notification is fetched (see ``blockwise``)."""
+        """``max_bytes``: how much of a block-wise notification is fetched (see ``blockwise``);
+        ``refusals_too``: hand on an error response too before re-registering (a CoAP message
+        record says what the server answered; a reading has nothing to say of it)."""
         self.resource = resource
+        self._refusals_too = refusals_too
+        self._sent = time.monotonic()
         self._max_bytes = max_bytes
         self._context = context
         self._settings = settings
@@ -105,6 +112,7 @@ class ResourceObserver:
         message = aiocoap.Message(code=aiocoap.GET, uri=self.resource.uri, observe=0)
         # Blocks are fetched by _assembled, with a bound; aiocoap would fetch them without one.
         request = self._context.request(message, handle_blockwise=False)
+        self._sent = time.monotonic()
         try:
             await self._follow(request)
         except ObservationEnded as ended:
@@ -136,6 +144,7 @@ class ResourceObserver:
         except coap_error.Error as exc:
             raise ObservationEnded("error", f"{type(exc).__name__}: {exc}") from exc
         if not first.code.is_successful():
+            await self._hand_on_refusal(first)
             raise ObservationEnded("refused", f"server answered {first.code}")
         self.registrations += 1
         self._backoff.reset()
@@ -156,10 +165,16 @@ class ResourceObserver:
             except coap_error.Error as exc:
                 raise ObservationEnded("error", f"{type(exc).__name__}: {exc}") from exc
             if not notification.code.is_successful():
+                await self._hand_on_refusal(notification)
                 raise ObservationEnded("refused", f"server notified {notification.code}")
             yield notification
 
+    async def _hand_on_refusal(self, message: aiocoap.Message) -> None:
+        if self._refusals_too:
+            await self._enqueue(message, first_after_register=True)
+
     async def _enqueue(self, message: aiocoap.Message, *, first_after_register: bool = False) -> None:
+        received = time.monotonic()
         try:
             assembled = await assemble(
                 self._context, self.resource.uri, message, self._max_bytes, self._settings.request_timeout_s
@@ -180,6 +195,8 @@ class ResourceObserver:
             received_ms=int(time.time() * 1000),
             first_after_register=first_after_register,
             abandoned=assembled.abandoned,
+            message=message,
+            rtt_ms=round((received - self._sent) * 1000),
         )
         self._notified.inc()
         await self._sink.put(notification)

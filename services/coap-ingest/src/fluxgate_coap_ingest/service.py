@@ -13,12 +13,14 @@ from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.datagrams import read_waiting_datagrams, receive_whole_datagrams
 from fluxgate_coap_ingest.dedupe import DedupeWindow
-from fluxgate_coap_ingest.handler import HostCountingDeadLetters, NotificationBatcher, NotificationHandler
+from fluxgate_coap_ingest.handler import Handler, HostCountingDeadLetters, NotificationBatcher, NotificationHandler
+from fluxgate_coap_ingest.messages import CoapMessageConverter, MessageHandler
 from fluxgate_coap_ingest.observer import ResourceObserver
 from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.gateway import open_gateway_output
 from fluxgate_core.kafka import AsyncProducer
+from fluxgate_core.schemas import COAP_MESSAGE, SENSOR_READING
 from fluxgate_core.serde import AvroEncoder
 
 log = structlog.get_logger(__name__)
@@ -53,6 +55,7 @@ class CoapIngestService:
             [resource.topic for resource in settings.observed],
             settings.deadletter_topic,
             settings.max_in_flight,
+            COAP_MESSAGE if settings.output_format == "coap-message" else SENSOR_READING,
         )
         self._producer, encoders = output.producer, output.encoders
         receive_whole_datagrams()
@@ -114,13 +117,22 @@ class CoapIngestService:
 
     def _observe(self, resource: ResourceSettings, encoder: AvroEncoder, batcher: NotificationBatcher) -> None:
         assert self._context is not None
-        observe = self.settings.observe
-        converter = NotificationConverter(resource, encoder, limits=self.settings.limits.payload_limits())
-        inlet = batcher.inlet(NotificationHandler(converter, DedupeWindow(observe.dedupe_window)))
+        messages = self.settings.output_format == "coap-message"
+        inlet = batcher.inlet(self._handler(resource, encoder))
         fetched = ASSEMBLY_LIMIT_FACTOR * self.settings.limits.max_payload_bytes
-        observer = ResourceObserver(self._context, resource, observe, inlet, max_bytes=fetched)
+        observer = ResourceObserver(
+            self._context, resource, self.settings.observe, inlet, max_bytes=fetched, refusals_too=messages
+        )
         self.observers.append(observer)
         self._readers.append(asyncio.create_task(observer.run(), name=f"observe {resource.uri}"))
+
+    def _handler(self, resource: ResourceSettings, encoder: AvroEncoder) -> Handler:
+        """What ``resource``'s notifications become, by ``output_format``."""
+        limits = self.settings.limits
+        if self.settings.output_format == "coap-message":
+            return MessageHandler(CoapMessageConverter(resource, encoder, limits.max_payload_bytes))
+        converter = NotificationConverter(resource, encoder, limits=limits.payload_limits())
+        return NotificationHandler(converter, DedupeWindow(self.settings.observe.dedupe_window))
 
     def _fail(self, exc: BaseException) -> None:
         if self.fatal is None:

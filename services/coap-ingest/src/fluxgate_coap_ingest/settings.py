@@ -165,6 +165,13 @@ class CoapIngestSettings(BaseSettings):
     member: int = Field(
         default=0, ge=0, description="this instance's place among `members`, from 0 (a StatefulSet's pod index)"
     )
+    output_format: Literal["reading", "coap-message"] = Field(
+        default="reading",
+        description=(
+            "reading: SensorReading records parsed from the payloads; coap-message: every CoAP response whole "
+            "(Stream-Reactor's CoAP source record, schemas/coap_message.avsc), whatever its payload"
+        ),
+    )
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     kafka: KafkaSettings = group(KafkaSettings, linger_ms=KAFKA_LINGER_MS)

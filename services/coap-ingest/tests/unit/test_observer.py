@@ -55,9 +55,13 @@ class Peer:
         return type("Request", (), {"response": response, "observation": Observation(self.count, self.per_item)})()
 
 
-def observer(peer: Peer, queue: asyncio.Queue[Notification], **observe: Any) -> ResourceObserver:
+def observer(
+    peer: Peer, queue: asyncio.Queue[Notification], refusals_too: bool = False, **observe: Any
+) -> ResourceObserver:
     settings = ObserveSettings(**{"backoff_initial_s": 0.01, "backoff_max_s": 0.02, **observe})
-    return ResourceObserver(peer, ResourceSettings(uri=URI), settings, queue, random.Random(1))
+    return ResourceObserver(
+        peer, ResourceSettings(uri=URI), settings, queue, random.Random(1), refusals_too=refusals_too
+    )
 
 
 async def test_notifications_are_queued_in_order_and_an_end_means_registering_again() -> None:
@@ -80,6 +84,26 @@ async def test_a_refused_registration_is_retried() -> None:
     await asyncio.wait_for(peer.third_request.wait(), 5)
     task.cancel()
     assert queue.empty() and not watched.active
+
+
+async def test_for_coap_messages_a_refusal_is_handed_on_before_registering_again() -> None:
+    queue: asyncio.Queue[Notification] = asyncio.Queue()
+    refusal = message(None, aiocoap.SERVICE_UNAVAILABLE)
+    peer = Peer(first=refusal)
+    task = asyncio.create_task(observer(peer, queue, refusals_too=True).run())
+    await asyncio.wait_for(peer.third_request.wait(), 5)
+    task.cancel()
+    got = [queue.get_nowait() for _ in range(queue.qsize())]
+    assert len(got) >= 2 and all(n.message is refusal and n.observe is None for n in got)
+    assert all(n.rtt_ms is not None and n.rtt_ms >= 0 for n in got)
+
+
+async def test_every_notification_carries_its_message() -> None:
+    queue: asyncio.Queue[Notification] = asyncio.Queue()
+    task = asyncio.create_task(observer(Peer(count=2), queue).run())
+    got = [await asyncio.wait_for(queue.get(), 5) for _ in range(3)]
+    task.cancel()
+    assert [n.message.opt.observe for n in got if n.message is not None] == [0, 1, 2]
 
 
 async def test_cancel_always_stops_it_even_while_notifications_pour_in() -> None:

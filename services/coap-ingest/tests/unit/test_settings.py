@@ -126,3 +126,14 @@ def test_a_member_beyond_the_members_fails_naming_the_variable(monkeypatch: pyte
     monkeypatch.setenv("FLUXGATE_COAP_MEMBER", "2")
     with pytest.raises(ConfigError, match=r"member \[env FLUXGATE_COAP_MEMBER\]: .*below members \(2\)"):
         load_settings(CoapIngestSettings)
+
+
+def test_the_output_format_is_readings_unless_coap_messages_are_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert CoapIngestSettings().output_format == "reading"
+    settings = load(monkeypatch, [], FLUXGATE_COAP_OUTPUT_FORMAT="coap-message")
+    assert settings.output_format == "coap-message"
+
+
+def test_an_unknown_output_format_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match=r"output_format.*FLUXGATE_COAP_OUTPUT_FORMAT"):
+        load(monkeypatch, [], FLUXGATE_COAP_OUTPUT_FORMAT="raw")

@@ -48,10 +48,10 @@ def persister_pact(consumer: str, fields: ConsumedFields, purpose: str, declared
     return MessagePact(consumer, PROVIDER, MESSAGE, fields, EXAMPLE, purpose, declared_in)
 
 
-def routed(kcql: str, record: dict[str, Any]) -> list[SinkItem]:
-    """The items the runtime's router makes of ``record`` under ``kcql`` (one per statement);
-    fails when a statement cannot route it (a PK or event-time field missing ...)."""
-    source = ConsumedRecord(TOPIC, 0, 0, str(record.get("device_id", "")).encode(), b"", (), 0, record)
+def routed(kcql: str, record: dict[str, Any], topic: str = TOPIC) -> list[SinkItem]:
+    """The items the runtime's router makes of ``record`` read from ``topic`` under ``kcql`` (one
+    per statement); fails when a statement cannot route it (a PK or event-time field missing ...)."""
+    source = ConsumedRecord(topic, 0, 0, str(record.get("device_id", "")).encode(), b"", (), 0, record)
     result = Router(parse(kcql)).route([source])
     assert not result.unroutable, f"unroutable: {[str(u.error) for u in result.unroutable]}"
     return result.items

@@ -28,3 +28,24 @@ CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
     }
 )
 """Field name -> its Avro type in ``schemas/temperature_aggregate.avsc``, in schema order."""
+
+COAP_MESSAGE_FIELDS: Final[ConsumedFields] = MappingProxyType(
+    {
+        "ingest_time": ["null", "long"],
+        "message_id": ["null", "int"],
+        "type": ["null", "string"],
+        "code": ["null", "string"],
+        "raw_code": ["null", "int"],
+        "source": ["null", "string"],
+        "token": ["null", "string"],
+        "content_format": ["null", "int"],
+        "observe": ["null", "int"],
+        "payload": "bytes",
+    }
+)
+"""The fields of coap-ingest's ``CoapMessage`` (``schemas/coap_message.avsc``) that readers of the
+Hazelcast values rely on, moving from Stream-Reactor's CoAP source and Hazelcast sink (``INSERT
+INTO dev SELECT * FROM coap_sensor_topic WITHFORMAT JSON STOREAS QUEUE``): what the server
+answered (code, payload), to which request and when (token, message id, observe number,
+ingest time). ``SELECT *`` into a queue keys nothing, so the persister itself needs none of them;
+``payload`` is bytes, base64 in the JSON value (``values``)."""

@@ -2,7 +2,9 @@
 
 * ``WITHFORMAT JSON`` (the default): the projected document as a ``HazelcastJsonValue``,
   datetimes as ISO-8601 strings (``2026-11-23T12:00:00+00:00``; Avro's timestamps decode
-  in UTC, and a naive one is taken as UTC). Hazelcast keeps it
+  in UTC, and a naive one is taken as UTC), bytes as standard base64 with padding, the way
+  Kafka Connect's JsonConverter (Jackson) writes a BYTES field: a reader moving from
+  Stream-Reactor decodes a ``CoapMessage``'s ``payload`` as it did. Hazelcast keeps it
   as JSON, so an IMap of them can be queried with predicates and SQL on its fields.
 * ``WITHFORMAT AVRO``: the consumed record's bytes, unchanged: Confluent wire format,
   magic byte 0 and the registry's schema id of ``<topic>-value``, so a reader decodes
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import math
+from base64 import b64encode
 from decimal import Decimal
 from typing import Any
 
@@ -34,7 +37,7 @@ def value_of(item: SinkItem) -> Value:
 
 
 def to_json(document: dict[str, Any]) -> str:
-    """Compact JSON; datetimes as ISO-8601, decimals as strings, bytes as hex.
+    """Compact JSON; datetimes as ISO-8601, decimals as strings, bytes as base64 (see the module).
 
     orjson, not the standard library: with datetimes in every aggregate, ``json.dumps``
     called back into Python for each one and the encoding cost more per record than the
@@ -72,5 +75,5 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, bytes):
-        return value.hex()
+        return b64encode(value).decode("ascii")
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
