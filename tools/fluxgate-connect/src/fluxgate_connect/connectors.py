@@ -59,6 +59,8 @@ class Connector:
     rules: Mapping[str, Rule]
     sink: bool
     fixed: Mapping[str, str] = field(default_factory=dict)  # settings every such config implies
+    # Settings the service's chart sets per pod (an MQTT client id per replica): not in its values.
+    chart_owned: frozenset[str] = frozenset()
 
     @property
     def prefix(self) -> str:
@@ -154,6 +156,7 @@ MQTT_SOURCE = Connector(
         "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector",
     ),
     sink=False,
+    chart_owned=frozenset({"mqtt.client_id"}),
     rules={
         **_framework(sink=False),
         **_aliases(to(MQTT_KCQL, text), f"{_MQTT}.kcql", f"{_MQTT}.source.kcql"),

@@ -22,6 +22,7 @@ class Translation:
     """What the connector config means for its Fluxgate service."""
 
     connector: Connector
+    name: str  # the connector's name (its service's when the config has none)
     values: dict[str, str] = field(default_factory=dict)  # field path -> environment value
     secrets: set[str] = field(default_factory=set)  # field paths holding secrets
     notes: list[str] = field(default_factory=list)
@@ -58,7 +59,8 @@ def has_field(settings: type[BaseModel], path: str) -> bool:
 def translate(config: Mapping[str, str]) -> Translation:
     """The Fluxgate settings of ``config``; raises ConnectError listing every key it refuses."""
     connector = _connector(config.get("connector.class", ""))
-    result, errors = Translation(connector), []
+    result = Translation(connector, config.get("name", "").strip() or connector.service)
+    errors: list[str] = []
     for key in sorted(config):
         if key != "connector.class":
             errors += _apply(result, key, config[key])
