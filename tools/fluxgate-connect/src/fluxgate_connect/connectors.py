@@ -80,7 +80,7 @@ _SOURCE_ERRORS = Covered(
     "headers and the gateway goes on; Kafka errors are retried until the record is delivered"
 )
 _PROGRESS = Covered("every service counts what it processed on /metrics (Prometheus)")
-_AVRO = ("io.confluent.connect.avro.avroconverter", "io.apicurio.registry.utils.converter.avroconverter")
+_AVRO = ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.converter.AvroConverter")
 
 
 def _framework(sink: bool) -> dict[str, Rule]:

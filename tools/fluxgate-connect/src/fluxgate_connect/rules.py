@@ -44,7 +44,7 @@ class Covered:
     accept: tuple[str, ...] = ()
 
     def accepts(self, value: str) -> bool:
-        return not self.accept or value.strip().lower() in self.accept
+        return not self.accept or value.strip().lower() in {choice.lower() for choice in self.accept}
 
     def describe(self) -> str:
         only = f" (only {' or '.join(self.accept)})" if self.accept else ""
