@@ -54,6 +54,7 @@ def test_the_coap_source_config_writes_coap_messages(stack: Any, registry_client
     with connect("coap-source.properties", "FLUXGATE_COAP_", stack, placeholders) as ingest:
         ingest.start()
         records = consume(stack.bootstrap, topic, expected=1, decoder=AvroDecoder(registry_client), timeout=30)
+        assert records, f"nothing on {topic}: {ingest.log_tail()}"
         put(coap_server, second)
         records = consume(stack.bootstrap, topic, expected=2, decoder=AvroDecoder(registry_client), timeout=30)
         assert ingest.terminate() == 0, ingest.log_tail()
