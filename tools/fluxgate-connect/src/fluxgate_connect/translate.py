@@ -125,13 +125,15 @@ def _replicas(result: Translation, value: str) -> list[str]:
 def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
     """Keys that mean something only together: the Elastic sink's hosts, port and protocol."""
     prefix = "connect.elastic."
-    if result.connector is not ELASTIC_SINK or f"{prefix}hosts" not in config:
+    if result.connector is not ELASTIC_SINK or not {f"{prefix}hosts", f"{prefix}url"} & config.keys():
         return []
-    if f"{prefix}url" in config:
+    if f"{prefix}url" in config and f"{prefix}hosts" in config:
         return [f"{prefix}url and {prefix}hosts: set one way to name the nodes"]
     protocol = config.get(f"{prefix}protocol", "http").strip().lower()
     port = config.get(f"{prefix}port", "9200").strip()
-    hosts = ",".join(f"{host.strip()}:{port}" for host in config[f"{prefix}hosts"].split(",") if host.strip())
+    listed = config.get(f"{prefix}hosts", "").split(",")
+    # A URL without a scheme takes connect.elastic.protocol's, as the connector does.
+    hosts = config.get(f"{prefix}url") or ",".join(f"{host.strip()}:{port}" for host in listed if host.strip())
     try:
         result.values["elasticsearch.hosts"] = elastic_urls(hosts, protocol)
     except RuleError as exc:

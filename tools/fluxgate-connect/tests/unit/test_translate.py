@@ -135,6 +135,13 @@ def test_elastic_hosts_port_and_protocol_make_node_urls() -> None:
     assert hosts == ["https://es-0:9201", "https://es-1:9201"]
 
 
+def test_a_url_without_a_scheme_takes_the_protocol() -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
+              "connect.elastic.url": "es-0:9200,https://es-1:9243", "connect.elastic.protocol": "https"}  # fmt: skip
+    hosts = json.loads(translate(config).env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"])
+    assert hosts == ["https://es-0:9200", "https://es-1:9243"]
+
+
 def test_the_transport_client_port_is_refused() -> None:
     config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
               "connect.elastic.url": "es:9300"}  # fmt: skip
