@@ -30,7 +30,7 @@ EVERYTHING_ON: dict[str, Any] = {
     **{name: {"podMonitor": {"enabled": True}} for name in SERVICES},
     "mqtt-proxy": {"replicaCount": 2, "podMonitor": {"enabled": True}},
     "coap-ingest": {"replicaCount": 2, "podMonitor": {"enabled": True}},
-    "device-status": {"autoscaling": {"enabled": True}, "podMonitor": {"enabled": True}},
+    "device-status": {"autoscaling": {"enabled": True}, "standbyReplicas": 1, "podMonitor": {"enabled": True}},
     **{name: {"autoscaling": {"enabled": True}, "podMonitor": {"enabled": True}}
        for name in ("es-persister", "scylla-persister", "hazelcast-persister")},
     "aggregator": {"mode": "sparkApplication",
@@ -218,6 +218,7 @@ REFUSED = {
     "two mqtt replicas without a share group": ("mqtt-proxy", {"replicaCount": 2, "shareGroup": ""},
                                                 "needs shareGroup"),
     "two aggregators": ("aggregator", {"replicaCount": 2}, "replicaCount must be 1"),
+    "a standby with no other instance": ("device-status", {"standbyReplicas": 1}, "needs more instances"),
     "a setting of another service": ("es-persister", {"config": {"FLUXGATE_HZ_SINK__KCQL": "x"}},
                                      "starts with FLUXGATE_ES_"),
     "a SparkApplication without its image": ("aggregator", {"mode": "sparkApplication"}, "sparkApplication.image"),
@@ -236,6 +237,9 @@ def test_device_status_advertises_its_stable_dns_name(rendered: dict[str, list[d
     host = "fluxgate-device-status-0.fluxgate-device-status-headless.fluxgate.svc"
     assert env["FLUXGATE_STATUS_HTTP__ADVERTISED_HOST"] == host
     assert env["FLUXGATE_STATUS_STATUS__PARTITIONS"] == "3"
+    assert env["FLUXGATE_STATUS_STATUS__STANDBY_REPLICAS"] == "0"
+    standby = env_of(rendered["umbrella-everything-on"], "fluxgate-device-status")
+    assert standby["FLUXGATE_STATUS_STATUS__STANDBY_REPLICAS"] == "1"
 
 
 @pytest.mark.parametrize("dockerfile", sorted(str(f.relative_to(ROOT)) for f in ROOT.glob("services/**/Dockerfile")))

@@ -102,6 +102,12 @@ def _parse(payload: bytes, fmt: PayloadFormat, fields: JsonFields, limits: Paylo
     return _from_document(document, fields, limits, senml_only=False)
 
 
+def load_document(payload: bytes, fmt: PayloadFormat = "auto") -> Any:
+    """The payload's document (a JSON or CBOR value) as ``fmt`` reads it: for what the readings
+    leave out, such as the payload fields a KCQL WITHKEY names; a PayloadError if it has none."""
+    return _load_cbor(payload) if fmt in ("cbor", "senml-cbor") else _load_json(payload)
+
+
 def format_for_content_format(content_format: int | None) -> PayloadFormat:
     """The parser a CoAP Content-Format asks for (auto-detection when absent or textual)."""
     formats: dict[int, PayloadFormat] = {CF_CBOR: "cbor", CF_SENML_CBOR: "senml-cbor", CF_SENML_JSON: "senml"}

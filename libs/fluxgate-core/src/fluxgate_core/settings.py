@@ -196,10 +196,13 @@ def _unparseable_variable(env_name: str) -> str | None:
 
 def _describe(prefix: str, err: Any) -> str:
     path = [str(part) for part in err["loc"]]
-    dotted = ".".join(path) or "<root>"
+    if not path:  # a check across fields: its message names the variables itself
+        return str(err["msg"]).removeprefix("Value error, ")
+    dotted = ".".join(path)
     # A list item (``resources.0.uri``) lives inside one JSON-valued variable: name that one.
     env_path = list(itertools.takewhile(lambda part: not isinstance(part, int), err["loc"]))
     env_name = (prefix + "__".join(map(str, env_path))).upper()
     given = err.get("input")
-    shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
+    # A message over several lines (KCQL's: the line and a caret under the fault) shows the input itself.
+    shown = "" if isinstance(given, dict) or given is None or "\n" in err["msg"] else f" (got {given!r})"
     return f"{dotted} [env {env_name}]: {err['msg']}{shown}"

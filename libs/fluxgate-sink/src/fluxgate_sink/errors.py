@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fluxgate_core.errors import ConfigError, FluxgateError
+from fluxgate_core.errors import FluxgateError
+from fluxgate_core.kcql import KcqlError
+
+__all__ = ["FieldMissing", "KcqlError", "PolicyStop", "SinkError", "StoreUnavailable"]
 
 
 class SinkError(FluxgateError):
@@ -19,10 +22,6 @@ class StoreUnavailable(SinkError):
 
 class PolicyStop(SinkError):
     """The error policy (``THROW``, or ``RETRY`` out of retries) stopped the persister."""
-
-
-class KcqlError(ConfigError):
-    """A KCQL statement that does not parse or makes no sense; says where and what was expected."""
 
 
 class FieldMissing(SinkError, ValueError):

@@ -3,9 +3,10 @@
     INSERT INTO temperatures SELECT * FROM temperatures.aggregated WITHINDEXSUFFIX -{YYYY.MM.DD};
     UPSERT INTO indexA SELECT sensor.*, device.* FROM topicA PK device.id
 
-The grammar is ``kcql.lark`` (LALR, keywords case-insensitive, the clauses after FROM in any
-order, each at most once). A statement that does not parse or makes no sense raises
-:class:`~fluxgate_sink.errors.KcqlError` naming the line and column, with the line and a caret.
+The grammar and its error reporting are fluxgate-core's (:mod:`fluxgate_core.kcql`, one grammar
+for the sinks and the gateways' sources); this module reads a sink's clauses from that parse. A
+statement that does not parse or makes no sense raises :class:`~fluxgate_sink.errors.KcqlError`
+naming the line and column, with the line and a caret.
 
 Date patterns in WITHINDEXSUFFIX are calendar dates from the record's event time: see
 :mod:`fluxgate_sink.dates`.
@@ -20,13 +21,25 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Literal
 
-from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.tree import Meta
+from lark import Token, Tree
 
+from fluxgate_core.kcql import (
+    EVERYTHING,
+    SINK,
+    FieldPath,
+    FieldRef,
+    ParsedStatement,
+    field_path,
+    leaf,
+    located,
+    parse_statements,
+    unquote,
+)
 from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
-from fluxgate_sink.errors import FieldMissing, KcqlError
+from fluxgate_sink.errors import FieldMissing
 
-FieldPath = tuple[str, ...]
+__all__ = ["DEFAULT_PK", "EVENT_TIME_PROPERTY", "FieldPath", "FieldRef", "Statement", "parse", "statements_for"]
+
 Format = Literal["JSON", "AVRO"]
 
 EVENT_TIME_PROPERTY = "event.time.field"
@@ -36,28 +49,6 @@ DEFAULT_PK: tuple[FieldPath, ...] = (("device_id",), ("metric",))  # then the ev
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _FORMATS: dict[str, Format] = {"JSON": "JSON", "AVRO": "AVRO"}
-_CLAUSES = ("IGNORE", "PK", "AUTOCREATE", "BATCH", "WITHINDEXSUFFIX", "STOREAS", "WITHFORMAT", "TTL", "PROPERTIES")
-# What "expected ..." says for terminals that are neither keywords nor punctuation; None: another one says it.
-_NAMED: dict[str, str | None] = {"ENTITY": "a topic or target name", "NAME": "a field name", "NUMBER": "a number"}
-_NAMED |= {"SUFFIX": "an index suffix such as -{YYYY.MM.dd}", "PROP_WORD": "a property key or value"}
-_NAMED |= {"$END": "the end of the input", "QUOTED_NAME": None, "STRING": None, "_WITH": None}
-_PARSER = Lark.open(
-    "kcql.lark", rel_to=__file__, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True
-)
-_TERMINAL_ORDER = [terminal.name for terminal in _PARSER.terminals]
-
-
-@dataclass(frozen=True)
-class FieldRef:
-    """One SELECT entry: ``a.b AS x`` is ``FieldRef(("a", "b"), "x")``, ``a.*`` is
-    ``FieldRef(("a",), wildcard=True)``, ``*`` is ``FieldRef((), wildcard=True)``."""
-
-    path: FieldPath
-    alias: str | None = None
-    wildcard: bool = False
-
-
-_EVERYTHING = (FieldRef((), wildcard=True),)
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ class Statement:
     @property
     def selects_everything(self) -> bool:
         """``SELECT *`` with nothing ignored: the document is the whole record."""
-        return not self.ignore and self.fields == _EVERYTHING
+        return not self.ignore and self.fields == EVERYTHING
 
     def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
@@ -146,14 +137,7 @@ class Statement:
 
 def parse(text: str) -> list[Statement]:
     """The statements in ``text``, separated by ``;``; raises KcqlError on any fault."""
-    try:
-        tree = _PARSER.parse(text)
-    except UnexpectedInput as exc:
-        raise _syntax_error(text, exc) from exc
-    statements = [_statement(text, node) for node in tree.children if isinstance(node, Tree)]
-    if not statements:
-        raise KcqlError("KCQL is empty: expected a statement such as INSERT INTO <target> SELECT * FROM <topic>")
-    return statements
+    return [_statement(text, parsed) for parsed in parse_statements(text, SINK)]
 
 
 def statements_for(statements: Iterable[Statement], topic: str) -> list[Statement]:
@@ -194,61 +178,39 @@ def _prune(value: Any, path: FieldPath, ignored: frozenset[FieldPath]) -> Any:
     return {k: _prune(v, (*path, k), ignored) for k, v in value.items() if (*path, k) not in ignored}
 
 
-# ---- from the lark tree to a Statement, with the semantic checks that need positions ----
+# ---- from the core's parse to a Statement, with the sink's own checks that need positions ----
 
 
-def _statement(text: str, node: Tree[Token]) -> Statement:
-    mode, target, select, topic, *clauses = (child for child in node.children if isinstance(child, Tree))
-    fields: tuple[FieldRef, ...] = ()
-    for field in (child for child in select.children if isinstance(child, Tree)):
-        fields += (_field_ref(field),)
-        names = [f.alias or f.path[-1] for f in fields if not f.wildcard]
-        if len(set(names)) < len(names):
-            raise _located(text, field.meta, f"a second field named '{names[-1]}'; give it an alias")
+def _statement(text: str, parsed: ParsedStatement) -> Statement:
     values: dict[str, Any] = {}
-    seen: set[str] = set()
-    for clause in clauses:
-        keyword = clause.data.upper()  # the grammar names each clause's rule after its keyword
-        if keyword in seen:
-            raise _located(text, clause.meta, f"{keyword} given twice; each clause may appear once")
-        seen.add(keyword)
-        values.update(_clause(text, clause, keyword, fields))
+    for keyword, clause in parsed.clauses.items():
+        values.update(_clause(text, clause, keyword, parsed.fields))
     return Statement(
-        text=text[node.meta.start_pos : node.meta.end_pos].strip(),
-        mode="INSERT" if _leaf(mode).upper() == "INSERT" else "UPSERT",
-        target=_unquote(_leaf(target)),
-        topic=_unquote(_leaf(topic)),
-        fields=fields,
+        text=parsed.text,
+        mode=parsed.mode,
+        target=parsed.target,
+        topic=parsed.sources[0],
+        fields=parsed.fields,
         **values,
     )
-
-
-def _field_ref(node: Tree[Token]) -> FieldRef:
-    if node.data == "all":
-        return FieldRef((), wildcard=True)
-    path = _path(node.children[0])
-    if node.data == "nested_all":
-        return FieldRef(path, wildcard=True)
-    alias = node.children[1]
-    return FieldRef(path, _unquote(_leaf(alias)) if isinstance(alias, Tree) else None)
 
 
 def _clause(text: str, node: Tree[Token], keyword: str, fields: tuple[FieldRef, ...]) -> dict[str, Any]:
     kids = node.children
     if keyword in ("IGNORE", "PK"):
-        paths = tuple(_path(kid) for kid in kids)
+        paths = tuple(field_path(kid) for kid in kids)
         for kid, path in zip(kids, paths, strict=True):
             if not _selected(path, fields) and isinstance(kid, Tree):
                 selected = ", ".join(_dotted(f.path) + (".*" if f.wildcard and f.path else "") for f in fields)
                 why = f"{keyword} {_dotted(path)} names a field the statement does not select (SELECT {selected})"
-                raise _located(text, kid.meta, why)
+                raise located(text, kid.meta, why)
         return {keyword.lower(): paths}
     if keyword == "AUTOCREATE":
         return {"autocreate": True}
-    token = _leaf(kids[0])
+    token = leaf(kids[0])
     if keyword in ("BATCH", "TTL"):
         if not token.isdecimal() or int(token) <= 0:
-            raise _located(text, token, f"{keyword} must be a positive integer, not '{token}'")
+            raise located(text, token, f"{keyword} must be a positive integer, not '{token}'")
         return {"batch_size" if keyword == "BATCH" else "ttl": int(token)}
     if keyword == "WITHINDEXSUFFIX":
         suffix = token.strip("'") if token.type == "STRING" else str(token)
@@ -256,13 +218,13 @@ def _clause(text: str, node: Tree[Token], keyword: str, fields: tuple[FieldRef, 
             strftime_format(suffix)
         except PatternError as exc:
             at = (token.column or 1) + exc.offset + (token.type == "STRING")
-            raise _located(text, (token.line or 1, at), f"WITHINDEXSUFFIX {suffix}: {exc.why}") from exc
+            raise located(text, (token.line or 1, at), f"WITHINDEXSUFFIX {suffix}: {exc.why}") from exc
         return {"index_suffix": suffix}
     if keyword == "STOREAS":
-        return {"store_as": _unquote(token).upper()}
+        return {"store_as": unquote(token).upper()}
     if keyword == "WITHFORMAT":
-        if (fmt := _FORMATS.get(_unquote(token).upper())) is None:
-            raise _located(text, token, f"unknown format '{token}'; expected JSON or AVRO")
+        if (fmt := _FORMATS.get(unquote(token).upper())) is None:
+            raise located(text, token, f"unknown format '{token}'; expected JSON or AVRO")
         return {"format": fmt}
     return {"properties": _properties(text, node)}
 
@@ -271,9 +233,9 @@ def _properties(text: str, node: Tree[Token]) -> dict[str, str]:
     properties: dict[str, str] = {}
     for prop in node.children:
         if isinstance(prop, Tree):
-            key, value = (_leaf(word).strip("'") for word in prop.children)
+            key, value = (leaf(word).strip("'") for word in prop.children)
             if key in properties:
-                raise _located(text, prop.meta, f"property '{key}' given twice")
+                raise located(text, prop.meta, f"property '{key}' given twice")
             properties[key] = value
     return properties
 
@@ -281,60 +243,3 @@ def _properties(text: str, node: Tree[Token]) -> dict[str, str]:
 def _selected(path: FieldPath, fields: tuple[FieldRef, ...]) -> bool:
     """Whether ``path`` lies inside what the SELECT list takes from the record."""
     return any(path[: len(f.path)] == f.path and (len(path) > len(f.path) or not f.wildcard) for f in fields)
-
-
-def _path(node: Tree[Token] | Token) -> FieldPath:
-    assert isinstance(node, Tree)
-    return tuple(_unquote(token) for token in node.scan_values(lambda v: isinstance(v, Token)))
-
-
-def _leaf(node: Tree[Token] | Token | None) -> Token:
-    """The (first) token of ``node``, with its line and column."""
-    assert node is not None
-    return node if isinstance(node, Token) else next(node.scan_values(lambda v: isinstance(v, Token)))
-
-
-def _unquote(name: str) -> str:
-    return str(name[1:-1] if name.startswith("`") else name)
-
-
-# ---- errors a user can act on ----
-
-
-def _syntax_error(text: str, exc: UnexpectedInput) -> KcqlError:
-    line, column = exc.line, exc.column
-    if isinstance(exc, UnexpectedToken):
-        expected, found = set(exc.accepts or exc.expected), f"'{exc.token}'"
-        if exc.token.type == "$END":
-            stripped = text.rstrip()
-            line, column = stripped.count("\n") + 1, len(stripped) - stripped.rfind("\n")
-            found = "the end of the input"
-    elif isinstance(exc, UnexpectedCharacters):
-        expected, found = set(exc.allowed), f"'{text[exc.pos_in_stream or 0]}'"
-    else:
-        expected, found = set(getattr(exc, "expected", ())), "something else"
-    return _located(text, (line, column), f"expected {_describe(expected)}, found {found}")
-
-
-def _describe(expected: set[str]) -> str:
-    words = []
-    if (clauses := {f"_{keyword}" for keyword in _CLAUSES}) <= expected:
-        words.append(f"a clause ({', '.join(_CLAUSES)})")
-        expected -= clauses
-    for name in sorted(expected, key=lambda n: _TERMINAL_ORDER.index(n) if n in _TERMINAL_ORDER else 99):
-        if name in _NAMED:
-            readable = _NAMED[name]
-        else:  # a keyword says its name; punctuation shows itself
-            pattern = _PARSER.get_terminal(name).pattern
-            readable = repr(pattern.value) if pattern.type == "str" else name.lstrip("_")
-        if readable is not None:
-            words.append(readable)
-    return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
-
-
-def _located(text: str, where: Token | Meta | tuple[int, int], message: str) -> KcqlError:
-    line, column = where if isinstance(where, tuple) else (where.line or 1, where.column or 1)
-    lines = text.splitlines() or [""]
-    source = lines[line - 1] if 0 < line <= len(lines) else ""
-    pad = "".join("\t" if char == "\t" else " " for char in source[: column - 1]).ljust(column - 1)
-    return KcqlError(f"KCQL line {line}, column {column}: {message}\n    {source}\n    {pad}^")

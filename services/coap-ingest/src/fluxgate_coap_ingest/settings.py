@@ -171,6 +171,14 @@ class CoapIngestSettings(BaseSettings):
     registry: RegistrySettings = group(RegistrySettings)
     http: HttpSettings = group(HttpSettings, port=9102)
     log: LogSettings = group(LogSettings)
+    kcql: str | None = Field(
+        default=None,
+        description="instead of resources: Stream-Reactor CoAP source KCQL, 'INSERT INTO <topic> SELECT * FROM "
+        "<resource>[, <resource>...]' separated by ';', the resources on the server at source_uri",
+    )
+    source_uri: str | None = Field(
+        default=None, description="with kcql: the CoAP server its resources are on (coap://localhost:5633)"
+    )
 
     @field_validator("member")
     @classmethod
@@ -197,3 +205,47 @@ class CoapIngestSettings(BaseSettings):
             if resource.secure and resource.psk_key is None and default_key is None:
                 raise ValueError(f"resource {index} ({resource.uri}) is coaps:// but no PSK is set (dtls__psk_key)")
         return resources
+
+    @field_validator("kcql")
+    @classmethod
+    def _kcql_parses(cls, text: str | None) -> str | None:
+        if text is not None:
+            from fluxgate_core.kcql import COAP_SOURCE, KcqlError, parse_sources
+
+            try:
+                parse_sources(text, COAP_SOURCE)
+            except KcqlError as exc:  # pydantic names the field (FLUXGATE_COAP_KCQL) around this message
+                raise ValueError(str(exc)) from exc
+        return text
+
+    @field_validator("source_uri")
+    @classmethod
+    def _server_uri(cls, uri: str | None) -> str | None:
+        parts = urlsplit(uri or "coap://host")
+        if parts.scheme not in SCHEMES or not parts.hostname:
+            raise ValueError(f"expected {', '.join(f'{scheme}://<host>[:port]' for scheme in SCHEMES)}")
+        return uri
+
+    @model_validator(mode="after")
+    def _resources_from_kcql(self) -> CoapIngestSettings:
+        if self.kcql is None:
+            if self.source_uri is not None:
+                raise ValueError(
+                    "FLUXGATE_COAP_SOURCE_URI is set without FLUXGATE_COAP_KCQL, which names its resources"
+                )
+            return self
+        if "resources" in self.model_fields_set:
+            raise ValueError(
+                "FLUXGATE_COAP_RESOURCES and FLUXGATE_COAP_KCQL are both set: they say the same thing two ways, so "
+                "keep one (resources as JSON, or Stream-Reactor's KCQL with FLUXGATE_COAP_SOURCE_URI)"
+            )
+        if self.source_uri is None:
+            raise ValueError("FLUXGATE_COAP_KCQL needs FLUXGATE_COAP_SOURCE_URI: the server its resources are on")
+        from fluxgate_coap_ingest.kcql import resources_from_kcql
+
+        resources = resources_from_kcql(self.kcql, self.source_uri)
+        if resources[0].secure and self.dtls.psk_key is None:
+            raise ValueError("FLUXGATE_COAP_SOURCE_URI is coaps:// but no PSK is set (FLUXGATE_COAP_DTLS__PSK_KEY)")
+        # The settings are frozen; this is their construction, so the resources are set once, here.
+        object.__setattr__(self, "resources", resources)
+        return self

@@ -57,15 +57,16 @@ def decoder(registry_client: Any) -> AvroDecoder:
 
 @pytest.fixture
 def start_ingest(stack: Any, topics: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
-    """Start coap-ingest observing ``resources`` (topic defaults to the test's readings topic);
+    """Start coap-ingest observing ``resources`` (topic defaults to the test's readings topic; None:
+    the test sets KCQL instead);
     it is not waited for: ``wait_ready()`` when the test needs it ready."""
     started: list[ServiceProcess] = []
 
-    def start(resources: list[dict[str, Any]], **settings: str) -> ServiceProcess:
+    def start(resources: list[dict[str, Any]] | None, **settings: str) -> ServiceProcess:
         readings, dead_letters = topics
         health_port = free_port()
         env = {
-            "FLUXGATE_COAP_RESOURCES": json.dumps([{"topic": readings, **resource} for resource in resources]),
+            "FLUXGATE_COAP_RESOURCES": json.dumps([{"topic": readings, **resource} for resource in resources or ()]),
             "FLUXGATE_COAP_DEADLETTER_TOPIC": dead_letters,
             "FLUXGATE_COAP_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
             "FLUXGATE_COAP_REGISTRY__URL": stack.registry_url,
@@ -77,6 +78,8 @@ def start_ingest(stack: Any, topics: tuple[str, str], tmp_path: Path) -> Iterato
             "FLUXGATE_COAP_OBSERVE__REQUEST_TIMEOUT_S": "2",
             **{f"FLUXGATE_COAP_{key.upper()}": value for key, value in settings.items()},
         }
+        if resources is None:  # KCQL instead (FLUXGATE_COAP_KCQL): setting both is an error
+            del env["FLUXGATE_COAP_RESOURCES"]
         log_path = tmp_path / f"coap-ingest-{len(started)}.log"
         ingest = ServiceProcess(
             [str(INGEST)], env, health_port=health_port, log_path=log_path, isolate_prefix="FLUXGATE_COAP_"

@@ -58,7 +58,7 @@ def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
         web_port=http.port,
         canonical_url=f"http://{http.advertised_host}:{http.port}",
         topic_partitions=status.partitions,
-        table_standby_replicas=0,
+        table_standby_replicas=status.standby_replicas,
         producer_partitioner=librdkafka_partitioner,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=status.session_timeout_s,

@@ -49,6 +49,9 @@ class DeviceStatusSettings(Group):
     heartbeat_interval_s: float = Field(3.0, gt=0, description="consumer heartbeat; under a third of the session")
     commit_interval_s: float = Field(2.8, gt=0, description="how often faust commits the input's offsets")
     data_dir: str = Field(".local/device-status", min_length=1, description="faust's data directory")
+    standby_replicas: int = Field(
+        0, ge=0, description="other instances that keep a live copy of each table partition, for a quick takeover"
+    )
 
     @model_validator(mode="after")
     def _tick_below_threshold(self) -> DeviceStatusSettings:

@@ -65,7 +65,9 @@ class DeviceTracker:
         # Raw UTF-8 keys (bytes), as the gateways write them: faust routes ``GET /devices/{id}``
         # by partitioning the changelog's serialized key, which must equal the input's key.
         # (A str key type would get faust's default key serializer, JSON: the id in quotes.)
-        self.table = app.Table("devices", key_type=bytes, partitions=settings.partitions)
+        # A standby applies each changelog record as it comes (faust's default buffers a thousand
+        # before applying them, so a quiet fleet's standby copy would stay empty until the takeover).
+        self.table = app.Table("devices", key_type=bytes, partitions=settings.partitions, standby_buffer_size=1)
         # faust takes a table's value codec from its value type (JSON here) and makes the
         # changelog topic with it at once; made again with TableStates, which loads what is
         # not JSON as Undecodable instead of stopping the recovery (see ``_drop_unreadable``).
@@ -187,6 +189,24 @@ class DeviceTracker:
 
     def active_partitions(self) -> set[int]:
         return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.settings.input_topic}
+
+    def standby_partitions(self) -> set[int]:
+        """The partitions this instance keeps a copy of for another (``standby_replicas``): their
+        entries are in the table's memory, kept current from the changelog, judged by nobody here."""
+        topics = {self.settings.input_topic, self.table.changelog_topic.get_topic_name()}
+        return {tp.partition for tp in self.app.assignor.assigned_standbys() if tp.topic in topics}
+
+    def partitions(self) -> dict[str, Any]:
+        """Which partitions this instance owns and which it stands by for, with the entries held."""
+        held: dict[int, int] = {}
+        for _, state in self.table.items():
+            held[state["partition"]] = held.get(state["partition"], 0) + 1
+        active, standby = self.active_partitions(), self.standby_partitions()
+        return {
+            "active": sorted(active),
+            "standby": sorted(standby),
+            "devices": {"active": sum(held.get(p, 0) for p in active), "standby": sum(held.get(p, 0) for p in standby)},
+        }
 
     def settled(self) -> bool:
         """Assigned and restored: not rebalancing, not replaying a changelog."""

@@ -3,6 +3,8 @@
 ``GET /devices/{id}`` goes through faust's table routing: the instance owning the key's
 partition answers, any other one forwards the request there. ``GET /devices`` asks every
 instance the assignment names for its own devices (``?local=1``) and merges them.
+``GET /partitions`` says which input partitions this instance owns and which it keeps a
+standby copy of (``standby_replicas``), with the device entries it holds for each.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def install_views(app: faust.App, tracker: DeviceTracker, ready: Callable[[], di
             if request.query.get("local") != "1":
                 devices += await _from_other_instances(app, request)
             return self.json({"devices": sorted(devices, key=lambda d: str(d["device_id"]))})
+
+    @app.page("/partitions")
+    class PartitionsView(View):
+        async def get(self, request: Request) -> Response:
+            return self.json(tracker.partitions())
 
     @app.page("/healthz")
     class Healthz(View):

@@ -4,6 +4,7 @@ dies the other takes its devices over and judges their silence."""
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections import defaultdict
@@ -104,3 +105,42 @@ def transitions_by_device(records: list[dict[str, Any]]) -> dict[str, list[tuple
     for r in records:
         out[r["device_id"]].append((r["status"], r["previous_status"], int(r["changed_at"].timestamp() * 1000)))
     return out
+
+
+def test_with_a_standby_replica_each_instance_keeps_the_others_devices_and_takes_them_over(fleet: Fleet) -> None:
+    """``standby_replicas=1``: each instance keeps a live copy of the partitions the other owns
+    (every one of the other's devices in its memory, judged by nobody but the owner), and when
+    the owner is killed the survivor answers for every device with the readings counted once."""
+    standby = {"STATUS__STANDBY_REPLICAS": "1"}
+    with fleet.service(**standby) as victim, fleet.service(**standby) as survivor:
+        start_split(fleet, victim, survivor)
+
+        def mirrored() -> bool:
+            mine, theirs = partitions(survivor), partitions(victim)
+            return (
+                mine["standby"] == theirs["active"]
+                and theirs["standby"] == mine["active"]
+                and mine["devices"]["standby"] == theirs["devices"]["active"] > 0
+            )
+
+        # faust's standby starts following the changelog when its worker is ready but may skip
+        # what was written before (its seek to committed offsets races the first standby fetch;
+        # the takeover then replays that part): a second reading per device is written after.
+        for device_id in DEVICES:
+            fleet.send(device_id)
+        survivor.wait_until(mirrored, "each instance standing by for the other's partitions", 60)
+        owned_by_victim = {d["device_id"] for d in devices(victim, "?local=1")}
+        victim.kill()
+        survivor.wait_until(lambda: len(devices(survivor, "?local=1")) == len(DEVICES), "every device taken over", 60)
+        assert partitions(survivor)["active"] == [0, 1, 2]
+        for device_id in owned_by_victim:
+            status, state = device(survivor, device_id)
+            assert (status, state["readings"]) == (200, 2)
+        assert survivor.terminate() == 0
+
+
+def partitions(instance: ServiceProcess) -> dict[str, Any]:
+    status, body = instance.get("/partitions")
+    assert status == 200, body
+    found: dict[str, Any] = json.loads(body)
+    return found

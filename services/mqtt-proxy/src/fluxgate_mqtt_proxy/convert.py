@@ -8,13 +8,17 @@ contract names them there, and consumers that only read the Avro value still see
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from fluxgate_core.errors import InvalidReading
 from fluxgate_core.kafka import KafkaRecord
+from fluxgate_core.kcql import FieldPath
 from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
-from fluxgate_core.payloads import NO_ATTRIBUTES, parse_payload
+from fluxgate_core.payloads import NO_ATTRIBUTES, load_document, parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
@@ -22,6 +26,8 @@ from fluxgate_mqtt_proxy.settings import RouteSettings
 
 TOPIC_HEADER = "mqtt.topic"
 ROUTE_CACHE_SIZE = 65_536  # distinct MQTT topics whose route is remembered (least recently used go)
+Register = Callable[[Iterable[str]], Mapping[str, AvroEncoder]]  # Kafka topics -> their registered encoders
+_MISSING = object()
 
 
 class NoRoute(InvalidReading):
@@ -36,18 +42,44 @@ class MessageConverter:
         rules: Sequence[RouteSettings | Route],
         encoder: AvroEncoder | Mapping[str, AvroEncoder],
         limits: PayloadLimits = DEFAULT_LIMITS,
+        register: Register | None = None,
     ) -> None:
-        """``encoder``: one for every Kafka topic, or one per topic (each registered under its own subject)."""
+        """``encoder``: one for every Kafka topic, or one per topic (each registered under its own subject).
+        ``register``: registers the schema for the topics ``INSERT INTO $`` routes derive (blocking)."""
         self.limits = limits
         self.routes = [rule if isinstance(rule, Route) else compile_routes([rule])[0] for rule in rules]
-        topics = {route.settings.topic for route in self.routes}
+        topics = {route.settings.topic for route in self.routes if not route.dynamic}
         self._encoders = dict(encoder) if isinstance(encoder, Mapping) else dict.fromkeys(topics, encoder)
+        self._dynamic = any(route.dynamic for route in self.routes)
+        self._registering = asyncio.Lock()
+        self._register: Register = register or functools.partial(_one_encoder, encoder)
         # Devices publish on the same few topics again and again: match each topic's filters once.
         self._routes_by_topic = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(route_for, self.routes))
 
     def route(self, topic: str) -> Route | None:
         """The rule ``topic`` falls under (rules are tried in configured order)."""
         return self._routes_by_topic(topic)
+
+    async def prepare(self, topics: Iterable[str]) -> None:
+        """Register the schema under the Kafka topics ``$`` routes derive from ``topics`` and have
+        not met yet, off the event loop (a registry away raises: nothing of the batch is acked)."""
+        if not self._dynamic:
+            return
+        # One batch at a time: a later batch waits here until this one has produced, so the
+        # records of one MQTT topic keep their order across the registration.
+        async with self._registering:
+            missing = {name for topic in topics if (name := self._derived(topic)) and name not in self._encoders}
+            if missing:
+                self._encoders.update(await asyncio.to_thread(self._register, missing))
+
+    def _derived(self, topic: str) -> str | None:
+        route = self.route(topic)
+        if route is None or not route.dynamic:
+            return None
+        try:
+            return route.kafka_topic(topic)
+        except InvalidReading:  # dead-lettered by convert()
+            return None
 
     def convert(
         self,
@@ -76,13 +108,47 @@ class MessageConverter:
         )
         if headers is None:
             headers = message_headers(topic, user_properties)
-        encoder = self._encoders[route.settings.topic]
-        records = []
+        target = route.kafka_topic(topic)
+        encoder = self._encoders.get(target) or self._encoder(target)
+        records, document = [], _MISSING
         for measurement in measurements:
             reading = build_reading(measurement, origin)
-            key = reading["device_id"].encode()
-            records.append(KafkaRecord(route.settings.topic, key, encoder.encode(reading), headers))
+            if not route.key_fields:
+                key = reading["device_id"].encode()
+            else:
+                if document is _MISSING and any(path[0] not in reading for path in route.key_fields):
+                    document = load_document(payload, route.settings.format)
+                key = record_key(route.key_fields, route.settings.key_delimiter, reading, document)
+            records.append(KafkaRecord(target, key, encoder.encode(reading), headers))
         return records
+
+    def _encoder(self, target: str) -> AvroEncoder:
+        """A topic :meth:`prepare` did not see (a caller that does not prepare): registered here."""
+        self._encoders.update(self._register([target]))
+        return self._encoders[target]
+
+
+def _one_encoder(encoder: AvroEncoder | Mapping[str, AvroEncoder], topics: Iterable[str]) -> dict[str, AvroEncoder]:
+    """Without a registry (tests): the one encoder for every topic; per-topic encoders cannot guess."""
+    if isinstance(encoder, Mapping):
+        raise RuntimeError(f"no encoder for Kafka topics {sorted(topics)} and no registry to register them")
+    return dict.fromkeys(topics, encoder)
+
+
+def record_key(paths: Sequence[FieldPath], delimiter: str, reading: Mapping[str, Any], document: Any) -> bytes:
+    """KCQL WITHKEY: the values of ``paths`` joined by ``delimiter``, each from the reading, else the payload."""
+    return delimiter.join(_key_part(path, reading, document) for path in paths).encode()
+
+
+def _key_part(path: FieldPath, reading: Mapping[str, Any], document: Any) -> str:
+    value: Any = reading if path[0] in reading else document
+    for name in path:
+        if not isinstance(value, Mapping) or name not in value:
+            raise InvalidReading(f"WITHKEY field {'.'.join(path)} is not in the reading nor the payload")
+        value = value[name]
+    if value is None or isinstance(value, Mapping | list):
+        raise InvalidReading(f"WITHKEY field {'.'.join(path)} is {json.dumps(value)[:64]}, not a value a key holds")
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def message_headers(topic: str, user_properties: Mapping[str, str]) -> list[tuple[str, bytes]]:

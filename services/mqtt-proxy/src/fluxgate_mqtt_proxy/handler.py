@@ -107,8 +107,9 @@ class MessageHandler:
     async def _handle(self, batch: list[Inbound], ticket: Ticket, received: float) -> None:
         try:
             try:
+                await self._converter.prepare(message.topic for message in batch)
                 outcomes = await deliver_batch(self._producer, self._dead_letters, self._deliveries(batch))
-            except Exception as exc:  # a bug, or the producer gone: nothing of the batch is acknowledged
+            except Exception as exc:  # a bug, the registry or the producer gone: nothing of the batch is acknowledged
                 outcomes = [exc] * len(batch)
             await self._sequencer.turn(ticket)
             self._acknowledge(batch, outcomes)

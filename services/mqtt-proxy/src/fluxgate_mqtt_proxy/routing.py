@@ -6,12 +6,25 @@ matching a message is a walk over a handful of levels with no parsing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fluxgate_core.errors import InvalidReading
+from fluxgate_core.kcql import DYNAMIC_TARGET, FieldPath
 from fluxgate_core.payloads import JsonFields
 from fluxgate_mqtt_proxy.settings import RouteSettings
-from fluxgate_mqtt_proxy.topics import filter_levels, matches, shared, split_share, topic_level
+from fluxgate_mqtt_proxy.topics import (
+    filter_levels,
+    kafka_topic_for,
+    kafka_topic_problem,
+    matches,
+    shared,
+    split_share,
+    topic_level,
+)
+
+DYNAMIC_TOPIC_CACHE_SIZE = 65_536  # MQTT topics whose `$` Kafka topic is remembered
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,16 @@ class Route:
     device_level: int | None
     metric_level: int | None
     metric_const: str | None
+    key_fields: tuple[FieldPath, ...] = ()
+
+    @property
+    def dynamic(self) -> bool:
+        """``topic: $``: the Kafka topic is derived from each message's MQTT topic."""
+        return self.settings.topic == DYNAMIC_TARGET
+
+    def kafka_topic(self, topic: str) -> str:
+        """Where a message on ``topic`` goes; InvalidReading when a derived name is not a Kafka topic's."""
+        return _derived_topic(topic, self.settings.topic_separator) if self.dynamic else self.settings.topic
 
     @property
     def name(self) -> str:
@@ -35,7 +58,9 @@ class Route:
         return matches(self.levels, topic)
 
     def device_from_topic(self, topic: str) -> str | None:
-        return topic_level(topic, self.device_level) if self.device_level is not None else None
+        if self.device_level is not None:
+            return topic_level(topic, self.device_level)
+        return topic if self.settings.device_from == "topic" else None
 
     def metric_from_topic(self, topic: str) -> str | None:
         if self.metric_const is not None:
@@ -58,6 +83,7 @@ def compile_route(route: RouteSettings, share_group: str | None = None) -> Route
         device_level=route.topic_level("device_from"),
         metric_level=route.topic_level("metric_from"),
         metric_const=metric.removeprefix("const:") if metric.startswith("const:") else None,
+        key_fields=tuple(tuple(name.split(".")) for name in route.key_fields),
     )
 
 
@@ -68,3 +94,11 @@ def compile_routes(routes: Sequence[RouteSettings], share_group: str | None = No
 def route_for(routes: Sequence[Route], topic: str) -> Route | None:
     """The first route whose filter matches ``topic`` (routes are tried in configured order)."""
     return next((route for route in routes if route.match(topic)), None)
+
+
+@functools.lru_cache(maxsize=DYNAMIC_TOPIC_CACHE_SIZE)
+def _derived_topic(topic: str, separator: str) -> str:
+    name = kafka_topic_for(topic, separator)
+    if (problem := kafka_topic_problem(name)) is not None:
+        raise InvalidReading(f"MQTT topic {topic[:256]!r} gives Kafka topic {name[:256]!r} (INSERT INTO $): {problem}")
+    return name

@@ -9,6 +9,7 @@ until a replica with the same client id is back.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import random
 from typing import Any
@@ -18,7 +19,7 @@ from gmqtt.mqtt.handler import MQTTConnectError
 
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.gateway import open_gateway_output
+from fluxgate_core.gateway import open_gateway_output, register_readings
 from fluxgate_core.kafka import AsyncProducer
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
@@ -82,7 +83,7 @@ class MqttProxy:
             SERVICE,
             settings.kafka,
             settings.registry,
-            [route.settings.topic for route in self.routes],
+            [route.settings.topic for route in self.routes if not route.dynamic],
             settings.deadletter_topic,
             settings.max_in_flight,
         )
@@ -90,7 +91,8 @@ class MqttProxy:
         client = make_client(settings.mqtt)
         valve = SocketValve(client, settings.max_pending_messages)
         dead_letters = output.dead_letters(DeadLetterWriter, settings.limits)
-        converter = MessageConverter(self.routes, output.encoders, settings.limits.payload_limits())
+        register = functools.partial(register_readings, settings.registry)  # for the topics `$` routes derive
+        converter = MessageConverter(self.routes, output.encoders, settings.limits.payload_limits(), register)
         handler = MessageHandler(converter, producer, dead_letters, valve, self._sequencer, self._fail)
         self._wire(client, handler)
         tune_gc()

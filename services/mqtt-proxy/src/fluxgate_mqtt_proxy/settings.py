@@ -1,8 +1,10 @@
 """Everything the proxy reads from its environment (prefix ``FLUXGATE_MQTT_``).
 
-Routes are a JSON list in ``FLUXGATE_MQTT_ROUTES``; they are validated when the settings
-load, so a bad filter, an unknown source or a level index the filter does not have fails
-the deploy with the field named instead of silently never matching.
+Routes are a JSON list in ``FLUXGATE_MQTT_ROUTES``, or Stream-Reactor MQTT source KCQL in
+``FLUXGATE_MQTT_KCQL``, translated into the same routes when the settings load (one code path
+downstream; setting both is an error naming both). They are validated when the settings load,
+so a bad filter, an unknown source or a level index the filter does not have fails the deploy
+with the field named instead of silently never matching.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
+from fluxgate_core.kcql import KcqlError
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.payloads import PayloadFormat
 from fluxgate_core.settings import (
@@ -28,7 +31,9 @@ from fluxgate_mqtt_proxy.topics import filter_levels, split_share
 
 SERVICE = "mqtt-proxy"
 HEALTH_PORT = 9101
-_DEVICE_SOURCE = re.compile(r"^(topic:\d+|payload|payload:.+)$")
+_DEVICE_SOURCE = re.compile(r"^(topic|topic:\d+|payload|payload:.+)$")
+KAFKA_NAME_CHARS = r"^[A-Za-z0-9._\-]*$"  # what Kafka allows in a topic name
+STREAM_REACTOR_SEPARATOR = "_"  # what Stream-Reactor's MQTT source puts between the levels of a `$` topic
 _METRIC_SOURCE = re.compile(r"^(topic:\d+|payload|const:.+)$")
 
 
@@ -47,14 +52,29 @@ class RouteSettings(Group):
     """One MQTT topic filter and how its messages become readings."""
 
     filter: str = Field(min_length=1, description="MQTT topic filter (+ and #), optionally $share/<group>/...")
-    topic: str = Field("sensors.readings", min_length=1, description="Kafka topic of the readings")
+    topic: str = Field(
+        "sensors.readings", min_length=1, description="Kafka topic of the readings; $: derived from the MQTT topic"
+    )
+    topic_separator: str = Field(
+        STREAM_REACTOR_SEPARATOR,
+        pattern=KAFKA_NAME_CHARS,
+        description="topic $: what replaces the '/' between MQTT topic levels (the first '/' is dropped)",
+    )
     device_from: str = Field(
-        "payload", description="topic:N (topic level, 0-based), payload (its own device field) or payload:<field>"
+        "payload",
+        description="topic:N (topic level, 0-based), topic (the whole MQTT topic), payload (its own device "
+        "field) or payload:<field>; the payload's own device field wins over topic and topic:N",
     )
     metric_from: str = Field("payload", description="topic:N, payload (object keys / SenML names) or const:<name>")
     format: PayloadFormat = Field("auto", description="auto | json | number | senml | cbor | senml-cbor")
     fields: FieldNames = Field(default_factory=FieldNames, description="JSON/CBOR field names")
     qos: Literal[0, 1, 2] = Field(1, description="QoS of the subscription")
+    key_fields: list[str] = Field(
+        default_factory=list,
+        description="Kafka key: these fields' values joined by key_delimiter, each a reading's field (device_id, "
+        "metric, ...) else the payload's own (a.b for nested); empty: the device id",
+    )
+    key_delimiter: str = Field(".", description="between the key_fields' values")
 
     @field_validator("filter")
     @classmethod
@@ -145,6 +165,17 @@ class ProxySettings(BaseSettings):
 
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     routes: list[RouteSettings] = Field(default_factory=default_routes, min_length=1, description="JSON list")
+    kcql: str | None = Field(
+        None,
+        description="instead of routes: Stream-Reactor MQTT source KCQL, 'INSERT INTO <topic> SELECT * FROM <filter> "
+        "[WITHKEY(f, ...)] [KEYDELIMITER=...] [WITHCONVERTER=...]' separated by ';' (<topic> $: from the MQTT topic)",
+    )
+    kcql_topic_separator: str = Field(
+        STREAM_REACTOR_SEPARATOR,
+        pattern=KAFKA_NAME_CHARS,
+        description="KCQL INSERT INTO $: what replaces the '/' between MQTT topic levels (the first '/' is "
+        "dropped, as Stream-Reactor does)",
+    )
     deadletter_topic: str = Field("sensors.deadletter", min_length=1, description="where rejected payloads go")
     max_in_flight: int = Field(10_000, ge=1, description="records awaiting Kafka's ack before producing waits")
     max_pending_messages: int = Field(
@@ -156,3 +187,30 @@ class ProxySettings(BaseSettings):
     registry: RegistrySettings = group(RegistrySettings)
     http: HttpSettings = group(HttpSettings, port=HEALTH_PORT)
     log: LogSettings = group(LogSettings)
+
+    @field_validator("kcql")
+    @classmethod
+    def _kcql_parses(cls, text: str | None) -> str | None:
+        if text is not None:
+            from fluxgate_mqtt_proxy.kcql import routes_from_kcql  # it builds RouteSettings: imported late
+
+            try:
+                routes_from_kcql(text)
+            except KcqlError as exc:  # pydantic names the field (FLUXGATE_MQTT_KCQL) around this message
+                raise ValueError(str(exc)) from exc
+        return text
+
+    @model_validator(mode="after")
+    def _routes_from_kcql(self) -> ProxySettings:
+        if self.kcql is None:
+            return self
+        if "routes" in self.model_fields_set:
+            raise ValueError(
+                "FLUXGATE_MQTT_ROUTES and FLUXGATE_MQTT_KCQL are both set: they say the same thing two ways, so "
+                "keep one (routes as JSON, or Stream-Reactor's KCQL)"
+            )
+        from fluxgate_mqtt_proxy.kcql import routes_from_kcql
+
+        # The settings are frozen; this is their construction, so the routes are set once, here.
+        object.__setattr__(self, "routes", routes_from_kcql(self.kcql, self.kcql_topic_separator))
+        return self

@@ -6,9 +6,13 @@ start) and by routing (so a message finds its rule).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 SHARE_PREFIX = "$share/"
+MAX_KAFKA_TOPIC_CHARS = 249
+_KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._\-]+$")
+_SLASHES = re.compile("/+")
 
 
 def split_share(topic_filter: str) -> tuple[str | None, str]:
@@ -61,3 +65,23 @@ def topic_level(topic: str, index: int) -> str | None:
     """Level ``index`` of a topic name; None when the topic is shorter or the level is empty."""
     parts = topic.split("/")
     return (parts[index] or None) if index < len(parts) else None
+
+
+def kafka_topic_for(topic: str, separator: str) -> str:
+    """The Kafka topic of KCQL's ``INSERT INTO $``: Stream-Reactor's rule, with our separator.
+
+    Stream-Reactor's MQTT source drops the first ``/`` of the MQTT topic (wherever it is, so
+    ``/a/b`` and ``a/b`` both give ``a...b`` without a leading separator; ``a/b/c`` gives
+    ``ab_c``) and replaces every further run of ``/`` by ``_``. Kept as it is, so the topics
+    a migrated pipeline writes are the ones its consumers already read.
+    """
+    return _SLASHES.sub(lambda _: separator, topic.replace("/", "", 1))
+
+
+def kafka_topic_problem(name: str) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name, or None."""
+    if not 0 < len(name) <= MAX_KAFKA_TOPIC_CHARS or name in (".", ".."):
+        return f"a Kafka topic name has 1 to {MAX_KAFKA_TOPIC_CHARS} characters and is not '.' or '..'"
+    if not _KAFKA_TOPIC.match(name):
+        return "a Kafka topic name holds only ASCII letters, digits, '.', '_' and '-'"
+    return None

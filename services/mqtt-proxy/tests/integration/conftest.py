@@ -54,6 +54,8 @@ class Setup:
             "FLUXGATE_MQTT_HTTP__HOST": "127.0.0.1",
             **{f"FLUXGATE_MQTT_{key}": value for key, value in extra.items()},
         }
+        if "KCQL" in extra:  # KCQL instead of routes: setting both is an error
+            del env["FLUXGATE_MQTT_ROUTES"]
         proxy = ServiceProcess(
             [sys.executable, "-m", "fluxgate_mqtt_proxy"],
             env,

@@ -1,0 +1,181 @@
+"""FLUXGATE_MQTT_KCQL: Stream-Reactor MQTT source KCQL becomes the proxy's routes, keys and topics."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+
+import fastavro
+import pytest
+
+from fluxgate_core.errors import ConfigError, InvalidReading
+from fluxgate_core.schemas import SENSOR_READING, schema_dict
+from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.settings import load_settings
+from fluxgate_mqtt_proxy.convert import MessageConverter
+from fluxgate_mqtt_proxy.kcql import routes_from_kcql
+from fluxgate_mqtt_proxy.routing import compile_routes
+from fluxgate_mqtt_proxy.settings import ProxySettings, RouteSettings
+from fluxgate_mqtt_proxy.topics import kafka_topic_for
+
+NOW = 1_700_000_000_000
+PARSED = fastavro.parse_schema(schema_dict(SENSOR_READING))
+JSON_SIMPLE = "io.lenses.streamreactor.connect.converters.source.JsonSimpleConverter"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("FLUXGATE_MQTT_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def config_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(ProxySettings)
+    return str(caught.value)
+
+
+def converter(routes: list[RouteSettings], registered: list[str] | None = None) -> MessageConverter:
+    encoder = AvroEncoder(schema_dict(SENSOR_READING), schema_id=7)
+
+    def register(topics: object) -> dict[str, AvroEncoder]:
+        names = sorted(topics)  # type: ignore[call-overload]
+        (registered if registered is not None else []).extend(names)
+        return dict.fromkeys(names, encoder)
+
+    return MessageConverter(routes, {}, register=register)
+
+
+def reading(value: bytes) -> dict[str, object]:
+    record = fastavro.schemaless_reader(io.BytesIO(value[5:]), PARSED, None)
+    assert isinstance(record, dict)
+    return record
+
+
+def test_statements_become_routes_with_the_defaults_for_a_whole_payload(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv(
+        "FLUXGATE_MQTT_KCQL",
+        f"INSERT INTO readings SELECT * FROM /plant/+/temp WITHCONVERTER=`{JSON_SIMPLE}`;\n"
+        "INSERT INTO `$` SELECT * FROM '$share/g/devices/#' WITHKEY(sensorId, site) KEYDELIMITER='-'",
+    )
+    settings = load_settings(ProxySettings)
+    first, second = settings.routes
+    assert (first.filter, first.topic, first.format, first.key_fields) == ("/plant/+/temp", "readings", "json", [])
+    assert (first.device_from, first.metric_from) == ("topic", "payload")
+    assert (second.filter, second.topic, second.format) == ("$share/g/devices/#", "$", "auto")
+    assert (second.key_fields, second.key_delimiter, second.topic_separator) == (["sensorId", "site"], "-", "_")
+    assert [route.subscription for route in compile_routes(settings.routes)] == ["/plant/+/temp", "$share/g/devices/#"]
+
+
+def test_the_routes_keep_working_without_kcql(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_MQTT_ROUTES", json.dumps([{"filter": "x/+", "topic": "t"}]))
+    (route,) = load_settings(ProxySettings).routes
+    assert (route.filter, route.topic, route.device_from) == ("x/+", "t", "payload")
+
+
+def test_routes_and_kcql_both_set_names_both_variables(clean_env: pytest.MonkeyPatch) -> None:
+    message = config_error(
+        clean_env,
+        FLUXGATE_MQTT_ROUTES=json.dumps([{"filter": "x/+"}]),
+        FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM x/+",
+    )
+    assert "FLUXGATE_MQTT_ROUTES and FLUXGATE_MQTT_KCQL are both set" in message
+
+
+def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(clean_env: pytest.MonkeyPatch) -> None:
+    message = config_error(
+        clean_env, FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM a/+;\nINSERT INTO u SELEC * FROM b"
+    )
+    assert message == (
+        "invalid configuration:\n"
+        "  kcql [env FLUXGATE_MQTT_KCQL]: Value error, KCQL line 2, column 15: expected SELECT, found 'SELEC'\n"
+        "    INSERT INTO u SELEC * FROM b\n"
+        "                  ^"
+    )
+
+
+def test_a_refused_converter_names_it_and_why(clean_env: pytest.MonkeyPatch) -> None:
+    converter_class = "com.datamountaineer.streamreactor.connect.converters.source.BytesConverter"
+    message = config_error(
+        clean_env, FLUXGATE_MQTT_KCQL=f"INSERT INTO t SELECT * FROM a WITHCONVERTER=`{converter_class}`"
+    )
+    assert "kcql [env FLUXGATE_MQTT_KCQL]" in message
+    assert "converter BytesConverter is not supported: it forwards the payload as opaque bytes" in message
+
+
+def test_a_filter_mqtt_refuses_names_the_statement(clean_env: pytest.MonkeyPatch) -> None:
+    message = config_error(clean_env, FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM a/#/b")
+    assert "kcql [env FLUXGATE_MQTT_KCQL]" in message and "'INSERT INTO t SELECT * FROM a/#/b'" in message
+    assert "'#' must be the whole last level" in message
+
+
+def test_separator_must_be_legal_in_a_kafka_topic(clean_env: pytest.MonkeyPatch) -> None:
+    message = config_error(
+        clean_env, FLUXGATE_MQTT_KCQL="INSERT INTO $ SELECT * FROM a/#", FLUXGATE_MQTT_KCQL_TOPIC_SEPARATOR="/"
+    )
+    assert "kcql_topic_separator [env FLUXGATE_MQTT_KCQL_TOPIC_SEPARATOR]" in message
+
+
+@pytest.mark.parametrize(
+    ("mqtt", "separator", "kafka"),
+    [
+        ("/I/Love/Kafka", "_", "I_Love_Kafka"),  # the leading '/' goes
+        ("device/device1/variable/var1", "_", "devicedevice1_variable_var1"),  # so does a first '/' elsewhere
+        ("/a//b", "_", "a_b"),  # a run of '/' is one separator
+        ("/plant/line-1/temp", ".", "plant.line-1.temp"),
+        ("/plant/line-1/temp", "", "plantline-1temp"),
+        ("single", "_", "single"),
+    ],
+)
+def test_dollar_topic_is_stream_reactors_rule_with_our_separator(mqtt: str, separator: str, kafka: str) -> None:
+    assert kafka_topic_for(mqtt, separator) == kafka
+
+
+def test_dollar_routes_register_each_derived_topic_once_and_produce_to_it() -> None:
+    registered: list[str] = []
+    routes = routes_from_kcql("INSERT INTO $ SELECT * FROM /plant/#", topic_separator=".")
+    convert = converter(routes, registered)
+    asyncio.run(convert.prepare(["/plant/a/temp", "/plant/b/temp", "/plant/a/temp"]))
+    assert registered == ["plant.a.temp", "plant.b.temp"]
+    (record,) = convert.convert("/plant/a/temp", b'{"temperature": 20.5}', {}, NOW)
+    assert record.topic == "plant.a.temp"
+    # No device field in the payload: the device is the MQTT topic, and so is the key.
+    assert (reading(record.value)["device_id"], record.key) == ("/plant/a/temp", b"/plant/a/temp")
+    asyncio.run(convert.prepare(["/plant/a/temp"]))
+    assert registered == ["plant.a.temp", "plant.b.temp"]
+
+
+def test_a_derived_name_kafka_refuses_is_a_reading_to_dead_letter() -> None:
+    convert = converter(routes_from_kcql("INSERT INTO $ SELECT * FROM /plant/#"))
+    with pytest.raises(InvalidReading) as caught:
+        convert.convert("/plant/hälle", b'{"sensorId": "d1", "temperature": 1}', {}, NOW)
+    assert "gives Kafka topic 'plant_hälle' (INSERT INTO $): a Kafka topic name holds only ASCII" in str(caught.value)
+
+
+def test_withkey_joins_the_payloads_fields_and_the_readings() -> None:
+    routes = routes_from_kcql(
+        "INSERT INTO t SELECT * FROM s/+ WITHKEY(site.building, sensorId, metric) KEYDELIMITER='|'"
+    )
+    payload = b'{"sensorId": "d1", "site": {"building": 7}, "temperature": 20.5, "humidity": 40}'
+    records = converter(routes).convert("s/x", payload, {}, NOW)
+    assert sorted(record.key for record in records) == [b"7|d1|humidity", b"7|d1|temperature"]
+    assert {reading(record.value)["device_id"] for record in records} == {"d1"}
+
+
+def test_withkey_field_missing_is_a_reading_to_dead_letter() -> None:
+    routes = routes_from_kcql("INSERT INTO t SELECT * FROM s/+ WITHKEY(site)")
+    with pytest.raises(InvalidReading, match="WITHKEY field site is not in the reading nor the payload"):
+        converter(routes).convert("s/x", b'{"sensorId": "d1", "temperature": 20.5}', {}, NOW)
+
+
+def test_without_withkey_the_key_is_the_device_id() -> None:
+    (record,) = converter(routes_from_kcql("INSERT INTO t SELECT * FROM s/+")).convert(
+        "s/x", b'{"sensorId": "d1", "temperature": 20.5}', {}, NOW
+    )
+    assert (record.topic, record.key) == ("t", b"d1")
