@@ -1,0 +1,393 @@
+"""Every Stream-Reactor connector ``fluxgate connect`` runs, and what each of its keys means here.
+
+This table is the one place the mapping lives: ``translate`` applies it, the README's
+"Coming from Kafka Connect" table is generated from it (``python -m fluxgate_connect.reference``),
+and a test loads each service's Settings class with what it produces.
+Key names are the ones Stream-Reactor documents; where a release renamed a key
+(``connect.hazelcast.sink.kcql`` -> ``connect.hazelcast.kcql``) both names are here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+from pydantic_settings import BaseSettings
+
+from fluxgate_coap_ingest.settings import CoapIngestSettings
+from fluxgate_connect.rules import (
+    Covered,
+    Rule,
+    Setting,
+    Unsupported,
+    boolean,
+    elastic_urls,
+    error_policy,
+    integer,
+    json_list,
+    mqtt_broker,
+    ms_to_seconds,
+    ms_to_whole_seconds,
+    text,
+    to,
+    with_port,
+)
+from fluxgate_es_persister.settings import ElasticsearchSettings
+from fluxgate_hazelcast_persister.settings import HazelcastSettings
+from fluxgate_mqtt_proxy.settings import ProxySettings
+from fluxgate_scylla_persister.settings import ScyllaSettings
+
+# Settings the gateways gain with issue #23's source KCQL and CoAP record (other branches):
+# the only names here that are not yet fields of the classes above.
+MQTT_KCQL = "kcql"
+COAP_KCQL = "kcql"
+COAP_SOURCE_URI = "source_uri"
+COAP_OUTPUT_FORMAT = "output_format"
+COAP_MESSAGE = "coap-message"  # Stream-Reactor's CoAP record, what its consumers read
+
+
+@dataclass(frozen=True)
+class Connector:
+    """One connector class family and the Fluxgate service doing its job."""
+
+    title: str
+    service: str  # the chart under deploy/charts has the same name
+    script: str  # the service's console script
+    settings: type[BaseSettings]
+    classes: tuple[str, ...]
+    rules: Mapping[str, Rule]
+    sink: bool
+    fixed: Mapping[str, str] = field(default_factory=dict)  # settings every such config implies
+    # Settings the service's chart sets per pod (an MQTT client id per replica): not in its values.
+    chart_owned: frozenset[str] = frozenset()
+
+    @property
+    def prefix(self) -> str:
+        return str(self.settings.model_config.get("env_prefix", ""))
+
+
+def _both(prefix: str, names: Mapping[str, Rule]) -> dict[str, Rule]:
+    return {f"{prefix}.{name}": rule for name, rule in names.items()}
+
+
+def _aliases(rule: Rule, *keys: str) -> dict[str, Rule]:
+    return dict.fromkeys(keys, rule)
+
+
+_SOURCE_ERRORS = Covered(
+    "a payload the gateway cannot turn into a record goes to the dead-letter topic with the reason in its "
+    "headers and the gateway goes on; Kafka errors are retried until the record is delivered"
+)
+_PROGRESS = Covered("every service counts what it processed on /metrics (Prometheus)")
+_AVRO = ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.converter.AvroConverter")
+
+
+def _framework(sink: bool) -> dict[str, Rule]:
+    """Kafka Connect's own keys, the same for every connector of a kind."""
+    rules: dict[str, Rule] = {
+        "tasks.max": Covered(
+            "one process under `fluxgate connect`; --print-values sets the chart's replicaCount to it "
+            "(members of one consumer group, $share group or StatefulSet)"
+        ),
+        "value.converter": Covered(
+            "records are Avro in the Confluent wire format, schemas in a registry", accept=_AVRO
+        ),
+        "value.converter.schema.registry.url": to("registry.url", text),
+        "key.converter.schema.registry.url": Covered("the registry is value.converter's"),
+        "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+        "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+        "connect.progress.enabled": _PROGRESS,
+    }
+    if sink:
+        rules |= {
+            "name": Setting(
+                ("sink.group_id",),
+                lambda value: {"sink.group_id": f"connect-{text(value)}"},
+                note="connect-<name>, the sink connector's consumer group: the persister goes on from its offsets",
+            ),
+            "topics": Covered("the topics must be the ones the KCQL reads (checked): the KCQL is what is read"),
+            "topics.regex": Unsupported("list the topics in the KCQL (one statement per topic)"),
+            "key.converter": Covered("the record key is not read: a document's id comes from the KCQL PK"),
+            "errors.tolerance": Covered("an undecodable record always goes to the dead-letter topic"),
+            "errors.deadletterqueue.topic.name": to("sink.deadletter_topic", text),
+            "errors.deadletterqueue.context.headers.enable": Covered("the reason is always in the headers"),
+            "errors.log.enable": Covered("every dead-lettered record is logged"),
+            "errors.log.include.messages": Covered("the log names topic, partition and offset"),
+        }
+    else:
+        rules |= {
+            "name": to("kafka.client_id", text, note="the Kafka client id"),
+            "key.converter": Covered("the gateway writes its own record key (the device id)"),
+        }
+    return rules
+
+
+def _sink_options(prefix: str, *, legacy_sink_prefix: bool) -> dict[str, Rule]:
+    """KCQL, error policy, retries and batch size: Stream-Reactor's names, our shared sink settings."""
+    rules: dict[str, Rule] = {
+        "kcql": to("sink.kcql", text),
+        "error.policy": to("sink.error_policy", error_policy),
+        "max.retries": to("sink.max_retries", integer),
+        "retry.interval": to("sink.retry_interval_ms", integer),
+        "batch.size": to("sink.batch_size", integer),
+    }
+    named = _both(prefix, rules)
+    if legacy_sink_prefix:  # before 1.0: connect.<system>.sink.kcql and friends
+        named |= _both(f"{prefix}.sink", rules)
+    return named
+
+
+def _jks(instead: str) -> Unsupported:
+    return Unsupported(
+        f"Java key stores are not read: give {instead} a PEM file "
+        "(`keytool -exportcert -rfc -alias <alias> -keystore <store>` writes one)"
+    )
+
+
+_MQTT = "connect.mqtt"
+MQTT_SOURCE = Connector(
+    title="MQTT source",
+    service="mqtt-proxy",
+    script="fluxgate-mqtt-proxy",
+    settings=ProxySettings,
+    classes=(
+        "com.datamountaineer.streamreactor.connect.mqtt.source.MqttSourceConnector",
+        "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector",
+    ),
+    sink=False,
+    chart_owned=frozenset({"mqtt.client_id"}),
+    rules={
+        **_framework(sink=False),
+        **_aliases(to(MQTT_KCQL, text), f"{_MQTT}.kcql", f"{_MQTT}.source.kcql"),
+        **_aliases(
+            Setting(("mqtt.host", "mqtt.port", "mqtt.tls"), mqtt_broker, note="tcp://host:port; ssl:// sets tls"),
+            f"{_MQTT}.hosts",
+            f"{_MQTT}.connection.hosts",
+        ),
+        f"{_MQTT}.client.id": to("mqtt.client_id", text),
+        **_aliases(to("mqtt.username", text), f"{_MQTT}.username", f"{_MQTT}.user"),
+        f"{_MQTT}.password": to("mqtt.password", text, secret=True),
+        **_aliases(to("mqtt.clean_start", boolean), f"{_MQTT}.clean", f"{_MQTT}.connection.clean"),
+        **_aliases(
+            to("mqtt.keepalive_s", ms_to_whole_seconds, note="ms to whole seconds"),
+            f"{_MQTT}.keep.alive",
+            f"{_MQTT}.connection.keep.alive",
+        ),
+        **_aliases(
+            to("mqtt.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
+            f"{_MQTT}.timeout",
+            f"{_MQTT}.connection.timeout",
+        ),
+        f"{_MQTT}.ssl.ca.cert": Setting(
+            ("mqtt.ca_file", "mqtt.tls"), lambda v: {"mqtt.ca_file": text(v), "mqtt.tls": "true"}, note="PEM; sets tls"
+        ),
+        f"{_MQTT}.ssl.cert": Setting(
+            ("mqtt.cert_file", "mqtt.tls"), lambda v: {"mqtt.cert_file": text(v), "mqtt.tls": "true"}, note="PEM"
+        ),
+        f"{_MQTT}.ssl.key": Setting(
+            ("mqtt.key_file", "mqtt.tls"), lambda v: {"mqtt.key_file": text(v), "mqtt.tls": "true"}, note="PEM"
+        ),
+        f"{_MQTT}.service.quality": Covered("KCQL subscriptions are made at QoS 1 (at least once)", accept=("1",)),
+        **_aliases(_SOURCE_ERRORS, f"{_MQTT}.error.policy", f"{_MQTT}.max.retries", f"{_MQTT}.retry.interval"),
+        f"{_MQTT}.converter.throw.on.error": Covered(
+            "a payload that does not convert is dead-lettered with the reason, never dropped", accept=("false",)
+        ),
+        f"{_MQTT}.polling.timeout": Covered("nothing is polled: the broker pushes messages"),
+        f"{_MQTT}.share.replicate": Covered(
+            "replicas share the subscriptions through one $share group (the chart's shareGroup)", accept=("false",)
+        ),
+        f"{_MQTT}.log.message": Covered("messages are counted on /metrics, not logged one by one", accept=("false",)),
+        "connect.converter.avro.schemas": Unsupported(
+            "mqtt-proxy writes SensorReading records (schemas/sensor_reading.avsc) from JSON, SenML or CBOR payloads"
+        ),
+    },
+)
+
+_COAP = "connect.coap"
+_COAP_STORES = ("truststore.path", "truststore.pass", "keystore.path", "keystore.pass", "certs", "cert.chain.key")
+_COAP_DTLS = Unsupported(
+    "coap-ingest secures CoAP with DTLS pre-shared keys (coaps:// with FLUXGATE_COAP_DTLS__PSK_IDENTITY and "
+    "FLUXGATE_COAP_DTLS__PSK_KEY), not certificates from Java key stores"
+)
+COAP_SOURCE = Connector(
+    title="CoAP source",
+    service="coap-ingest",
+    script="fluxgate-coap-ingest",
+    settings=CoapIngestSettings,
+    classes=(
+        "com.datamountaineer.streamreactor.connect.coap.source.CoapSourceConnector",
+        "io.lenses.streamreactor.connect.coap.source.CoapSourceConnector",
+    ),
+    sink=False,
+    fixed={COAP_OUTPUT_FORMAT: COAP_MESSAGE},
+    rules={
+        **_framework(sink=False),
+        **_aliases(to(COAP_KCQL, text), f"{_COAP}.kcql", f"{_COAP}.source.kcql"),
+        **_aliases(to(COAP_SOURCE_URI, text), f"{_COAP}.uri", f"{_COAP}.source.uri"),
+        **{f"{_COAP}.{where}{name}": _COAP_DTLS for name in _COAP_STORES for where in ("", "source.")},
+        **_aliases(
+            Unsupported("coap-ingest is a client only: it binds an ephemeral local port"),
+            f"{_COAP}.host",
+            f"{_COAP}.port",
+            f"{_COAP}.bind.host",
+            f"{_COAP}.bind.port",
+        ),
+        **_aliases(
+            _SOURCE_ERRORS,
+            f"{_COAP}.error.policy",
+            f"{_COAP}.retry.interval",
+            f"{_COAP}.max.retries",
+            f"{_COAP}.max.retires",  # sic: the key as Stream-Reactor spelled it
+        ),
+    },
+)
+
+_HZ = "connect.hazelcast"
+_SOCKET = Covered("a socket option the Hazelcast Python client sets itself")
+HAZELCAST_SINK = Connector(
+    title="Hazelcast sink",
+    service="hazelcast-persister",
+    script="fluxgate-hazelcast-persister",
+    settings=HazelcastSettings,
+    classes=(
+        "com.datamountaineer.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
+        "io.lenses.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
+    ),
+    sink=True,
+    rules={
+        **_framework(sink=True),
+        **_sink_options(_HZ, legacy_sink_prefix=True),
+        **_aliases(
+            to("hazelcast.members", partial(json_list, each=with_port(5701)), note="host[:port] list, port 5701"),
+            f"{_HZ}.cluster.members",
+            f"{_HZ}.sink.cluster.members",
+        ),
+        **_aliases(
+            to("hazelcast.cluster_name", text, note="Hazelcast 3's group is 4+'s cluster"),
+            f"{_HZ}.group.name",
+            f"{_HZ}.sink.group.name",
+        ),
+        **_aliases(
+            Covered(
+                "Hazelcast 4+ has no group password (3.11+ members ignored it); Enterprise credentials are "
+                "FLUXGATE_HZ_HAZELCAST__USERNAME and __PASSWORD"
+            ),
+            f"{_HZ}.group.password",
+            f"{_HZ}.sink.group.password",
+        ),
+        f"{_HZ}.connection.timeout": to("hazelcast.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
+        f"{_HZ}.connection.retries": Covered("the client retries connecting for connect_timeout_s"),
+        **_aliases(
+            _SOCKET,
+            *(f"{_HZ}.connection.{option}" for option in ("keep.alive", "tcp.no.delay", "reuse.address")),
+            f"{_HZ}.connection.linger.seconds",
+            f"{_HZ}.connection.buffer.size",
+        ),
+        **_aliases(
+            Covered("each partition's batch is written as one; tasks.max (replicas) adds writers"),
+            f"{_HZ}.parallel.write",
+            f"{_HZ}.threadpool.size",
+            f"{_HZ}.sink.threadpool.size",
+        ),
+    },
+)
+
+_ES = "connect.elastic"
+_TRANSPORT = Unsupported("a transport-client option: es-persister speaks HTTP(S) with basic auth or an API key")
+_ES_CLASSES = (
+    "com.datamountaineer.streamreactor.connect.elastic6.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic7.ElasticSinkConnector",
+    "io.lenses.streamreactor.connect.elastic6.ElasticSinkConnector",
+    "io.lenses.streamreactor.connect.elastic7.ElasticSinkConnector",
+    "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector",
+)
+ELASTIC_SINK = Connector(
+    title="Elastic sink (6, 7, 8)",
+    service="es-persister",
+    script="fluxgate-es-persister",
+    settings=ElasticsearchSettings,
+    classes=_ES_CLASSES,
+    sink=True,
+    rules={
+        **_framework(sink=True),
+        **_sink_options(_ES, legacy_sink_prefix=True),
+        f"{_ES}.url": to("elasticsearch.hosts", elastic_urls, note="host:port list; http:// unless given"),
+        **_aliases(
+            Setting(("elasticsearch.hosts",), lambda _: {}, note="<protocol>://<host>:<port> for each host"),
+            f"{_ES}.hosts",
+            f"{_ES}.port",
+            f"{_ES}.protocol",
+        ),
+        f"{_ES}.use.http": Covered("es-persister speaks HTTP(S)", accept=("http", "https", "true")),
+        f"{_ES}.use.http.username": to("elasticsearch.username", text),
+        f"{_ES}.use.http.password": to("elasticsearch.password", text, secret=True),
+        f"{_ES}.cluster.name": Covered("the HTTP client does not need it (the transport client did)"),
+        f"{_ES}.index.auto.create": Covered(
+            "es-persister creates each daily index as it writes, with its own mapping", accept=("true",)
+        ),
+        f"{_ES}.write.timeout": to("elasticsearch.request_timeout", ms_to_seconds, note="ms to seconds"),
+        f"{_ES}.pk.separator": Unsupported("a document's id is its PK fields joined by '|', always"),
+        f"{_ES}.tableprefix": Unsupported("write the prefix into the KCQL target (INSERT INTO <prefix><index>)"),
+        f"{_ES}.index.suffix": Unsupported("use KCQL's WITHINDEXSUFFIX"),
+        f"{_ES}.document.type": Unsupported("mapping types are gone since Elasticsearch 7"),
+        **_aliases(_TRANSPORT, f"{_ES}.xpack.settings", f"{_ES}.xpack.plugins", f"{_ES}.url.prefix"),
+        **_aliases(
+            _jks("FLUXGATE_ES_ELASTICSEARCH__CA_CERTS"),
+            *(
+                f"ssl.{store}.{what}"
+                for store in ("truststore", "keystore")
+                for what in ("location", "password", "type")
+            ),
+            "ssl.key.password",
+        ),
+    },
+)
+
+_CASS = "connect.cassandra"
+CASSANDRA_SINK = Connector(
+    title="Cassandra sink",
+    service="scylla-persister",
+    script="fluxgate-scylla-persister",
+    settings=ScyllaSettings,
+    classes=(
+        "com.datamountaineer.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        "io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",
+    ),
+    sink=True,
+    rules={
+        **_framework(sink=True),
+        **_sink_options(_CASS, legacy_sink_prefix=True),
+        f"{_CASS}.contact.points": to("scylla.contact_points", json_list, note="comma list"),
+        f"{_CASS}.port": to("scylla.port", integer),
+        f"{_CASS}.key.space": to("scylla.keyspace", text),
+        f"{_CASS}.username": to("scylla.username", text),
+        f"{_CASS}.password": to("scylla.password", text, secret=True),
+        f"{_CASS}.ssl.enabled": to("scylla.tls", boolean),
+        f"{_CASS}.consistency.level": to("scylla.consistency", lambda v: text(v).upper()),
+        **_aliases(
+            _jks("FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),
+            *(f"{_CASS}.trust.store.{what}" for what in ("path", "password", "type")),
+        ),
+        **_aliases(
+            Unsupported("client certificates are not supported: the nodes are verified, the client uses a password"),
+            *(f"{_CASS}.key.store.{what}" for what in ("path", "password", "type")),
+            f"{_CASS}.ssl.client.cert.auth",
+        ),
+        f"{_CASS}.threadpool.size": Covered("statements in flight are bounded by scylla.max_in_flight"),
+        f"{_CASS}.delete.enabled": Covered("scylla-persister never deletes rows", accept=("false",)),
+        **_aliases(
+            Unsupported("row deletion is not supported"), f"{_CASS}.delete.statement", f"{_CASS}.delete.struct_flds"
+        ),
+    },
+)
+
+CONNECTORS = (MQTT_SOURCE, COAP_SOURCE, ELASTIC_SINK, CASSANDRA_SINK, HAZELCAST_SINK)
+
+
+def by_class(name: str) -> Connector | None:
+    for connector in CONNECTORS:
+        if name in connector.classes:
+            return connector
+    return None

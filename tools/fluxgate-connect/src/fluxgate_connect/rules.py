@@ -1,0 +1,162 @@
+"""What one connector key means to Fluxgate: a setting of the same meaning (:class:`Setting`),
+something Fluxgate always does so nothing is to set (:class:`Covered`), or something it does not
+do (:class:`Unsupported`, an error naming why). Keys with no rule are unknown: a warning.
+
+A :class:`Setting` names its targets as field paths of the service's Settings class
+(``mqtt.host``, ``sink.kcql``): the environment variable is that class's prefix plus the path
+with ``__`` (``FLUXGATE_MQTT_MQTT__HOST``), and a test checks every path is a real field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+Convert = Callable[[str], dict[str, str]]
+
+
+class RuleError(ValueError):
+    """A value a rule cannot convert; the message says what was expected."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The key sets ``fields`` (field paths) to what ``convert`` makes of its value."""
+
+    fields: tuple[str, ...]
+    convert: Convert
+    secret: bool = False
+    note: str = ""
+
+    def describe(self) -> str:
+        return self.note
+
+
+@dataclass(frozen=True)
+class Covered:
+    """Fluxgate always does what the key asks (or it has no meaning here): nothing to set.
+    ``unless`` lists values that ask for something else, rejected with ``reason``."""
+
+    reason: str
+    accept: tuple[str, ...] = ()
+
+    def accepts(self, value: str) -> bool:
+        return not self.accept or value.strip().lower() in {choice.lower() for choice in self.accept}
+
+    def describe(self) -> str:
+        only = f" (only {' or '.join(self.accept)})" if self.accept else ""
+        return f"nothing to set{only}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """Understood, not supported: an error naming the key and ``reason``."""
+
+    reason: str
+
+    def describe(self) -> str:
+        return f"not supported: {self.reason}"
+
+
+Rule = Setting | Covered | Unsupported
+
+
+def to(field: str, convert: Callable[[str], str] | None = None, note: str = "", secret: bool = False) -> Setting:
+    """A key that is one field, its value converted by ``convert`` (as it is by default)."""
+    one = convert or (lambda value: value)
+    return Setting((field,), lambda value: {field: one(value)}, secret=secret, note=note)
+
+
+def text(value: str) -> str:
+    if not value.strip():
+        raise RuleError("empty")
+    return value.strip()
+
+
+def boolean(value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise RuleError(f"expected true or false, got {value!r}")
+    return lowered
+
+
+def integer(value: str) -> str:
+    try:
+        return str(int(value.strip()))
+    except ValueError as exc:
+        raise RuleError(f"expected a whole number, got {value!r}") from exc
+
+
+def ms_to_seconds(value: str) -> str:
+    """Milliseconds (Kafka Connect's unit) as the seconds our settings take."""
+    return f"{int(integer(value)) / 1000:g}"
+
+
+def ms_to_whole_seconds(value: str) -> str:
+    """Milliseconds as whole seconds, rounded up (MQTT's keep alive is whole seconds, at least 1)."""
+    return str(max(1, math.ceil(int(integer(value)) / 1000)))
+
+
+def error_policy(value: str) -> str:
+    policy = value.strip().upper()
+    if policy not in ("NOOP", "THROW", "RETRY"):
+        raise RuleError(f"expected NOOP, THROW or RETRY, got {value!r}")
+    return policy
+
+
+def items(value: str) -> list[str]:
+    """A Kafka Connect list: comma-separated, blanks dropped."""
+    found = [item.strip() for item in value.split(",") if item.strip()]
+    if not found:
+        raise RuleError("empty list")
+    return found
+
+
+def json_list(value: str, each: Callable[[str], str] = lambda item: item) -> str:
+    return json.dumps([each(item) for item in items(value)])
+
+
+def with_port(default_port: int) -> Callable[[str], str]:
+    """``host`` becomes ``host:<default_port>``; ``host:port`` stays."""
+
+    def one(address: str) -> str:
+        host, _, port = address.rpartition(":") if address.count(":") == 1 else (address, "", "")
+        return f"{host}:{port}" if port else f"{address}:{default_port}"
+
+    return one
+
+
+def mqtt_broker(value: str) -> dict[str, str]:
+    """``tcp://host:1883`` (or ``ssl://host:8883``) as our host, port and TLS switch."""
+    brokers = items(value)
+    if len(brokers) > 1:
+        raise RuleError(
+            f"{len(brokers)} brokers given: mqtt-proxy connects to one broker (a clustered broker's "
+            "load-balanced address, or one proxy per broker)"
+        )
+    parts = urlsplit(brokers[0] if "://" in brokers[0] else f"tcp://{brokers[0]}")
+    schemes = {"tcp": False, "mqtt": False, "ssl": True, "tls": True, "mqtts": True}
+    if parts.scheme not in schemes:
+        raise RuleError(
+            f"scheme {parts.scheme!r}: mqtt-proxy speaks MQTT over TCP (tcp://) or TLS (ssl://), not websockets"
+        )
+    tls = schemes[parts.scheme]
+    port = parts.port or (8883 if tls else 1883)
+    return {"mqtt.host": parts.hostname or "", "mqtt.port": str(port), "mqtt.tls": "true" if tls else "false"}
+
+
+def elastic_urls(value: str, protocol: str = "http") -> str:
+    """``connect.elastic.url`` (``host:9200``, ``http://host:9200``, a comma list) as our JSON list of node URLs."""
+    urls = []
+    for url in items(value):
+        parts = urlsplit(url if "://" in url else f"{protocol}://{url}")
+        if parts.scheme not in ("http", "https") or parts.port == 9300:
+            raise RuleError(
+                f"{url}: the transport protocol (port 9300, elasticsearch://) is gone from Elasticsearch 8; "
+                "es-persister speaks HTTP(S) to port 9200"
+            )
+        urls.append(f"{parts.scheme}://{parts.hostname}:{parts.port or 9200}{parts.path.rstrip('/')}")
+    return json.dumps(urls)

@@ -1,0 +1,171 @@
+"""A connector config, through the table in :mod:`fluxgate_connect.connectors`, as the Fluxgate
+service's environment: every key set, noted, refused (all refusals at once) or warned about."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_settings import BaseSettings
+
+from fluxgate_connect.connectors import CONNECTORS, ELASTIC_SINK, Connector, by_class
+from fluxgate_connect.errors import ConnectError
+from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer
+from fluxgate_sink.errors import KcqlError
+from fluxgate_sink.kcql import parse
+
+
+@dataclass
+class Translation:
+    """What the connector config means for its Fluxgate service."""
+
+    connector: Connector
+    name: str  # the connector's name (its service's when the config has none)
+    values: dict[str, str] = field(default_factory=dict)  # field path -> environment value
+    secrets: set[str] = field(default_factory=set)  # field paths holding secrets
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    replicas: int = 1
+    topics: list[str] = field(default_factory=list)  # what a sink's KCQL reads
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The service's environment variables, secrets included."""
+        return {env_name(self.connector.settings, path): value for path, value in self.values.items()}
+
+    @property
+    def secret_names(self) -> set[str]:
+        return {env_name(self.connector.settings, path) for path in self.secrets}
+
+
+def env_name(settings: type[BaseSettings], path: str) -> str:
+    """``sink.kcql`` of the Hazelcast persister is ``FLUXGATE_HZ_SINK__KCQL``."""
+    return (str(settings.model_config.get("env_prefix", "")) + path.replace(".", "__")).upper()
+
+
+def has_field(settings: type[BaseModel], path: str) -> bool:
+    """Whether ``path`` (``mqtt.host``) is a field of ``settings``, groups followed."""
+    model: Any = settings
+    for part in path.split("."):
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return False
+        model = fields[part].annotation
+    return True
+
+
+def translate(config: Mapping[str, str]) -> Translation:
+    """The Fluxgate settings of ``config``; raises ConnectError listing every key it refuses."""
+    connector = _connector(config.get("connector.class", ""))
+    result = Translation(connector, config.get("name", "").strip() or connector.service)
+    errors: list[str] = []
+    for key in sorted(config):
+        if key != "connector.class":
+            errors += _apply(result, key, config[key])
+    errors += _combine(result, config)
+    result.values.update(connector.fixed)
+    errors += _check_kcql(result, config)
+    if errors:
+        raise ConnectError(f"{connector.title} config ({connector.service}):\n  " + "\n  ".join(errors))
+    return result
+
+
+def _connector(name: str) -> Connector:
+    found = by_class(name.strip())
+    if found is None:
+        known = "\n  ".join(f"{c.service}: {', '.join(c.classes)}" for c in CONNECTORS)
+        what = f"connector.class {name!r} is not one" if name else "connector.class is missing: it names one"
+        raise ConnectError(f"{what} of the connectors Fluxgate replaces:\n  {known}")
+    return found
+
+
+def _apply(result: Translation, key: str, value: str) -> list[str]:
+    """One key's effect on ``result``; the errors it causes."""
+    rule = result.connector.rules.get(key)
+    if rule is None:
+        result.warnings.append(f"{key}: not a key of the {result.connector.title} that Fluxgate knows: ignored")
+        return []
+    if isinstance(rule, Unsupported):
+        return [f"{key}: not supported: {rule.reason}"]
+    if isinstance(rule, Covered):
+        if not rule.accepts(value):
+            return [f"{key}={value}: not supported: {rule.reason} (only {' or '.join(rule.accept)})"]
+        if key == "tasks.max":
+            return _replicas(result, value)
+        result.notes.append(f"{key}: nothing to set: {rule.reason}")
+        return []
+    return _set(result, key, value, rule)
+
+
+def _set(result: Translation, key: str, value: str, rule: Setting) -> list[str]:
+    try:
+        converted = rule.convert(value)
+    except RuleError as exc:
+        return [f"{key}={value}: {exc}"]
+    result.values.update(converted)
+    if rule.secret:
+        result.secrets.update(converted)
+    return []
+
+
+def _replicas(result: Translation, value: str) -> list[str]:
+    try:
+        result.replicas = int(integer(value))
+    except RuleError as exc:
+        return [f"tasks.max={value}: {exc}"]
+    if result.replicas < 1:
+        return [f"tasks.max={value}: at least 1"]
+    if result.replicas > 1:
+        result.notes.append(f"tasks.max={value}: `fluxgate connect` runs one process; --print-values runs {value}")
+    return []
+
+
+def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
+    """Keys that mean something only together: the Elastic sink's hosts, port and protocol."""
+    prefix = "connect.elastic."
+    if result.connector is not ELASTIC_SINK or not {f"{prefix}hosts", f"{prefix}url"} & config.keys():
+        return []
+    if f"{prefix}url" in config and f"{prefix}hosts" in config:
+        return [f"{prefix}url and {prefix}hosts: set one way to name the nodes"]
+    protocol = config.get(f"{prefix}protocol", "http").strip().lower()
+    port = config.get(f"{prefix}port", "9200").strip()
+    listed = config.get(f"{prefix}hosts", "").split(",")
+    # A URL without a scheme takes connect.elastic.protocol's, as the connector does.
+    hosts = config.get(f"{prefix}url") or ",".join(f"{host.strip()}:{port}" for host in listed if host.strip())
+    try:
+        result.values["elasticsearch.hosts"] = elastic_urls(hosts, protocol)
+    except RuleError as exc:
+        return [f"{prefix}hosts/port/protocol: {exc}"]
+    return []
+
+
+def _check_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:
+    """A sink's KCQL must parse, and read exactly the connector's ``topics``."""
+    if not result.connector.sink:
+        return []
+    kcql = result.values.get("sink.kcql")
+    if kcql is None:
+        keys = sorted(
+            k for k, r in result.connector.rules.items() if isinstance(r, Setting) and "sink.kcql" in r.fields
+        )
+        return [f"no KCQL: set {' or '.join(keys)}"]
+    try:
+        result.topics = list(dict.fromkeys(statement.topic for statement in parse(kcql)))
+    except KcqlError as exc:
+        return [f"KCQL: {exc}"]
+    listed = [topic.strip() for topic in config.get("topics", "").split(",") if topic.strip()]
+    if listed and set(listed) != set(result.topics):
+        return [f"topics={','.join(listed)}: the KCQL reads {', '.join(result.topics)}: they must be the same"]
+    return []
+
+
+def dumps_env(env: Mapping[str, str]) -> str:
+    """``NAME=value`` lines; a value that is JSON or has spaces is single-quoted for a shell."""
+    return "".join(f"{name}={_quoted(value)}\n" for name, value in sorted(env.items()))
+
+
+def _quoted(value: str) -> str:
+    plain = value and all(c.isalnum() or c in "-_.:/,@+=%" for c in value)
+    return value if plain else "'" + value.replace("'", "'\\''") + "'"

@@ -1,0 +1,63 @@
+"""Running ``fluxgate connect <fixture>`` as its own process, the way a user starts it, and the
+records it moves (never imported at run time)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from connect_fixtures import FIXTURES
+from fluxgate_testing import ServiceProcess, free_port, unique_topic
+
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
+from fluxgate_core.serde import AvroEncoder
+
+FLUXGATE = str(Path(sys.executable).with_name("fluxgate"))
+DAY = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)  # the daily index is temperatures-2026.03.14
+
+
+def connect(fixture: str, prefix: str, stack: Any, placeholders: dict[str, str]) -> ServiceProcess:
+    """The service the fixture's connector config describes, started through ``fluxgate connect``.
+    Besides the placeholders, only what a Kafka Connect worker (not the connector) would hold:
+    Kafka, the registry, and where the health endpoint listens (and a sink's batch age: tests wait less)."""
+    port = free_port()
+    worker = {"KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap, "REGISTRY__URL": stack.registry_url,
+              "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(port)}  # fmt: skip
+    if prefix in ("FLUXGATE_ES_", "FLUXGATE_SCYLLA_", "FLUXGATE_HZ_"):
+        worker["SINK__BATCH_AGE_MS"] = "100"
+    env = {**placeholders, **{prefix + name: value for name, value in worker.items()}}
+    return ServiceProcess(
+        [FLUXGATE, "connect", str(FIXTURES / fixture)], env, health_port=port, isolate_prefix="FLUXGATE_"
+    )
+
+
+def aggregates(count: int) -> list[dict[str, Any]]:
+    """``count`` TemperatureAggregates of ``DAY``, from devices no other test writes."""
+    run = uuid.uuid4().hex[:8]
+    out = []
+    for n in range(count):
+        start = DAY + timedelta(minutes=n)
+        out.append({
+            "device_id": f"connect-{run}-{n % 5}", "metric": "temperature",
+            "window_start": start, "window_end": start + timedelta(minutes=1),
+            "count": 3, "min": 20.0, "max": 22.0 + n, "mean": 21.0, "stddev": 0.5,
+            "first_event_time": start, "last_event_time": start + timedelta(seconds=59), "unit": "Cel",
+        })  # fmt: skip
+    return out
+
+
+def produce_aggregates(stack: Any, registry_client: Any, prefix: str, values: list[dict[str, Any]]) -> str:
+    """A fresh topic holding ``values`` as Avro (Confluent wire format, schema registered)."""
+    topic = unique_topic(prefix, stack.bootstrap)
+    encoder = AvroEncoder.registered(
+        registry_client, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+    )
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, encoder.encode(value), value["device_id"].encode())
+    assert producer.flush(30) == 0
+    return topic

@@ -1,0 +1,154 @@
+"""Each connector's keys as Fluxgate settings: set, noted, refused with the reason, or warned about."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from connect_fixtures import ELASTIC_ENV, fixture
+
+from fluxgate_connect.errors import ConnectError
+from fluxgate_connect.translate import translate
+
+HZ = "com.datamountaineer.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector"
+ES = "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector"
+MQTT = "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector"
+
+
+def test_the_coap_source_of_the_documents() -> None:
+    result = fixture("coap-source.properties")
+    assert result.connector.service == "coap-ingest"
+    assert result.env == {
+        "FLUXGATE_COAP_SOURCE_URI": "coap://localhost:5633",
+        "FLUXGATE_COAP_KCQL": "INSERT INTO coap_sensor_topic SELECT * FROM sensors",
+        "FLUXGATE_COAP_OUTPUT_FORMAT": "coap-message",
+        "FLUXGATE_COAP_KAFKA__CLIENT_ID": "coap-source",
+    }
+
+
+def test_the_hazelcast_sink_of_the_documents() -> None:
+    result = fixture("hazelcast-sink.properties")
+    assert result.connector.service == "hazelcast-persister"
+    assert result.env == {
+        "FLUXGATE_HZ_HAZELCAST__MEMBERS": '["localhost:5701"]',
+        "FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME": "dev",
+        "FLUXGATE_HZ_SINK__KCQL": "INSERT INTO dev SELECT * FROM coap_sensor_topic WITHFORMAT JSON STOREAS QUEUE",
+        "FLUXGATE_HZ_SINK__GROUP_ID": "connect-hazelcast-sink",
+    }
+    assert result.topics == ["coap_sensor_topic"]
+
+
+def test_the_elastic_sink_of_the_documents() -> None:
+    result = fixture("elastic-sink.json", ELASTIC_ENV)
+    assert result.env == {
+        "FLUXGATE_ES_ELASTICSEARCH__HOSTS": '["http://elasticsearch:9200"]',
+        "FLUXGATE_ES_SINK__KCQL": "INSERT INTO temperatures SELECT * FROM temperatures.grouped"
+        " WITHINDEXSUFFIX -{YYYY.MM.DD}",
+        "FLUXGATE_ES_SINK__GROUP_ID": "connect-elastic-sink",
+        "FLUXGATE_ES_REGISTRY__URL": "http://registry:8081/apis/ccompat/v7",
+    }
+    noted = " ".join(result.notes)
+    assert "connect.elastic.cluster.name" in noted and "connect.elastic.index.auto.create" in noted
+
+
+def test_the_mqtt_source_splits_the_broker_url_and_keeps_the_password_secret() -> None:
+    result = fixture("mqtt-source.properties")
+    env = result.env
+    assert (env["FLUXGATE_MQTT_MQTT__HOST"], env["FLUXGATE_MQTT_MQTT__PORT"], env["FLUXGATE_MQTT_MQTT__TLS"]) == (
+        "mqtt",
+        "1883",
+        "false",
+    )
+    assert env["FLUXGATE_MQTT_MQTT__KEEPALIVE_S"] == "5"
+    assert env["FLUXGATE_MQTT_MQTT__CONNECT_TIMEOUT_S"] == "3"
+    assert env["FLUXGATE_MQTT_MQTT__CLEAN_START"] == "false"
+    assert result.secret_names == {"FLUXGATE_MQTT_MQTT__PASSWORD"}
+    assert result.replicas == 2
+
+
+@pytest.mark.parametrize(
+    ("hosts", "host", "port", "tls"),
+    [
+        ("ssl://broker:8883", "broker", "8883", "true"),
+        ("ssl://broker", "broker", "8883", "true"),
+        ("b:1", "b", "1", "false"),
+    ],
+)
+def test_mqtt_hosts(hosts: str, host: str, port: str, tls: str) -> None:
+    env = translate({"connector.class": MQTT, "connect.mqtt.hosts": hosts}).env
+    assert (env["FLUXGATE_MQTT_MQTT__HOST"], env["FLUXGATE_MQTT_MQTT__PORT"], env["FLUXGATE_MQTT_MQTT__TLS"]) == (
+        host,
+        port,
+        tls,
+    )
+
+
+def test_every_refusal_names_its_key_and_why_all_at_once() -> None:
+    config = {
+        "connector.class": MQTT,
+        "connect.mqtt.hosts": "tcp://a:1883,tcp://b:1883",
+        "connect.mqtt.service.quality": "2",
+        "connect.converter.avro.schemas": "x=y",
+    }
+    with pytest.raises(ConnectError) as raised:
+        translate(config)
+    message = str(raised.value)
+    assert "connect.mqtt.hosts=tcp://a:1883,tcp://b:1883: 2 brokers given: mqtt-proxy connects to one broker" in message
+    assert "connect.mqtt.service.quality=2: not supported: KCQL subscriptions are made at QoS 1" in message
+    assert "connect.converter.avro.schemas: not supported: mqtt-proxy writes SensorReading records" in message
+
+
+def test_java_key_stores_are_refused_with_what_to_give_instead() -> None:
+    config = {
+        "connector.class": ES,
+        "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
+        "ssl.truststore.location": "/etc/ts.jks",
+    }
+    with pytest.raises(ConnectError, match=r"ssl.truststore.location: .*FLUXGATE_ES_ELASTICSEARCH__CA_CERTS.*keytool"):
+        translate(config)
+
+
+def test_an_unknown_key_is_a_warning_naming_it() -> None:
+    result = translate({"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO q SELECT * FROM t STOREAS QUEUE",
+                        "connect.hazelcast.frobnicate": "yes"})  # fmt: skip
+    assert result.warnings == [
+        "connect.hazelcast.frobnicate: not a key of the Hazelcast sink that Fluxgate knows: ignored"
+    ]
+
+
+def test_a_sink_reads_exactly_its_topics() -> None:
+    config = {"connector.class": HZ, "topics": "a,b", "connect.hazelcast.kcql": "INSERT INTO q SELECT * FROM a"}
+    with pytest.raises(ConnectError, match="topics=a,b: the KCQL reads a: they must be the same"):
+        translate(config)
+
+
+def test_a_sink_without_kcql_says_which_keys_set_it() -> None:
+    with pytest.raises(ConnectError, match=r"no KCQL: set connect\.hazelcast\.kcql or connect\.hazelcast\.sink\.kcql"):
+        translate({"connector.class": HZ})
+
+
+def test_elastic_hosts_port_and_protocol_make_node_urls() -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
+              "connect.elastic.hosts": "es-0,es-1", "connect.elastic.port": "9201",
+              "connect.elastic.protocol": "https"}  # fmt: skip
+    hosts = json.loads(translate(config).env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"])
+    assert hosts == ["https://es-0:9201", "https://es-1:9201"]
+
+
+def test_a_url_without_a_scheme_takes_the_protocol() -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
+              "connect.elastic.url": "es-0:9200,https://es-1:9243", "connect.elastic.protocol": "https"}  # fmt: skip
+    hosts = json.loads(translate(config).env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"])
+    assert hosts == ["https://es-0:9200", "https://es-1:9243"]
+
+
+def test_the_transport_client_port_is_refused() -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
+              "connect.elastic.url": "es:9300"}  # fmt: skip
+    with pytest.raises(ConnectError, match="transport protocol"):
+        translate(config)
+
+
+def test_an_unknown_connector_class_lists_the_known_ones() -> None:
+    with pytest.raises(ConnectError, match=r"is not one of the connectors Fluxgate replaces:\n.*mqtt-proxy"):
+        translate({"connector.class": "org.example.Other"})
