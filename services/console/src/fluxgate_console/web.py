@@ -26,7 +26,7 @@ from fluxgate_console.replay import Replayer, ReplayError
 from fluxgate_console.view import flow
 
 log = structlog.get_logger(__name__)
-SECTIONS = ("summary", "flow", "services", "deadletters", "stores")
+SECTIONS = ("summary", "flow", "services", "stores", "deadletters")  # the long list of letters last
 SHOWN_LETTERS = 50
 FAILED_PART = '<section class="card failed" id="{}"><h2>{}</h2><p class="err">this part failed: {}</p></section>'
 Handler = Callable[[Request], Any]
