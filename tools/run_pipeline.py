@@ -29,6 +29,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from pipeline_stores import Stores
+from rich.console import Console
+from rich.text import Text
 
 from fluxgate_stack import ensure_up
 
@@ -41,6 +43,7 @@ PERSISTERS = {
     "hazelcast-persister": "FLUXGATE_HZ_",
 }
 TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late")
+WARN_TOPICS = ("sensors.deadletter", "temperatures.late")  # any arrival there is worth a look
 GATEWAYS = ("mqtt-proxy", "coap-ingest")
 DRAIN_SECONDS = 90.0  # how long a stage may take to process what the stage before it wrote
 
@@ -416,6 +419,38 @@ def device_states(port: int) -> dict[str, int]:
     return states
 
 
+def status_line(
+    elapsed: float,
+    arrived: dict[str, int],
+    rates: dict[str, float],
+    counts: dict[str, int],
+    devices: dict[str, int],
+    dead: list[str],
+) -> str:
+    """The 5-second line, the no-browser view: rendered by rich, in colour on a terminal (dead
+    letters and late readings amber when there are any, a dead service red) and plain text
+    when stdout is a pipe or a file, so `make run | tee` logs stay greppable."""
+    line = Text()
+    line.append(f"[{elapsed:6.0f}s]", style="dim")
+    for i, topic in enumerate(TOPICS):
+        warn = arrived[topic] > 0 and topic in WARN_TOPICS
+        line.append(f"{'  ' if i else ' '}{topic} ", style="bold")
+        line.append(f"+{arrived[topic]}", style="yellow" if warn else "green")
+        line.append(f" ({rates[topic]:.0f}/s)", style="dim")
+    for store, count in counts.items():
+        line.append(f"  {store}: ", style="bold")
+        line.append(str(count), style="cyan")
+    for state, n in sorted(devices.items()):
+        line.append(f"  devices {state}: ", style="bold")
+        line.append(str(n), style="green" if state == "ONLINE" else "yellow")
+    if dead:
+        line.append(f"  DOWN: {','.join(dead)}", style="bold red")
+    terminal = Console(highlight=False, soft_wrap=True)
+    with terminal.capture() as captured:
+        terminal.print(line)
+    return captured.get().rstrip("\n")
+
+
 def watch(
     pipeline: Pipeline,
     bootstrap: str,
@@ -435,13 +470,8 @@ def watch(
             now, current = time.monotonic(), end_offsets(consumer)
             rates = {t: (current[t] - previous[t]) / (now - last) for t in TOPICS}
             counts = stores.counts() if stores else {}
-            say(
-                f"[{now - start:6.0f}s] "
-                + "  ".join(f"{t} +{current[t] - first[t]} ({rates[t]:.0f}/s)" for t in TOPICS)
-                + "".join(f"  {store}: {count}" for store, count in counts.items())
-                + "".join(f"  devices {state}: {n}" for state, n in sorted(device_states(status_port).items()))
-                + (f"  DOWN: {','.join(pipeline.dead())}" if pipeline.dead() else "")
-            )
+            arrived = {t: current[t] - first[t] for t in TOPICS}
+            say(status_line(now - start, arrived, rates, counts, device_states(status_port), pipeline.dead()))
             previous, last = current, now
             if done is not None and (pipeline.dead() or done({t: current[t] - first[t] for t in TOPICS}, counts)):
                 break
