@@ -180,7 +180,10 @@ class RecordConsumer:
             raise converted(exc, ConsumeError, "cannot read the assignment") from exc
 
     def close(self) -> None:
-        """Leave the group (partitions move to the other members at once). Safe to call twice."""
+        """Leave the group (partitions move to the other members at once). Safe to call twice.
+
+        A static member (``group.instance.id``) does not leave: librdkafka sends no LeaveGroup
+        for one (KIP-345), so its partitions wait for it until ``session.timeout.ms``."""
         if not self._closed:
             self._closed = True
             try:
