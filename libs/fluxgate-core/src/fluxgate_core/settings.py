@@ -51,7 +51,7 @@ class KafkaSettings(Group):
         None,
         min_length=1,
         max_length=249,
-        description="group.instance.id (static membership, KIP-345) of a service's consumer-group member: "
+        description="group.instance.id (static membership, KIP-345) of a persister or device-status instance: "
         "unique in the group and stable across restarts (the pod name). A member restarted with it "
         "gets its partitions back at once, without a rebalance; one that stops for good holds them "
         "until the session times out (it never leaves the group, even on SIGTERM)",
