@@ -70,6 +70,11 @@ class Names:
     def group(self, service: str) -> str:
         return f"{self.prefix}fluxgate-{service}"  # the default of each service's group setting
 
+    def member(self, service: str) -> dict[str, str]:
+        """A consumer service's one group member, static (KIP-345): a child killed and started
+        again takes its partitions back at once instead of the group waiting out its session."""
+        return {"KAFKA__GROUP_INSTANCE_ID": f"{self.group(service)}-0"}
+
     @property
     def mqtt_root(self) -> str:
         return f"{self.prefix}sensors".replace(".", "-")
@@ -339,7 +344,7 @@ def start_all(
     if devices and devices_when is None:
         pipeline.start("simulator", fleet)
     service("mqtt-proxy", "FLUXGATE_MQTT_", [str(BIN / "fluxgate-mqtt-proxy")])
-    service("device-status", "FLUXGATE_STATUS_", [str(BIN / "fluxgate-device-status")])
+    service("device-status", "FLUXGATE_STATUS_", [str(BIN / "fluxgate-device-status")], names.member("device-status"))
     service("coap-ingest", "FLUXGATE_COAP_", [str(BIN / "fluxgate-coap-ingest")], {"RESOURCES": coap_resources})
     if not args.no_aggregator:
         checkpoints = getattr(args, "checkpoints", None) or ROOT / ".local/run/pipeline/checkpoints"
@@ -347,7 +352,7 @@ def start_all(
         service("aggregator", "FLUXGATE_AGG_", [str(BIN / "fluxgate-aggregator"), "run"], window)
     if persisting(args):
         for name, prefix in PERSISTERS.items():
-            service(name, prefix, [str(BIN / f"fluxgate-{name}")])
+            service(name, prefix, [str(BIN / f"fluxgate-{name}")], names.member(name))
     if devices and devices_when is not None:
         devices_when()
         pipeline.start("simulator", fleet)

@@ -167,6 +167,26 @@ def test_coap_members_split_the_resources_by_pod_index(rendered: dict[str, list[
     assert [(env["FLUXGATE_COAP_MEMBER"], env["FLUXGATE_COAP_MEMBERS"]) for env in members] == [("0", "2"), ("1", "2")]
 
 
+CONSUMERS = {"es-persister": "FLUXGATE_ES_", "scylla-persister": "FLUXGATE_SCYLLA_",
+             "hazelcast-persister": "FLUXGATE_HZ_", "device-status": "FLUXGATE_STATUS_"}  # fmt: skip
+
+
+def test_consumer_group_members_are_static_named_by_their_pod(
+    rendered: dict[str, list[dict[str, Any]]], built_charts: Path
+) -> None:
+    """Each pod of a consumer group joins it as a static member named by the pod, unique per
+    pod and kept by a restarted container; kafka.staticMembership: false turns it off, and
+    one set under config wins over the pod's name."""
+    objects = rendered["umbrella-everything-on"]
+    for name, prefix in CONSUMERS.items():
+        [pod] = [p for p in pods(objects) if p.workload["metadata"]["name"] == f"fluxgate-{name}"]
+        assert pod.env(objects, SECRETS)[f"{prefix}KAFKA__GROUP_INSTANCE_ID"] == pod.name
+        off = render(built_charts / name, values=[{"kafka": {"staticMembership": False}}])
+        assert f"{prefix}KAFKA__GROUP_INSTANCE_ID" not in pods(off)[0].env(off, SECRETS)
+        given = render(built_charts / name, values=[{"config": {f"{prefix}KAFKA__GROUP_INSTANCE_ID": "mine"}}])
+        assert pods(given)[0].env(given, SECRETS)[f"{prefix}KAFKA__GROUP_INSTANCE_ID"] == "mine"
+
+
 def test_lag_scalers_watch_each_group_on_its_topic(rendered: dict[str, list[dict[str, Any]]]) -> None:
     scalers = {o["spec"]["scaleTargetRef"]["name"]: o for o in rendered["umbrella-everything-on"]
                if o["kind"] == "ScaledObject"}  # fmt: skip

@@ -99,6 +99,32 @@ def test_a_coap_reading_sent_while_cut_off_may_be_missing_an_mqtt_one_never() ->
     assert cut.longest_gap_ms() == {"stop coap-ingest at 1000": 500}
 
 
+def test_coap_readings_a_killed_gateway_held_are_cut_off_only_after_the_last_that_arrived() -> None:
+    """The long run's coap-0002 humidity reading, sent 0.3 s before coap-ingest was SIGKILLed
+    and never on the topic: the gateway held it, nothing sends it again. One missing before
+    a later reading of its resource that arrived stays lost, and so does one long before."""
+    kill = FaultWindow("coap-ingest", "kill", start_ms=10_000, end_ms=13_000, whole_ms=20_000)
+    stop = FaultWindow("coap-ingest", "stop", start_ms=30_000, end_ms=90_000, whole_ms=95_000)
+    long_before = entry("coap", "c2", 4_000, 1.0, 1, sent_ms=4_000)
+    arrived_last = entry("coap", "c2", 9_000, 2.0, 2, sent_ms=9_000)
+    held = entry("coap", "c2", 9_700, 3.0, 3, sent_ms=9_700)
+    observed = entry("coap", "c1", 1_000, 4.5, 1, sent_ms=1_000)  # each resource observed from the start
+    observed_too = entry("coap", "c2", 1_000, 0.5, 0, sent_ms=1_000)
+    gap = entry("coap", "c1", 9_200, 4.0, 2, sent_ms=9_200)  # c1's next reading arrived: a loss
+    after_gap = entry("coap", "c1", 9_500, 5.0, 3, sent_ms=9_500)
+    resumed = entry("coap", "c2", 14_000, 6.0, 4, sent_ms=14_000)
+    before_stop = entry("coap", "c2", 29_800, 7.0, 5, sent_ms=29_800)  # a stopped gateway keeps what it holds
+    mqtt = entry("mqtt", "m1", 9_700, 8.0, 1, sent_ms=9_700)
+    sent = sent_of(observed, observed_too, long_before, arrived_last, held, gap, after_gap, resumed, before_stop, mqtt)
+    arrived = Counter([key(observed), key(observed_too), key(arrived_last), key(after_gap), key(resumed)])
+    cut = CutOff.of([kill, stop], sent, arrived)
+    assert [cut.excused(e) for e in (held, gap, long_before, before_stop, mqtt)] == [kill, None, None, None, None]
+    result = Result()
+    readings(spec([kill, stop]), sent, arrived, Counter(), cut, result)
+    assert result.figures["readings_cut_off"] == {"coap in flight at kill coap-ingest": 1}
+    assert "lost readings by protocol: {'coap': 3, 'mqtt': 1}" in result.problems
+
+
 def test_a_lost_or_invented_reading_and_a_late_one_written_twice_or_never_are_problems() -> None:
     ok = entry("mqtt", "m1", 1_000, 1.0, 1, sent_ms=1_000)
     lost = entry("mqtt", "m1", 2_000, 2.0, 2, sent_ms=2_000)

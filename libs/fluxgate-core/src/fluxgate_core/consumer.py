@@ -46,6 +46,7 @@ class RecordConsumer:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._incremental = _incremental(config)
+        self._instance_id = config.get("group.instance.id")
         self._returned: dict[PartitionKey, deque[int]] = {}  # returned, not yet committed, in order
         self._assigning: dict[PartitionKey, TopicPartition] | None = None  # set inside on_assign
         self._deferred: ConsumeError | None = None
@@ -180,13 +181,22 @@ class RecordConsumer:
             raise converted(exc, ConsumeError, "cannot read the assignment") from exc
 
     def close(self) -> None:
-        """Leave the group (partitions move to the other members at once). Safe to call twice."""
+        """Leave the group (partitions move to the other members at once). Safe to call twice.
+
+        A static member (``group.instance.id``) does not leave: librdkafka sends no LeaveGroup
+        for one (KIP-345), so its partitions wait for it until ``session.timeout.ms``."""
         if not self._closed:
             self._closed = True
             try:
                 self._consumer.close()
             except (KafkaException, RuntimeError) as exc:  # leaving is best effort; the session times out
                 log.warning("kafka.consumer.close_failed", error=str(exc))
+            if self._instance_id:  # an operator waiting for a rebalance learns why none comes
+                log.info(
+                    "kafka.consumer.static_member_kept",
+                    group_instance_id=self._instance_id,
+                    until="it restarts or session.timeout.ms passes",
+                )
 
     def _consume(self, max_records: int, timeout: float) -> list[Message]:
         try:

@@ -47,6 +47,15 @@ class KafkaSettings(Group):
     max_buffered_messages: int = Field(
         100_000, ge=1, description="librdkafka queue bound; beyond it producing applies backpressure"
     )
+    group_instance_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=249,
+        description="group.instance.id (static membership, KIP-345) of a persister or device-status instance: "
+        "unique in the group and stable across restarts (the pod name). A member restarted with it "
+        "gets its partitions back at once, without a rebalance; one that stops for good holds them "
+        "until the session times out (it never leaves the group, even on SIGTERM)",
+    )
     extra: dict[str, str] = Field(default_factory=dict, description="extra librdkafka properties")
 
     def client_config(self, default_client_id: str) -> dict[str, Any]:
@@ -94,6 +103,8 @@ class KafkaSettings(Group):
                 "isolation.level": "read_committed",
             }
         )
+        if self.group_instance_id:
+            config["group.instance.id"] = self.group_instance_id
         config.update(self.extra)
         return config
 

@@ -40,6 +40,17 @@ def test_nested_env_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.http.port == 9200
 
 
+def test_a_group_instance_id_makes_the_consumer_a_static_member(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "group.instance.id" not in load_settings(DemoSettings).kafka.consumer_config("g", "demo")
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__GROUP_INSTANCE_ID", "es-persister-7d9f-abcde")
+    kafka = load_settings(DemoSettings).kafka
+    assert kafka.consumer_config("g", "demo")["group.instance.id"] == "es-persister-7d9f-abcde"
+    assert "group.instance.id" not in kafka.producer_config("demo")  # a consumer's, never a producer's
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__GROUP_INSTANCE_ID", "")
+    with pytest.raises(ConfigError, match=r"FLUXGATE_DEMO_KAFKA__GROUP_INSTANCE_ID"):
+        load_settings(DemoSettings)
+
+
 def test_bad_value_names_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "99999")
     with pytest.raises(ConfigError, match=r"http\.port \[env FLUXGATE_DEMO_HTTP__PORT\]"):

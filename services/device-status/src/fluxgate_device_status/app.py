@@ -64,6 +64,9 @@ def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
         broker_session_timeout=status.session_timeout_s,
         broker_commit_interval=status.commit_interval_s,
         broker_heartbeat_interval=status.heartbeat_interval_s,
+        # Static membership: a restarted instance takes its partitions back without the group
+        # waiting out the killed one's session (aiokafka sends no LeaveGroup for it on stop).
+        consumer_group_instance_id=settings.kafka.group_instance_id,
     )
     ends = EndOffsets(settings.kafka, settings.kafka.client_id or SERVICE)
     tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)

@@ -8,6 +8,7 @@ dead-letter topic and target, so tests never see each other's records.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
@@ -76,8 +78,11 @@ class Run:
         # -1: librdkafka's "unassigned", i.e. the partitioner chooses
         self.producer.produce(self.topic, data, key, partition=-1 if partition is None else partition)
 
-    def persister(self, *args: str, target: str | None = None, **sink: str) -> ServiceProcess:
-        """A persister process (not started) writing this run's topic to ``target``."""
+    def persister(
+        self, *args: str, target: str | None = None, env: dict[str, str] | None = None, **sink: str
+    ) -> ServiceProcess:
+        """A persister process (not started) writing this run's topic to ``target``; ``env``
+        (names without the service's prefix) comes last."""
         prefix, port = self.store.env_prefix, free_port()
         options = {"batch_age_ms": "100", "deadletter_topic": self.deadletters, "group_id": self.group, **sink}
         env = {
@@ -90,6 +95,7 @@ class Run:
             "KAFKA__EXTRA": '{"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}',
             **{f"SINK__{name.upper()}": value for name, value in options.items()},
             **self.store.env(),
+            **(env or {}),
         }
         process = ServiceProcess(
             [*self.store.argv, *args],
@@ -118,6 +124,12 @@ class Run:
         decoder = AvroDecoder(registry_client(RegistrySettings.model_validate({"url": self.stack.registry_url})))
         records = consume(self.stack.bootstrap, self.topic, expected=produced, idle=0, decoder=decoder)
         return expected_ids([r.record for r in records if r.record and r.offset >= offsets[r.partition]])
+
+    def members(self) -> list[str | None]:
+        """The group.instance.id of each member of the group, as the coordinator knows them."""
+        admin = AdminClient({"bootstrap.servers": self.stack.bootstrap})
+        (described,) = admin.describe_consumer_groups([self.group], request_timeout=10).values()
+        return sorted((m.group_instance_id for m in described.result().members), key=str)
 
     def committed_total(self, partitions: int = 3) -> int:
         return sum(self.committed(p) or 0 for p in range(partitions))
@@ -255,6 +267,29 @@ class SinkSuite:
         run.wait_for(second, 3000)
         assert run.store.count(run.target) == 3000
         assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert second.terminate() == 0
+
+    def test_a_killed_static_member_restarted_gets_its_partitions_back_at_once(self, run: Run) -> None:
+        """Static membership: restarted with its group.instance.id, a SIGKILLed persister is
+        given its partitions back without the group first waiting out the dead member's session
+        (a new dynamic member waits for exactly that: the rebalance needs the old one gone).
+        The session is long (60 s), the bound half of it, so a slow machine does not flake."""
+        session_s = 60
+        kafka = json.dumps({"session.timeout.ms": str(session_s * 1000), "heartbeat.interval.ms": "1000"})
+        static = {"KAFKA__GROUP_INSTANCE_ID": f"{run.group}-0", "KAFKA__EXTRA": kafka}
+        first = run.persister(env=static).start()
+        run.produce(aggregates(100))
+        run.wait_for(first, 100)
+        assert run.members() == [f"{run.group}-0"]
+        first.kill()
+        run.produce([aggregate(i % 50, 10 + i // 50) for i in range(100)])  # while no one holds the partitions
+        restarted = time.monotonic()
+        second = run.persister(env=static).start(timeout=session_s)
+        run.wait_for(second, 200, timeout=session_s)
+        took = time.monotonic() - restarted
+        assert took < session_s / 2, f"restarted member writing after {took:.1f} s: it waited for the session"
+        assert run.members() == [f"{run.group}-0"]  # the same member, not a second one beside a ghost
+        assert run.store.count(run.target) == 200
         assert second.terminate() == 0
 
     def test_a_second_persister_joining_mid_stream_loses_nothing(self, run: Run) -> None:
