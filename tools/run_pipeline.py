@@ -315,6 +315,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="stop once this many readings, dead letters, aggregates and new documents in every store "
         "arrived (at most --duration): the end-to-end test waits for what it checks, not a fixed time",
     )
+    parser.add_argument(
+        "--until-released",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --until-checked: go on until PATH exists too (the end-to-end test's browser is done with the page)",
+    )
     return parser.parse_args(argv)
 
 
@@ -494,7 +501,8 @@ def checked(args: argparse.Namespace, held_before: dict[str, int]) -> Done | Non
 
     def done(arrived: dict[str, int], counts: dict[str, int]) -> bool:
         enough = arrived["sensors.readings"] >= args.until_checked and all(arrived[t] > 0 for t in wanted)
-        return enough and all(count > held_before[store] for store, count in counts.items())
+        released = args.until_released is None or args.until_released.exists()
+        return enough and released and all(count > held_before[store] for store, count in counts.items())
 
     return done
 

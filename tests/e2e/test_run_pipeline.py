@@ -16,30 +16,43 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fluxgate_testing import free_port
+from fluxgate_testing.browser import chromium, screenshot
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
 # serial: the whole pipeline with its default topics, groups and ports, as `make run` has them
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
+CONSOLE = "http://127.0.0.1:9108/"  # run_pipeline.py --console-port's default
 
 
 @pytest.mark.spark
-def test_make_run_moves_readings_to_aggregates(stack: Any, fates: Any) -> None:
+def test_make_run_moves_readings_to_aggregates(stack: Any, fates: Any, tmp_path: Path) -> None:
     coap_port = free_port(socket.SOCK_DGRAM)
     aggregates_before = fates.aggregated_until_now()
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--check", "--until-checked", "1001",
-         "--duration", "150", "--window", "5 seconds", "--watermark", "5 seconds", "--malformed", "0.05",
-         # Late readings land in windows the aggregator has just closed, up to the run's end.
-         "--late", "0.03", "--late-by", "15",
-         "--coap-port", str(coap_port)],
-        capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+    released, out, err = tmp_path / "browser-done", tmp_path / "run.out", tmp_path / "run.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        run = subprocess.Popen(
+            [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--check", "--until-checked", "1001",
+             "--until-released", str(released),
+             "--duration", "150", "--window", "5 seconds", "--watermark", "5 seconds", "--malformed", "0.05",
+             # Late readings land in windows the aggregator has just closed, up to the run's end.
+             "--late", "0.03", "--late-by", "15",
+             "--coap-port", str(coap_port)],
+            stdout=stdout, stderr=stderr, text=True,
+        )  # fmt: skip
+        try:
+            watch_the_console(CONSOLE)
+        finally:
+            released.touch()
+            run.wait(timeout=240)
+    result = subprocess.CompletedProcess(run.args, run.returncode, out.read_text(), err.read_text())
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 0, f"{summary}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert summary["arrived"]["sensors.readings"] > 1000, summary
@@ -55,6 +68,50 @@ def test_make_run_moves_readings_to_aggregates(stack: Any, fates: Any) -> None:
     assert set(summary["documents"].values()) == {summary["arrived"]["temperatures.aggregated"]}, summary
     assert summary["arrived"]["temperatures.late"] > 0, summary
     assert fates.wrong_aggregates(5_000, aggregates_before) == []
+
+
+def watch_the_console(url: str) -> None:
+    """The console of this `make run` in a real browser, while it runs: every stage ready, a
+    dead letter of a real gateway with its reason, and Elasticsearch's newest aggregate on the
+    page; the screenshot is kept in .local/artifacts/console-make-run.png."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    stages = {"mqtt-proxy", "coap-ingest", "aggregator", "device-status"}
+    stages |= {"es-persister", "scylla-persister", "hazelcast-persister"}
+    with chromium() as browser:
+        # The page replaces its parts at every refresh: an element found a moment ago may be gone.
+        wait = WebDriverWait(browser, 150, poll_frequency=1, ignored_exceptions=[StaleElementReferenceException])
+        wait.until(lambda _: page_loads(browser, url))
+
+        def all_ready(_: Any) -> bool:
+            ready = browser.find_elements(By.CSS_SELECTOR, ".stage.ready")
+            return {e.get_attribute("data-service") for e in ready} == stages
+
+        wait.until(all_ready, "every stage ready")
+        newest = 'tr[data-letter^="sensors.deadletter/"]'
+        letter = wait.until(lambda _: browser.find_element(By.CSS_SELECTOR, newest).text)
+        assert "PayloadError" in letter and ("not valid JSON" in letter or "no numeric field" in letter), letter
+        # Elasticsearch keeps earlier runs' aggregates: wait for one of a window of this run's.
+        started = datetime.now(UTC) - timedelta(seconds=5)  # the run's 5-second windows start on the 5 s
+
+        def this_runs_aggregate(_: Any) -> bool:
+            store = browser.find_element(By.CSS_SELECTOR, '[data-store="elasticsearch"]').text
+            window = re.search(r"newest aggregate: .* window (\S+)", store)
+            return window is not None and datetime.fromisoformat(window.group(1)) >= started
+
+        wait.until(this_runs_aggregate, "an aggregate of this run in Elasticsearch")
+        flow = wait.until(lambda _: browser.find_element(By.ID, "flow").text)
+        assert "(down)" not in flow, flow  # every persister's store up, before and after its first write
+        screenshot(browser, "console-make-run.png")
+
+
+def page_loads(browser: Any, url: str) -> bool:
+    try:
+        browser.get(url)
+    except WebDriverException:  # the console is not listening yet
+        return False
+    return bool(browser.find_elements("id", "flow"))
 
 
 def test_ctrl_c_stops_every_child_when_stdout_is_a_closed_pipe(stack: Any, tmp_path: Path) -> None:

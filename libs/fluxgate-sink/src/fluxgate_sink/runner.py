@@ -87,6 +87,7 @@ class SinkRunner:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
         await self._sink.setup(self._router.statements)
+        self._set_store_up(True)  # it answered the setup; before, the gauge read 0 (down) until a first write
         async with contextlib.AsyncExitStack() as resources:
             dead_letters = self._dead_letters or await self._open_dead_letters(resources)
             source = self._source_factory(self._router.topics, self._assigned, self._revoked)

@@ -150,6 +150,15 @@ async def test_overloaded_items_are_written_again_whatever_the_policy() -> None:
     assert len(sink.docs["temps"]) == 3 and sink.writes == 2
 
 
+async def test_the_store_shows_up_once_set_up_before_any_write() -> None:
+    metrics.STORE_UP.set(0)  # as a fresh process has it
+    h = Harness([])
+    task = asyncio.create_task(h.runner.run(h.stop))
+    await until(lambda: metrics.STORE_UP._value.get() == 1)
+    h.stop.set()
+    await task
+
+
 async def test_store_down_pauses_keeps_the_batch_and_resumes() -> None:
     sink = FakeSink(down=True)
     h = Harness(batch(8), sink=sink, batch_size=2, poll_max_records=8)

@@ -5,7 +5,6 @@ replay round trip, and keeps a screenshot in .local/artifacts/console.png (ignor
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import threading
 import uuid
@@ -18,12 +17,12 @@ import pytest
 from confluent_kafka import Producer
 from console_recorded import NOT_READY, READY, metrics_text
 from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
+from fluxgate_testing.browser import chromium, screenshot
 
 from fluxgate_core.deadletter import dead_letter_headers
 
 # No skip without Chromium: `make install` gets Debian's chromium and chromium-driver.
 pytestmark = [pytest.mark.integration]
-ARTIFACTS = Path(__file__).resolve().parents[4] / ".local" / "artifacts"
 
 
 @pytest.fixture
@@ -55,8 +54,6 @@ def fake_services() -> Iterator[dict[str, int]]:
 def test_the_page_live_with_a_dead_letter_and_a_replay(
     stack: Any, fake_services: dict[str, int], tmp_path: Path
 ) -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -96,35 +93,29 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
         },
         health_port=health, log_path=tmp_path / "console.log", isolate_prefix="FLUXGATE_CONSOLE_",
     ).start(timeout=60)  # fmt: skip
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1300"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
     try:
-        browser.get(f"http://127.0.0.1:{web}/")
-        wait = WebDriverWait(browser, 30)
-        row = wait.until(
-            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-letter^="{dead}"]'))
-        )
-        assert "unknown schema id 42" in row.text and f"→ {readings}" in row.text
-        stages = {
-            e.get_attribute("data-service"): e.get_attribute("class")
-            for e in browser.find_elements(By.CSS_SELECTOR, ".stage")
-        }
-        assert stages == {"mqtt-proxy": "stage down", "aggregator": "stage ready", "es-persister": "stage degraded"}
-        summary = browser.find_element(By.ID, "summary").text
-        assert "mqtt-proxy" in summary and "Connection refused" in summary
-        browser.find_element(By.ID, "replay-user").send_keys("ops")
-        browser.find_element(By.ID, "replay-password").send_keys("replay-secret")
-        wait.until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.pick"))).click()
-        browser.find_element(By.ID, "replay-selected").click()
-        wait.until(expected_conditions.alert_is_present()).accept()
-        wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "replay-result"), "sent 1"))
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(ARTIFACTS / "console.png"))
+        with chromium() as browser:
+            browser.get(f"http://127.0.0.1:{web}/")
+            wait = WebDriverWait(browser, 30)
+            row = wait.until(
+                expected_conditions.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-letter^="{dead}"]'))
+            )
+            assert "unknown schema id 42" in row.text and f"→ {readings}" in row.text
+            stages = {
+                e.get_attribute("data-service"): e.get_attribute("class")
+                for e in browser.find_elements(By.CSS_SELECTOR, ".stage")
+            }
+            assert stages == {"mqtt-proxy": "stage down", "aggregator": "stage ready", "es-persister": "stage degraded"}
+            summary = browser.find_element(By.ID, "summary").text
+            assert "mqtt-proxy" in summary and "Connection refused" in summary
+            browser.find_element(By.ID, "replay-user").send_keys("ops")
+            browser.find_element(By.ID, "replay-password").send_keys("replay-secret")
+            wait.until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.pick"))).click()
+            browser.find_element(By.ID, "replay-selected").click()
+            wait.until(expected_conditions.alert_is_present()).accept()
+            wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "replay-result"), "sent 1"))
+            screenshot(browser, "console.png")
     finally:
-        browser.quit()
         console.terminate()
     (back,) = consume(stack.bootstrap, readings, expected=1, timeout=15)
     assert back.key == b"dev-3" and back.value == b"\x00\x00\x00\x00\x2a\x0cdev-3"
