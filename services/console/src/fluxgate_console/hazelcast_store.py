@@ -114,6 +114,15 @@ class ClientAnswers:
         return self._client
 
     def ask(self, kind: Kind, name: str) -> Answer:
+        try:
+            return self._ask(kind, name)
+        except Exception:
+            # A client that lost the cluster for longer than its connect timeout shuts itself
+            # down for good: start afresh on the next refresh rather than fail forever.
+            self.close()
+            raise
+
+    def _ask(self, kind: Kind, name: str) -> Answer:
         if kind == "queue":
             queue = self.client().get_queue(name).blocking()
             return Answer(queue.size(), newest=queue.peek(), newest_is="oldest waiting")

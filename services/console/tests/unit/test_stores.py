@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetterBook
-from fluxgate_console.hazelcast_store import Answer, Kind, hazelcast_view, structures
+from fluxgate_console.hazelcast_store import Answer, ClientAnswers, Kind, hazelcast_view, structures
 from fluxgate_console.scylla_store import Key, scylla_view
 from fluxgate_console.settings import ConsoleSettings
 from fluxgate_console.stores import BlockingStore, StoreView, elasticsearch
@@ -178,3 +178,21 @@ async def test_one_store_down_leaves_the_other_on_the_page_and_in_the_json(conso
     assert 'data-store="scylla"' in card and 'data-held="2026-11-25"' in card and "<b>5</b> rows" in card
     assert "window 2026-11-25T00:04:00+00:00" in card
     assert 'data-store="hazelcast" class="failed"' in card and "no member answered" in card
+
+
+class BrokenClient:
+    shut = 0
+
+    def get_queue(self, name: str) -> Any:
+        raise RuntimeError("Client is not active")
+
+    def shutdown(self) -> None:
+        self.shut += 1
+
+
+def test_a_hazelcast_client_that_failed_is_replaced_on_the_next_ask() -> None:
+    answers, broken = ClientAnswers({}), BrokenClient()
+    answers._client = broken
+    with pytest.raises(RuntimeError):
+        answers.ask("queue", "q")
+    assert broken.shut == 1 and answers._client is None  # the next ask connects afresh
