@@ -63,11 +63,14 @@ def scylla_view(answers: ScyllaAnswers, table: str, days: int, max_keys: int, to
             firsts += [row for row in answers.newest(keys, event) if row]
     newest = max(firsts, key=lambda row: row[event]) if firsts and event else None
     return StoreView(NAME, at, holds, plain(newest) if newest else None, meaning=_meaning(
-        table, partition, days, max_keys, len(found) > max_keys, event))  # fmt: skip
+        table, partition, days, max_keys, len(found), event))  # fmt: skip
 
 
-def _meaning(table: str, partition: Sequence[str], days: int, max_keys: int, truncated: bool, event: str | None) -> str:
-    bound = f"the first {max_keys} partition keys (limit reached: at least this many)" if truncated else "its keys"
+def _meaning(table: str, partition: Sequence[str], days: int, max_keys: int, found: int, event: str | None) -> str:
+    if found > max_keys:
+        bound = f"the first {max_keys} partition keys (limit reached: at least this many)"
+    else:
+        bound = f"its {found} partition keys (all read)"
     if DAY in partition:
         series = ", ".join(c for c in partition if c != DAY)
         what = f"rows in {table} for the last {days} UTC day(s) of each ({series}) seen in {bound}"
