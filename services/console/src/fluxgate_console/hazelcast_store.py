@@ -110,7 +110,11 @@ class ClientAnswers:
         if self._client is None:
             from hazelcast.client import HazelcastClient  # heavy: imported only when Hazelcast is shown
 
-            self._client = HazelcastClient(**self._options)
+            try:
+                self._client = HazelcastClient(**self._options)
+            except Exception as exc:  # the client's own words say neither where nor which cluster
+                members, cluster = self._options.get("cluster_members"), self._options.get("cluster_name")
+                raise ConnectionError(f"cluster {cluster!r} at {members}: {exc}") from exc
         return self._client
 
     def ask(self, kind: Kind, name: str) -> Answer:
