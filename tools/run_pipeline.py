@@ -88,6 +88,14 @@ class Names:
     def es_alias(self) -> str:
         return self.store_target if self.prefix else "temperatures"
 
+    @property
+    def scylla_table(self) -> str:
+        return f"fluxgate.{self.store_target}"
+
+    @property
+    def hazelcast_kcql(self) -> str:
+        return f"INSERT INTO {self.store_target} SELECT * FROM {self.aggregated} STOREAS RING_BUFFER WITHFORMAT JSON"  # noqa: S608
+
     def env(self, service: str) -> dict[str, str]:
         """What a service needs to use these names; nothing for the defaults."""
         if not self.prefix:
@@ -105,9 +113,8 @@ class Names:
                            "LATE_TOPIC": late, "PROGRESS_GROUP": self.group("aggregator")},
             "es-persister": {**sink, "SINK__KCQL": f"INSERT INTO {self.store_target} {source}"
                              " PK device_id, metric, window_start WITHINDEXSUFFIX=-{YYYY.MM.dd}"},
-            "scylla-persister": {**sink, "SINK__KCQL": f"UPSERT INTO fluxgate.{self.store_target} {source} AUTOCREATE"},
-            "hazelcast-persister": {**sink, "SINK__KCQL": f"INSERT INTO {self.store_target} {source}"
-                                    " STOREAS RING_BUFFER WITHFORMAT JSON"},
+            "scylla-persister": {**sink, "SINK__KCQL": f"UPSERT INTO {self.scylla_table} {source} AUTOCREATE"},
+            "hazelcast-persister": {**sink, "SINK__KCQL": self.hazelcast_kcql},
             "device-status": {"STATUS__APP_ID": self.group("device-status"), "STATUS__INPUT_TOPIC": self.readings,
                               "STATUS__STATUS_TOPIC": self.topic("devices.status")},
         }[service]  # fmt: skip
@@ -387,14 +394,24 @@ def devices_argv(args: argparse.Namespace, names: Names, simulator: tuple[str, .
             "--mqtt-root", names.mqtt_root, *device_prefix(names), *simulator]  # fmt: skip
 
 
-def start_console(pipeline: Pipeline, port: int) -> None:
-    """The console on the local services' default ports, auth off (this machine only: loopback)."""
+def start_console(pipeline: Pipeline, port: int, names: Names = Names(), stores: bool = True) -> None:
+    """The console on the local services' default ports, auth off (this machine only: loopback),
+    asking the stores the persisters write under ``names`` (none without persisters)."""
     if not port:
         return
     env = {"WEB__HOST": "127.0.0.1", "WEB__PORT": str(port), "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(port + 1),
-           "PAGE_AUTH__MODE": "none", "REPLAY_AUTH__MODE": "none", "LOG__JSON_OUTPUT": "false"}  # fmt: skip
+           "PAGE_AUTH__MODE": "none", "REPLAY_AUTH__MODE": "none", "LOG__JSON_OUTPUT": "false",
+           **console_stores(names, stores)}  # fmt: skip
     pipeline.start("console", [str(BIN / "fluxgate-console")], prefixed("FLUXGATE_CONSOLE_", env))
     say(f"console: http://127.0.0.1:{port}/  (Kafka Connect API: http://127.0.0.1:{port}/connect/connectors)")
+
+
+def console_stores(names: Names, shown: bool) -> dict[str, str]:
+    """The console's store settings: the persisters' targets under ``names``, on the local stack."""
+    if not shown:
+        return {"ELASTICSEARCH_URL": "", "SCYLLA__CONTACT_POINTS": "[]", "HAZELCAST__MEMBERS": "[]"}
+    return {"ELASTICSEARCH_ALIAS": names.es_alias, "SCYLLA__TABLE": names.scylla_table,
+            "HAZELCAST__KCQL": names.hazelcast_kcql}  # fmt: skip
 
 
 def persisting(args: argparse.Namespace) -> bool:
@@ -527,7 +544,7 @@ def main() -> int:
     died: list[str] = []
     try:
         start_all(pipeline, args)
-        start_console(pipeline, args.console_port)
+        start_console(pipeline, args.console_port, stores=persisting(args))
         say("watching Kafka (Ctrl-C stops everything)...")
         watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port)
         died = pipeline.dead()

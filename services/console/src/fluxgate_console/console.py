@@ -18,6 +18,7 @@ from fluxgate_console.kafka_state import KafkaAnswers, KafkaState, kafka_state
 from fluxgate_console.reader import DeadLetterReader
 from fluxgate_console.scrape import History, InstanceState, scrape_all
 from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.store_clients import store_askers
 from fluxgate_console.stores import StoreView, elasticsearch
 from fluxgate_console.view import ServiceView, record_history, service_views
 
@@ -58,6 +59,7 @@ class Console:
         self._kafka = kafka
         self._client = client or httpx.AsyncClient(timeout=settings.request_timeout_s)
         self._history = History(settings.rate_window_s)
+        self._askers, self._closers = store_askers(settings)
         self.snapshot = Snapshot(time.time(), service_views(settings.services, {}, Snapshot(0).kafka, self._history))
 
     async def refresh(self) -> Snapshot:
@@ -94,9 +96,11 @@ class Console:
             return KafkaState(time.time(), error="Kafka: no answer in time")
 
     async def _stores(self) -> list[StoreView]:
-        if not self.settings.elasticsearch_url:
-            return []
-        return [await elasticsearch(self._client, self.settings.elasticsearch_url, self.settings.elasticsearch_alias)]
+        asked = [asker.view() for asker in self._askers]
+        if self.settings.elasticsearch_url:
+            url, alias = self.settings.elasticsearch_url, self.settings.elasticsearch_alias
+            asked.insert(0, elasticsearch(self._client, url, alias))
+        return list(await asyncio.gather(*asked))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Refresh until ``stop``; a refresh that raises is logged and the next one tried."""
@@ -114,6 +118,8 @@ class Console:
 
     async def close(self) -> None:
         await self._client.aclose()
+        for close in self._closers:
+            await asyncio.to_thread(close)
 
 
 def instances_of(snapshot: Snapshot) -> dict[str, InstanceState]:

@@ -7,11 +7,12 @@ The defaults are the local stack's (`make run`): every service on its default po
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AfterValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings
 
+from fluxgate_console.hazelcast_store import checked_kcql
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import (
     Group,
@@ -108,6 +109,52 @@ class ReplaySettings(Group):
     max_records: int = Field(1000, ge=1, description="dead letters one replay may send")
 
 
+class Credentials(Group):
+    """A user name and password that go together (a store's)."""
+
+    username: str | None = Field(None, description="the store's user; needs password")
+    password: SecretStr | None = Field(None, description="password of username")
+
+    @model_validator(mode="after")
+    def _go_together(self) -> Credentials:
+        if bool(self.username) != bool(self.password):
+            raise ValueError("username and password go together")
+        return self
+
+
+class ScyllaStoreSettings(Credentials):
+    """Scylla or Cassandra, asked directly: the scylla-persister's table (its default KCQL's)."""
+
+    contact_points: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1"], description="JSON list of node addresses; empty = not shown"
+    )
+    port: int = Field(9042, ge=1, le=65535, description="native protocol (CQL) port")
+    local_datacenter: str | None = Field(None, description="the datacenter to ask; default: the first contact point's")
+    table: str = Field(
+        "fluxgate.temperature_aggregates",
+        pattern=r"^[A-Za-z0-9_]{1,48}\.[A-Za-z0-9_]{1,48}$",
+        description="keyspace.table the scylla-persister writes",
+    )
+    days: int = Field(2, ge=1, le=31, description="rows are counted for the last N UTC days (today and yesterday)")
+    max_partition_keys: int = Field(
+        5000, ge=1, le=1_000_000, description="partition keys read per refresh to learn the series (bounded scan)"
+    )
+
+
+class HazelcastStoreSettings(Credentials):
+    """Hazelcast, asked directly: the structures the hazelcast-persister's KCQL writes."""
+
+    members: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:5701"], description="JSON list of member host:port; empty = not shown"
+    )
+    cluster_name: str = Field("fluxgate", min_length=1, description="the cluster name the members expect")
+    kcql: Annotated[str, AfterValidator(checked_kcql)] = Field(
+        "INSERT INTO temperature_aggregates SELECT * FROM temperatures.aggregated STOREAS RING_BUFFER WITHFORMAT JSON",
+        min_length=1,
+        description="the hazelcast-persister's KCQL: each target and STOREAS is a structure shown",
+    )
+
+
 class ConsoleSettings(BaseSettings):
     """console settings; nested groups with ``__`` (``FLUXGATE_CONSOLE_PAGE_AUTH__MODE``)."""
 
@@ -130,6 +177,8 @@ class ConsoleSettings(BaseSettings):
         "http://127.0.0.1:9200", description="Elasticsearch to count documents in; empty = not shown"
     )
     elasticsearch_alias: str = Field("temperatures", min_length=1, description="the alias over the daily indices")
+    scylla: ScyllaStoreSettings = group(ScyllaStoreSettings)
+    hazelcast: HazelcastStoreSettings = group(HazelcastStoreSettings)
 
     def checked(self) -> ConsoleSettings:
         """Raise :class:`ConfigError` naming the variable when an auth group cannot be used."""

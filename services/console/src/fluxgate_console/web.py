@@ -168,9 +168,7 @@ class Web:
             }
             for v in s.services
         ]  # fmt: skip
-        stores = [
-            {"name": x.name, "at": x.at, "holds": x.holds, "newest": x.newest, "error": x.error} for x in s.stores
-        ]
+        stores = [x.as_json() for x in s.stores]
         kafka = {"at": s.kafka.at, "error": s.kafka.error, "topic_rates": dict(s.topic_rates)}
         return JSONResponse({"at": s.at, "failing": s.failing, "services": services, "kafka": kafka, "stores": stores})
 

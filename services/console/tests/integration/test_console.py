@@ -10,14 +10,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from confluent_kafka import Producer
+from console_process import Console, aggregate, wait_for
 from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 
 from fluxgate_console.deadletters import REPLAY_OF
@@ -26,64 +27,6 @@ from fluxgate_core.schemas import REPLAY_AUDIT, TEMPERATURE_AGGREGATE, schema_di
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(every)
-    raise AssertionError(f"not within {timeout}s: {what}")
-
-
-class Console:
-    def __init__(self, process: ServiceProcess, port: int) -> None:
-        self.process, self.url = process, f"http://127.0.0.1:{port}"
-
-    def get(self, path: str, **params: str) -> Any:
-        return httpx.get(self.url + path, params=params, timeout=5).json()
-
-    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        return httpx.post(self.url + path, json=body, timeout=60)
-
-    def letters(self, **params: str) -> list[dict[str, Any]]:
-        return list(self.get("/api/deadletters", **params))
-
-    def service(self, name: str) -> dict[str, Any]:
-        return next(s for s in self.get("/api/state")["services"] if s["name"] == name)
-
-
-@pytest.fixture
-def console(stack: Any, tmp_path: Path) -> Iterator[Callable[..., Console]]:
-    started: list[ServiceProcess] = []
-
-    def start(services: list[dict[str, Any]], deadletters: list[str], audit: str) -> Console:
-        web, health = free_port(), free_port()
-        env = {
-            "FLUXGATE_CONSOLE_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-            "FLUXGATE_CONSOLE_REGISTRY__URL": stack.registry_url,
-            "FLUXGATE_CONSOLE_HTTP__HOST": "127.0.0.1", "FLUXGATE_CONSOLE_HTTP__PORT": str(health),
-            "FLUXGATE_CONSOLE_WEB__HOST": "127.0.0.1", "FLUXGATE_CONSOLE_WEB__PORT": str(web),
-            "FLUXGATE_CONSOLE_PAGE_AUTH__MODE": "none", "FLUXGATE_CONSOLE_REPLAY_AUTH__MODE": "none",
-            "FLUXGATE_CONSOLE_SERVICES": json.dumps(services),
-            "FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": json.dumps(deadletters),
-            "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": audit,
-            "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-test-{uuid.uuid4().hex[:8]}",
-            "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_RATE_WINDOW_S": "10",
-            "FLUXGATE_CONSOLE_ELASTICSEARCH_URL": "",
-        }  # fmt: skip
-        process = ServiceProcess(
-            [sys.executable, "-m", "fluxgate_console"], env, health_port=health,
-            log_path=tmp_path / f"console-{len(started)}.log", isolate_prefix="FLUXGATE_CONSOLE_",
-        )  # fmt: skip
-        started.append(process.start(timeout=60))
-        return Console(process, web)
-
-    yield start
-    exits = [process.terminate() for process in started]
-    assert exits == [0] * len(started), [p.log_tail() for p in started]  # a clean stop on SIGTERM
 
 
 def test_a_real_gateways_dead_letter_appears_with_its_reason(
@@ -166,14 +109,6 @@ def test_replay_puts_a_record_back_exactly_once_audited(
     fresh = console([], [dead], audit)
     wait_for(fresh.letters, 30, "the dead letter on the second console")
     assert fresh.post("/api/replay", {**chosen, "confirm": True}).json()["already_replayed"] == [letter["id"]]
-
-
-def aggregate(device: str, start: datetime) -> dict[str, Any]:
-    return {
-        "device_id": device, "metric": "temperature", "window_start": start,
-        "window_end": start + timedelta(minutes=1), "count": 2, "min": 20.0, "max": 22.0, "mean": 21.0,
-        "stddev": 1.0, "first_event_time": start, "last_event_time": start + timedelta(seconds=50), "unit": None,
-    }  # fmt: skip
 
 
 def test_lag_appears_while_a_persister_is_stopped_and_clears_when_it_is_back(

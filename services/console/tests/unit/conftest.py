@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from console_recorded import (
+    NO_STORES,
     NOT_READY,
     READY,
     RecordedKafka,
@@ -52,5 +53,5 @@ def kafka() -> RecordedKafka:
 @pytest.fixture
 def settings() -> ConsoleSettings:
     return ConsoleSettings.model_validate(
-        {"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"}, "elasticsearch_url": None}
+        {"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"}, "elasticsearch_url": None, **NO_STORES}
     )

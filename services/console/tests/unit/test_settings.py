@@ -38,3 +38,24 @@ def test_services_from_json(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     with pytest.raises(ConfigError, match="names repeat"):
         load_settings(ConsoleSettings, page_auth={"mode": "none"}, replay_auth={"mode": "none"}).checked()
+
+
+def test_store_settings_name_the_field_on_bad_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_CONSOLE_HAZELCAST__KCQL", "INSERT INTO x SELECT * FROM t STOREAS LIST")
+    with pytest.raises(ConfigError, match=r"FLUXGATE_CONSOLE_HAZELCAST__KCQL[\s\S]*STOREAS LIST"):
+        load_settings(ConsoleSettings)
+    monkeypatch.delenv("FLUXGATE_CONSOLE_HAZELCAST__KCQL")
+    monkeypatch.setenv("FLUXGATE_CONSOLE_SCYLLA__TABLE", "no_keyspace")
+    with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_SCYLLA__TABLE"):
+        load_settings(ConsoleSettings)
+    monkeypatch.delenv("FLUXGATE_CONSOLE_SCYLLA__TABLE")
+    monkeypatch.setenv("FLUXGATE_CONSOLE_SCYLLA__USERNAME", "ops")
+    with pytest.raises(ConfigError, match=r"FLUXGATE_CONSOLE_SCYLLA.*go together"):
+        load_settings(ConsoleSettings)
+
+
+def test_stores_default_to_the_persisters_targets() -> None:
+    settings = load_settings(ConsoleSettings)
+    assert settings.scylla.table == "fluxgate.temperature_aggregates"
+    assert (settings.hazelcast.members, settings.hazelcast.cluster_name) == (["127.0.0.1:5701"], "fluxgate")
+    assert "INTO temperature_aggregates" in settings.hazelcast.kcql

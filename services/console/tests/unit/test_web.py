@@ -7,7 +7,7 @@ import base64
 from typing import Any
 
 import pytest
-from console_recorded import RecordedKafka, Services, aggregator_letter, gateway_letter
+from console_recorded import NO_STORES, RecordedKafka, Services, aggregator_letter, gateway_letter
 from starlette.testclient import TestClient
 
 from fluxgate_console.console import Console
@@ -50,6 +50,7 @@ def secured() -> ConsoleSettings:
             "page_auth": {"mode": "basic", "username": "ops", "password": "page-secret"},
             "replay_auth": {"mode": "bearer", "token": "replay-token"},
             "elasticsearch_url": None,
+            **NO_STORES,
         }
     )
 
