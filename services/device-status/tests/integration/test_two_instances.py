@@ -108,34 +108,40 @@ def transitions_by_device(records: list[dict[str, Any]]) -> dict[str, list[tuple
 
 
 def test_with_a_standby_replica_each_instance_keeps_the_others_devices_and_takes_them_over(fleet: Fleet) -> None:
-    """``standby_replicas=1``: each instance keeps a live copy of the partitions the other owns
-    (every one of the other's devices in its memory, judged by nobody but the owner), and when
-    the owner is killed the survivor answers for every device with the readings counted once."""
+    """``standby_replicas=1``: each instance stands by for the partitions the other owns, its
+    copy holding at least what the owner wrote since (judged by nobody but the owner), and when
+    the owner is killed the survivor answers for every device, each reading counted once: the
+    devices that sent again since the copy began and the quiet ones, written only before it."""
     standby = {"STATUS__STANDBY_REPLICAS": "1"}
     with fleet.service(**standby) as victim, fleet.service(**standby) as survivor:
         start_split(fleet, victim, survivor)
+        # faust's standby follows the changelog from when its worker is ready, and may skip what
+        # was written before (its copy then lacks the quiet devices: seen in 4 runs of 7 here);
+        # the takeover replays what the copy lacks, so it must still count every reading once.
+        for instance in (victim, survivor):
+            instance.wait_until(instance.ready, "ready after the split", 60)
+        again = DEVICES[::2]
+        for device_id in again:
+            fleet.send(device_id)
+        expected = {device_id: 2 if device_id in again else 1 for device_id in DEVICES}
 
         def mirrored() -> bool:
             mine, theirs = partitions(survivor), partitions(victim)
+            counted = {d["device_id"]: d["readings"] for d in devices(victim, "?local=1")}
+            sent_again = sum(1 for device_id in counted if device_id in again)
             return (
                 mine["standby"] == theirs["active"]
                 and theirs["standby"] == mine["active"]
-                and mine["devices"]["standby"] == theirs["devices"]["active"] > 0
+                and mine["devices"]["standby"] >= sent_again > 0
+                and all(counted[device_id] == expected[device_id] for device_id in counted)
             )
 
-        # faust's standby starts following the changelog when its worker is ready but may skip
-        # what was written before (its seek to committed offsets races the first standby fetch;
-        # the takeover then replays that part): a second reading per device is written after.
-        for device_id in DEVICES:
-            fleet.send(device_id)
         survivor.wait_until(mirrored, "each instance standing by for the other's partitions", 60)
-        owned_by_victim = {d["device_id"] for d in devices(victim, "?local=1")}
         victim.kill()
         survivor.wait_until(lambda: len(devices(survivor, "?local=1")) == len(DEVICES), "every device taken over", 60)
         assert partitions(survivor)["active"] == [0, 1, 2]
-        for device_id in owned_by_victim:
-            status, state = device(survivor, device_id)
-            assert (status, state["readings"]) == (200, 2)
+        counted = {d["device_id"]: d["readings"] for d in devices(survivor, "?local=1")}
+        assert counted == expected
         assert survivor.terminate() == 0
 
 
