@@ -367,7 +367,7 @@ def test_hand_made_bodies_fastavros_writer_never_makes(body: bytes, compiled_dec
 
 
 def test_a_negative_timestamp_does_not_teach_the_block_cache_a_wrong_block() -> None:
-    # -2**35 and 2**35 - 1 zig-zag to 2**36 - 1 and 2**36 - 2: the same last five varint bytes
+    # -2**35 and 2**35 - 1 zig-zag to 2**36 - 1 and 2**36 - 2: the same last four varint bytes
     for millis in (-(2**35), 2**35 - 1, -(2**35), 2**35 - 1):
         body = _encode(fastavro.parse_schema(_TIMES), {"t": millis, "a": []})
         _check(_TIMES, None, body, compiled_must_decode=True)
