@@ -213,10 +213,15 @@ class _Generator:
         return value
 
     def _long(self, out: str, indent: int) -> None:
+        """One- and two-byte varints inline (counts, small numbers, enum-like codes); longer ones call."""
         self._emit(indent, "b = d[p]")
         self._emit(indent, "if b < 128:")
         self._emit(indent + 1, f"{out} = (b >> 1) ^ -(b & 1)")
         self._emit(indent + 1, "p += 1")
+        self._emit(indent, "elif d[p + 1] < 128:")
+        self._emit(indent + 1, "b = (b & 127) | d[p + 1] << 7")
+        self._emit(indent + 1, f"{out} = (b >> 1) ^ -(b & 1)")
+        self._emit(indent + 1, "p += 2")
         self._emit(indent, "else:")
         self._emit(indent + 1, f"{out}, p = _long(d, p)")
 
