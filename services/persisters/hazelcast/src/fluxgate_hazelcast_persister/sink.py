@@ -29,7 +29,7 @@ from fluxgate_hazelcast_persister.offsets import already_written, record_key, wr
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
 from fluxgate_hazelcast_persister.values import Value, value_of
-from fluxgate_sink.errors import SinkError, StoreUnavailable
+from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
 
@@ -134,6 +134,14 @@ class HazelcastSink(Sink):
             raise StoreUnavailable(f"Hazelcast at {members} does not answer: {_describe(exc)}") from exc
         self._proxies.clear()
         log.info("hazelcast.connected", members=members, cluster=self._settings.cluster_name)
+
+    def needs_ids(self, statement: Statement) -> bool:
+        """Only an IMap keys by the id. A STOREAS that names no structure says yes here and is
+        refused by ``setup``, where every statement is checked, with its message."""
+        try:
+            return structure_of(statement).idempotent
+        except KcqlError:
+            return True
 
     async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
         groups = _groups(items)
