@@ -70,6 +70,7 @@ lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on ever
 .PHONY: bench
 bench: install ## Throughput against baselines measured in the same run (results in bench-results/)
 	FLUXGATE_STACK_JVM_QUICK_START=false $(STACK) up  # full JIT: quick-start JVMs would skew the numbers
+	$(PY) bench/decode.py  # CPU alone, no server: the compiled Avro reader against fastavro
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
 	$(PY) bench/elasticsearch.py

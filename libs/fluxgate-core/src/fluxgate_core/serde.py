@@ -1,10 +1,11 @@
 """Avro in the Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro body.
 
 The registry is reached through confluent-kafka's ``SchemaRegistryClient``; encoding and
-decoding are fastavro's schemaless writer and reader. The writer registers its schema
-once, at start, under the topic-name strategy subject ``<topic>-value`` so that a
-registry that is down or a schema change that breaks compatibility stops the service
-before it consumes anything.
+decoding are fastavro's schemaless writer and reader, behind a writer and a reader compiled
+from the schemas (``avro_fast``, ``avro_read``) that hand fastavro whatever they do not cover.
+The writer registers its schema once, at start, under the topic-name strategy subject
+``<topic>-value`` so that a registry that is down or a schema change that breaks
+compatibility stops the service before it consumes anything.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from fluxgate_core.avro_fast import Unexpected, compile_record
+from fluxgate_core.avro_read import Reader, compile_reader
 from fluxgate_core.errors import RegistryError, SerializationError
 from fluxgate_core.settings import RegistrySettings
 
@@ -102,15 +104,24 @@ class AvroDecoder:
     """Decodes wire-format bytes written with any schema id the registry knows.
 
     Writer schemas are fetched once per id and cached; an optional reader schema
-    applies Avro schema resolution so a consumer sees the fields it expects.
+    applies Avro schema resolution so a consumer sees the fields it expects. Each id
+    gets a reader compiled for its (writer, reader) pair, found by the message's
+    five header bytes; a record it does not decode as fastavro would goes to fastavro.
     """
 
     def __init__(self, client: SchemaRegistryClient, reader_schema: dict[str, Any] | None = None) -> None:
         self._client = client
         self._reader = fastavro.parse_schema(reader_schema) if reader_schema else None
         self._writers: dict[int, Any] = {}
+        self._compiled: dict[bytes, Reader | None] = {}
 
     def decode(self, data: bytes) -> dict[str, Any]:
+        compiled = self._compiled.get(data[: _HEADER.size])
+        if compiled is not None:
+            try:
+                return compiled(data, _HEADER.size)
+            except Exception:  # noqa: S110 - fastavro decodes it, or says precisely why not
+                pass
         schema_id = wire_schema_id(data)
         writer = self._writer_schema(schema_id)
         try:
@@ -134,6 +145,7 @@ class AvroDecoder:
                 raise RegistryError(f"schema registry unreachable fetching id {schema_id}: {exc}") from exc
             writer = fastavro.parse_schema(json.loads(registered.schema_str or "null"))
             self._writers[schema_id] = writer
+            self._compiled[_HEADER.pack(MAGIC, schema_id)] = compile_reader(writer, self._reader)
         return writer
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -32,9 +32,14 @@ class Routed:
 class Router:
     """Routes records through the statements; what cannot be routed is reported, never raised."""
 
-    def __init__(self, statements: Sequence[Statement]) -> None:
+    def __init__(self, statements: Sequence[Statement], needs_ids: Callable[[Statement], bool] | None = None) -> None:
         self.statements = list(statements)
         self._by_topic = {s.topic: statements_for(self.statements, s.topic) for s in self.statements}
+        # Decided once per statement, not per record: a statement without a PK whose store
+        # never keys by the id (a ringbuffer, a queue) gets the Kafka coordinates, as a record
+        # without the default key fields always did, instead of an id derived from each record.
+        keyed = needs_ids or (lambda _: True)
+        self._keyed = {s.topic: [bool(t.pk) or keyed(t) for t in self._by_topic[s.topic]] for s in self.statements}
 
     @property
     def topics(self) -> list[str]:
@@ -51,22 +56,23 @@ class Router:
             if record.record is None:
                 routed.undecodable.append(record)
                 continue
-            for statement in self._by_topic.get(record.topic, ()):
+            statements = self._by_topic.get(record.topic, ())
+            for statement, keyed in zip(statements, self._keyed.get(record.topic, ()), strict=True):
                 try:
-                    routed.items.append(_item(record, statement))
+                    routed.items.append(_item(record, statement, keyed))
                 except Exception as exc:  # a bad record must never stop the batch: report it
                     routed.unroutable.append(Unroutable(record, statement, _as_sink_error(exc)))
         return routed
 
 
-def _item(record: ConsumedRecord, statement: Statement) -> SinkItem:
+def _item(record: ConsumedRecord, statement: Statement, keyed: bool = True) -> SinkItem:
     value = record.record or {}
     event_time = _event_time(record, statement)
     return SinkItem(
         source=record,
         statement=statement,
         target=statement.target_for(event_time),
-        id=_document_id(record, statement),
+        id=_document_id(record, statement) if keyed else record.source,
         document=statement.project(value),
         event_time=event_time,
     )

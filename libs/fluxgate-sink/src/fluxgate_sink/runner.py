@@ -73,7 +73,7 @@ class SinkRunner:
         self._tasks = tasks
         self._source_factory = source_factory or self._kafka_source
         self._dead_letters = dead_letters
-        self._router = Router(parse(settings.kcql))
+        self._router = Router(parse(settings.kcql), sink.needs_ids)
         self._partitions: dict[PartitionKey, PartitionState] = {}
         self._running = False
         self._store_up = True

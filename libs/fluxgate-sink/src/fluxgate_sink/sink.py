@@ -60,6 +60,13 @@ class Sink(ABC):
         writes the same batch again later.
         """
 
+    def needs_ids(self, statement: Statement) -> bool:
+        """Whether the store keys the items of ``statement`` by their id (the PK's values).
+
+        A store that only appends (a ringbuffer, a queue) says no: for a statement without a
+        PK the router then skips deriving the id from every record."""
+        return True
+
     async def ping(self) -> bool:
         """Whether the store answers; the runner asks this before resuming after an outage."""
         return True

@@ -16,7 +16,7 @@ Only the map is idempotent; for the others see ``offsets.py``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from fluxgate_hazelcast_persister.offsets import already_written, record_key, wr
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
 from fluxgate_hazelcast_persister.values import Value, value_of
-from fluxgate_sink.errors import SinkError, StoreUnavailable
+from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
 
@@ -79,6 +79,7 @@ class _Group:
     refused: list[ItemFailure] = field(default_factory=list)  # items with no value the store can hold
     written: int = 0  # how many of ``indices`` (a prefix) are in the store
     error: SinkError | None = None
+    keys: dict[int, str] = field(default_factory=dict)  # item index -> its offset record's key (appended)
 
     def encode(self, items: Sequence[SinkItem]) -> None:
         """Values of the items to write; the ones that cannot be encoded are refused, not written."""
@@ -134,16 +135,25 @@ class HazelcastSink(Sink):
         self._proxies.clear()
         log.info("hazelcast.connected", members=members, cluster=self._settings.cluster_name)
 
+    def needs_ids(self, statement: Statement) -> bool:
+        """Only an IMap keys by the id. A STOREAS that names no structure says yes here and is
+        refused by ``setup``, where every statement is checked, with its message."""
+        try:
+            return structure_of(statement).idempotent
+        except KcqlError:
+            return True
+
     async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
         groups = _groups(items)
         appended = [g for g in groups if not g.structure.idempotent]
-        recorded = await self._read_offsets(items, appended) if appended else {}
         for group in appended:
-            group.indices = [
-                i
-                for i in group.indices
-                if not already_written(items[i].source.offset, record_key(group.structure, items[i]), recorded)
-            ]
+            group.keys = _record_keys(group, items)
+        recorded = await self._read_offsets(appended) if appended else {}
+        for group in appended:
+            if _may_hold_written(group, items, recorded):
+                group.indices = [
+                    i for i in group.indices if not already_written(items[i].source.offset, group.keys[i], recorded)
+                ]
         for group in groups:
             group.encode(items)
         await asyncio.gather(*(self._write_group(group, items) for group in groups if group.indices))
@@ -228,8 +238,8 @@ class HazelcastSink(Sink):
             proxy = self._proxies[(structure, name)] = await getter(name)
         return proxy
 
-    async def _read_offsets(self, items: Sequence[SinkItem], groups: list[_Group]) -> dict[str, int]:
-        keys = {record_key(g.structure, items[i]) for g in groups for i in g.indices}
+    async def _read_offsets(self, groups: list[_Group]) -> dict[str, int]:
+        keys = {key for g in groups for key in g.keys.values()}
         try:
             offsets = await self._offsets()
             found = await offsets.get_all(list(keys))
@@ -242,11 +252,11 @@ class HazelcastSink(Sink):
         raising would repeat it for sure (the runner writes the whole batch again)."""
         through: dict[str, int] = {}
         for group in groups:
-            keys = [record_key(group.structure, items[i]) for i in group.indices]
+            keys = [group.keys[i] for i in group.indices]
             offsets = [items[i].source.offset for i in group.indices]
             refused: dict[str, int] = {}
             for failure in group.refused:
-                key = record_key(group.structure, items[failure.index])
+                key = group.keys[failure.index]
                 offset = items[failure.index].source.offset
                 refused[key] = min(offset, refused.get(key, offset))
             for key, offset in written_through(keys, offsets, group.written, refused).items():
@@ -299,6 +309,28 @@ def _groups(items: Sequence[SinkItem]) -> list[_Group]:
             group = groups[(structure, item.target)] = _Group(structure, item.target, item.statement)
         group.indices.append(index)
     return list(groups.values())
+
+
+def _record_keys(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
+    """Each item's offset record key, made once per partition of the batch, not once per item."""
+    made: dict[tuple[str, int], str] = {}
+    keys: dict[int, str] = {}
+    for index in group.indices:
+        source = items[index].source
+        key = made.get((source.topic, source.partition))
+        if key is None:
+            key = made[(source.topic, source.partition)] = record_key(group.structure, items[index])
+        keys[index] = key
+    return keys
+
+
+def _may_hold_written(group: _Group, items: Sequence[SinkItem], recorded: Mapping[str, int]) -> bool:
+    """Whether any item is at or below its partition's recorded offset (a replay): only then is
+    each one checked. A batch past the record, the usual case, is decided for all at once."""
+    if not any(key in recorded for key in set(group.keys.values())):
+        return False
+    lowest = min(items[i].source.offset for i in group.indices)
+    return lowest <= max(recorded[key] for key in set(group.keys.values()) if key in recorded)
 
 
 async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], statement: Statement) -> None:
