@@ -115,13 +115,15 @@ class MessageConverter:
         user_properties: Mapping[str, str],
         now_ms: int,
         headers: Sequence[tuple[str, bytes]] | None = None,
+        plan: TopicPlan | None = None,
     ) -> list[KafkaRecord]:
         """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter.
 
-        ``headers``: :func:`message_headers` of the message, when the caller has them already.
+        ``headers``: :func:`message_headers` of the message, and ``plan``: :meth:`plan` of its
+        topic, when the caller has them already.
         """
         self.limits.check_size(payload)  # first: an oversized payload is not even looked at
-        plan = self.plan(topic)
+        plan = plan or self.plan(topic)
         route = plan.route
         if route is None:
             raise NoRoute(f"no routing rule matches MQTT topic {topic[:256]!r}")

@@ -133,7 +133,7 @@ class MessageHandler:
             # The device from the topic, when the route names it, keeps a device's dead letters together.
             letter = Letter(payload, topic, topic_plan.device, headers)
             try:
-                deliveries.append(Delivery(letter, convert(topic, payload, properties, now_ms, headers)))
+                deliveries.append(Delivery(letter, convert(topic, payload, properties, now_ms, headers, topic_plan)))
             except Exception as exc:
                 deliveries.append(self._rejected(letter, exc))
         # Counted per batch: a labelled child's inc() takes a lock.
