@@ -66,7 +66,7 @@ def _writer(schema: Any) -> Writer | None:
         return None if items is None else _array(items)
     logical = schema.get("logicalType") if isinstance(schema, dict) else None
     if kind == "long" and logical in (None, "timestamp-millis"):
-        return _long
+        return _long_field()
     return _PLAIN.get(kind) if logical is None and isinstance(kind, str) else None
 
 
@@ -100,6 +100,7 @@ def _enum(symbols: list[str]) -> Writer:
 
 
 _remembered: dict[str, bytes] = {}
+_ONE_BYTE = [bytes((number,)) for number in range(0x80)]
 
 
 def _string(value: Any, parts: list[bytes]) -> None:
@@ -125,6 +126,21 @@ def _long(value: Any, parts: list[bytes]) -> None:
     if type(value) is not int or not _LONG_MIN <= value <= _LONG_MAX:
         raise Unexpected(f"{value!r} is not a 64-bit int")
     parts.append(zigzag(value))
+
+
+def _long_field() -> Writer:
+    """A long field's writer that remembers its last value's encoding: a gateway stamps every
+    record of a batch with the same ingest time, a 6-byte varint built in a Python loop."""
+    last: list[Any] = [None, b""]
+
+    def write(value: Any, parts: list[bytes]) -> None:
+        if value == last[0] and type(value) is int:
+            parts.append(last[1])
+            return
+        _long(value, parts)
+        last[0], last[1] = value, parts[-1]
+
+    return write
 
 
 def _int(value: Any, parts: list[bytes]) -> None:
@@ -183,7 +199,7 @@ def zigzag(value: int) -> bytes:
     """An Avro ``long``: zig-zag, then 7 bits a byte, least significant first."""
     number = (value << 1) ^ (value >> 63)
     if number < 0x80:
-        return bytes((number,))
+        return _ONE_BYTE[number]
     out = bytearray()
     while number >= 0x80:
         out.append((number & 0x7F) | 0x80)

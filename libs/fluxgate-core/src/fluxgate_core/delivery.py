@@ -88,6 +88,10 @@ async def deliver_batch(
     the retriable/fatal error that left it undone (its input must not be acknowledged)."""
     records = [record for delivery in deliveries for record in delivery.records]
     answers = await (await producer.send_many(records)) if records else []
+    if not any(answers) and not any(delivery.rejected for delivery in deliveries):
+        # Everything confirmed (the usual case): no per-input bookkeeping.
+        _count_out(collections.Counter([record.topic for record in records]))
+        return [None] * len(deliveries)
     outcomes: list[BaseException | None] = []
     confirmed: collections.Counter[str] = collections.Counter()
     start = 0
@@ -100,8 +104,7 @@ async def deliver_batch(
             confirmed.update(r.topic for r, e in zip(delivery.records, answers[start:end], strict=True) if e is None)
         outcomes.append(failure)
         start = end
-    for topic, count in confirmed.items():
-        _records_out(topic).inc(count)
+    _count_out(confirmed)
     await _dead_letter_rejected(writer, deliveries, outcomes)
     return outcomes
 
@@ -146,6 +149,11 @@ async def deliver(
         await dead_letter(writer, letter, exc)
         return False
     return True
+
+
+def _count_out(confirmed: collections.Counter[str]) -> None:
+    for topic, count in confirmed.items():
+        _records_out(topic).inc(count)
 
 
 @functools.cache

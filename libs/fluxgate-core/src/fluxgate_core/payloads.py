@@ -156,6 +156,8 @@ def _load_cbor(payload: bytes) -> Any:
 
 
 def _from_document(document: Any, fields: JsonFields, limits: PayloadLimits, *, senml_only: bool) -> list[Measurement]:
+    if type(document) is dict and not senml_only:  # what devices mostly send: no ABC check for Mapping
+        return parse_object(document, fields)
     if isinstance(document, (list, tuple)):  # cbor2 gives tuples inside tags
         return parse_senml(document, limits)
     if senml_only:
@@ -252,6 +254,8 @@ def _split_senml_name(base_name: str, name: str) -> tuple[str | None, str | None
 
 def parse_time(raw: Any, where: str) -> int:
     """Epoch milliseconds from epoch seconds, milliseconds, or an ISO-8601 string."""
+    if type(raw) is int and 1e11 <= raw < 2**53:  # milliseconds, as a double holds them: round(float(raw)) is raw
+        return raw
     if isinstance(raw, str):
         if not (raw.isascii() and raw.isprintable()):  # fromisoformat lets a trailing NUL through
             raise PayloadError(f"{where}: not an ISO-8601 time: {_show(raw)}")
@@ -273,6 +277,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _finite(value: Any, where: str) -> float:
+    if type(value) is float and math.isfinite(value):  # the usual value, already what the rest would return
+        return value
     if not _is_number(value):
         raise PayloadError(f"{where}: expected a number, got {_show(value)}")
     try:

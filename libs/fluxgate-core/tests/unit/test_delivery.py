@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from prometheus_client import REGISTRY
 
 from fluxgate_core.consumer import ConsumedRecord
 from fluxgate_core.delivery import Delivery, Letter, Outcome, classify, deliver, deliver_batch, produce_all
@@ -140,6 +142,21 @@ async def test_deliver_batch_answers_per_input_and_dead_letters_only_the_rejecte
     assert outcomes == [None, None, away, None]  # b and d dead-lettered, c left undone
     assert [value for _, value, _, _ in producer.sent] == [b"a1", b"a2", b"b1", b"b2", b"c1"]  # in order
     assert [(payload, error) for payload, error, *_ in writer.sent] == [(b"b", too_large), (b"d", inputs[3].rejected)]
+
+
+async def test_deliver_batch_all_confirmed_answers_none_each_and_counts_every_record() -> None:
+    def out(topic: str) -> float:
+        return REGISTRY.get_sample_value("fluxgate_records_out_total", {"topic": topic}) or 0.0
+
+    topic_a, topic_b = f"a-{uuid.uuid4().hex}", f"b-{uuid.uuid4().hex}"
+    inputs = [
+        Delivery(Letter(b"1", "s"), [KafkaRecord(topic_a, b"k", b"1"), KafkaRecord(topic_b, b"k", b"2")]),
+        Delivery(Letter(b"2", "s"), [KafkaRecord(topic_a, b"k", b"3")]),
+    ]
+    writer = FakeDeadLetters()
+    assert await deliver_batch(FakeProducer(), writer, inputs) == [None, None]
+    assert (out(topic_a), out(topic_b)) == (2.0, 1.0)
+    assert writer.sent == []
 
 
 async def test_deliver_batch_reports_a_dead_letter_kafka_did_not_take() -> None:

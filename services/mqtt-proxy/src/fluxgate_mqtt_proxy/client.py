@@ -22,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import random
 import ssl
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from gmqtt import Client, Subscription
-from gmqtt.mqtt.constants import UNLIMITED_RECONNECTS, MQTTv50, MQTTv311
+from gmqtt.mqtt.constants import UNLIMITED_RECONNECTS, MQTTCommands, MQTTv50, MQTTv311
 from gmqtt.mqtt.handler import MqttPackageHandler
 from gmqtt.mqtt.package import CommandWithMidPacket
 
@@ -36,6 +37,11 @@ from fluxgate_mqtt_proxy.settings import MqttSettings
 # MQTT 5 retain handling 1: retained messages only for a new subscription, not again
 # on every resubscribe after a reconnect.
 RETAIN_ON_NEW_SUBSCRIPTION = 1
+# What gmqtt's CommandWithMidPacket builds: command, remaining length, packet id (MQTT 5: reason
+# code and an empty property block too).
+_V5_ACK = struct.Struct("!BBHBB").pack
+_V311_ACK = struct.Struct("!BBH").pack
+_COMMAND = {1: int(MQTTCommands.PUBACK), 2: int(MQTTCommands.PUBREC)}
 
 
 class ProxyClient(Client):  # type: ignore[misc]
@@ -55,18 +61,30 @@ class ProxyClient(Client):  # type: ignore[misc]
         return self._package_handler
 
     def _send_command_with_mid(self, cmd: int, mid: int, dup: bool, reason_code: int = 0) -> None:
-        # gmqtt's packet handler sends PUBACK/PUBREC/PUBREL/PUBCOMP through here, one write each;
-        # collected and written once per event-loop turn, a batch's acknowledgements cost one
-        # system call, and the broker reads them in one go too.
+        # gmqtt's packet handler sends PUBREL/PUBCOMP (and PUBACK/PUBREC when not ours) through
+        # here, one write each; collected and written once per event-loop turn, a batch's
+        # packets cost one system call, and the broker reads them in one go too.
+        version = self._connection._protocol.proto_ver
+        self._to_outbox(CommandWithMidPacket.build_package(cmd, mid, dup, reason_code=reason_code, proto_ver=version))
+
+    def acknowledge(self, acks: Sequence[tuple[int, int]]) -> None:
+        """PUBACK (QoS 1) or PUBREC (QoS 2) with reason code 0 for each ``(qos, mid)``, in order:
+        the bytes gmqtt's own would be, packed in one go, written with the loop turn's others."""
+        if not acks:
+            return
+        if self._connection._protocol.proto_ver == MQTTv50:
+            self._to_outbox(b"".join([_V5_ACK(_COMMAND[qos], 4, mid, 0, 0) for qos, mid in acks]))
+        else:
+            self._to_outbox(b"".join([_V311_ACK(_COMMAND[qos], 2, mid) for qos, mid in acks]))
+
+    def _to_outbox(self, packets: bytes) -> None:
         connection = self._connection
         if connection is not self._outbox_connection:
             self._flush_outbox()
             self._outbox_connection = connection
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._flush_outbox)
-        version = connection._protocol.proto_ver
-        packet = CommandWithMidPacket.build_package(cmd, mid, dup, reason_code=reason_code, proto_ver=version)
-        self._outbox.append(packet)
+        self._outbox.append(packets)
 
     def _flush_outbox(self) -> None:
         packets, self._outbox = self._outbox, []
@@ -95,17 +113,24 @@ class ProxyClient(Client):  # type: ignore[misc]
             self.resubscribe(subscription)
 
 
+Acknowledge = Callable[[Sequence[tuple[int, int]]], None]  # (qos, packet id) pairs, in the order to send them
+
+
 class PublishReceiver(Protocol):
     """What :func:`route_publishes` wires: a plain function per PUBLISH, and a way to acknowledge."""
 
-    acknowledge: Callable[[int, int], None]
+    acknowledge: Acknowledge
 
     def receive(self, topic: str | bytes, payload: bytes, qos: int, properties: Any, mid: int | None) -> None: ...
 
 
-def route_publishes(handler: MqttPackageHandler, receiver: PublishReceiver) -> None:
+def route_publishes(
+    handler: MqttPackageHandler, receiver: PublishReceiver, acknowledge: Acknowledge | None = None
+) -> None:
     """Route every PUBLISH gmqtt parses to ``receiver.receive`` (no task per message), and let
-    ``receiver.acknowledge(qos, mid)`` send its PUBACK (QoS 1) or PUBREC (QoS 2).
+    ``receiver.acknowledge([(qos, mid), ...])`` send their PUBACKs (QoS 1) and PUBRECs (QoS 2)
+    in that order: through ``acknowledge`` when given (:meth:`ProxyClient.acknowledge`, a
+    batch at once), else one by one through gmqtt's packet handler.
 
     gmqtt 0.8 parses topic, packet id and properties in ``_handle_publish_packet``, then
     hands QoS 1/2 messages to ``_handle_qos_{1,2}_publish_packet(mid, payload, topic,
@@ -122,17 +147,18 @@ def route_publishes(handler: MqttPackageHandler, receiver: PublishReceiver) -> N
     def qos2(mid: int, payload: bytes, topic: str | bytes, properties: Any) -> None:
         receiver.receive(topic, payload, 2, properties, mid)
 
-    def acknowledge(qos: int, mid: int) -> None:
-        if qos == 1:
-            handler._send_puback(mid, reason_code=0)
-        else:
-            handler._send_pubrec(mid, reason_code=0)
+    def one_by_one(acks: Sequence[tuple[int, int]]) -> None:
+        for qos, mid in acks:
+            if qos == 1:
+                handler._send_puback(mid, reason_code=0)
+            else:
+                handler._send_pubrec(mid, reason_code=0)
 
     handler.on_message = qos0
     handler._handle_qos_1_publish_packet = qos1
     handler._handle_qos_2_publish_packet = qos2
     handler._handle_publish_packet = _plain_publish_first(handler, receiver, handler._handle_publish_packet)
-    receiver.acknowledge = acknowledge
+    receiver.acknowledge = acknowledge or one_by_one
 
 
 def _plain_publish_first(

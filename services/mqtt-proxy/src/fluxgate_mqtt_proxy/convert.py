@@ -12,7 +12,7 @@ import asyncio
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from fluxgate_core.errors import InvalidReading
 from fluxgate_core.kafka import KafkaRecord
@@ -34,6 +34,33 @@ class NoRoute(InvalidReading):
     """A message arrived on a topic no rule matches (a safety net: we only subscribe to rule filters)."""
 
 
+class TopicPlan(NamedTuple):
+    """What an MQTT topic says about its messages, worked out once per topic: devices publish
+    on the same few topics again and again, and every message of a topic needs the same."""
+
+    route: Route | None
+    device: str | None  # from the topic, when the route takes it from there
+    metric: str | None
+    target: str | None  # the Kafka topic; None when there is no route or the derived name is invalid
+    problem: str  # why there is no Kafka topic (raised as InvalidReading, after parsing)
+    headers: list[tuple[str, bytes]]  # the Kafka headers of a message without user properties
+    label: str  # the route's metrics label ("" without a route)
+
+
+def plan_topic(routes: Sequence[Route], topic: str) -> TopicPlan:
+    route = route_for(routes, topic)
+    headers = message_headers(topic, NO_ATTRIBUTES)
+    if route is None:
+        return TopicPlan(None, None, None, None, "", headers, "")
+    target, problem = None, ""
+    try:
+        target = route.kafka_topic(topic)
+    except InvalidReading as exc:
+        problem = str(exc)
+    device, metric = route.device_from_topic(topic), route.metric_from_topic(topic)
+    return TopicPlan(route, device, metric, target, problem, headers, route.name)
+
+
 class MessageConverter:
     """Turns one MQTT message into the ``SensorReading`` records it holds."""
 
@@ -53,12 +80,16 @@ class MessageConverter:
         self._dynamic = any(route.dynamic for route in self.routes)
         self._registering = asyncio.Lock()
         self._register: Register = register or functools.partial(_one_encoder, encoder)
-        # Devices publish on the same few topics again and again: match each topic's filters once.
-        self._routes_by_topic = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(route_for, self.routes))
+        # Devices publish on the same few topics again and again: each topic is planned once.
+        self._plans = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(plan_topic, self.routes))
+
+    def plan(self, topic: str) -> TopicPlan:
+        """What ``topic`` says about its messages (rules are tried in configured order)."""
+        return self._plans(topic)  # type: ignore[no-any-return]
 
     def route(self, topic: str) -> Route | None:
-        """The rule ``topic`` falls under (rules are tried in configured order)."""
-        return self._routes_by_topic(topic)
+        """The rule ``topic`` falls under."""
+        return self.plan(topic).route
 
     async def prepare(self, topics: Iterable[str]) -> None:
         """Register the schema under the Kafka topics ``$`` routes derive from ``topics`` and have
@@ -73,13 +104,9 @@ class MessageConverter:
                 self._encoders.update(await asyncio.to_thread(self._register, missing))
 
     def _derived(self, topic: str) -> str | None:
-        route = self.route(topic)
-        if route is None or not route.dynamic:
-            return None
-        try:
-            return route.kafka_topic(topic)
-        except InvalidReading:  # dead-lettered by convert()
-            return None
+        plan = self.plan(topic)
+        # An invalid derived name has no target: convert() dead-letters its messages.
+        return plan.target if plan.route is not None and plan.route.dynamic else None
 
     def convert(
         self,
@@ -88,27 +115,26 @@ class MessageConverter:
         user_properties: Mapping[str, str],
         now_ms: int,
         headers: Sequence[tuple[str, bytes]] | None = None,
+        plan: TopicPlan | None = None,
     ) -> list[KafkaRecord]:
         """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter.
 
-        ``headers``: :func:`message_headers` of the message, when the caller has them already.
+        ``headers``: :func:`message_headers` of the message, and ``plan``: :meth:`plan` of its
+        topic, when the caller has them already.
         """
         self.limits.check_size(payload)  # first: an oversized payload is not even looked at
-        route = self.route(topic)
+        plan = plan or self.plan(topic)
+        route = plan.route
         if route is None:
             raise NoRoute(f"no routing rule matches MQTT topic {topic[:256]!r}")
         measurements = parse_payload(payload, route.settings.format, route.fields, self.limits)
-        origin = Origin(
-            protocol="MQTT",
-            source=topic,
-            ingest_time_ms=now_ms,
-            device_id=route.device_from_topic(topic),
-            metric=route.metric_from_topic(topic),
-            attributes=dict(user_properties) if user_properties else NO_ATTRIBUTES,
-        )
+        attributes = dict(user_properties) if user_properties else NO_ATTRIBUTES
+        origin = Origin("MQTT", topic, now_ms, plan.device, plan.metric, None, attributes)
         if headers is None:
-            headers = message_headers(topic, user_properties)
-        target = route.kafka_topic(topic)
+            headers = plan.headers if not user_properties else message_headers(topic, user_properties)
+        target = plan.target
+        if target is None:
+            raise InvalidReading(plan.problem)
         encoder = self._encoders.get(target) or self._encoder(target)
         records, document = [], _MISSING
         for measurement in measurements:

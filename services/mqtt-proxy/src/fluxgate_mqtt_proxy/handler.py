@@ -26,7 +26,7 @@ import asyncio
 import collections
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import structlog
@@ -36,9 +36,10 @@ from fluxgate_core import metrics as core_metrics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.delivery import Delivery, Letter, Outcome, classify, deliver_batch
 from fluxgate_core.kafka import AsyncProducer
+from fluxgate_core.payloads import NO_ATTRIBUTES
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.acks import AckSequencer, Ticket
-from fluxgate_mqtt_proxy.client import SocketValve
+from fluxgate_mqtt_proxy.client import Acknowledge, SocketValve
 from fluxgate_mqtt_proxy.convert import MessageConverter, message_headers
 
 log = structlog.get_logger(__name__)
@@ -56,7 +57,7 @@ class Inbound(NamedTuple):
     connection: int
 
 
-def _not_wired(qos: int, mid: int) -> None:
+def _not_wired(acks: Sequence[tuple[int, int]]) -> None:
     raise RuntimeError("route_publishes() wires the acknowledgements first")
 
 
@@ -81,8 +82,8 @@ class MessageHandler:
         self._open = True
         self._incoming: list[Inbound] = []
         self._batches: set[asyncio.Task[None]] = set()
-        # Sends PUBACK (QoS 1) or PUBREC (QoS 2) for a packet id; set by route_publishes().
-        self.acknowledge: Callable[[int, int], None] = _not_wired
+        # Sends PUBACK (QoS 1) or PUBREC (QoS 2) for each (qos, packet id); set by route_publishes().
+        self.acknowledge: Acknowledge = _not_wired
 
     def close(self) -> None:
         self._open = False
@@ -120,36 +121,50 @@ class MessageHandler:
 
     def _deliveries(self, batch: Sequence[Inbound]) -> list[Delivery]:
         now_ms = int(time.time() * 1000)
-        received: collections.Counter[tuple[str, str]] = collections.Counter()
+        plan, convert = self._converter.plan, self._converter.convert
         deliveries = []
+        labels = []
         for message in batch:
-            route = self._converter.route(message.topic)
-            received[route.name if route else "", str(message.qos)] += 1
-            deliveries.append(self._delivery(message, route, now_ms))
-        for labels, count in received.items():
-            _child(metrics.MESSAGES, *labels).inc(count)
+            topic, payload = message.topic, message.payload
+            topic_plan = plan(topic)
+            labels.append((topic_plan.label, message.qos))
+            properties = user_properties(message.properties) if message.properties else NO_ATTRIBUTES
+            headers = topic_plan.headers if not properties else message_headers(topic, properties)
+            # The device from the topic, when the route names it, keeps a device's dead letters together.
+            letter = Letter(payload, topic, topic_plan.device, headers)
+            try:
+                deliveries.append(Delivery(letter, convert(topic, payload, properties, now_ms, headers, topic_plan)))
+            except Exception as exc:
+                deliveries.append(self._rejected(letter, exc))
+        # Counted per batch: a labelled child's inc() takes a lock.
+        for (label, qos), count in collections.Counter(labels).items():
+            _child(metrics.MESSAGES, label, str(qos)).inc(count)
         _child(core_metrics.RECORDS_IN, "mqtt").inc(len(batch))
         return deliveries
 
-    def _delivery(self, message: Inbound, route: Any, now_ms: int) -> Delivery:
-        topic, properties = message.topic, user_properties(message.properties)
-        headers = message_headers(topic, properties)
-        letter = Letter(
-            message.payload,
-            source=topic,
-            key=route.device_from_topic(topic) if route else None,  # keeps a device's dead letters together
-            headers=headers,
-        )
-        try:
-            return Delivery(letter, self._converter.convert(topic, message.payload, properties, now_ms, headers))
-        except Exception as exc:
-            if classify(exc) is not Outcome.REJECTED:  # a payload that trips a bug: keep it, do not crash-loop
-                log.exception("message.convert_failed", topic=topic)
-            return Delivery(letter, rejected=exc)
+    @staticmethod
+    def _rejected(letter: Letter, exc: Exception) -> Delivery:
+        if classify(exc) is not Outcome.REJECTED:  # a payload that trips a bug: keep it, do not crash-loop
+            log.exception("message.convert_failed", topic=letter.source)
+        return Delivery(letter, rejected=exc)
 
     def _acknowledge(self, batch: Sequence[Inbound], outcomes: Sequence[BaseException | None]) -> None:
         """Acknowledge, in arrival order, what is done; what is not stays for the broker to redeliver."""
+        current = self._sequencer.current
+        # Connections only ever count up: first and last the same means all the same.
+        if not any(outcomes) and current(batch[0].connection) and current(batch[-1].connection):
+            self.acknowledge([(message.qos, message.mid) for message in batch if message.mid is not None])
+            acknowledged = collections.Counter([message.qos for message in batch])
+        else:
+            acknowledged = self._acknowledge_each(batch, outcomes)
+        for qos, count in acknowledged.items():
+            _child(metrics.ACKNOWLEDGED, str(qos)).inc(count)
+
+    def _acknowledge_each(
+        self, batch: Sequence[Inbound], outcomes: Sequence[BaseException | None]
+    ) -> collections.Counter[int]:
         acknowledged: collections.Counter[int] = collections.Counter()
+        acks = []
         for message, failure in zip(batch, outcomes, strict=True):
             if failure is not None:  # Kafka away or the dead-letter topic broken: stop, unacknowledged
                 self._not_delivered(message, failure)
@@ -157,10 +172,10 @@ class MessageHandler:
                 _child(metrics.UNACKNOWLEDGED, "connection lost").inc()
             else:
                 if message.mid is not None:
-                    self.acknowledge(message.qos, message.mid)
+                    acks.append((message.qos, message.mid))
                 acknowledged[message.qos] += 1
-        for qos, count in acknowledged.items():
-            _child(metrics.ACKNOWLEDGED, str(qos)).inc(count)
+        self.acknowledge(acks)
+        return acknowledged
 
     def _not_delivered(self, message: Inbound, failure: BaseException) -> None:
         log.error("message.not_delivered", topic=message.topic, error=str(failure), error_class=type(failure).__name__)
@@ -174,7 +189,7 @@ def _child(metric: Any, *values: str) -> Any:
     return metric.labels(*values)
 
 
-def user_properties(properties: Any) -> dict[str, str]:
+def user_properties(properties: Any) -> Mapping[str, str]:
     """MQTT 5 user properties (gmqtt gives a list of key/value pairs) as a dict; {} for MQTT 3.1.1."""
     pairs = (properties or {}).get("user_property") or []
     return {str(key): str(value) for key, value in pairs}

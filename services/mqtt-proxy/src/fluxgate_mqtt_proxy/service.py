@@ -106,7 +106,8 @@ class MqttProxy:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_subscribe = self._on_subscribe
-        route_publishes(client.package_handler, handler)  # the handler acknowledges once Kafka confirmed
+        # The handler acknowledges once Kafka confirmed, a batch at a time through the client.
+        route_publishes(client.package_handler, handler, client.acknowledge)
 
     def _on_connect(self, client: ProxyClient, session_present: int, rc: int, properties: Any) -> None:
         self._sequencer.new_connection()

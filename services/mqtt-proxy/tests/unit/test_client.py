@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from gmqtt.mqtt.constants import MQTTCommands, MQTTv50, MQTTv311
+from gmqtt.mqtt.package import CommandWithMidPacket
 
 from fluxgate_mqtt_proxy.client import ProxyClient, SocketValve, make_client, subscription, tls_context
 from fluxgate_mqtt_proxy.settings import MqttSettings
@@ -152,3 +155,56 @@ def test_resubscribing_after_a_reconnect_does_not_pile_up_subscriptions() -> Non
     client.subscribe_all([subscription("a/+", 1, 5), subscription("$share/g/b/#", 2, 5)])
     assert [s.topic for s in client.subscriptions] == ["a/+", "$share/g/b/#"]
     assert connection.sent == [["a/+", "$share/g/b/#"], ["a/+"], ["$share/g/b/#"]]
+
+
+@dataclass
+class FakeProtocol:
+    proto_ver: int
+
+
+@dataclass
+class WritingConnection:
+    """What ProxyClient writes its acknowledgements to: gmqtt's live connection."""
+
+    _protocol: FakeProtocol
+    written: list[bytes] = field(default_factory=list)
+    closing: bool = False
+
+    def send_package(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+def connected_client(version: int) -> tuple[ProxyClient, WritingConnection]:
+    client = make_client(mqtt(protocol_version=5 if version == MQTTv50 else 4))
+    connection = WritingConnection(FakeProtocol(version))
+    client._connection = connection
+    return client, connection
+
+
+@pytest.mark.parametrize("version", [MQTTv50, MQTTv311])
+async def test_batched_acknowledgements_are_gmqtts_bytes_in_order_in_one_write(version: int) -> None:
+    client, connection = connected_client(version)
+    client.acknowledge([(1, 7), (2, 8), (1, 65535)])
+    client._send_command_with_mid(int(MQTTCommands.PUBCOMP), 9, False)  # gmqtt's own, in the same write
+    client.acknowledge([(1, 10)])
+    assert connection.written == []  # written at the end of the loop turn
+    await asyncio.sleep(0)
+    commands = [(MQTTCommands.PUBACK, 7), (MQTTCommands.PUBREC, 8), (MQTTCommands.PUBACK, 65535)]
+    commands += [(MQTTCommands.PUBCOMP, 9), (MQTTCommands.PUBACK, 10)]
+    build = CommandWithMidPacket.build_package
+    expected = b"".join(build(int(cmd), mid, False, reason_code=0, proto_ver=version) for cmd, mid in commands)
+    assert connection.written == [expected]
+
+
+async def test_acknowledgements_for_a_lost_connection_are_dropped() -> None:
+    client, lost = connected_client(MQTTv50)
+    client.acknowledge([(1, 7)])
+    client._connection = WritingConnection(FakeProtocol(MQTTv50))  # reconnected before the write
+    await asyncio.sleep(0)
+    assert lost.written == [] and client._connection.written == []
+    client.acknowledge([])  # nothing to send: nothing written, no empty write
+    await asyncio.sleep(0)
+    assert client._connection.written == []

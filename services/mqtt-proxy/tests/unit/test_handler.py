@@ -158,6 +158,28 @@ async def test_acknowledgements_keep_arrival_order_when_kafka_confirms_out_of_or
     assert [mid for _, mid, _ in harness.acks] == [1, 2, 3]
 
 
+async def test_a_batch_of_mixed_qos_is_acknowledged_in_arrival_order_once_all_of_it_is_in_kafka(
+    harness: Harness,
+) -> None:
+    harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=31)
+    harness.publish("sensors/d2/temperature", GOOD, qos=2, mid=32)
+    harness.publish("sensors/d3/temperature", GOOD, qos=0, mid=0)
+    harness.publish("sensors/d4/temperature", b"not json", qos=1, mid=34)  # dead-lettered, then acknowledged
+    harness.publish("sensors/d5/temperature", GOOD, qos=1, mid=35)
+    await settle()
+    sources = [dict(headers)["mqtt.topic"] for *_, headers in harness.producer.sent]
+    assert sources == [f"sensors/d{n}/temperature".encode() for n in (1, 2, 3, 5)]  # in arrival order
+    for index in (3, 1, 0):
+        harness.producer.confirm(index)
+    await settle()
+    assert harness.acks == []  # one record of the batch is still not confirmed
+    harness.producer.confirm(2)
+    await settle()
+    assert [topic for topic, *_ in harness.producer.sent][4:] == ["dlq"]
+    assert harness.acks == [(PUBACK, 31, 0), (PUBREC, 32, 0), (PUBACK, 34, 0), (PUBACK, 35, 0)]
+    assert harness.fatal == []
+
+
 async def test_all_records_of_a_message_are_confirmed_before_its_ack(harness: Harness) -> None:
     pack = json.dumps([{"bn": "d9:", "n": "temperature", "v": 20.0}, {"n": "humidity", "v": 40.0}]).encode()
     harness.publish("devices/d9/senml", pack, qos=1, mid=4)
