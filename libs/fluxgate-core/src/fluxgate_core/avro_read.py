@@ -384,6 +384,11 @@ class _Generator:
         self._emit(indent + 1, f"if {count} < 0:")
         self._emit(indent + 2, f"{count} = -{count}")
         self._emit(indent + 2, "b, p = _long(d, p)")  # the block's size in bytes, not needed
+        # More items than bytes left (and more than a few thousand): a damaged count, which
+        # items of no bytes (empty records) would loop through for as long as it says; fastavro
+        # gives the verdict on such a body.
+        self._emit(indent + 1, f"if {count} > len(d) - p and {count} > 65536:")
+        self._emit(indent + 2, "raise _Fallback('a block count past the bytes left')")
         self._emit(indent + 1, f"for _ in range({count}):")
         item(indent + 2)
 
