@@ -30,11 +30,17 @@ def test_the_elastic_sink_config_moves_aggregates_into_the_daily_index(
     cluster = httpx.get(f"{elasticsearch}/_cluster/health").json()["cluster_name"]
     placeholders = {"GROUPED_TOPIC": topic, "ELASTIC_URL": elasticsearch, "ELASTIC_CLUSTER_NAME": cluster,
                     "SCHEMA_REGISTRY_URL": stack.registry_url}  # fmt: skip
-    with connect("elastic-sink.json", "FLUXGATE_ES_", stack, placeholders) as persister:
-        persister.start()
-        persister.wait_until(lambda: len(found()) >= len(values), f"{len(values)} documents in {index}", 60)
-        assert persister.terminate() == 0, persister.log_tail()
-    documents = found()
+    try:
+        with connect("elastic-sink.json", "FLUXGATE_ES_", stack, placeholders) as persister:
+            persister.start()
+            persister.wait_until(lambda: len(found()) >= len(values), f"{len(values)} documents in {index}", 60)
+            assert persister.terminate() == 0, persister.log_tail()
+        documents = found()
+    finally:
+        # The config's index sits behind make run's `temperatures` alias, dated in the past: left
+        # there, a later make run's persister deletes it by retention mid-run, and the alias count
+        # the end-to-end test compares drops by these documents (a CI run saw 134 of 154).
+        httpx.delete(f"{elasticsearch}/{index}")
     assert sorted(doc["max"] for doc in documents) == sorted(value["max"] for value in values)
     assert {doc["device_id"] for doc in documents} == {value["device_id"] for value in values}
     assert "running es-persister" in persister.log_text()
