@@ -11,8 +11,10 @@ What it holds the pipeline to:
   sends a resource's state, not its history: those may be missing, and are counted);
   nothing else reaches it;
 - every store holds every window once, equal (count, min, max, mean, stddev) to the window
-  recomputed from what was sent: each reading once, those judged late out; the
-  ringbuffer (append-only) may repeat a window, and its repeats are counted, each equal;
+  recomputed from what was sent: each reading once, those judged late out (the late topic
+  is the aggregator's verdict: a redelivered copy of a counted reading must not be on it,
+  which the aggregator keeps for copies its dedup horizon, 2 minutes, behind; a fault here
+  lasts less than that); the ringbuffer (append-only) may repeat a window, and its repeats are counted, each equal;
 - every malformed payload is in the dead-letter topic with a reason, and nothing else is;
   the persisters' dead-letter topic is empty;
 - every reading stamped late once the pipeline was whole is on the late topic, and no

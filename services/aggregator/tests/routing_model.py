@@ -89,6 +89,7 @@ class RoutingModel:
     size_ms: int
     slide_ms: int
     delay_ms: int
+    dedup_ms: int = 0
     metric: str = "temperature"
     watermark_ms: int = 0
     # Every reading recorded so far, and whether it was counted.
@@ -96,7 +97,7 @@ class RoutingModel:
 
     @property
     def horizon_ms(self) -> int:
-        return max(self.size_ms, self.delay_ms)
+        return max(self.size_ms, self.delay_ms, self.dedup_ms)
 
     def batch(self, records: Sequence[Record]) -> Outputs:
         before = self.watermark_ms

@@ -126,8 +126,12 @@ def next_watermark(current_ms: int, latest_event_ms: int | None, delay_ms: int) 
 def horizon_ms(settings: AggregatorSettings) -> int:
     """How far behind the watermark the ledger keeps readings: a window still open may hold
     them (its size), and a copy may still arrive (the watermark delay, as Spark's
-    ``dropDuplicatesWithinWatermark`` keeps an identity)."""
-    return max(settings.window.size_ms, duration_ms(settings.window.watermark))
+    ``dropDuplicatesWithinWatermark`` keeps an identity, and longer: a broker redelivers what
+    a gateway stopped for a minute had produced but not acknowledged, while other devices
+    moved the watermark on; a copy the ledger forgot would be written late although its
+    reading was counted)."""
+    window = settings.window
+    return max(window.size_ms, duration_ms(window.watermark), window.dedup_horizon_ms)
 
 
 def tagged(rows: DataFrame, topic: str, key: str = "key", value: str = "value") -> DataFrame:

@@ -41,8 +41,13 @@ class WindowSettings(Group):
     size: str = Field("1 minute", description="window length, e.g. '1 minute'")
     slide: str | None = Field(None, description="hop between window starts; unset = tumbling")
     watermark: str = Field("30 seconds", description="how late a reading may be and still count")
+    dedup_horizon: str = Field(
+        "2 minutes",
+        description="how far behind the watermark a copy of a reading already counted or written late is still"
+        " recognised and dropped (a gateway's redelivery after an outage); a later copy is written late",
+    )
 
-    @field_validator("size", "watermark", "slide")
+    @field_validator("size", "watermark", "slide", "dedup_horizon")
     @classmethod
     def _interval(cls, value: str | None) -> str | None:
         if value is not None and duration_ms(value) <= 0:
@@ -58,6 +63,10 @@ class WindowSettings(Group):
     @property
     def size_ms(self) -> int:
         return duration_ms(self.size)
+
+    @property
+    def dedup_horizon_ms(self) -> int:
+        return duration_ms(self.dedup_horizon)
 
     @property
     def slide_ms(self) -> int:
