@@ -13,6 +13,8 @@ PACKAGES := $(patsubst %/pyproject.toml,%,$(wildcard libs/*/pyproject.toml servi
 INSTALL_SPECS := $(patsubst services/coap-ingest,services/coap-ingest[dtls],$(PACKAGES))
 BUILD_DEPS := autoconf automake libtool
 TEST_DIRS := libs services tools contracts-tests tests
+# The longest files (tests/e2e's soak, minutes) first: started last, one worker ran them alone at the end.
+PARALLEL_FIRST := tests libs services tools contracts-tests
 PYTEST := $(PY) -m pytest --import-mode=importlib --durations=25
 
 .PHONY: help
@@ -54,7 +56,7 @@ run: install ## The whole pipeline on the local stack with simulated devices; Ct
 .PHONY: test
 test: install ## Unit, integration, contract and static tests against real servers
 	$(STACK) up  # every server, before the workers: they would race to start them
-	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(TEST_DIRS)  # mostly waiting on servers: two at once
+	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(PARALLEL_FIRST)  # mostly waiting on servers: two at once
 	$(PYTEST) -m serial $(TEST_DIRS)  # each kills or restarts a shared server (or uses its fixed names): alone
 
 .PHONY: test-unit
