@@ -12,9 +12,11 @@ from __future__ import annotations
 import collections
 import re
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from fluxgate_console.timeline import Timeline
 from fluxgate_core import deadletter as dlq
 
 PREFIX = "fluxgate.dlq."
@@ -22,7 +24,9 @@ REPLAY_OF = "fluxgate.replay.of"  # set on each replayed record: <dead-letter to
 REPLAY_ID = "fluxgate.replay.id"  # and the replay it was part of (its audit record's key)
 _KAFKA_SOURCE = re.compile(r"^([A-Za-z0-9._-]{1,249})/(\d+)/(\d+)$")  # the aggregator's source header
 _CAUSE_SPLIT = re.compile(r"(?i)caused by:\s*")
-MINUTES_KEPT = 60
+MINUTES_KEPT = 60  # per reason and per source
+REASONS_KEPT = 8  # per topic; more distinct reasons are folded into one "(other)"
+SOURCES_KEPT = 8
 
 RawHeaders = Sequence[tuple[str, bytes | None]]
 
@@ -145,31 +149,40 @@ class LetterFilter:
 
 @dataclass
 class TopicBook:
-    """What one dead-letter topic held since the console started reading it."""
+    """What one dead-letter topic held since the console started reading it: every letter
+    counted by reason (error class and root cause) and by source (service), per minute too."""
 
     recent: collections.deque[DeadLetter]
     count: int = 0
-    by_reason: collections.Counter[str] = field(default_factory=collections.Counter)
-    by_source: collections.Counter[str] = field(default_factory=collections.Counter)
-    by_minute: dict[int, collections.Counter[str]] = field(default_factory=dict)  # minute → error class → count
+    reasons: Timeline = field(default_factory=lambda: Timeline(REASONS_KEPT, MINUTES_KEPT))
+    sources: Timeline = field(default_factory=lambda: Timeline(SOURCES_KEPT, MINUTES_KEPT))
 
     def per_minute(self, last_minute: int, minutes: int = 30) -> list[int]:
         """Dead letters in each of the ``minutes`` minutes up to ``last_minute`` (epoch minutes), oldest first."""
-        return [
-            sum(self.by_minute.get(m, collections.Counter()).values())
-            for m in range(last_minute - minutes + 1, last_minute + 1)
-        ]
+        return self.reasons.total_series(last_minute, minutes)  # every letter has exactly one reason
+
+    def copy(self) -> TopicBook:
+        recent = collections.deque(self.recent, maxlen=self.recent.maxlen)
+        return TopicBook(recent, self.count, self.reasons.copy(), self.sources.copy())
 
 
 class DeadLetterBook:
-    """Counts by reason, source and minute, and the newest letters, per topic; thread-safe
-    (a reader thread adds, the web handlers read)."""
+    """Counts by reason and source, per minute, and the newest letters, per topic; thread-safe
+    (a reader thread adds, the web handlers read). ``clock`` says what minute it is now."""
 
-    def __init__(self, topics: Iterable[str], recent: int) -> None:
+    def __init__(self, topics: Iterable[str], recent: int, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self._books = {topic: TopicBook(collections.deque(maxlen=recent)) for topic in topics}
 
+    def now_minute(self) -> int:
+        return int(self._clock() // 60)
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
     def add(self, letters: Iterable[DeadLetter]) -> None:
+        now = self.now_minute()
         with self._lock:
             for letter in letters:
                 book = self._books.get(letter.topic)
@@ -177,12 +190,9 @@ class DeadLetterBook:
                     continue
                 book.recent.append(letter)
                 book.count += 1
-                book.by_reason[f"{letter.error_class}: {letter.root_cause}"] += 1
-                book.by_source[letter.service or "(unknown)"] += 1
                 minute = letter.timestamp_ms // 60_000
-                book.by_minute.setdefault(minute, collections.Counter())[letter.error_class] += 1
-                for old in [m for m in book.by_minute if m <= minute - MINUTES_KEPT]:
-                    del book.by_minute[old]
+                book.reasons.add(f"{letter.error_class}: {letter.root_cause}", minute, now)
+                book.sources.add(letter.service or "(unknown)", minute, now)
 
     def topics(self) -> list[str]:
         return list(self._books)
@@ -190,14 +200,7 @@ class DeadLetterBook:
     def summary(self, topic: str) -> TopicBook:
         """A copy of one topic's book, safe to read while the reader adds."""
         with self._lock:
-            book = self._books[topic]
-            return TopicBook(
-                collections.deque(book.recent, maxlen=book.recent.maxlen),
-                book.count,
-                collections.Counter(book.by_reason),
-                collections.Counter(book.by_source),
-                {minute: collections.Counter(c) for minute, c in book.by_minute.items()},
-            )
+            return self._books[topic].copy()
 
     def select(self, chosen: LetterFilter, ids: Iterable[str] = ()) -> list[DeadLetter]:
         """The kept letters matching ``chosen`` (and among ``ids`` when given), newest first."""

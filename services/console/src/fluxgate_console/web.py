@@ -23,6 +23,7 @@ from fluxgate_console.auth import challenge, user_of
 from fluxgate_console.console import Console
 from fluxgate_console.deadletters import LetterFilter
 from fluxgate_console.replay import Replayer, ReplayError
+from fluxgate_console.sparkline import sparkline
 from fluxgate_console.view import flow
 
 log = structlog.get_logger(__name__)
@@ -34,7 +35,7 @@ Handler = Callable[[Request], Any]
 
 def templates() -> Environment:
     env = Environment(loader=PackageLoader("fluxgate_console"), autoescape=select_autoescape(), trim_blocks=True)
-    env.filters.update(ago=ago, rate=rate, count=count, clock=clock, age_tag=age_tag)
+    env.filters.update(ago=ago, rate=rate, count=count, clock=clock, age_tag=age_tag, sparkline=sparkline)
     return env
 
 
@@ -67,9 +68,10 @@ def clock(at: float | int | None, millis: bool = False) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def letter_filter(params: Any) -> LetterFilter:
+def letter_filter(params: Any, now_ms: int) -> LetterFilter:
+    """The filter form's fields; ``since_min`` is the last so many minutes before ``now_ms``."""
     since = params.get("since_min") or ""
-    since_ms = int((time.time() - float(since) * 60) * 1000) if since.replace(".", "", 1).isdigit() else None
+    since_ms = now_ms - int(float(since) * 60_000) if since.replace(".", "", 1).isdigit() else None
     return LetterFilter(
         topic=params.get("topic", ""), reason=params.get("reason", ""), source=params.get("source", ""),
         since_ms=since_ms,
@@ -110,6 +112,9 @@ class Web:
 
         return guarded
 
+    def _filter(self, params: Any) -> LetterFilter:
+        return letter_filter(params, self.console.book.now_ms())  # the book's clock: the counts' one too
+
     # -- the page -------------------------------------------------------------------------
 
     async def page(self, request: Request) -> Response:
@@ -127,7 +132,7 @@ class Web:
 
     def _render_parts(self, request: Request) -> Markup:
         snapshot = self.console.snapshot
-        chosen = letter_filter(request.query_params)
+        chosen = self._filter(request.query_params)
         context = {
             "s": snapshot,
             "columns": flow(snapshot.services),
@@ -135,7 +140,7 @@ class Web:
             "letters": self.console.book.select(chosen)[:SHOWN_LETTERS],
             "reader": self.console.reader,
             "preview_bytes": self.console.settings.deadletters.preview_bytes,
-            "now_minute": int(time.time() // 60),
+            "now_minute": self.console.book.now_minute(),
             "now": time.time(),
         }
         rendered = []
@@ -174,7 +179,7 @@ class Web:
 
     async def deadletters(self, request: Request) -> Response:
         limit = self.console.settings.deadletters.preview_bytes
-        letters = self.console.book.select(letter_filter(request.query_params))
+        letters = self.console.book.select(self._filter(request.query_params))
         return JSONResponse([letter_json(x, limit) for x in letters[: SHOWN_LETTERS * 4]])
 
     # -- replay ---------------------------------------------------------------------------
@@ -188,7 +193,7 @@ class Web:
             return JSONResponse({"error_code": 404, "message": "replay is off"}, status_code=404)
         try:
             body = await request.json()
-            chosen = letter_filter({k: str(v) for k, v in dict(body.get("filter") or {}).items()})
+            chosen = self._filter({k: str(v) for k, v in dict(body.get("filter") or {}).items()})
             ids = [str(i) for i in body.get("ids") or []]
             confirm = body.get("confirm") is True
         except (ValueError, TypeError, AttributeError) as exc:

@@ -102,6 +102,13 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
                 expected_conditions.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-letter^="{dead}"]'))
             )
             assert "unknown schema id 42" in row.text and f"→ {readings}" in row.text
+            # the letter in its minute, by reason and by service (read in one go: the parts refresh every second)
+            bars = browser.execute_script(
+                "return ['reason', 'service'].map(by => document.querySelectorAll("
+                "`[data-dlq='${arguments[0]}'] table[data-by=${by}] tr[data-key] svg.spark rect`).length)",
+                dead,
+            )
+            assert bars == [1, 1]
             stages = {
                 e.get_attribute("data-service"): e.get_attribute("class")
                 for e in browser.find_elements(By.CSS_SELECTOR, ".stage")

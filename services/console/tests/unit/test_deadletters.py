@@ -56,14 +56,19 @@ def test_preview_is_bounded_and_shows_binary_safely() -> None:
 
 
 def test_counts_by_reason_source_and_minute_and_filters() -> None:
-    book = DeadLetterBook(["sensors.deadletter", "persisters.deadletter"], recent=3)
+    clock = 1_700_000_120.0  # two minutes after the first letter
+    book = DeadLetterBook(["sensors.deadletter", "persisters.deadletter"], recent=3, clock=lambda: clock)
     book.add([gateway_letter(i, at_ms=1_700_000_000_000 + i * 30_000) for i in range(4)])
     book.add([aggregator_letter(9, 99), sink_letter(1), DeadLetter("other.topic", 0, 0, 0, None, b"")])
     summary = book.summary("sensors.deadletter")
     assert summary.count == 5 and len(summary.recent) == 3  # counted all, kept the newest 3
-    assert summary.by_reason["PayloadError: value 'warm' is not a number"] == 4
-    assert summary.by_source == {"mqtt-proxy": 4, "aggregator": 1}
-    assert sum(c["PayloadError"] for c in summary.by_minute.values()) == 4
+    reasons = {row.key: (row.total, row.series[-3:]) for row in summary.reasons.rows(book.now_minute())}
+    assert reasons == {
+        "PayloadError: value 'warm' is not a number": (4, [2, 2, 0]),
+        "SerializationError: unknown schema id 42: not registered when the job started": (1, [0, 1, 0]),
+    }  # fmt: skip
+    assert {row.key: row.total for row in summary.sources.rows(book.now_minute())} == {"mqtt-proxy": 4, "aggregator": 1}
+    assert summary.per_minute(book.now_minute(), minutes=3) == [2, 3, 0]
     assert [x.id for x in book.select(LetterFilter(reason="schema"))] == ["sensors.deadletter/1/9"]
     assert [x.id for x in book.select(LetterFilter(source="es-persister"))] == ["persisters.deadletter/0/1"]
     assert [x.id for x in book.select(LetterFilter(topic="sensors.deadletter", since_ms=1_700_000_060_000))] == [

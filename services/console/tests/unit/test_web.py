@@ -4,6 +4,8 @@ separately, for replay."""
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,6 +17,9 @@ from fluxgate_console.deadletters import DeadLetter, DeadLetterBook
 from fluxgate_console.replay import Outcome, Plan
 from fluxgate_console.settings import ConsoleSettings
 from fluxgate_console.web import Web
+from fluxgate_core.deadletter import dead_letter_headers
+
+CLOCK_S = 1_700_000_100.0  # the letters' minutes: the gateway's 2 minutes ago, the aggregator's 1
 
 
 class FakeReplayer:
@@ -34,9 +39,11 @@ def basic(user: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
-async def web_for(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> tuple[TestClient, Any]:
-    book = DeadLetterBook(settings.deadletters.topics, 10)
-    book.add([gateway_letter(1), aggregator_letter(2, 99)])
+async def web_for(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services, more: Sequence[DeadLetter] = ()
+) -> tuple[TestClient, Any]:
+    book = DeadLetterBook(settings.deadletters.topics, 10, clock=lambda: CLOCK_S)
+    book.add([gateway_letter(1), aggregator_letter(2, 99), *more])
     console = Console(settings, kafka, book, client=services.client())
     await console.refresh()
     replayer = FakeReplayer()
@@ -111,3 +118,52 @@ async def test_replay_needs_its_own_credentials_and_a_confirmation(
     assert done["replay_id"] == "r-1" and replayer.replayed == [(["sensors.deadletter/1/2"], "bearer")]
     everything = client.post("/api/replay", json={"confirm": True}, headers=bearer)
     assert everything.status_code == 400  # an empty selection is not "all of them"
+
+
+def sink_failures(reasons: int, at_ms: int = 1_700_000_090_000) -> list[DeadLetter]:
+    """Dead letters of ``reasons`` distinct reasons, one each, from the es-persister."""
+    return [
+        DeadLetter("persisters.deadletter", 0, i, at_ms, None, b"{}", dead_letter_headers(
+            reason=f"document {i} refused", error_class="BulkIndexError", source="t/0/1", service="es-persister",
+        ))
+        for i in range(reasons)
+    ]  # fmt: skip
+
+
+def by_minute_rows(page: str, topic: str, what: str) -> dict[str, int]:
+    """Each row of a topic's per-minute table: its key and how many bars its sparkline has."""
+    part = page[page.index(f'data-dlq="{topic}"') :]
+    start = part.index(f'data-by="{what}"')
+    table = part[start : part.index("</table>", start)]
+    rows = re.findall(r'<tr data-key="([^"]*)">(.*?)</tr>', table, re.S)
+    assert all(row.count("<svg") == 1 for _, row in rows)
+    return {key: row.count("<rect") for key, row in rows}
+
+
+async def test_counts_per_minute_by_reason_and_service_as_sparklines(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    client, _ = await web_for(settings, kafka, services, sink_failures(9) + sink_failures(1, at_ms=1_700_000_000_000))
+    page = client.get("/").text
+    assert by_minute_rows(page, "sensors.deadletter", "reason") == {
+        "PayloadError: value &#39;warm&#39; is not a number": 1,
+        "SerializationError: unknown schema id 42: not registered when the job started": 1,
+    }  # fmt: skip
+    assert by_minute_rows(page, "sensors.deadletter", "service") == {"aggregator": 1, "mqtt-proxy": 1}
+    # ten distinct reasons, eight kept; document 0 failed in two minutes
+    sink_reasons = by_minute_rows(page, "persisters.deadletter", "reason")
+    assert len(sink_reasons) == 9 and sink_reasons["(other)"] == 1
+    assert sink_reasons["BulkIndexError: document 0 refused"] == 2
+    assert "reasons beyond the 8 kept" in page
+    assert by_minute_rows(page, "persisters.deadletter", "service") == {"es-persister": 2}
+    assert page.count('<svg class="spark" width="180" height="28"') == 2  # each topic's 30 minutes
+
+
+async def test_the_time_filter_counts_back_from_the_books_clock(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    client, _ = await web_for(settings, kafka, services)
+    parts = client.get("/parts", params={"since_min": "1.5"}).text
+    assert 'data-letter="sensors.deadletter/1/2"' in parts and 'data-letter="sensors.deadletter/0/1"' not in parts
+    letters = client.get("/api/deadletters", params={"since_min": "3"}).json()
+    assert [x["id"] for x in letters] == ["sensors.deadletter/1/2", "sensors.deadletter/0/1"]
