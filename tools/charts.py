@@ -35,6 +35,7 @@ SERVICES = (
     "scylla-persister",
     "hazelcast-persister",
     "device-status",
+    "console",
 )
 Values = Path | dict[str, Any]
 

@@ -242,6 +242,7 @@ REFUSED = {
     "a setting of another service": ("es-persister", {"config": {"FLUXGATE_HZ_SINK__KCQL": "x"}},
                                      "starts with FLUXGATE_ES_"),
     "a SparkApplication without its image": ("aggregator", {"mode": "sparkApplication"}, "sparkApplication.image"),
+    "two consoles": ("console", {"replicaCount": 2}, "replicaCount must be 1"),
 }  # fmt: skip
 
 
@@ -288,3 +289,75 @@ def test_validation_refuses_unknown_fields(
     scaler["spec"]["maxReplicas"] = 3
     with pytest.raises(jsonschema.ValidationError, match="maxReplicas"):
         jsonschema.validate(scaler, crd_schemas[("keda.sh/v1alpha1", "ScaledObject")])
+
+
+def console_settings(objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Any:
+    [pod] = [p for p in pods(objects) if p.argv == ["fluxgate-console"]]
+    env = pod.env(objects, SECRETS)
+    return specs.load_with_env(settings_of(pod, env), env, monkeypatch)
+
+
+def served_at(objects: list[dict[str, Any]], url: str) -> tuple[str, int]:
+    """The chart (app.kubernetes.io/name) of the rendered Service or StatefulSet pod a
+    ``http://<host>.<namespace>.svc:<port>`` URL reaches, and the pod port behind it."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    name = host.removesuffix(".fluxgate.svc").split(".")
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    service = services[name[-1]]
+    if len(name) == 2:  # <pod>.<headless Service>: one pod of its StatefulSet
+        [workload] = [p.workload for p in pods(objects) if p.name == name[0]]
+        assert workload["spec"]["serviceName"] == name[-1], url
+    [served] = [p for p in service["spec"]["ports"] if p["port"] == int(port)]
+    return service["spec"]["selector"]["app.kubernetes.io/name"], int(port) if served["targetPort"] == "http" else 0
+
+
+@pytest.mark.parametrize("case", ["umbrella-dev", "umbrella-everything-on"])
+def test_umbrella_console_watches_every_enabled_service_at_its_service(
+    case: str, rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The umbrella fills in the console's services, as its Settings read them: every other
+    chart, each instance's URL a rendered Service (or StatefulSet pod) on its http port,
+    with the group its own settings give it; and its stores as their persisters reach them."""
+    objects = rendered[case]
+    settings = console_settings(objects, monkeypatch)
+    ports = {pod.workload["metadata"]["labels"]["app.kubernetes.io/name"]: pod.port for pod in pods(objects)}
+    watched = {service.name: service for service in settings.services}
+    # A SparkApplication's driver has no Service on its port: the aggregator is then left out.
+    spark = case == "umbrella-everything-on"
+    assert set(watched) == set(SERVICES) - {"console", *(["aggregator"] if spark else [])}
+    for name, service in watched.items():
+        assert {served_at(objects, url) for url in service.urls} == {(name, ports[name])}, service.urls
+    assert len(watched["mqtt-proxy"].urls) == (2 if spark else 1)
+    assert watched["es-persister"].group == "fluxgate-es-persister" and watched["es-persister"].store == "elasticsearch"
+    assert settings.elasticsearch_url == "http://elasticsearch:9200"
+    assert settings.scylla.contact_points == ["scylla"] and settings.hazelcast.members == ["hazelcast:5701"]
+
+
+def test_umbrella_console_leaves_out_what_is_disabled_and_keeps_what_is_set(
+    built_charts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    off = {name: {"enabled": False} for name in ("mqtt-proxy", "es-persister", "hazelcast-persister")}
+    own = {"console": {"config": {"FLUXGATE_CONSOLE_HAZELCAST__MEMBERS": ["hz:5701"]}},
+           "device-status": {"config": {"FLUXGATE_STATUS_STATUS__APP_ID": "status-2"}}}  # fmt: skip
+    objects = render(built_charts / UMBRELLA, values=[built_charts / UMBRELLA / "values-dev.yaml", off, own])
+    settings = console_settings(objects, monkeypatch)
+    groups = {service.name: service.group for service in settings.services}
+    assert groups == {"coap-ingest": None, "aggregator": "fluxgate-aggregator", "device-status": "status-2",
+                      "scylla-persister": "fluxgate-scylla-persister"}  # fmt: skip
+    assert not settings.elasticsearch_url, "es-persister left out: Elasticsearch not shown"
+    assert settings.hazelcast.members == ["hz:5701"], "console.config wins over what the umbrella fills in"
+    none = render(built_charts / UMBRELLA, values=[{"console": {"enabled": False}}])
+    assert not [o for o in none if o["metadata"]["name"].endswith("-console")]
+
+
+def test_console_serves_its_page_on_the_port_its_settings_open(
+    rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    objects = rendered["console"]
+    settings = console_settings(objects, monkeypatch)
+    [pod] = pods(objects)
+    [service] = [o for o in objects if o["kind"] == "Service"]
+    web = {"name": "web", "protocol": "TCP"}
+    assert {**web, "containerPort": settings.web.port} in pod.container["ports"]
+    assert {**web, "port": settings.web.port, "targetPort": "web"} in service["spec"]["ports"]
+    assert settings.services == [], "alone, the chart watches nothing rather than its own pod's 127.0.0.1"

@@ -9,6 +9,7 @@ cannot tell (a value the service accepts but cannot use)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import urllib.error
@@ -28,6 +29,7 @@ from run_pipeline import (
     Names,
     Pipeline,
     coap_resources_of,
+    console_stores,
     devices_argv,
     parse_args,
     prefixed,
@@ -62,10 +64,13 @@ def local_host_names(endpoints: Any) -> dict[str, str]:
 def local_env(pod: Pod, objects: list[dict[str, Any]], endpoints: Any, folder: Path) -> dict[str, str]:
     """The pod's environment, its servers and volumes mapped to this machine (nothing else changes)."""
     env = pod.env(objects)
+    # The console's services: each in-cluster Service or StatefulSet pod is this machine's port.
+    in_cluster = re.compile(r"http://[a-z0-9.-]+\.fluxgate\.svc:")
     mounts = {m["mountPath"]: folder / pod.name / m["name"] for m in pod.container.get("volumeMounts", [])}
     for key, value in env.items():
         for cluster, local in local_host_names(endpoints).items():
             value = value.replace(cluster, local)
+        value = in_cluster.sub("http://127.0.0.1:", value)
         for path, local_folder in mounts.items():
             if value.startswith(path):
                 local_folder.mkdir(parents=True, exist_ok=True)
@@ -107,7 +112,9 @@ def test_every_rendered_pod_runs_probes_answer_and_data_flows(
     args = parse_args(["--mqtt-devices", "4", "--coap-devices", "2", "--coap-port", str(free_port(socket.SOCK_DGRAM)),
                        "--window", "5 seconds", "--watermark", "5 seconds"])  # fmt: skip
     # Only what a user sets for a pipeline of their own: its names (and a short window).
-    config: dict[str, Any] = {name: {"config": prefixed(prefix, names.env(name))} for name, prefix in PREFIXES.items()}
+    config: dict[str, Any] = {name: {"config": prefixed(prefix, names.env(name))} for name, prefix in PREFIXES.items()
+                              if name != "console"}  # fmt: skip
+    config["console"] = {"config": prefixed(PREFIXES["console"], console_stores(names, shown=True))}
     config["coap-ingest"]["config"]["FLUXGATE_COAP_RESOURCES"] = coap_resources_of(args, names)
     config["aggregator"]["config"] |= {"FLUXGATE_AGG_WINDOW__SIZE": args.window,
                                        "FLUXGATE_AGG_WINDOW__WATERMARK": args.watermark}  # fmt: skip
