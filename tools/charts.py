@@ -24,7 +24,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 CHARTS = ROOT / "deploy" / "charts"
 HELM_VERSION = "v3.19.5"
-HELM = ROOT / ".local" / "bin" / "helm"
+LOCAL_BIN = ROOT / ".local" / "bin"  # the Go-built tools (helm, compose-check)
+HELM = LOCAL_BIN / "helm"
+GO_TARBALL = "/usr/local/go/bin/go"
 LIBRARY = "fluxgate-lib"
 UMBRELLA = "fluxgate"
 SERVICES = (
@@ -40,11 +42,18 @@ SERVICES = (
 Values = Path | dict[str, Any]
 
 
+def go_binary(purpose: str) -> str:
+    """The ``go`` command: on PATH, else Go's own tarball install (not on every PATH).
+    ``purpose`` completes the error's "Go 1.24+ is needed to ..."."""
+    go = shutil.which("go") or (GO_TARBALL if Path(GO_TARBALL).exists() else None)
+    if go is None:
+        raise RuntimeError(f"Go 1.24+ is needed to {purpose} (Debian: apt-get install golang-go)")
+    return go
+
+
 def helm() -> Path:
     """``.local/bin/helm`` at HELM_VERSION, built first if it is missing or another version."""
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
-    if go is None:
-        raise RuntimeError("Go 1.24+ is needed to build helm (Debian: apt-get install golang-go)")
+    go = go_binary("build helm")
     if HELM.exists() and built_version(go, HELM) == HELM_VERSION:
         return HELM
     HELM.parent.mkdir(parents=True, exist_ok=True)

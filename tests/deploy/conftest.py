@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from charts import copy_built
+from charts import copy_built, go_binary
 
 # Each operator's CRD, from the module of the operator's own repository (Go's module cache).
 CRDS = {
@@ -38,9 +37,8 @@ def built_charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def module_dir(module: str) -> Path:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
     result = subprocess.run(
-        [go, "mod", "download", "-json", module],
+        [go_binary("download the CRDs' modules"), "mod", "download", "-json", module],
         capture_output=True, text=True, timeout=600, check=False, env={**os.environ, "GOFLAGS": "-mod=mod"},
     )  # fmt: skip
     info = json.loads(result.stdout)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import tomllib
 import xml.etree.ElementTree as ET
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from charts import LOCAL_BIN, go_binary
 from fluxgate_testing import specs
 from fluxgate_testing.specs import arguments, assert_settings_fields, console_scripts, load_with_env
 from pydantic_settings import BaseSettings
@@ -79,10 +79,8 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> StackSettings:
 @pytest.fixture(scope="module")
 def compose_check() -> Path:
     """tests/static/compose-check, built (Go's build cache makes a rebuild take a second)."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("Go is needed to build tests/static/compose-check (Debian: apt-get install golang-go)")
-    binary = ROOT / ".local" / "bin" / "compose-check"
+    binary = LOCAL_BIN / "compose-check"
+    go = go_binary("build tests/static/compose-check")
     subprocess.run(
         [go, "build", "-o", str(binary), "."], cwd=ROOT / "tests/static/compose-check", check=True, timeout=600
     )

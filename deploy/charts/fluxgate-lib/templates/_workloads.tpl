@@ -51,3 +51,23 @@ spec:
   volumeClaimTemplates: {{ toYaml . | nindent 4 }}
   {{- end }}
 {{- end -}}
+
+{{/*
+A service whose pods need a stable index or name (coap-ingest's member, mqtt-proxy's client
+id, device-status's advertised host): its ConfigMap, Service, headless Service,
+"fluxgate.statefulset", PodDisruptionBudget and PodMonitor. Called with the dict
+"fluxgate.statefulset" takes.
+*/}}
+{{- define "fluxgate.statefulService" -}}
+{{ include "fluxgate.configmap" .ctx }}
+---
+{{ include "fluxgate.service" .ctx }}
+---
+{{ include "fluxgate.headlessService" .ctx }}
+---
+{{ include "fluxgate.statefulset" . }}
+---
+{{ include "fluxgate.pdb" .ctx }}
+---
+{{ include "fluxgate.podMonitor" .ctx }}
+{{- end -}}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fluxgate_testing import ServiceProcess, free_port, unique_topic
+from fluxgate_testing import Consumed, ServiceProcess, consume, free_port, unique_topic
 
 from fluxgate_core.serde import AvroDecoder
 
@@ -53,6 +53,16 @@ def udp_pair() -> int:
 @pytest.fixture
 def decoder(registry_client: Any) -> AvroDecoder:
     return AvroDecoder(registry_client)
+
+
+@pytest.fixture
+def read_readings(stack: Any, topics: tuple[str, str], decoder: AvroDecoder) -> Callable[..., list[Consumed]]:
+    """``consume`` of the test's readings topic, decoded, with its other keywords (timeout 30 s unless given)."""
+
+    def read(**options: Any) -> list[Consumed]:
+        return consume(stack.bootstrap, topics[0], decoder=decoder, **{"timeout": 30.0, **options})
+
+    return read
 
 
 @pytest.fixture

@@ -67,6 +67,12 @@ def start_persister(stack: Any, hazelcast: tuple[str, str], tmp_path: Path) -> I
         process.kill()
 
 
+@pytest.fixture
+def coap_topic(stack: Any) -> str:
+    """A fresh topic for the CoapMessage records, named like the seed's."""
+    return unique_topic("coap_sensor_topic", stack.bootstrap)
+
+
 def taken(queue: Any, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
     """``count`` items taken from the queue, in order, as JSON; fewer if they do not come in time."""
     items = []
@@ -81,6 +87,7 @@ def taken(queue: Any, count: int, timeout: float = 60.0) -> list[dict[str, Any]]
 def test_observed_responses_reach_a_hazelcast_queue_whole_as_json(
     stack: Any,
     topics: tuple[str, str],
+    coap_topic: str,
     decoder: AvroDecoder,
     registry_client: Any,
     start_ingest: Callable[..., Any],
@@ -89,7 +96,6 @@ def test_observed_responses_reach_a_hazelcast_queue_whole_as_json(
     queue_client: Any,
 ) -> None:
     _, dead_letter_topic = topics
-    coap_topic = unique_topic("coap_sensor_topic", stack.bootstrap)
     server = libcoap()
     uri = f"coap://127.0.0.1:{server.port}/sensors"
     server.put("/sensors", FIRST)  # libcoap's -d: a PUT creates an observable resource
@@ -132,12 +138,12 @@ def test_observed_responses_reach_a_hazelcast_queue_whole_as_json(
 def test_an_error_response_is_a_record_and_the_observation_is_registered_again(
     stack: Any,
     topics: tuple[str, str],
+    coap_topic: str,
     decoder: AvroDecoder,
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
 ) -> None:
     _, dead_letter_topic = topics
-    coap_topic = unique_topic("coap_sensor_topic", stack.bootstrap)
     server = libcoap()
     uri = f"coap://127.0.0.1:{server.port}/not-there"
     ingest = start_ingest([{"uri": uri, "topic": coap_topic}], OUTPUT_FORMAT="coap-message")

@@ -7,25 +7,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fluxgate_testing import consume
-
-from fluxgate_core.serde import AvroDecoder
+from coap_payloads import T0, reading_json
+from fluxgate_testing import Consumed
 
 pytestmark = pytest.mark.integration
-T0 = 1_700_000_000_000
 
 
 def test_kcql_and_source_uri_observe_the_resources_into_the_kcql_topic(
-    stack: Any,
     topics: tuple[str, str],
-    decoder: AvroDecoder,
+    read_readings: Callable[..., list[Consumed]],
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
 ) -> None:
     readings_topic, _ = topics
     server = libcoap()
     # libcoap's -d lets a PUT create a resource; such resources are observable and notify on PUT.
-    server.put("/sensors", json.dumps({"sensorId": "s-1", "timestamp": T0, "temperature": 20.25}).encode())
+    server.put("/sensors", reading_json("s-1", "temperature", 20.25, T0))
     server.put("/lab/temp", json.dumps({"humidity": 41.0}).encode())
     ingest = start_ingest(
         None,
@@ -34,8 +31,8 @@ def test_kcql_and_source_uri_observe_the_resources_into_the_kcql_topic(
         READINESS="all",
     )
     ingest.wait_ready()
-    server.put("/sensors", json.dumps({"sensorId": "s-1", "timestamp": T0 + 1000, "temperature": 20.75}).encode())
-    readings = consume(stack.bootstrap, readings_topic, expected=3, decoder=decoder, timeout=30)
+    server.put("/sensors", reading_json("s-1", "temperature", 20.75, T0 + 1000))
+    readings = read_readings(expected=3)
     assert ingest.terminate() == 0
     got = sorted((r.key, r.record["device_id"], r.record["metric"], r.record["value"]) for r in readings)  # type: ignore[index]
     # The payload's own device id wins; without one, the resource path is the device.

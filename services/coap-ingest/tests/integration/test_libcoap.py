@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fluxgate_testing import consume
+from coap_payloads import T0, reading_json
+from fluxgate_testing import Consumed, consume
 
 from fluxgate_core import deadletter
-from fluxgate_core.serde import AvroDecoder
 
 pytestmark = pytest.mark.integration
-T0 = 1_700_000_000_000
 
 
 def body(device: str, value: float, timestamp: int) -> bytes:
-    return json.dumps({"sensorId": device, "timestamp": timestamp, "temperature": value}).encode()
+    return reading_json(device, "temperature", value, timestamp)
 
 
 def values(records: list[Any]) -> list[tuple[str, str, float]]:
@@ -27,11 +25,11 @@ def values(records: list[Any]) -> list[tuple[str, str, float]]:
 def test_dynamic_resources_and_the_time_resource(
     stack: Any,
     topics: tuple[str, str],
-    decoder: AvroDecoder,
+    read_readings: Callable[..., list[Consumed]],
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
 ) -> None:
-    readings_topic, dead_letter_topic = topics
+    _, dead_letter_topic = topics
     server = libcoap()
     base = f"coap://127.0.0.1:{server.port}"
     # libcoap's -d lets a PUT create a resource; such resources are observable and notify on PUT.
@@ -47,7 +45,7 @@ def test_dynamic_resources_and_the_time_resource(
     ingest.wait_ready()
     server.put("/lc-1", body("lc-1", 20.75, T0 + 1000))
     server.put("/lc-2/temperature", b"22")
-    readings = consume(stack.bootstrap, readings_topic, expected=4, decoder=decoder, timeout=30)
+    readings = read_readings(expected=4)
     dead = consume(stack.bootstrap, dead_letter_topic, expected=1, timeout=30, idle=0.5)
     assert ingest.terminate() == 0
     assert values(readings) == [
@@ -63,20 +61,15 @@ def test_dynamic_resources_and_the_time_resource(
 
 
 def test_observation_comes_back_after_the_server_restarts(
-    stack: Any,
-    topics: tuple[str, str],
-    decoder: AvroDecoder,
-    start_ingest: Callable[..., Any],
-    libcoap: Callable[..., Any],
+    read_readings: Callable[..., list[Consumed]], start_ingest: Callable[..., Any], libcoap: Callable[..., Any]
 ) -> None:
-    readings_topic, _ = topics
     server = libcoap()
     uri = f"coap://127.0.0.1:{server.port}/boiler"
     server.put("/boiler", body("boiler", 60.0, T0))
     # A restarted server forgets its observers and says nothing: silence is how we notice.
     ingest = start_ingest([{"uri": uri}], OBSERVE__MAX_AGE_S="1.5")
     ingest.wait_ready()
-    assert len(consume(stack.bootstrap, readings_topic, expected=1, timeout=30, idle=0.1)) == 1
+    assert len(read_readings(expected=1, idle=0.1)) == 1
 
     server.kill()
     ingest.wait_until(lambda: ingest.get("/readyz")[0] == 503, "the observation to be noticed lost")
@@ -85,7 +78,7 @@ def test_observation_comes_back_after_the_server_restarts(
     ingest.wait_ready()
     restarted.put("/boiler", body("boiler", 62.0, T0 + 2000))
     # idle=3 s spans two silence re-registrations: their replays of the current state must not show.
-    records = consume(stack.bootstrap, readings_topic, expected=3, decoder=decoder, timeout=30, idle=3.0)
+    records = read_readings(expected=3, idle=3.0)
     assert [r.record["value"] for r in records] == [60.0, 61.0, 62.0]
     assert ingest.metric("fluxgate_coap_reregistrations_total", host="127.0.0.1", reason="silence") >= 1
     assert ingest.metric("fluxgate_coap_duplicates_dropped_total", host="127.0.0.1") >= 1
@@ -93,14 +86,11 @@ def test_observation_comes_back_after_the_server_restarts(
 
 
 def test_dtls_with_a_pre_shared_key(
-    stack: Any,
-    topics: tuple[str, str],
-    decoder: AvroDecoder,
+    read_readings: Callable[..., list[Consumed]],
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
     udp_pair: int,
 ) -> None:
-    readings_topic, _ = topics
     port = udp_pair
     # -p P serves plain CoAP on P and DTLS on P+1; PUT over plain CoAP, observe over DTLS.
     server = libcoap("coap-server-openssl", port=port, extra=("-k", "fluxgate-secret", "-h", "CoAP"))
@@ -109,7 +99,7 @@ def test_dtls_with_a_pre_shared_key(
     ingest = start_ingest([resource], DTLS__PSK_IDENTITY="gateway", DTLS__PSK_KEY="fluxgate-secret")
     ingest.wait_ready()
     server.put("/secure", body("vault", 6.5, T0 + 1000))
-    records = consume(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
+    records = read_readings(expected=2)
     assert ingest.terminate() == 0
     uri = resource["uri"]
     assert [(r.record["value"], r.record["source"]) for r in records] == [(5.5, uri), (6.5, uri)]
@@ -135,18 +125,13 @@ def test_wrong_pre_shared_key_never_becomes_ready(
 
 
 def test_coap_over_tcp(
-    stack: Any,
-    topics: tuple[str, str],
-    decoder: AvroDecoder,
-    start_ingest: Callable[..., Any],
-    libcoap: Callable[..., Any],
+    read_readings: Callable[..., list[Consumed]], start_ingest: Callable[..., Any], libcoap: Callable[..., Any]
 ) -> None:
-    readings_topic, _ = topics
     server = libcoap()  # -p opens the same port for CoAP over TCP (RFC 8323)
     server.put("/tcp-1", body("tcp-1", 30.5, T0))
     ingest = start_ingest([{"uri": f"coap+tcp://127.0.0.1:{server.port}/tcp-1"}])
     ingest.wait_ready()
     server.put("/tcp-1", body("tcp-1", 31.5, T0 + 1000))
-    records = consume(stack.bootstrap, readings_topic, expected=2, decoder=decoder, timeout=30)
+    records = read_readings(expected=2)
     assert ingest.terminate() == 0
     assert [r.record["value"] for r in records] == [30.5, 31.5]

@@ -16,6 +16,7 @@ from typing import Any
 import aiocoap
 import aiocoap.resource as coap_resource
 import pytest
+from coap_payloads import T0
 from fluxgate_testing import Consumed, consume, free_port
 
 from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
@@ -25,7 +26,6 @@ from fluxgate_core.serde import AvroDecoder
 from fluxgate_sim.coap import CoapDeviceServer
 
 pytestmark = pytest.mark.integration
-T0 = 1_700_000_000_000
 BLOCK_BYTES = 1024  # aiocoap's block size over UDP: the payloads below take hundreds of blocks
 LIMIT = 64 * 1024  # the payload limit here: a quarter of the default, for a quarter of the blocks
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import cbor2
 import pytest
+from coap_payloads import T0, reading_json
 from fluxgate_testing import Consumed, consume, unique_topic
 
 from fluxgate_core import deadletter
@@ -17,15 +17,10 @@ from fluxgate_core.serde import AvroDecoder
 from fluxgate_sim.coap import CoapDeviceServer
 
 pytestmark = pytest.mark.integration
-T0 = 1_700_000_000_000
 
 
 def ms(value: datetime) -> int:
     return round(value.timestamp() * 1000)
-
-
-def reading_json(device: str, metric: str, value: float, timestamp: int) -> bytes:
-    return json.dumps({"sensorId": device, "timestamp": timestamp, metric: value}).encode()
 
 
 async def consume_async(bootstrap: str, topic: str, **kwargs: Any) -> list[Consumed]:

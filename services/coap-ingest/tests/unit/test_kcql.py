@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
+from fluxgate_testing.specs import load_with_env
 
 from fluxgate_coap_ingest.settings import CoapIngestSettings
 from fluxgate_core.errors import ConfigError
-from fluxgate_core.settings import load_settings
 
 SEED = "INSERT INTO coap_sensor_topic SELECT * FROM sensors"  # the connector config we serve
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_COAP_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
-
-
 def settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> CoapIngestSettings:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return load_settings(CoapIngestSettings)
+    return load_with_env(CoapIngestSettings, env, monkeypatch)  # type: ignore[no-any-return]
 
 
 def config_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
@@ -34,8 +23,8 @@ def config_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
     return str(caught.value)
 
 
-def test_the_stream_reactor_example_observes_sensors_on_the_source_uri(clean_env: pytest.MonkeyPatch) -> None:
-    loaded = settings(clean_env, FLUXGATE_COAP_KCQL=SEED, FLUXGATE_COAP_SOURCE_URI="coap://localhost:5633")
+def test_the_stream_reactor_example_observes_sensors_on_the_source_uri(monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = settings(monkeypatch, FLUXGATE_COAP_KCQL=SEED, FLUXGATE_COAP_SOURCE_URI="coap://localhost:5633")
     (resource,) = loaded.resources
     assert (resource.uri, resource.topic) == ("coap://localhost:5633/sensors", "coap_sensor_topic")
     # The payload's own device id wins; without one, the resource path is the device.
@@ -43,9 +32,9 @@ def test_the_stream_reactor_example_observes_sensors_on_the_source_uri(clean_env
     assert loaded.observed == loaded.resources
 
 
-def test_several_resources_per_statement_and_several_statements(clean_env: pytest.MonkeyPatch) -> None:
+def test_several_resources_per_statement_and_several_statements(monkeypatch: pytest.MonkeyPatch) -> None:
     loaded = settings(
-        clean_env,
+        monkeypatch,
         FLUXGATE_COAP_KCQL="INSERT INTO a SELECT * FROM sensors, /lab/temp; INSERT INTO b SELECT * FROM `x y`",
         FLUXGATE_COAP_SOURCE_URI="coap+tcp://server:5683/",
     )
@@ -56,14 +45,14 @@ def test_several_resources_per_statement_and_several_statements(clean_env: pytes
     ]
 
 
-def test_resources_the_old_way_keep_working(clean_env: pytest.MonkeyPatch) -> None:
-    loaded = settings(clean_env, FLUXGATE_COAP_RESOURCES=json.dumps([{"uri": "coap://h/r", "topic": "t"}]))
+def test_resources_the_old_way_keep_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = settings(monkeypatch, FLUXGATE_COAP_RESOURCES=json.dumps([{"uri": "coap://h/r", "topic": "t"}]))
     assert [(r.uri, r.topic) for r in loaded.resources] == [("coap://h/r", "t")]
 
 
-def test_resources_and_kcql_both_set_names_both_variables(clean_env: pytest.MonkeyPatch) -> None:
+def test_resources_and_kcql_both_set_names_both_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     message = config_error(
-        clean_env,
+        monkeypatch,
         FLUXGATE_COAP_RESOURCES=json.dumps([{"uri": "coap://h/r"}]),
         FLUXGATE_COAP_KCQL=SEED,
         FLUXGATE_COAP_SOURCE_URI="coap://h",
@@ -71,21 +60,20 @@ def test_resources_and_kcql_both_set_names_both_variables(clean_env: pytest.Monk
     assert "FLUXGATE_COAP_RESOURCES and FLUXGATE_COAP_KCQL are both set" in message
 
 
-def test_kcql_needs_the_source_uri_and_the_other_way_round(clean_env: pytest.MonkeyPatch) -> None:
-    assert "FLUXGATE_COAP_KCQL needs FLUXGATE_COAP_SOURCE_URI" in config_error(clean_env, FLUXGATE_COAP_KCQL=SEED)
-    clean_env.delenv("FLUXGATE_COAP_KCQL")
-    message = config_error(clean_env, FLUXGATE_COAP_SOURCE_URI="coap://h")
+def test_kcql_needs_the_source_uri_and_the_other_way_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "FLUXGATE_COAP_KCQL needs FLUXGATE_COAP_SOURCE_URI" in config_error(monkeypatch, FLUXGATE_COAP_KCQL=SEED)
+    message = config_error(monkeypatch, FLUXGATE_COAP_SOURCE_URI="coap://h")
     assert "FLUXGATE_COAP_SOURCE_URI is set without FLUXGATE_COAP_KCQL" in message
 
 
-def test_a_source_uri_that_is_not_coap_names_the_variable(clean_env: pytest.MonkeyPatch) -> None:
-    message = config_error(clean_env, FLUXGATE_COAP_KCQL=SEED, FLUXGATE_COAP_SOURCE_URI="http://h:80")
+def test_a_source_uri_that_is_not_coap_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = config_error(monkeypatch, FLUXGATE_COAP_KCQL=SEED, FLUXGATE_COAP_SOURCE_URI="http://h:80")
     assert "source_uri [env FLUXGATE_COAP_SOURCE_URI]" in message and "coap://<host>[:port]" in message
 
 
-def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(clean_env: pytest.MonkeyPatch) -> None:
+def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(monkeypatch: pytest.MonkeyPatch) -> None:
     message = config_error(
-        clean_env, FLUXGATE_COAP_KCQL="INSERT INTO t SELECT * FROM", FLUXGATE_COAP_SOURCE_URI="coap://h"
+        monkeypatch, FLUXGATE_COAP_KCQL="INSERT INTO t SELECT * FROM", FLUXGATE_COAP_SOURCE_URI="coap://h"
     )
     assert message == (
         "invalid configuration:\n"
@@ -104,10 +92,10 @@ def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(clean
         ("INSERT INTO t SELECT * FROM sensors PK a", "PK makes no sense for the CoAP source"),
     ],
 )
-def test_what_the_coap_source_cannot_do_is_refused(clean_env: pytest.MonkeyPatch, kcql: str, says: str) -> None:
-    assert says in config_error(clean_env, FLUXGATE_COAP_KCQL=kcql, FLUXGATE_COAP_SOURCE_URI="coap://h")
+def test_what_the_coap_source_cannot_do_is_refused(monkeypatch: pytest.MonkeyPatch, kcql: str, says: str) -> None:
+    assert says in config_error(monkeypatch, FLUXGATE_COAP_KCQL=kcql, FLUXGATE_COAP_SOURCE_URI="coap://h")
 
 
-def test_coaps_source_needs_a_key(clean_env: pytest.MonkeyPatch) -> None:
-    message = config_error(clean_env, FLUXGATE_COAP_KCQL=SEED, FLUXGATE_COAP_SOURCE_URI="coaps://h")
+def test_coaps_source_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = config_error(monkeypatch, FLUXGATE_COAP_KCQL=SEED, FLUXGATE_COAP_SOURCE_URI="coaps://h")
     assert "no PSK is set (FLUXGATE_COAP_DTLS__PSK_KEY)" in message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fluxgate_testing.specs import load_with_env
 
 from fluxgate_coap_ingest.settings import CoapIngestSettings, ResourceSettings, path_level
 from fluxgate_core.errors import ConfigError
@@ -14,10 +15,8 @@ URI = "coap://127.0.0.1:5683/sensors/dev-1/temperature"
 
 
 def load(monkeypatch: pytest.MonkeyPatch, resources: list[dict[str, object]], **env: str) -> CoapIngestSettings:
-    monkeypatch.setenv("FLUXGATE_COAP_RESOURCES", json.dumps(resources))
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return load_settings(CoapIngestSettings)
+    env = {"FLUXGATE_COAP_RESOURCES": json.dumps(resources), **env}
+    return load_with_env(CoapIngestSettings, env, monkeypatch)  # type: ignore[no-any-return]
 
 
 def test_defaults_match_the_local_stack() -> None:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 
 import fastavro
 import pytest
+from fluxgate_testing.specs import load_with_env
 
 from fluxgate_core.errors import ConfigError, InvalidReading
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
-from fluxgate_core.settings import load_settings
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.kcql import routes_from_kcql
 from fluxgate_mqtt_proxy.routing import compile_routes
@@ -25,19 +24,9 @@ PARSED = fastavro.parse_schema(schema_dict(SENSOR_READING))
 JSON_SIMPLE = "io.lenses.streamreactor.connect.converters.source.JsonSimpleConverter"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_MQTT_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
-
-
 def config_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as caught:
-        load_settings(ProxySettings)
+        load_with_env(ProxySettings, env, monkeypatch)
     return str(caught.value)
 
 
@@ -58,13 +47,12 @@ def reading(value: bytes) -> dict[str, object]:
     return record
 
 
-def test_statements_become_routes_with_the_defaults_for_a_whole_payload(clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv(
-        "FLUXGATE_MQTT_KCQL",
+def test_statements_become_routes_with_the_defaults_for_a_whole_payload(monkeypatch: pytest.MonkeyPatch) -> None:
+    kcql = (
         f"INSERT INTO readings SELECT * FROM /plant/+/temp WITHCONVERTER=`{JSON_SIMPLE}`;\n"
-        "INSERT INTO `$` SELECT * FROM '$share/g/devices/#' WITHKEY(sensorId, site) KEYDELIMITER='-'",
+        "INSERT INTO `$` SELECT * FROM '$share/g/devices/#' WITHKEY(sensorId, site) KEYDELIMITER='-'"
     )
-    settings = load_settings(ProxySettings)
+    settings = load_with_env(ProxySettings, {"FLUXGATE_MQTT_KCQL": kcql}, monkeypatch)
     first, second = settings.routes
     assert (first.filter, first.topic, first.format, first.key_fields) == ("/plant/+/temp", "readings", "json", [])
     assert (first.device_from, first.metric_from) == ("topic", "payload")
@@ -73,24 +61,24 @@ def test_statements_become_routes_with_the_defaults_for_a_whole_payload(clean_en
     assert [route.subscription for route in compile_routes(settings.routes)] == ["/plant/+/temp", "$share/g/devices/#"]
 
 
-def test_the_routes_keep_working_without_kcql(clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv("FLUXGATE_MQTT_ROUTES", json.dumps([{"filter": "x/+", "topic": "t"}]))
-    (route,) = load_settings(ProxySettings).routes
+def test_the_routes_keep_working_without_kcql(monkeypatch: pytest.MonkeyPatch) -> None:
+    routes = json.dumps([{"filter": "x/+", "topic": "t"}])
+    (route,) = load_with_env(ProxySettings, {"FLUXGATE_MQTT_ROUTES": routes}, monkeypatch).routes
     assert (route.filter, route.topic, route.device_from) == ("x/+", "t", "payload")
 
 
-def test_routes_and_kcql_both_set_names_both_variables(clean_env: pytest.MonkeyPatch) -> None:
+def test_routes_and_kcql_both_set_names_both_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     message = config_error(
-        clean_env,
+        monkeypatch,
         FLUXGATE_MQTT_ROUTES=json.dumps([{"filter": "x/+"}]),
         FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM x/+",
     )
     assert "FLUXGATE_MQTT_ROUTES and FLUXGATE_MQTT_KCQL are both set" in message
 
 
-def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(clean_env: pytest.MonkeyPatch) -> None:
+def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(monkeypatch: pytest.MonkeyPatch) -> None:
     message = config_error(
-        clean_env, FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM a/+;\nINSERT INTO u SELEC * FROM b"
+        monkeypatch, FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM a/+;\nINSERT INTO u SELEC * FROM b"
     )
     assert message == (
         "invalid configuration:\n"
@@ -100,24 +88,24 @@ def test_kcql_that_does_not_parse_names_the_variable_line_column_and_caret(clean
     )
 
 
-def test_a_refused_converter_names_it_and_why(clean_env: pytest.MonkeyPatch) -> None:
+def test_a_refused_converter_names_it_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
     converter_class = "com.datamountaineer.streamreactor.connect.converters.source.BytesConverter"
     message = config_error(
-        clean_env, FLUXGATE_MQTT_KCQL=f"INSERT INTO t SELECT * FROM a WITHCONVERTER=`{converter_class}`"
+        monkeypatch, FLUXGATE_MQTT_KCQL=f"INSERT INTO t SELECT * FROM a WITHCONVERTER=`{converter_class}`"
     )
     assert "kcql [env FLUXGATE_MQTT_KCQL]" in message
     assert "converter BytesConverter is not supported: it forwards the payload as opaque bytes" in message
 
 
-def test_a_filter_mqtt_refuses_names_the_statement(clean_env: pytest.MonkeyPatch) -> None:
-    message = config_error(clean_env, FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM a/#/b")
+def test_a_filter_mqtt_refuses_names_the_statement(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = config_error(monkeypatch, FLUXGATE_MQTT_KCQL="INSERT INTO t SELECT * FROM a/#/b")
     assert "kcql [env FLUXGATE_MQTT_KCQL]" in message and "'INSERT INTO t SELECT * FROM a/#/b'" in message
     assert "'#' must be the whole last level" in message
 
 
-def test_separator_must_be_legal_in_a_kafka_topic(clean_env: pytest.MonkeyPatch) -> None:
+def test_separator_must_be_legal_in_a_kafka_topic(monkeypatch: pytest.MonkeyPatch) -> None:
     message = config_error(
-        clean_env, FLUXGATE_MQTT_KCQL="INSERT INTO $ SELECT * FROM a/#", FLUXGATE_MQTT_KCQL_TOPIC_SEPARATOR="/"
+        monkeypatch, FLUXGATE_MQTT_KCQL="INSERT INTO $ SELECT * FROM a/#", FLUXGATE_MQTT_KCQL_TOPIC_SEPARATOR="/"
     )
     assert "kcql_topic_separator [env FLUXGATE_MQTT_KCQL_TOPIC_SEPARATOR]" in message
 
