@@ -157,6 +157,9 @@ class Step:
     drain_s: float = 0.0
     held: bool = False
     latency: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The aggregator's own split of its micro-batches over the step (its /metrics): batches,
+    # and seconds per batch in each phase of ours and each part of Spark's trigger.
+    aggregator: dict[str, float] = field(default_factory=dict)
 
     @property
     def reached(self) -> float:
@@ -207,7 +210,8 @@ def main() -> int:
         warm(pipeline, args, names, ledger)
         with Offsets(endpoints.bootstrap) as offsets:
             for number, rate in enumerate(float(r) for r in args.rates.split(",")):
-                step = run_step(Step(rate, f"{prefix}s{number}-"), pipeline, args, names, ledger, offsets, servers)
+                step = Step(rate, f"{prefix}s{number}-")
+                run_step(step, pipeline, args, names, ledger, offsets, servers, ports["aggregator"])
                 steps.append(step)
                 print(f"step {rate:.0f}/s: reached {step.reached:.0f}/s, held={step.held} ({step.drained})", flush=True)
                 if not step.held or step.reached < 0.9 * rate:
@@ -252,18 +256,20 @@ def devices(
 
 def run_step(
     step: Step, pipeline: Pipeline, args: argparse.Namespace, names: Names, ledger: Path, offsets: Offsets,
-    servers: dict[str, int | None],
+    servers: dict[str, int | None], aggregator_port: int,
 ) -> Step:  # fmt: skip
     leaders = {name: pipeline.process(name).pid for name in SERVICES} | {
         name: pid for name, pid in servers.items() if pid
     }
     before = {name: group_cpu_seconds(pid) for name, pid in leaders.items()}
+    split_before = batch_split(aggregator_port)
     topic_before = sum(offsets.ends(names.readings).values())
     step.start = time.time()
     devices(pipeline, args, names, ledger, step.devices, step.target, args.hold)
     pipeline.process("simulator").wait()
     step.end = time.time()
     step.cpu = {name: group_cpu_seconds(pid) - before[name] for name, pid in leaders.items()}
+    step.aggregator = per_batch(split_before, batch_split(aggregator_port))
     step.sent = sum(1 for entry in ledger_entries(ledger) if entry["d"].startswith(step.devices))
     drain = time.monotonic()
     step.drained = {"aggregator": offsets.caught_up(names.group("aggregator"), names.readings, args.drain_timeout)}
@@ -274,6 +280,34 @@ def run_step(
     step.arrived = sum(offsets.ends(names.readings).values()) - topic_before
     step.held = not any(text.startswith("NOT") for text in step.drained.values())
     return step
+
+
+def batch_split(port: int) -> dict[str, float]:
+    """The aggregator's summed seconds per phase (ours) and per part of Spark's trigger, and
+    its batch count, from its /metrics; empty when it does not answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, float] = {}
+    with contextlib.suppress(httpx.HTTPError):
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "fluxgate_aggregator_phase_seconds_sum":
+                    totals[f"phase {sample.labels['phase']}"] = sample.value
+                elif sample.name == "fluxgate_aggregator_phase_seconds_count" and sample.labels["phase"] == "read":
+                    totals["batches"] = sample.value
+                elif sample.name == "fluxgate_aggregator_trigger_seconds_total":
+                    totals[f"spark {sample.labels['part']}"] = sample.value
+    return totals
+
+
+def per_batch(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Seconds per batch of each phase and part over a step, with the step's batch count."""
+    batches = after.get("batches", 0.0) - before.get("batches", 0.0)
+    if batches <= 0:
+        return {}
+    split = {key: round((value - before.get(key, 0.0)) / batches, 3) for key, value in after.items()}
+    return split | {"batches": batches}
 
 
 def ledger_entries(ledger: Path) -> Iterator[dict[str, Any]]:
@@ -328,6 +362,8 @@ def report(
         extra |= {f"{name} us": value for name, value in per_reading.items()}
         for store, figure in step.latency.items():
             extra |= {f"{store} p50 s": figure["p50"], f"{store} p99 s": figure["p99"]}
+        extra |= {f"aggregator {key} s/batch" if key != "batches" else "aggregator batches": value
+                  for key, value in step.aggregator.items()}  # fmt: skip
         legs.append(LegResult(f"{step.target:.0f}/s", "pipeline", step.reached, sum(per_reading.values()), extra))
     held = [step for step in steps if step.held and step.reached >= 0.9 * step.target]
     top = max(held, key=lambda step: step.reached) if held and passed else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from fluxgate_aggregator.offsets import ProgressCommitter
@@ -18,6 +18,11 @@ BATCH_SECONDS = Gauge("fluxgate_aggregator_batch_duration_seconds", "Duration of
 STATE_ROWS = Gauge("fluxgate_aggregator_state_rows", "Readings held in the window and deduplication state")
 LATE_ROWS = Gauge("fluxgate_aggregator_late_rows", "Late readings counted (and written to the late topic)")
 DEAD_LETTERS = Gauge("fluxgate_aggregator_dead_letters", "Undecodable records sent to the dead-letter topic")
+# Spark's own split of each trigger (latestOffset, getBatch, queryPlanning, addBatch = our
+# foreachBatch, walCommit, commitOffsets, triggerExecution = the whole), summed.
+TRIGGER_SECONDS = Counter(
+    "fluxgate_aggregator_trigger_seconds", "Spark's durationMs of every micro-batch, summed, by part", ["part"]
+)
 WATERMARK = Gauge("fluxgate_aggregator_watermark_seconds", "Event-time watermark of the aggregation (epoch s)")
 
 
@@ -37,6 +42,8 @@ class ProgressListener(StreamingQueryListener):
         INPUT_RATE.labels(name).set(progress.inputRowsPerSecond or 0.0)
         PROCESS_RATE.labels(name).set(progress.processedRowsPerSecond or 0.0)
         BATCH_SECONDS.labels(name).set((progress.batchDuration or 0) / 1000)
+        for part, millis in (progress.durationMs or {}).items():
+            TRIGGER_SECONDS.labels(part).inc(millis / 1000)
         state = self._state
         LATE_ROWS.set(state.late_rows)
         DEAD_LETTERS.set(state.dead_letters)

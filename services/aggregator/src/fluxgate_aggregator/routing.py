@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from prometheus_client import Summary
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -34,6 +35,15 @@ if TYPE_CHECKING:
     from fluxgate_aggregator.state import JobState
 
 FIELDS = ("device_id", "event_time", "value", "sequence", "unit")
+# Where a batch's time goes, for the profile of the whole pipeline (bench/pipeline.py): each
+# phase is one or more Spark jobs the driver waits on.
+PHASE_SECONDS = Summary(
+    "fluxgate_aggregator_phase_seconds",
+    "Driver wall time in each phase of the micro-batches: read (Kafka read, decode, cache, outcome),"
+    " ledger (write the batch's entry), late (look up late readings' copies), write (aggregate the"
+    " closing windows and write every output), commit (the ledger's meta and deletes)",
+    ["phase"],
+)
 HEADERS = "array<struct<key:string,value:binary>>"
 
 
@@ -161,19 +171,22 @@ def router(
         late: DataFrame | None = None
         kept = False
         try:
-            got = outcome(records)
+            with PHASE_SECONDS.labels("read").time():
+                got = outcome(records)
             upto = next_watermark(watermark, got.latest_event_ms, delay_ms)
             # Every reading of the batch is recorded, late ones and copies too: a later copy
             # of any of them is then known (a late one's copy is not written twice).
-            kept = ledger.record(records, got.latest_event_ms, got.counted + got.behind)
+            with PHASE_SECONDS.labels("ledger").time():
+                kept = ledger.record(records, got.latest_event_ms, got.counted + got.behind)
             outputs, late_count = [], 0
             if got.dead:
                 outputs.append(
                     tagged(records.where(F.col("dead")), settings.deadletter_topic, "record_key", "record_value")
                 )
             if got.behind:
-                late = first_late(records, ledger.rows(watermark - horizon)).persist()
-                late_count = late.count()
+                with PHASE_SECONDS.labels("late").time():
+                    late = first_late(records, ledger.rows(watermark - horizon)).persist()
+                    late_count = late.count()
                 if settings.late_topic:
                     outputs.append(tagged(late, settings.late_topic, "record_key", "record_value"))
             ends = closing_ends(settings, watermark, upto)
@@ -182,8 +195,10 @@ def router(
                 windows = encoded(closed_windows(rows, settings, ends), settings, contracts)
                 outputs.append(tagged(windows, settings.output_topic))
             if outputs:
-                write(reduce(DataFrame.unionByName, outputs))
-            ledger.commit(upto, horizon)
+                with PHASE_SECONDS.labels("write").time():
+                    write(reduce(DataFrame.unionByName, outputs))
+            with PHASE_SECONDS.labels("commit").time():
+                ledger.commit(upto, horizon)
         finally:
             if late is not None:
                 late.unpersist()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from routing_harness import Crash, SparkRouter, same
 from routing_model import Broken, Outputs, Reading, Record, RoutingModel
 
@@ -110,6 +111,18 @@ def test_a_copy_redelivered_after_an_outage_is_dropped_within_the_dedup_horizon(
     assert out.late == [] and out.watermark_ms == 80_000
     out = run(model, job, 3, [counted[0], Reading("d2", 86_000, 6.5, 3)])  # 60 s behind now: let go
     assert out.late == [counted[0].identity]
+
+
+def test_every_phase_of_a_batch_is_timed(pair: Callable[..., Any]) -> None:
+    def seconds(phase: str) -> float:
+        return REGISTRY.get_sample_value("fluxgate_aggregator_phase_seconds_sum", {"phase": phase}) or 0.0
+
+    phases = ("read", "ledger", "late", "write", "commit")
+    before = {phase: seconds(phase) for phase in phases}
+    model, job = pair()
+    run(model, job, 0, [Reading("d1", 20_000, 1.0, 1)])
+    run(model, job, 1, [Reading("d1", 10_000, 2.0, 2), Reading("d2", 45_000, 3.0, 1)])  # late; closes a window
+    assert all(seconds(phase) > before[phase] for phase in phases), {p: seconds(p) - before[p] for p in phases}
 
 
 def random_records(rng: random.Random, now: int, watermark: int, history: list[Reading]) -> list[Record]:

@@ -17,3 +17,30 @@ def test_a_kafka_sources_end_offset_becomes_one_commit_per_partition() -> None:
 def test_anything_but_a_kafka_sources_offsets_commits_nothing() -> None:
     for end_offset in (None, "", "not json", "42", '{"logOffset": 3}', '{"t": {"0": -1}}'):
         assert processed(end_offset) == [], end_offset
+
+
+def test_sparks_split_of_each_trigger_is_summed_by_part() -> None:
+    from types import SimpleNamespace
+
+    from prometheus_client import REGISTRY
+
+    from fluxgate_aggregator.progress import ProgressListener
+    from fluxgate_aggregator.state import JobState
+
+    def seconds(part: str) -> float:
+        return REGISTRY.get_sample_value("fluxgate_aggregator_trigger_seconds_total", {"part": part}) or 0.0
+
+    before = seconds("addBatch"), seconds("triggerExecution")
+    listener = ProgressListener(JobState())
+    for add, whole in ((1200, 1500), (300, 400)):
+        progress = SimpleNamespace(
+            name="aggregates",
+            inputRowsPerSecond=1.0,
+            processedRowsPerSecond=1.0,
+            batchDuration=whole,
+            durationMs={"addBatch": add, "triggerExecution": whole},
+            sources=[],
+        )
+        listener.onQueryProgress(SimpleNamespace(progress=progress))
+    assert seconds("addBatch") - before[0] == 1.5
+    assert seconds("triggerExecution") - before[1] == 1.9
