@@ -68,6 +68,18 @@ ALONE = {
 }
 
 
+def group_peak_rss_mib(leader: int) -> float:
+    """Peak resident memory (VmHWM) of ``leader``'s process group, summed, in MiB: what a
+    pod of that service needs (the charts' memory defaults)."""
+    total_kib = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError):
+            lines = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(Path(status.parent, "stat").read_text().rsplit(")", 1)[1].split()[2]) == leader:
+                total_kib += int(lines.get("VmHWM", "0 kB").split()[0])
+    return round(total_kib / 1024, 1)
+
+
 def group_cpu_seconds(leader: int) -> float:
     """CPU of every process in ``leader``'s process group: a service and what it forked
     (the aggregator's Spark JVM); each child is started as the leader of its own session."""
@@ -160,6 +172,7 @@ class Step:
     # The aggregator's own split of its micro-batches over the step (its /metrics): batches,
     # and seconds per batch in each phase of ours and each part of Spark's trigger.
     aggregator: dict[str, float] = field(default_factory=dict)
+    peak_rss_mib: dict[str, float] = field(default_factory=dict)  # per process, at the step's end
 
     @property
     def reached(self) -> float:
@@ -270,6 +283,7 @@ def run_step(
     step.end = time.time()
     step.cpu = {name: group_cpu_seconds(pid) - before[name] for name, pid in leaders.items()}
     step.aggregator = per_batch(split_before, batch_split(aggregator_port))
+    step.peak_rss_mib = {name: group_peak_rss_mib(pid) for name, pid in leaders.items()}
     step.sent = sum(1 for entry in ledger_entries(ledger) if entry["d"].startswith(step.devices))
     drain = time.monotonic()
     step.drained = {"aggregator": offsets.caught_up(names.group("aggregator"), names.readings, args.drain_timeout)}
@@ -364,6 +378,7 @@ def report(
             extra |= {f"{store} p50 s": figure["p50"], f"{store} p99 s": figure["p99"]}
         extra |= {f"aggregator {key} s/batch" if key != "batches" else "aggregator batches": value
                   for key, value in step.aggregator.items()}  # fmt: skip
+        extra |= {f"{name} peak MiB": value for name, value in step.peak_rss_mib.items()}
         legs.append(LegResult(f"{step.target:.0f}/s", "pipeline", step.reached, sum(per_reading.values()), extra))
     held = [step for step in steps if step.held and step.reached >= 0.9 * step.target]
     top = max(held, key=lambda step: step.reached) if held and passed else None
