@@ -3,13 +3,17 @@ records it moves (never imported at run time)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from connect_fixtures import FIXTURES
 from fluxgate_testing import ServiceProcess, free_port, unique_topic
 
@@ -20,11 +24,15 @@ FLUXGATE = str(Path(sys.executable).with_name("fluxgate"))
 DAY = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)  # the daily index is temperatures-2026.03.14
 
 
-def connect(fixture: str, prefix: str, stack: Any, placeholders: dict[str, str]) -> ServiceProcess:
-    """The service the fixture's connector config describes, started through ``fluxgate connect``.
-    Besides the placeholders, only what a Kafka Connect worker (not the connector) would hold:
-    Kafka, the registry, and where the health endpoint listens (and a sink's batch age: tests wait less)."""
-    port = free_port()
+def connect(
+    fixture: str | Path, prefix: str, stack: Any, placeholders: dict[str, str], tasks: int = 1
+) -> ServiceProcess:
+    """The service the fixture's connector config describes (a name in FIXTURES or a path), started
+    through ``fluxgate connect``; with ``tasks`` members, health on consecutive ports (member 0's
+    is the process's). Besides the placeholders, only what a Kafka Connect worker (not the connector)
+    would hold: Kafka, the registry, and where the health endpoint listens (and a sink's batch age:
+    tests wait less)."""
+    port = free_ports(tasks)
     worker = {"KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap, "REGISTRY__URL": stack.registry_url,
               "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(port)}  # fmt: skip
     if prefix in ("FLUXGATE_ES_", "FLUXGATE_SCYLLA_", "FLUXGATE_HZ_"):
@@ -33,6 +41,24 @@ def connect(fixture: str, prefix: str, stack: Any, placeholders: dict[str, str])
     return ServiceProcess(
         [FLUXGATE, "connect", str(FIXTURES / fixture)], env, health_port=port, isolate_prefix="FLUXGATE_"
     )
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports nothing listens on right now."""
+    while True:
+        first = free_port()
+        try:
+            with contextlib.ExitStack() as bound:
+                for port in range(first + 1, first + count):
+                    bound.enter_context(socket.create_server(("127.0.0.1", port)))
+        except OSError:
+            continue
+        return first
+
+
+def member(service: ServiceProcess, index: int) -> ServiceProcess:
+    """Member ``index``'s health endpoint, to probe (never started: ``service`` runs it)."""
+    return ServiceProcess([], {}, health_port=service.health_port + index, log_path=Path(os.devnull))
 
 
 def aggregates(count: int) -> list[dict[str, Any]]:
@@ -53,6 +79,12 @@ def aggregates(count: int) -> list[dict[str, Any]]:
 def produce_aggregates(stack: Any, registry_client: Any, prefix: str, values: list[dict[str, Any]]) -> str:
     """A fresh topic holding ``values`` as Avro (Confluent wire format, schema registered)."""
     topic = unique_topic(prefix, stack.bootstrap)
+    produce_to(stack, registry_client, topic, values)
+    return topic
+
+
+def produce_to(stack: Any, registry_client: Any, topic: str, values: list[dict[str, Any]]) -> None:
+    """``values`` as Avro on ``topic``, keyed by device."""
     encoder = AvroEncoder.registered(
         registry_client, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
     )
@@ -60,4 +92,23 @@ def produce_aggregates(stack: Any, registry_client: Any, prefix: str, values: li
     for value in values:
         producer.produce(topic, encoder.encode(value), value["device_id"].encode())
     assert producer.flush(30) == 0
-    return topic
+
+
+def group_members(bootstrap: str, group: str) -> dict[str, int]:
+    """A Stable consumer group's static members (group.instance.id) and how many partitions each
+    holds; empty while the group is not Stable."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [description] = [future.result(30) for future in admin.describe_consumer_groups([group]).values()]
+    if description.state != ConsumerGroupState.STABLE:
+        return {}
+    return {str(m.group_instance_id): len(m.assignment.topic_partitions) for m in description.members}
+
+
+def record_count(bootstrap: str, topic: str) -> int:
+    """How many records ``topic`` holds: the sum of its partitions' end offsets (never compacted)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
+    finally:
+        consumer.close()

@@ -83,13 +83,31 @@ _PROGRESS = Covered("every service counts what it processed on /metrics (Prometh
 _AVRO = ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.converter.AvroConverter")
 
 
-def _framework(sink: bool) -> dict[str, Rule]:
+def _tasks(members: str) -> Covered:
+    """tasks.max: how ``fluxgate connect``'s members (:mod:`fluxgate_connect.tasks`) share the work."""
+    return Covered(
+        f"`fluxgate connect` runs tasks.max processes of the service, {members}, each serving health on "
+        "http.port + its index (0, 1, ...); --print-values sets the chart's replicaCount to it"
+    )
+
+
+_SINK_TASKS = _tasks(
+    "members of the consumer group, each a static member `<group>-<index>` (its KAFKA__GROUP_INSTANCE_ID)"
+)
+_MQTT_TASKS = _tasks(
+    "sharing the subscriptions as `$share/<name>/<filter>` (FLUXGATE_MQTT_MQTT__SHARE_GROUP, the connector's "
+    "name unless set; --print-values makes it the chart's shareGroup), each with the MQTT client id "
+    "`<client id>-<index>`"
+)
+_COAP_TASKS = _tasks(
+    "each observing every tasks.max-th resource (FLUXGATE_COAP_MEMBERS and FLUXGATE_COAP_MEMBER, its index)"
+)
+
+
+def _framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
     """Kafka Connect's own keys, the same for every connector of a kind."""
     rules: dict[str, Rule] = {
-        "tasks.max": Covered(
-            "one process under `fluxgate connect`; --print-values sets the chart's replicaCount to it "
-            "(members of one consumer group, $share group or StatefulSet)"
-        ),
+        "tasks.max": tasks,
         "value.converter": Covered(
             "records are Avro in the Confluent wire format, schemas in a registry", accept=_AVRO
         ),
@@ -158,7 +176,7 @@ MQTT_SOURCE = Connector(
     sink=False,
     chart_owned=frozenset({"mqtt.client_id"}),
     rules={
-        **_framework(sink=False),
+        **_framework(sink=False, tasks=_MQTT_TASKS),
         **_aliases(to(MQTT_KCQL, text), f"{_MQTT}.kcql", f"{_MQTT}.source.kcql"),
         **_aliases(
             Setting(("mqtt.host", "mqtt.port", "mqtt.tls"), mqtt_broker, note="tcp://host:port; ssl:// sets tls"),
@@ -222,7 +240,7 @@ COAP_SOURCE = Connector(
     sink=False,
     fixed={COAP_OUTPUT_FORMAT: COAP_MESSAGE},
     rules={
-        **_framework(sink=False),
+        **_framework(sink=False, tasks=_COAP_TASKS),
         **_aliases(to(COAP_KCQL, text), f"{_COAP}.kcql", f"{_COAP}.source.kcql"),
         **_aliases(to(COAP_SOURCE_URI, text), f"{_COAP}.uri", f"{_COAP}.source.uri"),
         **{f"{_COAP}.{where}{name}": _COAP_DTLS for name in _COAP_STORES for where in ("", "source.")},
@@ -256,7 +274,7 @@ HAZELCAST_SINK = Connector(
     ),
     sink=True,
     rules={
-        **_framework(sink=True),
+        **_framework(sink=True, tasks=_SINK_TASKS),
         **_sink_options(_HZ, legacy_sink_prefix=True),
         **_aliases(
             to("hazelcast.members", partial(json_list, each=with_port(5701)), note="host[:port] list, port 5701"),
@@ -310,7 +328,7 @@ ELASTIC_SINK = Connector(
     classes=_ES_CLASSES,
     sink=True,
     rules={
-        **_framework(sink=True),
+        **_framework(sink=True, tasks=_SINK_TASKS),
         **_sink_options(_ES, legacy_sink_prefix=True),
         f"{_ES}.url": to("elasticsearch.hosts", elastic_urls, note="host:port list; http:// unless given"),
         **_aliases(
@@ -357,7 +375,7 @@ CASSANDRA_SINK = Connector(
     ),
     sink=True,
     rules={
-        **_framework(sink=True),
+        **_framework(sink=True, tasks=_SINK_TASKS),
         **_sink_options(_CASS, legacy_sink_prefix=True),
         f"{_CASS}.contact.points": to("scylla.contact_points", json_list, note="comma list"),
         f"{_CASS}.port": to("scylla.port", integer),

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from fluxgate_connect.connectors import MQTT_SOURCE
+from fluxgate_connect.tasks import share_group
 from fluxgate_connect.translate import Translation, env_name
 
 
@@ -23,6 +25,8 @@ def values(translation: Translation) -> dict[str, Any]:
         out["secrets"] = {"existingSecret": _secret_name(translation)}
     if translation.topics:  # what the KEDA scaler watches, when autoscaling is switched on
         out["kafka"] = {"topic": translation.topics[0]}
+    if translation.connector is MQTT_SOURCE and translation.replicas > 1:  # the $share group of fluxgate connect
+        out["shareGroup"] = share_group(translation, {})
     return out
 
 

@@ -118,7 +118,7 @@ def _replicas(result: Translation, value: str) -> list[str]:
     if result.replicas < 1:
         return [f"tasks.max={value}: at least 1"]
     if result.replicas > 1:
-        result.notes.append(f"tasks.max={value}: `fluxgate connect` runs one process; --print-values runs {value}")
+        result.notes.append(f"tasks.max={value}: {value} members of {result.connector.service}")
     return []
 
 

@@ -7,16 +7,14 @@ arrive with issue #23's other branches: until they are merged these fail for tho
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from connect_fixtures import ELASTIC_ENV, fixture
+from connect_fixtures import ELASTIC_ENV, fixture, load_env
 
 from fluxgate_connect.connectors import CONNECTORS, Connector
 from fluxgate_connect.rules import Setting
 from fluxgate_connect.translate import Translation, has_field
-from fluxgate_core.settings import load_settings
 
 
 @pytest.mark.parametrize("connector", CONNECTORS, ids=lambda c: c.service)
@@ -27,11 +25,7 @@ def test_every_target_is_a_field_of_the_services_settings(connector: Connector) 
 
 
 def loaded(result: Translation, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name in [name for name in os.environ if name.startswith("FLUXGATE_")]:
-        monkeypatch.delenv(name)
-    for name, value in result.env.items():
-        monkeypatch.setenv(name, value)
-    return load_settings(result.connector.settings)
+    return load_env(result.connector.settings, result.env, monkeypatch)
 
 
 def test_the_hazelcast_persister_loads_the_hazelcast_sink(monkeypatch: pytest.MonkeyPatch) -> None:
