@@ -62,7 +62,13 @@ def chart(path: Path, samples: list[dict[str, Any]], faults: list[dict[str, Any]
         rates = [((t1 + t0) / 2, (v1 - v0) / (t1 - t0)) for (t0, v0), (t1, v1) in itertools.pairwise(points)
                  if t1 > t0]  # fmt: skip
         if rates:
-            axis.plot(*zip(*rates, strict=True), label=stage, linewidth=1)
+            # A count that fell (a killed Hazelcast's ringbuffer, an Elasticsearch shard still
+            # recovering) is no negative flow: drawn as 0, and marked where it happened.
+            line = axis.plot([t for t, _ in rates], [max(rate, 0.0) for _, rate in rates], label=stage, linewidth=1)
+            fell = [t for t, rate in rates if rate < 0]
+            if fell:
+                axis.plot(fell, [0.0] * len(fell), "v", color=line[0].get_color(), markersize=6)
+    axis.plot([], [], "v", color="grey", label="a store's count fell (restarted)")
     axis.set_yscale("symlog")
     for index, fault in enumerate(faults):
         axis.axvspan(fault["at_s"], fault["at_s"] + fault["hold"], color=f"C{index % 10}", alpha=0.15)
@@ -71,7 +77,7 @@ def chart(path: Path, samples: list[dict[str, Any]], faults: list[dict[str, Any]
         axis.annotate(label, (fault["at_s"], 0.98), rotation=90, fontsize=7, va="top", xycoords=place)
     axis.set_xlabel("seconds into the run")
     axis.set_ylabel("records per second")
-    axis.legend(loc="upper left", fontsize=8)
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=6, fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
