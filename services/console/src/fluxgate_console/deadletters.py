@@ -121,6 +121,16 @@ def root_cause(reason: str) -> str:
     return parts[-1] if parts else reason
 
 
+# A number standing alone in a reason (a column, an offset, an id): the same error at another
+# place is the same reason, or one malformed-JSON error fills the kept reasons by itself.
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+
+
+def reason_kind(reason: str) -> str:
+    """``reason`` with its standalone numbers as ``N``: what the counts group by."""
+    return _NUMBER.sub("N", reason)
+
+
 def _text(value: bytes | str | None) -> str:
     if value is None:
         return ""
@@ -191,7 +201,7 @@ class DeadLetterBook:
                 book.recent.append(letter)
                 book.count += 1
                 minute = letter.timestamp_ms // 60_000
-                book.reasons.add(f"{letter.error_class}: {letter.root_cause}", minute, now)
+                book.reasons.add(f"{letter.error_class}: {reason_kind(letter.root_cause)}", minute, now)
                 book.sources.add(letter.service or "(unknown)", minute, now)
 
     def topics(self) -> list[str]:

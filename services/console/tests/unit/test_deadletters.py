@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from console_recorded import aggregator_letter, gateway_letter, sink_letter
 
-from fluxgate_console.deadletters import DeadLetter, DeadLetterBook, LetterFilter, root_cause
+from fluxgate_console.deadletters import DeadLetter, DeadLetterBook, LetterFilter, reason_kind, root_cause
 from fluxgate_core import deadletter as core
 
 
@@ -65,7 +65,7 @@ def test_counts_by_reason_source_and_minute_and_filters() -> None:
     reasons = {row.key: (row.total, row.series[-3:]) for row in summary.reasons.rows(book.now_minute())}
     assert reasons == {
         "PayloadError: value 'warm' is not a number": (4, [2, 2, 0]),
-        "SerializationError: unknown schema id 42: not registered when the job started": (1, [0, 1, 0]),
+        "SerializationError: unknown schema id N: not registered when the job started": (1, [0, 1, 0]),
     }  # fmt: skip
     assert {row.key: row.total for row in summary.sources.rows(book.now_minute())} == {"mqtt-proxy": 4, "aggregator": 1}
     assert summary.per_minute(book.now_minute(), minutes=3) == [2, 3, 0]
@@ -77,3 +77,14 @@ def test_counts_by_reason_source_and_minute_and_filters() -> None:
         "sensors.deadletter/0/2",
     ]  # fmt: skip  (newest first; 0/1 was pushed out of the kept three)
     assert [x.id for x in book.select(LetterFilter(), ["persisters.deadletter/0/1"])] == ["persisters.deadletter/0/1"]
+
+
+def test_the_same_error_at_another_place_counts_as_one_reason() -> None:
+    one = "Expecting ',' delimiter: line 1 column 40 (char 39)"
+    other = "Expecting ',' delimiter: line 1 column 38 (char 37)"
+    assert reason_kind(one) == reason_kind(other) == "Expecting ',' delimiter: line N column N (char N)"
+    assert reason_kind("unknown schema id 42: not registered") == "unknown schema id N: not registered"
+    # Numbers inside names, versions and keys stay: they tell errors apart.
+    assert reason_kind("no field sensor2 in v1.2 of temperatures-2026.11.25") == (
+        "no field sensor2 in v1.2 of temperatures-2026.11.25"
+    )
