@@ -175,10 +175,22 @@ def _sole_output_rate(service: WatchedService, services: Sequence[WatchedService
 
 
 def _lag_growth(history: History, group: str) -> float | None:
-    series = history.points.get(f"lag:{group}", [])
+    return lag_growth(history.points.get(f"lag:{group}", []))
+
+
+def lag_growth(series: Sequence[tuple[float, float]]) -> float | None:
+    """Records/s the lag's floor rose by: the lowest lag of the window's second half against
+    its first half's. A micro-batch consumer's lag is a sawtooth (the aggregator's rises for
+    a trigger interval, then drops to ~0); its two ends compared said "piling up" about a
+    healthy job on every rising edge (seen in make run's console). Its troughs rise only
+    when it really falls behind."""
     if len(series) < 2 or series[-1][0] <= series[0][0]:
         return None
-    return (series[-1][1] - series[0][1]) / (series[-1][0] - series[0][0])
+    half = (series[-1][0] - series[0][0]) / 2
+    middle = series[0][0] + half
+    early = min(lag for at, lag in series if at <= middle)
+    late = min(lag for at, lag in series if at > middle)
+    return (late - early) / half
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.kafka_state import kafka_state
 from fluxgate_console.settings import ConsoleSettings
-from fluxgate_console.view import flow
+from fluxgate_console.view import flow, lag_growth
 
 
 async def refreshed(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> Console:
@@ -103,3 +103,16 @@ def test_kafka_state_without_the_topic_yet(kafka: RecordedKafka) -> None:
     state = kafka_state(kafka, ["sensors.readings", "no.such.topic"], {"fluxgate-aggregator": ["no.such.topic"]})
     assert "no.such.topic" not in state.ends
     assert state.groups["fluxgate-aggregator"].partitions == ()
+
+
+def test_a_micro_batch_consumers_sawtooth_lag_is_not_piling_up() -> None:
+    # Lag rises for a 5 s trigger and drops to ~0 when the batch commits; sampled every 2 s.
+    sawtooth = [(t, (t % 5) * 70.0) for t in range(0, 60, 2)]
+    assert sawtooth[-1][1] > sawtooth[0][1]  # the two ends alone would say "growing"
+    growth = lag_growth(sawtooth)
+    assert growth is not None and growth <= 0
+    # The same job falling behind: every trough higher than the last.
+    behind = [(t, (t % 5) * 70.0 + 20.0 * t) for t in range(0, 60, 2)]
+    growth = lag_growth(behind)
+    assert growth is not None and growth > 10
+    assert lag_growth([(0.0, 5.0)]) is None
