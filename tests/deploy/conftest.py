@@ -23,6 +23,10 @@ CRDS = {
         "github.com/prometheus-operator/prometheus-operator@v0.85.0",
         "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
     ),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): (
+        "github.com/prometheus-operator/prometheus-operator@v0.85.0",
+        "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+    ),
     # The operator's last release the proxy serves; v1beta2 is still the SparkApplication API.
     ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): (
         "github.com/GoogleCloudPlatform/spark-on-k8s-operator@v0.0.0-20201215015655-2e8b733f5ad0",

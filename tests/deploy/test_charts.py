@@ -18,7 +18,7 @@ import pytest
 import yaml
 from charts import SERVICES, UMBRELLA, ChartError, lint, render
 from fluxgate_testing import specs
-from fluxgate_testing.k8s import Pod, pods
+from fluxgate_testing.k8s import Pod, pods, spark_driver
 
 from fluxgate_sink.kcql import parse
 
@@ -33,7 +33,7 @@ EVERYTHING_ON: dict[str, Any] = {
     "device-status": {"autoscaling": {"enabled": True}, "standbyReplicas": 1, "podMonitor": {"enabled": True}},
     **{name: {"autoscaling": {"enabled": True}, "podMonitor": {"enabled": True}}
        for name in ("es-persister", "scylla-persister", "hazelcast-persister")},
-    "aggregator": {"mode": "sparkApplication",
+    "aggregator": {"mode": "sparkApplication", "podMonitor": {"enabled": True},
                    "sparkApplication": {"image": "registry.example/fluxgate/aggregator-spark:0.1.0"}},
 }  # fmt: skip
 SPARK_ON_OBJECT_STORE = {"aggregator": {"checkpoint": {"url": "s3a://fluxgate/checkpoints/aggregator"}}}
@@ -84,7 +84,7 @@ def test_every_object_is_valid_kubernetes(
 
 def test_custom_resources_are_all_checked(rendered: dict[str, list[dict[str, Any]]]) -> None:
     kinds = {obj["kind"] for obj in rendered["umbrella-everything-on"]}
-    assert {"ScaledObject", "PodMonitor", "SparkApplication"} <= kinds
+    assert {"ScaledObject", "PodMonitor", "ServiceMonitor", "SparkApplication"} <= kinds
 
 
 def settings_of(pod: Pod, env: dict[str, str]) -> type[Any]:
@@ -109,12 +109,17 @@ def test_env_names_are_settings_fields_and_values_validate(
         assert settings.http.port == pod.port, f"{pod.name}: serves on {settings.http.port}, the pod opens {pod.port}"
 
 
+def chart_settings_class(name: str) -> type[Any]:
+    """The Settings class of the service a chart runs (its values' command and envPrefix)."""
+    values = yaml.safe_load((ROOT / "deploy/charts" / name / "values.yaml").read_text())
+    return specs.settings_class(specs.folder_of_script(values["command"][0]), values["envPrefix"])
+
+
 @pytest.mark.parametrize("name", SERVICES)
 def test_secrets_are_exactly_the_settings_secrets(name: str) -> None:
     """Every SecretStr setting can come from a Secret, and nothing else is read from one."""
     values = yaml.safe_load((ROOT / "deploy/charts" / name / "values.yaml").read_text())
-    cls = specs.settings_class(specs.folder_of_script(values["command"][0]), values["envPrefix"])
-    assert set(values["secrets"]["keys"]) == specs.secret_env_names(cls)
+    assert set(values["secrets"]["keys"]) == specs.secret_env_names(chart_settings_class(name))
 
 
 @pytest.mark.parametrize("name", SERVICES)
@@ -308,7 +313,19 @@ def served_at(objects: list[dict[str, Any]], url: str) -> tuple[str, int]:
         [workload] = [p.workload for p in pods(objects) if p.name == name[0]]
         assert workload["spec"]["serviceName"] == name[-1], url
     [served] = [p for p in service["spec"]["ports"] if p["port"] == int(port)]
-    return service["spec"]["selector"]["app.kubernetes.io/name"], int(port) if served["targetPort"] == "http" else 0
+    target = served["targetPort"]  # a pod's port named http, or a number where the pod's spec cannot name it
+    return service["spec"]["selector"]["app.kubernetes.io/name"], int(port) if target == "http" else int(target)
+
+
+def spark_drivers(objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[Pod, int]]:
+    """Each SparkApplication's driver pod by chart, with the port its Settings serve on."""
+    drivers = {}
+    for app in [o for o in objects if o["kind"] == "SparkApplication"]:
+        driver = spark_driver(app)
+        name = driver.workload["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]
+        settings = specs.load_with_env(chart_settings_class(name), driver.env(objects, SECRETS), monkeypatch)
+        drivers[name] = (driver, settings.http.port)
+    return drivers
 
 
 @pytest.mark.parametrize("case", ["umbrella-dev", "umbrella-everything-on"])
@@ -321,16 +338,40 @@ def test_umbrella_console_watches_every_enabled_service_at_its_service(
     objects = rendered[case]
     settings = console_settings(objects, monkeypatch)
     ports = {pod.workload["metadata"]["labels"]["app.kubernetes.io/name"]: pod.port for pod in pods(objects)}
+    drivers = {name: port for name, (_, port) in spark_drivers(objects, monkeypatch).items()}
     watched = {service.name: service for service in settings.services}
-    # A SparkApplication's driver has no Service on its port: the aggregator is then left out.
-    spark = case == "umbrella-everything-on"
-    assert set(watched) == set(SERVICES) - {"console", *(["aggregator"] if spark else [])}
+    spark = case == "umbrella-everything-on"  # the aggregator a SparkApplication: watched at its driver
+    assert ("aggregator" in drivers, "aggregator" in ports) == (spark, not spark)
+    ports |= drivers
+    assert set(watched) == set(SERVICES) - {"console"}
     for name, service in watched.items():
         assert {served_at(objects, url) for url in service.urls} == {(name, ports[name])}, service.urls
     assert len(watched["mqtt-proxy"].urls) == (2 if spark else 1)
     assert watched["es-persister"].group == "fluxgate-es-persister" and watched["es-persister"].store == "elasticsearch"
     assert settings.elasticsearch_url == "http://elasticsearch:9200"
     assert settings.scylla.contact_points == ["scylla"] and settings.hazelcast.members == ["hazelcast:5701"]
+
+
+def test_spark_driver_is_served_and_scraped_on_the_port_its_settings_open(
+    rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In sparkApplication mode the aggregator's Service picks the driver alone (the
+    executors serve no HTTP) on the port the driver's Settings serve, and a ServiceMonitor
+    scrapes it there: a PodMonitor could not, the driver's spec declaring no such port."""
+    objects = rendered["umbrella-everything-on"]
+    [app] = [o for o in objects if o["kind"] == "SparkApplication"]
+    driver, port = spark_drivers(objects, monkeypatch)["aggregator"]
+    [service] = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == app["metadata"]["name"]]
+    selector = service["spec"]["selector"].items()
+    assert selector <= driver.workload["spec"]["template"]["metadata"]["labels"].items()
+    assert not selector <= app["spec"]["executor"]["labels"].items(), "the Service would pick the executors"
+    assert [(p["name"], p["targetPort"]) for p in service["spec"]["ports"]] == [("http", port)]
+    named = [o for o in objects if o["metadata"]["name"] == app["metadata"]["name"]]
+    monitors = {o["kind"]: o["spec"] for o in named if o["kind"].endswith("Monitor")}
+    assert set(monitors) == {"ServiceMonitor"}, "a PodMonitor finds no declared port on the driver"
+    [endpoint] = monitors["ServiceMonitor"]["endpoints"]
+    assert monitors["ServiceMonitor"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
 
 
 def test_umbrella_console_leaves_out_what_is_disabled_and_keeps_what_is_set(

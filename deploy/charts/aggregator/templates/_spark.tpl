@@ -3,7 +3,7 @@
 {{- $v := .ctx.Values -}}
 {{- $s := $v.sparkApplication -}}
 {{- if not $s.image }}{{ fail "sparkApplication.image: an image with Spark's Kubernetes entry point and the aggregator installed (deploy/README.md)" }}{{ end -}}
-{{- $pod := dict "envFrom" (list (dict "configMapRef" (dict "name" (include "fluxgate.fullname" .ctx)))) "env" (concat .env (include "fluxgate.secretEnv" .ctx | default "[]" | fromYamlArray)) "volumeMounts" .mounts "securityContext" $v.securityContext "labels" (fromYaml (include "fluxgate.selectorLabels" .ctx)) -}}
+{{- $pod := dict "envFrom" (list (dict "configMapRef" (dict "name" (include "fluxgate.fullname" .ctx)))) "env" (concat .env (include "fluxgate.secretEnv" .ctx | default "[]" | fromYamlArray)) "volumeMounts" .mounts "securityContext" $v.securityContext -}}
 apiVersion: sparkoperator.k8s.io/v1beta2
 kind: SparkApplication
 metadata:
@@ -35,10 +35,22 @@ spec:
     cores: {{ $s.driver.cores }}
     memory: {{ $s.driver.memory | quote }}
     serviceAccount: {{ $s.serviceAccount }}
+    labels: {{- include "fluxgate.aggregator.sparkPodLabels" (dict "ctx" .ctx "role" "driver") | nindent 6 }}
     {{- toYaml $pod | nindent 4 }}
   executor:
     instances: {{ $s.executor.instances }}
     cores: {{ $s.executor.cores }}
     memory: {{ $s.executor.memory | quote }}
+    labels: {{- include "fluxgate.aggregator.sparkPodLabels" (dict "ctx" .ctx "role" "executor") | nindent 6 }}
     {{- toYaml $pod | nindent 4 }}
+{{- end -}}
+
+{{/*
+The labels the chart gives a Spark pod of the job (.role: driver or executor), set by the
+chart rather than relying on the operator's own (spark-role, sparkoperator.k8s.io/app-name),
+which its versions may change. Only the driver serves HTTP: its Service picks it by role.
+*/}}
+{{- define "fluxgate.aggregator.sparkPodLabels" -}}
+{{ include "fluxgate.selectorLabels" .ctx }}
+app.kubernetes.io/component: spark-{{ .role }}
 {{- end -}}

@@ -1,19 +1,28 @@
 {{/* The objects around a workload: its Service, PodDisruptionBudget, PodMonitor and KEDA ScaledObject. */}}
 {{- define "fluxgate.service" -}}
+{{ include "fluxgate.serviceOn" (dict "ctx" . "selector" (include "fluxgate.selectorLabels" . | fromYaml) "targetPort" "http") }}
+{{- end -}}
+
+{{/*
+The Service on the HTTP port of the pods .selector (labels) picks, in a dict with the chart's
+context as .ctx; .targetPort is the pods' port, by name or, where their spec cannot name it
+(the Spark operator's driver), by number.
+*/}}
+{{- define "fluxgate.serviceOn" -}}
 apiVersion: v1
 kind: Service
 metadata:
-  name: {{ include "fluxgate.fullname" . }}
+  name: {{ include "fluxgate.fullname" .ctx }}
   labels:
-    {{- include "fluxgate.labels" . | nindent 4 }}
+    {{- include "fluxgate.labels" .ctx | nindent 4 }}
 spec:
-  type: {{ .Values.service.type }}
+  type: {{ .ctx.Values.service.type }}
   selector:
-    {{- include "fluxgate.selectorLabels" . | nindent 4 }}
+    {{- toYaml .selector | nindent 4 }}
   ports:
     - name: http
-      port: {{ .Values.httpPort }}
-      targetPort: http
+      port: {{ .ctx.Values.httpPort }}
+      targetPort: {{ .targetPort }}
       protocol: TCP
 {{- end -}}
 
@@ -55,23 +64,49 @@ spec:
 
 {{- define "fluxgate.podMonitor" -}}
 {{- if .Values.podMonitor.enabled }}
-apiVersion: monitoring.coreos.com/v1
-kind: PodMonitor
-metadata:
-  name: {{ include "fluxgate.fullname" . }}
-  labels:
-    {{- include "fluxgate.labels" . | nindent 4 }}
-    {{- with .Values.podMonitor.labels }}{{ toYaml . | nindent 4 }}{{ end }}
+{{- include "fluxgate.monitorMeta" (dict "ctx" . "kind" "PodMonitor") }}
 spec:
   selector:
     matchLabels:
       {{- include "fluxgate.selectorLabels" . | nindent 6 }}
   podMetricsEndpoints:
-    - port: http
-      path: /metrics
-      interval: {{ .Values.podMonitor.interval }}
-      scrapeTimeout: {{ .Values.podMonitor.scrapeTimeout }}
+    - {{- include "fluxgate.metricsEndpoint" . | nindent 6 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+With podMonitor.enabled, a ServiceMonitor on the chart's Service instead: for pods whose spec
+cannot declare the HTTP port (the Spark operator's driver), since Prometheus makes pod targets
+only of declared container ports, while a Service's endpoints carry its targetPort.
+*/}}
+{{- define "fluxgate.serviceMonitor" -}}
+{{- if .Values.podMonitor.enabled }}
+{{- include "fluxgate.monitorMeta" (dict "ctx" . "kind" "ServiceMonitor") }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "fluxgate.selectorLabels" . | nindent 6 }}
+  endpoints:
+    - {{- include "fluxgate.metricsEndpoint" . | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+{{- define "fluxgate.monitorMeta" -}}
+apiVersion: monitoring.coreos.com/v1
+kind: {{ .kind }}
+metadata:
+  name: {{ include "fluxgate.fullname" .ctx }}
+  labels:
+    {{- include "fluxgate.labels" .ctx | nindent 4 }}
+    {{- with .ctx.Values.podMonitor.labels }}{{ toYaml . | nindent 4 }}{{ end }}
+{{- end -}}
+
+{{/* /metrics on the port named http: the pod's container port, or the Service's port. */}}
+{{- define "fluxgate.metricsEndpoint" -}}
+port: http
+path: /metrics
+interval: {{ .Values.podMonitor.interval }}
+scrapeTimeout: {{ .Values.podMonitor.scrapeTimeout }}
 {{- end -}}
 
 {{/*

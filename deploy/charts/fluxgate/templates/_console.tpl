@@ -2,14 +2,13 @@
 Where each service stands in the pipeline, as the console's WatchedService has it (the
 services' default topics; a pipeline with other topic names sets console.config's
 FLUXGATE_CONSOLE_SERVICES itself). groupFrom: the service's setting naming its group, whose
-default is fluxgate-<chart>. mode: watched only when its chart has that mode (the
-aggregator's SparkApplication has no Service on its driver's port). In the pipeline's order,
-which is the page's.
+default is fluxgate-<chart>. In the pipeline's order, which is the page's. The aggregator is
+at its Service in either mode (in sparkApplication mode, the Service on its driver).
 */}}
 {{- define "fluxgate.umbrella.watchable" -}}
 - {name: mqtt-proxy, role: gateway, outputs: [sensors.readings, sensors.deadletter]}
 - {name: coap-ingest, role: gateway, outputs: [sensors.readings, sensors.deadletter]}
-- {name: aggregator, mode: deployment, role: processor, groupFrom: FLUXGATE_AGG_PROGRESS_GROUP, inputs: [sensors.readings],
+- {name: aggregator, role: processor, groupFrom: FLUXGATE_AGG_PROGRESS_GROUP, inputs: [sensors.readings],
    outputs: [temperatures.aggregated, temperatures.late, sensors.deadletter]}
 - {name: device-status, role: processor, groupFrom: FLUXGATE_STATUS_STATUS__APP_ID, inputs: [sensors.readings],
    outputs: [devices.status]}
@@ -56,9 +55,9 @@ its store not shown). Store passwords come from the same Secret keys as the pers
 {{- $services := list -}}
 {{- range $placed := include "fluxgate.umbrella.watchable" . | fromYamlArray -}}
 {{- $chart := index $.Subcharts $placed.name -}}
-{{- if and $chart (eq ($placed.mode | default "") ($chart.Values.mode | default "")) -}}
+{{- if $chart -}}
 {{- $urls := include "fluxgate.umbrella.urls" (dict "chart" $chart "name" $placed.name "namespace" $.Release.Namespace) | fromJsonArray -}}
-{{- $service := merge (dict "urls" $urls) (omit $placed "groupFrom" "mode") -}}
+{{- $service := merge (dict "urls" $urls) (omit $placed "groupFrom") -}}
 {{- with $placed.groupFrom -}}
 {{- $_ := set $service "group" (index $chart.Values.config . | default (printf "fluxgate-%s" $placed.name)) -}}
 {{- end -}}

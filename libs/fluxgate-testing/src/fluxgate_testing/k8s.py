@@ -22,7 +22,8 @@ class Pod:
     @property
     def name(self) -> str:
         base = self.workload["metadata"]["name"]
-        return f"{base}-{self.ordinal}" if self.workload["kind"] == "StatefulSet" else f"{base}-7d9f8c6b5-x2x7q"
+        names = {"StatefulSet": f"{base}-{self.ordinal}", "SparkApplication": f"{base}-driver"}
+        return names.get(self.workload["kind"], f"{base}-7d9f8c6b5-x2x7q")
 
     @property
     def container(self) -> Object:
@@ -89,3 +90,12 @@ def pods(objects: list[Object], namespace: str = "fluxgate") -> list[Pod]:
         if workload["kind"] in WORKLOADS
         for ordinal in range(int(workload["spec"].get("replicas", 1)))
     ]
+
+
+def spark_driver(app: Object, namespace: str = "fluxgate") -> Pod:
+    """The driver pod the Spark operator starts for a rendered SparkApplication: the
+    driver's labels, and its environment and mounts on the Spark container."""
+    driver = app["spec"]["driver"]
+    container = {key: driver[key] for key in ("envFrom", "env", "volumeMounts") if key in driver}
+    template = {"metadata": {"labels": driver.get("labels", {})}, "spec": {"containers": [container]}}
+    return Pod({"kind": app["kind"], "metadata": app["metadata"], "spec": {"template": template}}, 0, namespace)
