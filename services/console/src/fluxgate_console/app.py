@@ -44,7 +44,7 @@ class ConsoleService:
         kafka = settings.kafka
         self.settings = settings
         self.admin = AdminKafka(kafka.client_config(SERVICE), settings.request_timeout_s)
-        self.book = DeadLetterBook(settings.deadletters.topics, settings.deadletters.recent)
+        self.book = DeadLetterBook(settings.deadletters)
         reader_config = kafka.consumer_config(f"{SERVICE}-reader", SERVICE)  # assigned, never joins the group
         self.reader = DeadLetterReader(
             reader_config, self.book, settings.deadletters.lookback, settings.request_timeout_s

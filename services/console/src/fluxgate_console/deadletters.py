@@ -14,8 +14,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from fluxgate_console.settings import DeadLetterSettings
 from fluxgate_console.timeline import Timeline
 from fluxgate_core import deadletter as dlq
 
@@ -24,9 +25,7 @@ REPLAY_OF = "fluxgate.replay.of"  # set on each replayed record: <dead-letter to
 REPLAY_ID = "fluxgate.replay.id"  # and the replay it was part of (its audit record's key)
 _KAFKA_SOURCE = re.compile(r"^([A-Za-z0-9._-]{1,249})/(\d+)/(\d+)$")  # the aggregator's source header
 _CAUSE_SPLIT = re.compile(r"(?i)caused by:\s*")
-MINUTES_KEPT = 60  # per reason and per source
-REASONS_KEPT = 8  # per topic; more distinct reasons are folded into one "(other)"
-SOURCES_KEPT = 8
+OVERVIEW_MINUTES = 30  # each topic's own bars, above its tables: the last half hour at a glance
 
 RawHeaders = Sequence[tuple[str, bytes | None]]
 
@@ -163,27 +162,41 @@ class TopicBook:
     counted by reason (error class and root cause) and by source (service), per minute too."""
 
     recent: collections.deque[DeadLetter]
+    reasons: Timeline
+    sources: Timeline
     count: int = 0
-    reasons: Timeline = field(default_factory=lambda: Timeline(REASONS_KEPT, MINUTES_KEPT))
-    sources: Timeline = field(default_factory=lambda: Timeline(SOURCES_KEPT, MINUTES_KEPT))
 
-    def per_minute(self, last_minute: int, minutes: int = 30) -> list[int]:
-        """Dead letters in each of the ``minutes`` minutes up to ``last_minute`` (epoch minutes), oldest first."""
-        return self.reasons.total_series(last_minute, minutes)  # every letter has exactly one reason
+    @classmethod
+    def empty(cls, settings: DeadLetterSettings) -> TopicBook:
+        minutes = settings.timeline_minutes
+        recent: collections.deque[DeadLetter] = collections.deque(maxlen=settings.recent)
+        return cls(recent, Timeline(settings.kept_reasons, minutes), Timeline(settings.kept_services, minutes))
+
+    @property
+    def overview_minutes(self) -> int:
+        """The minutes :meth:`per_minute` shows: no more than the timeline keeps (older ones are gone)."""
+        return min(OVERVIEW_MINUTES, self.reasons.window)
+
+    def per_minute(self, last_minute: int, minutes: int | None = None) -> list[int]:
+        """Dead letters in each of the ``minutes`` (default :attr:`overview_minutes`) minutes up to
+        ``last_minute`` (epoch minutes), oldest first."""
+        shown = minutes or self.overview_minutes
+        return self.reasons.total_series(last_minute, shown)  # every letter has exactly one reason
 
     def copy(self) -> TopicBook:
         recent = collections.deque(self.recent, maxlen=self.recent.maxlen)
-        return TopicBook(recent, self.count, self.reasons.copy(), self.sources.copy())
+        return TopicBook(recent, self.reasons.copy(), self.sources.copy(), self.count)
 
 
 class DeadLetterBook:
-    """Counts by reason and source, per minute, and the newest letters, per topic; thread-safe
-    (a reader thread adds, the web handlers read). ``clock`` says what minute it is now."""
+    """Counts by reason and source, per minute, and the newest letters, per topic (how many of
+    each: ``settings``); thread-safe (a reader thread adds, the web handlers read). ``clock``
+    says what minute it is now."""
 
-    def __init__(self, topics: Iterable[str], recent: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: DeadLetterSettings, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
         self._clock = clock
-        self._books = {topic: TopicBook(collections.deque(maxlen=recent)) for topic in topics}
+        self._books = {topic: TopicBook.empty(settings) for topic in settings.topics}
 
     def now_minute(self) -> int:
         return int(self._clock() // 60)

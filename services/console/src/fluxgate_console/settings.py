@@ -7,7 +7,7 @@ The defaults are the local stack's (`make run`): every service on its default po
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings
@@ -88,6 +88,11 @@ class WebSettings(Group):
     port: int = Field(9108, ge=0, le=65535, description="the page's port; 0 picks a free port")
 
 
+def _kept(what: str) -> Any:  # Any: what Field() returns, so each field keeps its declared type
+    description = f'{what} with counts of their own per topic; the rest are counted together as "(other)"'
+    return Field(8, ge=1, le=50, description=description)
+
+
 class DeadLetterSettings(Group):
     """Which dead letters are read, and how much of them is kept in memory."""
 
@@ -97,6 +102,12 @@ class DeadLetterSettings(Group):
     recent: int = Field(500, ge=1, description="newest dead letters kept per topic (shown, filtered, replayed)")
     lookback: int = Field(10_000, ge=1, description="records per partition read at start (older are not counted)")
     preview_bytes: int = Field(256, ge=16, le=65536, description="bytes of each original payload previewed")
+    # At most 180: the page draws each minute as a bar at least 1 px wide in a 180 px column.
+    timeline_minutes: int = Field(
+        60, ge=5, le=180, description="minutes counted per reason and per service (one bar each on the page)"
+    )
+    kept_reasons: int = _kept("reasons")
+    kept_services: int = _kept("services")
 
 
 class ReplaySettings(Group):

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from markupsafe import Markup
 
 MIN_BAR_PX = 2  # a minute with any dead letter stays visible beside a much taller peak
+ROW_PX = 180  # the page's per-minute column
+MAX_BAR_PX = 6  # wider, a short timeline reads as a few blocks rather than a row of minutes
 _BAR = Markup('<rect x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>')
 _SVG = Markup(
     '<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{label}">'
@@ -31,3 +33,8 @@ def sparkline(counts: Sequence[int], peak: int | None = None, bar: int = 3, heig
 
 def _ago(minutes: int) -> str:
     return "this minute" if minutes == 0 else f"{minutes} min ago"
+
+
+def bar_px(bars: int, width: int = ROW_PX) -> int:
+    """The bar spacing that fits ``bars`` bars in ``width`` px: at least 1 px, at most ``MAX_BAR_PX``."""
+    return max(1, min(MAX_BAR_PX, width // max(bars, 1)))

@@ -21,9 +21,10 @@ from starlette.routing import Route
 from fluxgate_console import connect
 from fluxgate_console.auth import challenge, user_of
 from fluxgate_console.console import Console
-from fluxgate_console.deadletters import LetterFilter
+from fluxgate_console.deadletters import DeadLetter, LetterFilter
+from fluxgate_console.filters import FilterError, letter_filter
 from fluxgate_console.replay import Replayer, ReplayError
-from fluxgate_console.sparkline import sparkline
+from fluxgate_console.sparkline import bar_px, sparkline
 from fluxgate_console.view import flow
 
 log = structlog.get_logger(__name__)
@@ -35,7 +36,9 @@ Handler = Callable[[Request], Any]
 
 def templates() -> Environment:
     env = Environment(loader=PackageLoader("fluxgate_console"), autoescape=select_autoescape(), trim_blocks=True)
-    env.filters.update(ago=ago, rate=rate, count=count, clock=clock, age_tag=age_tag, sparkline=sparkline)
+    env.filters.update(
+        ago=ago, rate=rate, count=count, clock=clock, age_tag=age_tag, sparkline=sparkline, bar_px=bar_px
+    )
     return env
 
 
@@ -66,16 +69,6 @@ def clock(at: float | int | None, millis: bool = False) -> str:
         return "–"
     seconds = at / 1000 if millis else at
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def letter_filter(params: Any, now_ms: int) -> LetterFilter:
-    """The filter form's fields; ``since_min`` is the last so many minutes before ``now_ms``."""
-    since = params.get("since_min") or ""
-    since_ms = now_ms - int(float(since) * 60_000) if since.replace(".", "", 1).isdigit() else None
-    return LetterFilter(
-        topic=params.get("topic", ""), reason=params.get("reason", ""), source=params.get("source", ""),
-        since_ms=since_ms,
-    )  # fmt: skip
 
 
 class Web:
@@ -113,7 +106,15 @@ class Web:
         return guarded
 
     def _filter(self, params: Any) -> LetterFilter:
+        """The letters ``params`` choose; raises :class:`FilterError`."""
         return letter_filter(params, self.console.book.now_ms())  # the book's clock: the counts' one too
+
+    def _letters(self, params: Any) -> tuple[list[DeadLetter], str | None]:
+        """The kept letters ``params`` choose, newest first, or none and why the filter is unusable."""
+        try:
+            return self.console.book.select(self._filter(params)), None
+        except FilterError as exc:
+            return [], str(exc)
 
     # -- the page -------------------------------------------------------------------------
 
@@ -132,12 +133,13 @@ class Web:
 
     def _render_parts(self, request: Request) -> Markup:
         snapshot = self.console.snapshot
-        chosen = self._filter(request.query_params)
+        letters, filter_error = self._letters(request.query_params)
         context = {
             "s": snapshot,
             "columns": flow(snapshot.services),
             "books": {t: self.console.book.summary(t) for t in self.console.book.topics()},
-            "letters": self.console.book.select(chosen)[:SHOWN_LETTERS],
+            "letters": letters[:SHOWN_LETTERS],
+            "filter_error": filter_error,
             "reader": self.console.reader,
             "preview_bytes": self.console.settings.deadletters.preview_bytes,
             "now_minute": self.console.book.now_minute(),
@@ -179,7 +181,9 @@ class Web:
 
     async def deadletters(self, request: Request) -> Response:
         limit = self.console.settings.deadletters.preview_bytes
-        letters = self.console.book.select(self._filter(request.query_params))
+        letters, filter_error = self._letters(request.query_params)
+        if filter_error:
+            return JSONResponse({"error_code": 400, "message": filter_error}, status_code=400)
         return JSONResponse([letter_json(x, limit) for x in letters[: SHOWN_LETTERS * 4]])
 
     # -- replay ---------------------------------------------------------------------------
@@ -196,6 +200,8 @@ class Web:
             chosen = self._filter({k: str(v) for k, v in dict(body.get("filter") or {}).items()})
             ids = [str(i) for i in body.get("ids") or []]
             confirm = body.get("confirm") is True
+        except FilterError as exc:  # a ValueError too, but one that says what to change
+            return JSONResponse({"error_code": 400, "message": str(exc)}, status_code=400)
         except (ValueError, TypeError, AttributeError) as exc:
             return JSONResponse({"error_code": 400, "message": f"unreadable request: {exc}"}, status_code=400)
         if not ids and chosen == LetterFilter():

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetterBook
-from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.settings import ConsoleSettings, DeadLetterSettings
 from fluxgate_console.web import Web
 
 MAPS = {"config"}  # objects whose keys are free (a connector's config); everything else has fixed keys
@@ -30,7 +30,7 @@ def skeleton(value: Any, key: str = "", top_map: bool = False) -> Any:
 
 @pytest.fixture
 async def client(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> TestClient:
-    console = Console(settings, kafka, DeadLetterBook([], 1), client=services.client())
+    console = Console(settings, kafka, DeadLetterBook(DeadLetterSettings(topics=[])), client=services.client())
     await console.refresh()
     return TestClient(Web(console, None, lambda: "cluster-1").app())
 

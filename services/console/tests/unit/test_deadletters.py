@@ -5,6 +5,7 @@ from __future__ import annotations
 from console_recorded import aggregator_letter, gateway_letter, sink_letter
 
 from fluxgate_console.deadletters import DeadLetter, DeadLetterBook, LetterFilter, reason_kind, root_cause
+from fluxgate_console.settings import DeadLetterSettings
 from fluxgate_core import deadletter as core
 
 
@@ -57,7 +58,7 @@ def test_preview_is_bounded_and_shows_binary_safely() -> None:
 
 def test_counts_by_reason_source_and_minute_and_filters() -> None:
     clock = 1_700_000_120.0  # two minutes after the first letter
-    book = DeadLetterBook(["sensors.deadletter", "persisters.deadletter"], recent=3, clock=lambda: clock)
+    book = DeadLetterBook(DeadLetterSettings(recent=3), clock=lambda: clock)
     book.add([gateway_letter(i, at_ms=1_700_000_000_000 + i * 30_000) for i in range(4)])
     book.add([aggregator_letter(9, 99), sink_letter(1), DeadLetter("other.topic", 0, 0, 0, None, b"")])
     summary = book.summary("sensors.deadletter")

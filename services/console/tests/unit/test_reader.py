@@ -7,6 +7,7 @@ from typing import Any
 
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.reader import DeadLetterReader
+from fluxgate_console.settings import DeadLetterSettings
 
 
 class FakeConsumer:
@@ -26,7 +27,7 @@ class FakeConsumer:
 
 
 def test_a_missing_topic_stays_reported_after_reads_that_went_well() -> None:
-    book = DeadLetterBook(["sensors.deadletter", "persisters.deadletter"], recent=10)
+    book = DeadLetterBook(DeadLetterSettings(recent=10))
     reader = DeadLetterReader({"bootstrap.servers": "127.0.0.1:1"}, book, lookback=100, timeout_s=1)
     consumer: Any = FakeConsumer()
     reader._scan(consumer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fluxgate_console.app import main
 from fluxgate_console.settings import ConsoleSettings
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
@@ -59,3 +60,28 @@ def test_stores_default_to_the_persisters_targets() -> None:
     assert settings.scylla.table == "fluxgate.temperature_aggregates"
     assert (settings.hazelcast.members, settings.hazelcast.cluster_name) == (["127.0.0.1:5701"], "fluxgate")
     assert "INTO temperature_aggregates" in settings.hazelcast.kcql
+
+
+def test_dead_letter_counting_defaults() -> None:
+    letters = load_settings(ConsoleSettings).deadletters
+    assert (letters.timeline_minutes, letters.kept_reasons, letters.kept_services) == (60, 8, 8)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("TIMELINE_MINUTES", "4", "greater than or equal to 5"),
+        ("TIMELINE_MINUTES", "181", "less than or equal to 180"),
+        ("KEPT_REASONS", "0", "greater than or equal to 1"),
+        ("KEPT_SERVICES", "many", "valid integer"),
+    ],
+)
+def test_a_bad_counting_setting_stops_the_console_at_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, value: str, why: str
+) -> None:
+    monkeypatch.setenv(f"FLUXGATE_CONSOLE_DEADLETTERS__{name}", value)
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    said = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert f"[env FLUXGATE_CONSOLE_DEADLETTERS__{name}]: Input should be" in said and why in said

@@ -152,7 +152,7 @@ async def test_elasticsearch_answering_garbage_is_its_error() -> None:
 def console(kafka: RecordedKafka, services: Services) -> Console:
     settings = ConsoleSettings.model_validate({"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"},
                                                "elasticsearch_url": None, **NO_STORES})  # fmt: skip
-    console = Console(settings, kafka, DeadLetterBook(settings.deadletters.topics, 10), client=services.client())
+    console = Console(settings, kafka, DeadLetterBook(settings.deadletters), client=services.client())
     rows = [row("d1", TODAY, m) for m in range(5)]
 
     def down() -> StoreView:

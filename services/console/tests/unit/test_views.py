@@ -12,7 +12,7 @@ from fluxgate_console.view import flow, lag_growth
 
 
 async def refreshed(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> Console:
-    console = Console(settings, kafka, DeadLetterBook(settings.deadletters.topics, 10), client=services.client())
+    console = Console(settings, kafka, DeadLetterBook(settings.deadletters), client=services.client())
     await console.refresh()
     return console
 

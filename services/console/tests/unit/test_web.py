@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetter, DeadLetterBook
 from fluxgate_console.replay import Outcome, Plan
-from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.settings import ConsoleSettings, DeadLetterSettings
 from fluxgate_console.web import Web
 from fluxgate_core.deadletter import dead_letter_headers
 
@@ -42,7 +42,7 @@ def basic(user: str, password: str) -> dict[str, str]:
 async def web_for(
     settings: ConsoleSettings, kafka: RecordedKafka, services: Services, more: Sequence[DeadLetter] = ()
 ) -> tuple[TestClient, Any]:
-    book = DeadLetterBook(settings.deadletters.topics, 10, clock=lambda: CLOCK_S)
+    book = DeadLetterBook(settings.deadletters, clock=lambda: CLOCK_S)
     book.add([gateway_letter(1), aggregator_letter(2, 99), *more])
     console = Console(settings, kafka, book, client=services.client())
     await console.refresh()
@@ -168,3 +168,44 @@ async def test_the_time_filter_counts_back_from_the_books_clock(
     assert 'data-letter="sensors.deadletter/1/2"' in parts and 'data-letter="sensors.deadletter/0/1"' not in parts
     letters = client.get("/api/deadletters", params={"since_min": "3"}).json()
     assert [x["id"] for x in letters] == ["sensors.deadletter/1/2", "sensors.deadletter/0/1"]
+
+
+async def test_the_page_follows_the_timeline_settings(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    counting = DeadLetterSettings(timeline_minutes=20, kept_reasons=3, kept_services=1)
+    client, _ = await web_for(settings.model_copy(update={"deadletters": counting}), kafka, services, sink_failures(5))
+    page = client.get("/").text
+    assert "per minute, last 20 min" in page and "last 60 min" not in page
+    assert "reasons beyond the 3 kept" in page and "services beyond the 1 kept" in page
+    assert len(by_minute_rows(page, "persisters.deadletter", "reason")) == 4  # three kept and "(other)"
+    assert by_minute_rows(page, "sensors.deadletter", "service") == {"mqtt-proxy": 1, "(other)": 1}  # first come
+    assert page.count('<svg class="spark" width="120" height="16"') == 9  # every row: 20 bars of 6 px
+    assert 'title="dead letters per minute, last 20 minutes"' in page  # each topic's overview, no longer
+
+
+async def test_from_and_until_in_the_parts_and_the_api(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    client, _ = await web_for(settings, kafka, services)  # letters at 22:13:20 and 22:14:20 UTC
+    page = client.get("/").text
+    assert page.count('type="datetime-local"') == 2 and "from and until are UTC" in page
+    parts = client.get("/parts", params={"from": "2023-11-14T22:14", "until": "2023-11-14T22:15"}).text
+    assert 'data-letter="sensors.deadletter/1/2"' in parts and 'data-letter="sensors.deadletter/0/1"' not in parts
+    letters = client.get("/api/deadletters", params={"until": "2023-11-14T22:13:20"}).json()
+    assert [x["id"] for x in letters] == ["sensors.deadletter/0/1"]  # both ends included
+
+
+async def test_until_before_from_is_said_not_a_server_error(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    client, _ = await web_for(settings, kafka, services)
+    backwards = {"from": "2023-11-14T22:15", "until": "2023-11-14T22:14"}
+    parts = client.get("/parts", params=backwards)
+    assert parts.status_code == 200 and 'id="filter-error"' in parts.text
+    assert "until (2023-11-14T22:14) is before from (2023-11-14T22:15)" in parts.text
+    assert "data-letter=" not in parts.text and 'id="flow"' in parts.text  # no letters; the rest as usual
+    api = client.get("/api/deadletters", params=backwards)
+    assert api.status_code == 400 and "is before from" in api.json()["message"]
+    replay = client.post("/api/replay", json={"filter": {"from": "soon"}})
+    assert replay.status_code == 400 and replay.json()["message"].startswith("from: 'soon'")
