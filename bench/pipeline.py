@@ -181,9 +181,9 @@ class Step:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rates", default="250,500,1000,2000,4000", help="readings/s of each step, increasing")
+    parser.add_argument("--rates", default="250,1000,4000,8000,12000,16000", help="readings/s of each step, increasing")
     parser.add_argument("--hold", type=float, default=60.0, help="seconds each rate is held")
-    parser.add_argument("--mqtt-devices", type=int, default=50)
+    parser.add_argument("--mqtt-devices", type=int, default=100)
     parser.add_argument("--window", default="10 seconds")
     parser.add_argument("--watermark", default="5 seconds")
     parser.add_argument("--drain-timeout", type=float, default=30.0, help="held: all read within this")
