@@ -26,12 +26,6 @@ def test_every_store_exact_through_a_killed_aggregator_and_a_stopped_mqtt_gatewa
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "soak.py"), "--plan", "kill:aggregator,stop:mqtt-proxy",
          "--kill-down", "3", "--stop-for", "50", "--calm", "3", "--mqtt-devices", "8", "--coap-devices", "3",
-         # Late readings 30 s late, not 120: Mosquitto redelivers what the stopped proxy had
-         # produced, and the aggregator recognises a copy of a late reading only while its
-         # event time is within window.dedup_horizon (2 min) of the watermark; a 120 s late
-         # reading redelivered after the 50 s stop is past it and written late again (a
-         # documented limit, open: see the aggregator README).
-         "--late-by", "30",
          "--recover-timeout", "150", "--report", str(tmp_path)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
