@@ -68,28 +68,31 @@ ALONE = {
 }
 
 
+def group_pids(leader: int) -> list[int]:
+    """Every process in ``leader``'s process group: a service and what it forked (the
+    aggregator's Spark JVM); each child is started as the leader of its own session."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == leader:  # field 5: the process group
+                pids.append(int(stat.parent.name))
+    return pids
+
+
+def group_cpu_seconds(leader: int) -> float:
+    return sum(cpu_seconds(pid) for pid in group_pids(leader))
+
+
 def group_peak_rss_mib(leader: int) -> float:
     """Peak resident memory (VmHWM) of ``leader``'s process group, summed, in MiB: what a
     pod of that service needs (the charts' memory defaults)."""
     total_kib = 0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError, ValueError):
-            lines = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            if int(Path(status.parent, "stat").read_text().rsplit(")", 1)[1].split()[2]) == leader:
-                total_kib += int(lines.get("VmHWM", "0 kB").split()[0])
+    for pid in group_pids(leader):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total_kib += int(line.split()[1])
     return round(total_kib / 1024, 1)
-
-
-def group_cpu_seconds(leader: int) -> float:
-    """CPU of every process in ``leader``'s process group: a service and what it forked
-    (the aggregator's Spark JVM); each child is started as the leader of its own session."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == leader:  # field 5 of stat: the process group
-                total += cpu_seconds(int(stat.parent.name))
-    return total
 
 
 @dataclass
