@@ -6,8 +6,9 @@ batch starts with,
 * a record that does not decode is dead-lettered;
 * a reading of the metric with an event time after the watermark is counted;
 * one at or behind it is late: written to the late topic once, unless a reading with its
-  identity was recorded before (counted or late) with an event time still within
-  ``max(window size, watermark delay)`` of the watermark (the job keeps identities that long);
+  identity was recorded before and is still remembered: a counted one while its event time,
+  a late one while the watermark at its arrival, is within the horizon
+  ``max(window size, watermark delay, dedup horizon)`` of the watermark;
 * the watermark moves to the newest event time of the batch's readings minus the delay,
   never back;
 * every window whose end the watermark passes (in ``(before, after]``) is aggregated from the
@@ -92,8 +93,8 @@ class RoutingModel:
     dedup_ms: int = 0
     metric: str = "temperature"
     watermark_ms: int = 0
-    # Every reading recorded so far, and whether it was counted.
-    recorded: list[tuple[Reading, bool]] = field(default_factory=list)
+    # Every reading recorded so far, whether it was counted, and the watermark it arrived at.
+    recorded: list[tuple[Reading, bool, int]] = field(default_factory=list)
 
     @property
     def horizon_ms(self) -> int:
@@ -103,11 +104,12 @@ class RoutingModel:
         before = self.watermark_ms
         readings = [r for r in records if isinstance(r, Reading) and r.metric == self.metric]
         out = Outputs(dead=[r.value for r in records if isinstance(r, Broken)])
-        known = {r.identity for r, _ in self.recorded if r.event_ms > before - self.horizon_ms}
+        oldest = before - self.horizon_ms
+        known = {r.identity for r, counted, arrived in self.recorded if (r.event_ms if counted else arrived) > oldest}
         for reading in readings:
             if reading.event_ms <= before and reading.identity not in known and reading.identity not in out.late:
                 out.late.append(reading.identity)
-        self.recorded += [(r, r.event_ms > before) for r in readings]
+        self.recorded += [(r, r.event_ms > before, before) for r in readings]
         newest = max((r.event_ms for r in readings), default=None)
         after = before if newest is None else max(before, newest - self.delay_ms)
         out.aggregates = self._closing(before, after)
@@ -120,7 +122,7 @@ class RoutingModel:
 
     def _closing(self, before: int, after: int) -> dict[WindowKey, Stats]:
         members: dict[WindowKey, dict[Identity, Reading]] = {}
-        for reading, counted in self.recorded:
+        for reading, counted, _ in self.recorded:
             if not counted:
                 continue
             for start in self.window_starts(reading.event_ms):

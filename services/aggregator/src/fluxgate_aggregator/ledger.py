@@ -5,7 +5,10 @@ Spark's stateful operators keep their state where ``foreachBatch`` cannot reach 
 single query keeps its own, versioned by batch id like Spark's offset log:
 
 * ``rows/<batch id>/``: the readings batch ``<batch id>`` accepted (Parquet): the ones it
-  counted and the late ones it wrote, so that a copy arriving later is recognised;
+  counted and the late ones it wrote, so that a copy arriving later is recognised. A counted
+  reading is kept by its event time; a late one by when it arrived (the watermark of its
+  batch), as it was already behind the watermark then: a copy a broker redelivers a minute
+  later must still be known;
 * ``meta/<batch id>.json``: the watermark after that batch and which ``rows/`` it still needs.
 
 Batch N reads only what batches before N wrote, so a batch replayed after a crash sees
@@ -36,7 +39,8 @@ KEPT_METAS = 10
 @dataclass
 class Ledger:
     """What batch ``batch_id`` starts from: its watermark and the live ``rows/`` entries
-    (batch id -> [the latest event time in them (epoch ms), how many])."""
+    (batch id -> [the latest event time in them, how many, the watermark that batch started
+    from (epoch ms)])."""
 
     spark: SparkSession
     location: str
@@ -64,17 +68,20 @@ class Ledger:
         self.committed = -1
 
     def rows(self, after_ms: int, *, this_batch: bool = False) -> DataFrame:
-        """Readings recorded before this batch (and by it, with ``this_batch``) whose event
-        time is after ``after_ms``."""
+        """Readings recorded before this batch (and by it, with ``this_batch``) kept after
+        ``after_ms``: their event time is after it, or (the late ones) their batch's watermark."""
         wanted = [
             entry
-            for entry, (latest, _) in sorted(self.entries.items())
-            if latest > after_ms and (entry < self.batch_id or this_batch)
+            for entry, (latest, _, watermark) in sorted(self.entries.items())
+            if max(latest, watermark) > after_ms and (entry < self.batch_id or this_batch)
         ]
         if not wanted:
             return self.spark.createDataFrame([], ROW_SCHEMA)
-        every = reduce(DataFrame.unionByName, [self._entry(entry) for entry in wanted])
-        return every.where(F.col("event_time") > F.timestamp_millis(F.lit(after_ms)))
+        newer = F.col("event_time") > F.timestamp_millis(F.lit(after_ms))
+        # An entry whose batch started after ``after_ms`` is kept whole: its counted readings
+        # are after that watermark, its late ones arrived after it.
+        parts = [self._entry(e) if self.entries[e][2] > after_ms else self._entry(e).where(newer) for e in wanted]
+        return reduce(DataFrame.unionByName, parts)
 
     def _entry(self, batch_id: int) -> DataFrame:
         if batch_id not in self.cached:
@@ -84,7 +91,7 @@ class Ledger:
 
     @property
     def row_count(self) -> int:
-        return sum(rows for _, rows in self.entries.values())
+        return sum(rows for _, rows, _ in self.entries.values())
 
     def record(self, cached: DataFrame, latest_event_ms: int | None, rows: int) -> bool:
         """Keep this batch's ``rows`` readings, the rows of ``cached`` (a persisted DataFrame
@@ -95,13 +102,14 @@ class Ledger:
         kept = cached.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS)
         kept.write.mode("overwrite").parquet(self._rows_path(self.batch_id))
         self.cached[self.batch_id] = (cached, kept)
-        self.entries[self.batch_id] = [latest_event_ms, rows]
+        self.entries[self.batch_id] = [latest_event_ms, rows, self.watermark_ms]
         return True
 
     def commit(self, next_watermark_ms: int, horizon_ms: int) -> None:
         """Close this batch: the next one starts from ``next_watermark_ms``. Entries older than
         what *this* batch still needed are deleted, so a replay of it finds all it read."""
-        stale = [entry for entry, (latest, _) in self.entries.items() if latest <= self.watermark_ms - horizon_ms]
+        oldest = self.watermark_ms - horizon_ms
+        stale = [entry for entry, (latest, _, watermark) in self.entries.items() if max(latest, watermark) <= oldest]
         for entry in stale:
             del self.entries[entry]
         self._forget(stale)
@@ -125,7 +133,8 @@ class Ledger:
         meta = json.loads(self._read(f"{self.location}/meta/{metas[-1]}.json")) if metas else {}
         self.committed = metas[-1] if metas else -1
         self.watermark_ms = int(meta.get("watermark_ms", 0))
-        self.entries = {int(k): [int(n) for n in v] for k, v in meta.get("entries", {}).items()}
+        # An entry written before entries kept their batch's watermark: kept by event time.
+        self.entries = {int(k): [*map(int, v), 0][:3] for k, v in meta.get("entries", {}).items()}
         # What a run stopped in the middle of this batch (or later) wrote is not history.
         for entry in self._batch_ids("rows"):
             if entry >= batch_id:

@@ -72,9 +72,9 @@ def test_readings_around_the_watermark_and_window_ends(pair: Callable[..., Any])
     assert sorted(out.dead) == sorted(b.value for b in broken)
 
     copy_of_counted = Reading("d1", 25_000, 2.0, 2)  # behind, and known: not late, not counted again
-    # Written late in the last batch, but more than max(size, delay) behind the watermark by
-    # now: the job keeps identities no longer (as Spark's dropDuplicatesWithinWatermark), so
-    # the copy is written late again. Still late, never counted.
+    # Written late in the last batch, which started at 20 000: the watermark has moved the
+    # horizon (10 000) on since it arrived, so the job lets it go (as Spark's
+    # dropDuplicatesWithinWatermark) and the copy is written late again. Still never counted.
     old_copy_of_late = Reading("d1", 19_999, 4.0, 4)
     humidity = Reading("d1", 33_000, 50.0, 1, unit="%", metric="humidity")  # not the job's metric
     new_behind = Reading("d3", 29_999, 7.0, None)
@@ -107,10 +107,26 @@ def test_a_copy_redelivered_after_an_outage_is_dropped_within_the_dedup_horizon(
     run(model, job, 0, counted)
     out = run(model, job, 1, [Reading("d2", 75_000, 5.0, 1)])  # watermark 70 000: 49 s past the copies
     assert out.watermark_ms == 70_000 and out.aggregates[("d1", 20_000, 30_000)].count == 2
-    out = run(model, job, 2, [*counted, Reading("d2", 85_000, 6.0, 2)])  # redelivered, watermark 80 000
+    out = run(model, job, 2, [counted[1], Reading("d2", 85_000, 6.0, 2)])  # redelivered, watermark 80 000
     assert out.late == [] and out.watermark_ms == 80_000
     out = run(model, job, 3, [counted[0], Reading("d2", 86_000, 6.5, 3)])  # 60 s behind now: let go
     assert out.late == [counted[0].identity]
+
+
+def test_a_late_reading_is_remembered_from_its_arrival_not_its_event_time(pair: Callable[..., Any]) -> None:
+    # Readings 75 s late when they arrive (older than the horizon in event time), then a copy
+    # redelivered after a gateway's outage: one late record, not two, until the watermark has
+    # moved the horizon on from the reading's arrival (or its copy's: a copy is remembered too).
+    model, job = pair(dedup="1 minute")
+    run(model, job, 0, [Reading("d2", 100_000, 1.0, 1)])  # watermark 95 000
+    late, other = Reading("d1", 20_000, 2.0, 7), Reading("d1", 21_000, 2.5, 8)
+    out = run(model, job, 1, [late, other, Reading("d2", 101_000, 1.5, 2)])
+    assert sorted(out.late) == sorted([late.identity, other.identity]) and out.watermark_ms == 96_000
+    run(model, job, 2, [Reading("d2", 145_000, 3.0, 3)])  # watermark 140 000
+    out = run(model, job, 3, [late, Reading("d2", 161_000, 3.5, 4)])  # 45 s after its arrival: known
+    assert out.late == [] and out.watermark_ms == 156_000
+    out = run(model, job, 4, [late, other])  # 156 000 - 60 000 >= 95 000: `other` is let go
+    assert out.late == [other.identity]
 
 
 def test_every_phase_of_a_batch_is_timed(pair: Callable[..., Any]) -> None:
