@@ -15,7 +15,7 @@ BUILD_DEPS := autoconf automake libtool
 TEST_DIRS := libs services tools contracts-tests tests
 # The longest files (tests/e2e's soak, minutes) first: started last, one worker ran them alone at the end.
 PARALLEL_FIRST := tests libs services tools contracts-tests
-PYTEST := $(PY) -m pytest --import-mode=importlib --durations=25
+PYTEST := $(PY) -m pytest --import-mode=importlib --durations=60
 
 .PHONY: help
 help: ## List the targets
