@@ -11,7 +11,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -146,7 +146,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # json.loads would build one per call
-_SCAN = _JSON.scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = _JSON.scan_once  # type: ignore[attr-defined]  # set by __init__, not in typeshed
 _BOM = b"\xef\xbb\xbf"
 _NOT_ALONE = object()
 
