@@ -197,12 +197,32 @@ _PLAIN: dict[str, Writer] = {
 
 def zigzag(value: int) -> bytes:
     """An Avro ``long``: zig-zag, then 7 bits a byte, least significant first."""
+    global _last_high
     number = (value << 1) ^ (value >> 63)
     if number < 0x80:
         return _ONE_BYTE[number]
+    # Event times of one stream share all but their low 21 bits (35 minutes of milliseconds):
+    # the bytes of the high part are those of the last value's when it is the same, and the
+    # three low bytes (continued, as more follow) are packed at once instead of looped.
+    high = number >> 21
+    remembered = _last_high  # one tuple: read and replaced whole
+    if high and high == remembered[0]:
+        return (
+            bytes(((number & 0x7F) | 0x80, (number >> 7 & 0x7F) | 0x80, (number >> 14 & 0x7F) | 0x80)) + remembered[1]
+        )
+    encoded = _varint(number)
+    if high:
+        _last_high = (high, encoded[3:])
+    return encoded
+
+
+def _varint(number: int) -> bytes:
     out = bytearray()
     while number >= 0x80:
         out.append((number & 0x7F) | 0x80)
         number >>= 7
     out.append(number)
     return bytes(out)
+
+
+_last_high: tuple[int, bytes] = (0, b"")  # zigzag's high part (above 21 bits) and its bytes

@@ -11,7 +11,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -93,6 +93,8 @@ def _parse(payload: bytes, fmt: PayloadFormat, fields: JsonFields, limits: Paylo
     if fmt in ("cbor", "senml-cbor"):
         return _from_document(_load_cbor(payload), fields, limits, senml_only=fmt == "senml-cbor")
     document = _load_json(payload)
+    if type(document) is dict and (fmt == "auto" or fmt == "json"):  # what devices mostly send
+        return parse_object(document, fields)
     if fmt == "number" and not _is_number(document):
         raise PayloadError(f"expected a bare number, got {type(document).__name__}")
     if fmt == "senml" and not isinstance(document, list):
@@ -117,10 +119,14 @@ def format_for_content_format(content_format: int | None) -> PayloadFormat:
 def _load_json(payload: bytes) -> Any:
     try:
         # Decode ourselves: json.loads(bytes) would guess UTF-16/32 from garbage bytes.
-        # A UTF-8 BOM is allowed (RFC 8259 section 8.1 lets a parser ignore it).
-        text = payload.decode("utf-8-sig")
+        # A UTF-8 BOM is allowed (RFC 8259 section 8.1 lets a parser ignore it); without one,
+        # the plain codec (in C) gives the same text and errors as the "-sig" one (in Python).
+        text = payload.decode("utf-8-sig" if payload[:3] == _BOM else "utf-8")
     except UnicodeDecodeError as exc:
         raise PayloadError(f"payload is not UTF-8 text: {exc}") from exc
+    document = _object_alone(text)
+    if document is not _NOT_ALONE:
+        return document
     try:
         return _JSON.decode(text)
     except RecursionError as exc:
@@ -140,6 +146,23 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # json.loads would build one per call
+_SCAN: Callable[[str, int], tuple[Any, int]] = _JSON.scan_once  # type: ignore[attr-defined]  # set by __init__, not in typeshed
+_BOM = b"\xef\xbb\xbf"
+_NOT_ALONE = object()
+
+
+def _object_alone(text: str) -> Any:
+    """The object ``text`` holds when it is exactly one, without surrounding whitespace (what
+    devices send): the C scanner alone, without ``decode``'s whitespace regexes in Python,
+    which take as long as the scanning. Anything else, errors included, is ``_NOT_ALONE``:
+    ``_JSON.decode`` then says what it says of it."""
+    if text[:1] != "{" or text[-1:] != "}":
+        return _NOT_ALONE
+    try:
+        document, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return _NOT_ALONE
+    return document if end == len(text) else _NOT_ALONE
 
 
 def _load_cbor(payload: bytes) -> Any:
@@ -171,29 +194,53 @@ def _from_document(document: Any, fields: JsonFields, limits: PayloadLimits, *, 
 
 def parse_object(document: Mapping[Any, Any], fields: JsonFields = JsonFields()) -> list[Measurement]:
     """``{"sensorId": "S4", "timestamp": 1486997194029, "temperature": 23.6}`` style objects."""
-    reserved = fields.reserved()
+    # Run once per message: what devices send (string keys, float values, a string device)
+    # is tested first, inline; everything else goes through the general checks below.
+    reserved = fields._reserved
     attributes: dict[str, str] = {}
     numeric: list[tuple[str, Any]] = []
     for key, value in document.items():  # one pass: every key is looked at once, per message
-        if not isinstance(key, str):  # only CBOR can do this; its keys would not survive str() as names
-            raise PayloadError(f"object key {_show(key)} is not a string")
-        if key in reserved:
+        if key in reserved:  # all strings: a key of another type is never in it
             continue
-        if isinstance(value, str):
-            attributes[str(key)] = value
+        if type(key) is not str:
+            if not isinstance(key, str):  # only CBOR can do this; its keys would not survive str() as names
+                raise PayloadError(f"object key {_show(key)} is not a string")
+            key = str(key)
+        if type(value) is float:
+            numeric.append((key, value))
+        elif isinstance(value, str):
+            attributes[key] = value
         elif _is_number(value):
-            numeric.append((str(key), value))
-    device = _optional_str(document.get(fields.device), fields.device)
+            numeric.append((key, value))
+    device = _string_field(document, fields.device)
     time_ms = parse_time(document[fields.time], fields.time) if fields.time in document else None
-    sequence = _optional_int(document.get(fields.sequence), fields.sequence)
-    unit = _optional_str(document.get(fields.unit), fields.unit)
+    sequence = document.get(fields.sequence)
+    if sequence is not None:
+        sequence = _optional_int(sequence, fields.sequence)
+    unit = _string_field(document, fields.unit)
     if fields.value in document:
         metric = _optional_str(document.get(fields.metric), fields.metric)
         value = _finite(document[fields.value], fields.value)
         return [Measurement(value, metric, unit, time_ms, device, sequence, attributes)]
     if not numeric:
         raise PayloadError(f"no numeric field in object with keys {sorted(map(str, document))}")
-    return [Measurement(_finite(v, k), k, unit, time_ms, device, sequence, attributes) for k, v in numeric]
+    return [
+        Measurement(
+            v if type(v) is float and math.isfinite(v) else _finite(v, k),
+            k,
+            unit,
+            time_ms,
+            device,
+            sequence,
+            attributes,
+        )
+        for k, v in numeric
+    ]
+
+
+def _string_field(document: Mapping[Any, Any], name: str) -> str | None:
+    value = document.get(name)
+    return value if type(value) is str and value else _optional_str(value, name)
 
 
 def parse_senml(pack: Sequence[Any], limits: PayloadLimits = DEFAULT_LIMITS) -> list[Measurement]:

@@ -7,6 +7,7 @@ import fastavro
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fluxgate_core.avro_fast import zigzag
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 
@@ -50,3 +51,23 @@ def test_a_remembered_long_is_not_reused_for_a_value_that_only_equals_it(base: d
         fastavro.schemaless_writer(reference, fastavro.parse_schema(schema_dict(SENSOR_READING)), candidate)
         assert encoder.encode(candidate) == b"\x00\x00\x00\x00\x07" + reference.getvalue()
     assert encoder.encode(reading) == first
+
+
+def _plain_varint(value: int) -> bytes:
+    """The Avro long encoding as the specification states it, for comparison."""
+    number, out = (value << 1) ^ (value >> 63), bytearray()
+    while number >= 0x80:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    return bytes([*out, number])
+
+
+# Runs of neighbouring values (the remembered high part reused) and jumps between sizes.
+_NEAR = st.integers(-(2**63), 2**63 - 1).flatmap(lambda base: st.lists(st.integers(-(2**22), 2**22).map(
+    lambda delta: min(max(base + delta, -(2**63)), 2**63 - 1)), min_size=1, max_size=10))  # fmt: skip
+
+
+@given(st.lists(_NEAR | st.lists(st.integers(-(2**22), 2**22), max_size=5), min_size=1, max_size=5))
+def test_zigzag_remembering_the_high_part_matches_the_plain_encoding(runs: list[list[int]]) -> None:
+    for value in (value for run in runs for value in run):
+        assert zigzag(value) == _plain_varint(value)

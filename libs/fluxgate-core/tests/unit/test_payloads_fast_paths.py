@@ -1,5 +1,6 @@
 """The shortcuts for what devices mostly send give what the general path gives."""
 
+import json
 import math
 from typing import Any
 
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from fluxgate_core.errors import PayloadError
 from fluxgate_core.limits import DEFAULT_LIMITS
-from fluxgate_core.payloads import JsonFields, Measurement, _from_document, parse_object, parse_time
+from fluxgate_core.payloads import _JSON, JsonFields, Measurement, _from_document, _load_json, parse_object, parse_time
 
 
 def _general_time(raw: int) -> int:
@@ -54,3 +55,23 @@ def _outcome(parse: Any) -> Any:
         return str(exc)
     # NaN != NaN: compare what a reading would carry, with NaN made comparable.
     return [tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in m) for m in measurements]
+
+
+_JSON_TEXTS = st.one_of(
+    st.dictionaries(st.text(max_size=3), _VALUES | st.lists(st.integers(), max_size=2), max_size=4).map(json.dumps),
+    st.text(alphabet='{}[]":,0123 a\\\ufeff', max_size=16),
+    st.sampled_from(['{"a":1,"a":2}', '{"a":1} ', ' {"a":1}', '{"a":1}{"b":2}', '{"a":1}\n', '{"a":[1', "{}"]),
+)
+
+
+@given(_JSON_TEXTS, st.booleans())
+def test_an_object_alone_loads_as_the_whole_decoder_loads_it(text: str, bom: bool) -> None:
+    payload = (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass")
+    assert _loaded(lambda: _load_json(payload)) == _loaded(lambda: _JSON.decode(payload.decode("utf-8-sig")))
+
+
+def _loaded(load: Any) -> Any:
+    try:
+        return ("ok", json.dumps(load(), sort_keys=True))
+    except (PayloadError, ValueError) as exc:  # the decoder alone raises ValueError, _load_json wraps it
+        return ("error", str(exc).removeprefix("payload is not valid JSON: "))

@@ -81,6 +81,8 @@ class MessageConverter:
         self._registering = asyncio.Lock()
         self._register: Register = register or functools.partial(_one_encoder, encoder)
         # Devices publish on the same few topics again and again: each topic is planned once.
+        self._origins: dict[str, Origin] = {}  # of the ingest time below, per MQTT topic
+        self._origins_ms = -1
         self._plans = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(plan_topic, self.routes))
 
     def plan(self, topic: str) -> TopicPlan:
@@ -128,8 +130,7 @@ class MessageConverter:
         if route is None:
             raise NoRoute(f"no routing rule matches MQTT topic {topic[:256]!r}")
         measurements = parse_payload(payload, route.settings.format, route.fields, self.limits)
-        attributes = dict(user_properties) if user_properties else NO_ATTRIBUTES
-        origin = Origin("MQTT", topic, now_ms, plan.device, plan.metric, None, attributes)
+        origin = self._origin(topic, now_ms, plan, user_properties)
         if headers is None:
             headers = plan.headers if not user_properties else message_headers(topic, user_properties)
         target = plan.target
@@ -147,6 +148,18 @@ class MessageConverter:
                 key = record_key(route.key_fields, route.settings.key_delimiter, reading, document)
             records.append(KafkaRecord(target, key, encoder.encode(reading), headers))
         return records
+
+    def _origin(self, topic: str, now_ms: int, plan: TopicPlan, user_properties: Mapping[str, str]) -> Origin:
+        if user_properties:
+            return Origin("MQTT", topic, now_ms, plan.device, plan.metric, None, dict(user_properties))
+        # Without user properties a topic's messages of one batch (one ingest time) share their origin.
+        if now_ms != self._origins_ms:
+            self._origins.clear()
+            self._origins_ms = now_ms
+        origin = self._origins.get(topic)
+        if origin is None:
+            origin = self._origins[topic] = Origin("MQTT", topic, now_ms, plan.device, plan.metric)
+        return origin
 
     def _encoder(self, target: str) -> AvroEncoder:
         """A topic :meth:`prepare` did not see (a caller that does not prepare): registered here."""

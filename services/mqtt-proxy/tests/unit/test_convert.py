@@ -134,3 +134,20 @@ def test_event_time_in_the_far_future_is_an_invalid_reading() -> None:
     payload = json.dumps({"sensorId": "d", "timestamp": NOW + 3 * 86_400_000, "temperature": 1}).encode()
     with pytest.raises(InvalidReading, match="ahead of ingest time"):
         converter().convert("sensors/d/temperature", payload, {}, NOW)
+
+
+def test_messages_of_one_topic_share_an_origin_only_within_one_ingest_time() -> None:
+    convert = converter().convert
+    payload = b'{"sensorId":"Sensor4","timestamp":1700000000123,"temperature":23.6}'
+    topic = "sensors/Sensor4/temperature"
+    records = [
+        convert(topic, payload, {}, NOW),
+        convert(topic, payload, {"fw": "2"}, NOW),  # user properties: its own origin, not the shared one
+        convert(topic, payload, {}, NOW),
+        convert(topic, payload, {}, NOW + 1000),  # the next batch
+        convert("sensors/d5/temperature", payload, {}, NOW + 1000),
+    ]
+    readings = [decode(record.value) for (record,) in records]
+    assert [int(r["ingest_time"].timestamp() * 1000) for r in readings] == [NOW] * 3 + [NOW + 1000] * 2  # type: ignore[attr-defined]
+    assert [r["attributes"] for r in readings] == [{}, {"fw": "2"}, {}, {}, {}]
+    assert [r["source"] for r in readings] == [topic] * 4 + ["sensors/d5/temperature"]
