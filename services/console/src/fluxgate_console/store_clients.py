@@ -19,6 +19,7 @@ from fluxgate_console.settings import (
     ScyllaStoreSettings,
 )
 from fluxgate_console.stores import BlockingStore
+from fluxgate_core.errors import ConfigError
 
 
 def store_askers(settings: ConsoleSettings) -> tuple[list[BlockingStore], list[Callable[[], None]]]:
@@ -57,7 +58,11 @@ def elasticsearch_options(es: ElasticsearchStoreSettings, timeout_s: float) -> d
 
 
 def _es_tls(es: ElasticsearchStoreSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=es.ca_certs)
+    try:
+        context = ssl.create_default_context(cafile=es.ca_certs)
+    except (OSError, ssl.SSLError) as exc:  # read once, at start: a wrong path is a configuration error
+        variable = "FLUXGATE_CONSOLE_ELASTICSEARCH__CA_CERTS"
+        raise ConfigError(f"invalid configuration:\n  elasticsearch.ca_certs [env {variable}]: {exc}") from exc
     if not es.verify_certs:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE

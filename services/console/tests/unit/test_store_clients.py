@@ -19,6 +19,7 @@ from fluxgate_console.app import main
 from fluxgate_console.settings import ConsoleSettings, ScyllaStoreSettings
 from fluxgate_console.store_clients import elasticsearch_options, hazelcast_options, scylla_options
 from fluxgate_console.stores import elasticsearch
+from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 
 INDICES = [{"index": "temperatures-2026.11.25", "docs.count": "3"}]
@@ -82,6 +83,12 @@ def test_elasticsearch_tls_verifies_with_the_given_ca_or_not_at_all(monkeypatch:
     unverified = console_from(monkeypatch, ELASTICSEARCH__VERIFY_CERTS="false").elasticsearch
     context = elasticsearch_options(unverified, 2.0)["verify"]
     assert context.verify_mode == ssl.CERT_NONE and not context.check_hostname
+
+
+def test_a_missing_elasticsearch_ca_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    es = console_from(monkeypatch, ELASTICSEARCH__CA_CERTS="/nowhere/ca.crt").elasticsearch
+    with pytest.raises(ConfigError, match=r"\[env FLUXGATE_CONSOLE_ELASTICSEARCH__CA_CERTS\]: \[Errno 2\]"):
+        elasticsearch_options(es, 2.0)
 
 
 def test_scylla_tls_and_credentials_reach_the_cluster_options(monkeypatch: pytest.MonkeyPatch) -> None:
