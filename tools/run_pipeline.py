@@ -409,8 +409,8 @@ def start_console(pipeline: Pipeline, port: int, names: Names = Names(), stores:
 def console_stores(names: Names, shown: bool) -> dict[str, str]:
     """The console's store settings: the persisters' targets under ``names``, on the local stack."""
     if not shown:
-        return {"ELASTICSEARCH_URL": "", "SCYLLA__CONTACT_POINTS": "[]", "HAZELCAST__MEMBERS": "[]"}
-    return {"ELASTICSEARCH_ALIAS": names.es_alias, "SCYLLA__TABLE": names.scylla_table,
+        return {"ELASTICSEARCH__HOSTS": "[]", "SCYLLA__CONTACT_POINTS": "[]", "HAZELCAST__MEMBERS": "[]"}
+    return {"ELASTICSEARCH__ALIAS": names.es_alias, "SCYLLA__TABLE": names.scylla_table,
             "HAZELCAST__KCQL": names.hazelcast_kcql}  # fmt: skip
 
 

@@ -19,10 +19,13 @@ import yaml
 from charts import SERVICES, UMBRELLA, ChartError, lint, render
 from fluxgate_testing import specs
 from fluxgate_testing.k8s import Pod, pods, spark_driver
+from pydantic import SecretStr
 
+from fluxgate_core.store_access import ElasticsearchAccess, HazelcastAccess, ScyllaAccess
 from fluxgate_sink.kcql import parse
 
 ROOT = Path(__file__).resolve().parents[2]
+TLS_FILES = {"ca_certs", "tls_ca_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile"}
 KUBERNETES = "1.37.0"  # the newest schemas kubernetes-validate ships
 EXAMPLES = sorted((ROOT / "deploy/charts/fluxgate/examples").glob("*.yaml"))
 EVERYTHING_ON: dict[str, Any] = {
@@ -46,7 +49,34 @@ CASES: dict[str, tuple[str, list[Any]]] = {
     "umbrella-everything-on": (UMBRELLA, ["<dev>", EVERYTHING_ON]),
     "umbrella-checkpoint-url": (UMBRELLA, ["<dev>", SPARK_ON_OBJECT_STORE]),
 }
-SECRETS = {("fluxgate-secrets", "kafka-sasl-password"): "s3cret", ("fluxgate-es-elastic-user", "elastic"): "s3cret"}
+# Stores behind TLS and credentials, each Secret given its own way (ECK's example for Elasticsearch):
+# a persister's existingSecret, a {secret, key}, the global Secret; certificates on volumes.
+STORES_TLS: dict[str, Any] = {
+    "scylla-persister": {
+        "config": {"FLUXGATE_SCYLLA_SCYLLA__USERNAME": "fluxgate",
+                   "FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE": "/etc/fluxgate/scylla-ca/ca.crt",
+                   "FLUXGATE_SCYLLA_SCYLLA__TLS_CHECK_HOSTNAME": "false"},
+        "secrets": {"existingSecret": "scylla-auth"},
+        "extraVolumes": [{"name": "ca", "secret": {"secretName": "scylla-ca"}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/fluxgate/scylla-ca", "readOnly": True}],
+    },
+    "hazelcast-persister": {
+        "config": {"FLUXGATE_HZ_HAZELCAST__USERNAME": "fluxgate", "FLUXGATE_HZ_HAZELCAST__SSL_ENABLED": "true",
+                   "FLUXGATE_HZ_HAZELCAST__SSL_CAFILE": "/etc/fluxgate/hz-tls/ca.crt",
+                   "FLUXGATE_HZ_HAZELCAST__SSL_CERTFILE": "/etc/fluxgate/hz-tls/tls.crt",
+                   "FLUXGATE_HZ_HAZELCAST__SSL_KEYFILE": "/etc/fluxgate/hz-tls/tls.key"},
+        "secrets": {"keys": {"FLUXGATE_HZ_HAZELCAST__PASSWORD": "hz-password",  # a key of the global Secret
+                             "FLUXGATE_HZ_HAZELCAST__SSL_PASSWORD": {"secret": "hz-client-key", "key": "passphrase"}}},
+        "extraVolumes": [{"name": "ca", "secret": {"secretName": "hz-client-tls"}}, {"name": "spare", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/fluxgate/hz-tls", "readOnly": True},
+                              {"name": "spare", "mountPath": "/var/spare"}],
+    },
+}  # fmt: skip
+ECK = ROOT / "deploy/charts/fluxgate/examples/eck.yaml"
+CASES["umbrella-stores-tls"] = (UMBRELLA, ["<dev>", ECK, STORES_TLS, {"global": EVERYTHING_ON["global"]}])
+SECRETS = {("fluxgate-secrets", "kafka-sasl-password"): "s3cret", ("fluxgate-es-elastic-user", "elastic"): "s3cret",
+           ("scylla-auth", "scylla-password"): "scylla-pw", ("fluxgate-secrets", "hz-password"): "hz-pw",
+           ("hz-client-key", "passphrase"): "key-pw"}  # fmt: skip
 
 
 def values_of(charts: Path, values: list[Any]) -> list[Any]:
@@ -348,7 +378,7 @@ def test_umbrella_console_watches_every_enabled_service_at_its_service(
         assert {served_at(objects, url) for url in service.urls} == {(name, ports[name])}, service.urls
     assert len(watched["mqtt-proxy"].urls) == (2 if spark else 1)
     assert watched["es-persister"].group == "fluxgate-es-persister" and watched["es-persister"].store == "elasticsearch"
-    assert settings.elasticsearch_url == "http://elasticsearch:9200"
+    assert settings.elasticsearch.hosts == ["http://elasticsearch:9200"]
     assert settings.scylla.contact_points == ["scylla"] and settings.hazelcast.members == ["hazelcast:5701"]
 
 
@@ -385,7 +415,7 @@ def test_umbrella_console_leaves_out_what_is_disabled_and_keeps_what_is_set(
     groups = {service.name: service.group for service in settings.services}
     assert groups == {"coap-ingest": None, "aggregator": "fluxgate-aggregator", "device-status": "status-2",
                       "scylla-persister": "fluxgate-scylla-persister"}  # fmt: skip
-    assert not settings.elasticsearch_url, "es-persister left out: Elasticsearch not shown"
+    assert settings.elasticsearch.hosts == [], "es-persister left out: Elasticsearch not shown"
     assert settings.hazelcast.members == ["hz:5701"], "console.config wins over what the umbrella fills in"
     none = render(built_charts / UMBRELLA, values=[{"console": {"enabled": False}}])
     assert not [o for o in none if o["metadata"]["name"].endswith("-console")]
@@ -402,3 +432,46 @@ def test_console_serves_its_page_on_the_port_its_settings_open(
     assert {**web, "containerPort": settings.web.port} in pod.container["ports"]
     assert {**web, "port": settings.web.port, "targetPort": "web"} in service["spec"]["ports"]
     assert settings.services == [], "alone, the chart watches nothing rather than its own pod's 127.0.0.1"
+
+
+def revealed(value: Any) -> Any:
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+def mounted_volume(pod: Pod, path: str) -> dict[str, Any]:
+    """The volume (its source, whatever its name) the pod has mounted where ``path`` is."""
+    [mount] = [m for m in pod.container.get("volumeMounts", []) if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    [volume] = [v for v in pod.workload["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    return {key: value for key, value in volume.items() if key != "name"}
+
+
+@pytest.mark.parametrize(
+    ("persister", "console_group", "access"),
+    [("es-persister", "elasticsearch", ElasticsearchAccess), ("scylla-persister", "scylla", ScyllaAccess),
+     ("hazelcast-persister", "hazelcast", HazelcastAccess)],
+)  # fmt: skip
+def test_umbrella_console_reaches_each_store_with_its_persisters_tls_and_credentials(
+    persister: str,
+    console_group: str,
+    access: type[Any],
+    rendered: dict[str, list[dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every TLS and credential setting of the console's store is its persister's, passwords
+    from the persister's Secret key, and each certificate file is on the same volume source."""
+    objects = rendered["umbrella-stores-tls"]
+    [pod] = [p for p in pods(objects) if p.workload["metadata"]["name"] == f"fluxgate-{persister}"]
+    env = pod.env(objects, SECRETS)
+    theirs = getattr(specs.load_with_env(settings_of(pod, env), env, monkeypatch), console_group)
+    [console] = [p for p in pods(objects) if p.argv == ["fluxgate-console"]]
+    ours = getattr(console_settings(objects, monkeypatch), console_group)
+    for field in access.model_fields:
+        mine, given = (revealed(getattr(group, field)) for group in (ours, theirs))
+        assert mine == given, f"{console_group}.{field}: {mine!r}, the persister's {given!r}"
+    assert ours.model_fields_set & {"username", "password"} or ours.api_key, f"{console_group}: credentials set"
+    files = [path for name in access.model_fields if name in TLS_FILES and (path := getattr(ours, name))]
+    assert files, f"{console_group}: a TLS file set"
+    for path in files:
+        assert mounted_volume(console, path) == mounted_volume(pod, path), path
+    console_volumes = {v["name"] for v in console.workload["spec"]["template"]["spec"]["volumes"]}
+    assert "hazelcast-persister-spare" not in console_volumes, "a volume holding no store file is not carried"

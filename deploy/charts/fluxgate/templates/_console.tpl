@@ -45,9 +45,41 @@ a StatefulSet KEDA scales) the Service, which answers from one pod per ask.
 {{- end -}}
 
 {{/*
+What the console takes over from each persister, reaching its store as the persister does:
+the settings under prefix (the console's own under to, the same field names: one group in
+fluxgate_core.store_access), the files among them (their volumes mounted on the console
+too), the secret ones (read from the persister's Secret key), and what the console reads
+as "not shown" when the persister is left out.
+*/}}
+{{- define "fluxgate.umbrella.storeSettings" -}}
+es-persister:
+  prefix: FLUXGATE_ES_ELASTICSEARCH__
+  to: ELASTICSEARCH__
+  copied: [HOSTS, USERNAME, CA_CERTS, VERIFY_CERTS]
+  files: [CA_CERTS]
+  secrets: [API_KEY, PASSWORD]
+  absent: {HOSTS: []}
+scylla-persister:
+  prefix: FLUXGATE_SCYLLA_SCYLLA__
+  to: SCYLLA__
+  copied: [CONTACT_POINTS, PORT, LOCAL_DATACENTER, USERNAME, TLS, TLS_CA_FILE, TLS_CHECK_HOSTNAME]
+  files: [TLS_CA_FILE]
+  secrets: [PASSWORD]
+  absent: {CONTACT_POINTS: []}
+hazelcast-persister:
+  prefix: FLUXGATE_HZ_HAZELCAST__
+  to: HAZELCAST__
+  copied: [MEMBERS, CLUSTER_NAME, USERNAME, SSL_ENABLED, SSL_CAFILE, SSL_CERTFILE, SSL_KEYFILE]
+  files: [SSL_CAFILE, SSL_CERTFILE, SSL_KEYFILE]
+  secrets: [PASSWORD, SSL_PASSWORD]
+  absent: {MEMBERS: []}
+  extra: {FLUXGATE_HZ_SINK__KCQL: HAZELCAST__KCQL}
+{{- end -}}
+
+{{/*
 The console's settings from the other enabled charts: FLUXGATE_CONSOLE_SERVICES, and each
 store its persister writes, reached as that persister reaches it (a persister left out:
-its store not shown). Store passwords come from the same Secret keys as the persisters'.
+its store not shown). Its secrets and certificate volumes: fluxgate.umbrella.consoleStoreAccess.
 */}}
 {{- define "fluxgate.umbrella.consoleConfig" -}}
 {{- $p := "FLUXGATE_CONSOLE_" -}}
@@ -65,28 +97,59 @@ its store not shown). Store passwords come from the same Secret keys as the pers
 {{- end -}}
 {{- end -}}
 {{- $_ := set $config (printf "%sSERVICES" $p) $services -}}
-{{- $copied := dict
-  "es-persister" (dict "FLUXGATE_ES_ELASTICSEARCH__HOSTS" "ELASTICSEARCH__HOSTS")
-  "scylla-persister" (dict "FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS" "SCYLLA__CONTACT_POINTS" "FLUXGATE_SCYLLA_SCYLLA__PORT" "SCYLLA__PORT"
-                           "FLUXGATE_SCYLLA_SCYLLA__LOCAL_DATACENTER" "SCYLLA__LOCAL_DATACENTER" "FLUXGATE_SCYLLA_SCYLLA__USERNAME" "SCYLLA__USERNAME")
-  "hazelcast-persister" (dict "FLUXGATE_HZ_HAZELCAST__MEMBERS" "HAZELCAST__MEMBERS" "FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME" "HAZELCAST__CLUSTER_NAME"
-                              "FLUXGATE_HZ_HAZELCAST__USERNAME" "HAZELCAST__USERNAME" "FLUXGATE_HZ_SINK__KCQL" "HAZELCAST__KCQL") -}}
-{{- /* A store whose persister is left out: empty, which the console reads as "not shown". */ -}}
-{{- $absent := dict "es-persister" (dict "ELASTICSEARCH_URL" "") "scylla-persister" (dict "SCYLLA__CONTACT_POINTS" list)
-  "hazelcast-persister" (dict "HAZELCAST__MEMBERS" list) -}}
-{{- range $name, $settings := $copied -}}
+{{- range $name, $store := include "fluxgate.umbrella.storeSettings" . | fromYaml -}}
 {{- $chart := index $.Subcharts $name -}}
-{{- range $to, $value := ternary (dict) (index $absent $name) (not (empty $chart)) -}}
-{{- $_ := set $config (printf "%s%s" $p $to) $value -}}
+{{- if not $chart -}}
+{{- range $field, $value := $store.absent }}{{ $_ := set $config (printf "%s%s%s" $p $store.to $field) $value }}{{ end -}}
+{{- else -}}
+{{- $copied := $store.extra | default dict -}}
+{{- range $field := $store.copied }}{{ $_ := set $copied (printf "%s%s" $store.prefix $field) (printf "%s%s" $store.to $field) }}{{ end -}}
+{{- range $from, $to := $copied -}}
+{{- if hasKey $chart.Values.config $from }}{{ $_ := set $config (printf "%s%s" $p $to) (index $chart.Values.config $from) }}{{ end -}}
 {{- end -}}
-{{- range $from, $to := $settings -}}
-{{- if and $chart (hasKey $chart.Values.config $from) }}{{ $_ := set $config (printf "%s%s" $p $to) (index $chart.Values.config $from) }}{{ end -}}
 {{- end -}}
-{{- end -}}
-{{- /* The console asks one Elasticsearch URL: the persister's first node. */ -}}
-{{- with pluck (printf "%sELASTICSEARCH__HOSTS" $p) $config | first -}}
-{{- $_ := set $config (printf "%sELASTICSEARCH_URL" $p) (include "fluxgate.umbrella.listSetting" . | fromJsonArray | first) -}}
-{{- $_ := unset $config (printf "%sELASTICSEARCH__HOSTS" $p) -}}
 {{- end -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/*
+The rest of what the console needs to reach each store as its persister does:
+secrets: the console's secret settings, each read from the Secret and key the persister's
+  is read from (its {secret, key}, or its key in its existingSecret, else the global one);
+volumes, mounts: the persister's extraVolumes mounted where its TLS files are (the
+  console's settings name the same paths), renamed <persister>-<name> to stay apart.
+*/}}
+{{- define "fluxgate.umbrella.consoleStoreAccess" -}}
+{{- $secrets := dict -}}
+{{- $volumes := dict -}}
+{{- $mounts := list -}}
+{{- range $name, $store := include "fluxgate.umbrella.storeSettings" . | fromYaml -}}
+{{- with index $.Subcharts $name -}}
+{{- $v := .Values -}}
+{{- $secret := $v.secrets.existingSecret | default ($v.global | default dict).existingSecret -}}
+{{- range $field := $store.secrets -}}
+{{- $ref := index $v.secrets.keys (printf "%s%s" $store.prefix $field) -}}
+{{- $to := printf "FLUXGATE_CONSOLE_%s%s" $store.to $field -}}
+{{- if kindIs "map" $ref }}{{ $_ := set $secrets $to $ref }}
+{{- else if and $ref $secret }}{{ $_ := set $secrets $to (dict "secret" $secret "key" $ref) }}{{ end -}}
+{{- end -}}
+{{- $files := list -}}
+{{- range $field := $store.files }}{{ with index $v.config (printf "%s%s" $store.prefix $field) }}{{ $files = append $files . }}{{ end }}{{ end -}}
+{{- range $mount := $v.extraVolumeMounts | default list -}}
+{{- $dir := printf "%s/" (trimSuffix "/" $mount.mountPath) -}}
+{{- $holds := false -}}
+{{- range $file := $files }}{{ if or (eq $file $mount.mountPath) (hasPrefix $dir $file) }}{{ $holds = true }}{{ end }}{{ end -}}
+{{- if $holds -}}
+{{- $renamed := printf "%s-%s" $name $mount.name -}}
+{{- $mounts = append $mounts (merge (dict "name" $renamed) (omit $mount "name")) -}}
+{{- range $volume := $v.extraVolumes | default list -}}
+{{- if eq $volume.name $mount.name }}{{ $_ := set $volumes $renamed (merge (dict "name" $renamed) (omit $volume "name")) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $listed := list -}}
+{{- range $renamed := keys $volumes | sortAlpha }}{{ $listed = append $listed (index $volumes $renamed) }}{{ end -}}
+{{- toYaml (dict "secrets" $secrets "volumes" $listed "mounts" $mounts) -}}
 {{- end -}}

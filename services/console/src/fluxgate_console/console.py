@@ -18,7 +18,7 @@ from fluxgate_console.kafka_state import KafkaAnswers, KafkaState, kafka_state
 from fluxgate_console.reader import DeadLetterReader
 from fluxgate_console.scrape import History, InstanceState, scrape_all
 from fluxgate_console.settings import ConsoleSettings
-from fluxgate_console.store_clients import store_askers
+from fluxgate_console.store_clients import elasticsearch_options, store_askers
 from fluxgate_console.stores import StoreView, elasticsearch
 from fluxgate_console.view import ServiceView, record_history, service_views
 
@@ -52,12 +52,15 @@ class Console:
         book: DeadLetterBook,
         reader: DeadLetterReader | None = None,
         client: httpx.AsyncClient | None = None,
+        es_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.settings = settings
         self.book = book
         self.reader = reader
         self._kafka = kafka
         self._client = client or httpx.AsyncClient(timeout=settings.request_timeout_s)
+        es = settings.elasticsearch
+        self._es = es_client or httpx.AsyncClient(**elasticsearch_options(es, settings.request_timeout_s))
         self._history = History(settings.rate_window_s)
         self._askers, self._closers = store_askers(settings)
         self.snapshot = Snapshot(time.time(), service_views(settings.services, {}, Snapshot(0).kafka, self._history))
@@ -97,9 +100,9 @@ class Console:
 
     async def _stores(self) -> list[StoreView]:
         asked = [asker.view() for asker in self._askers]
-        if self.settings.elasticsearch_url:
-            url, alias = self.settings.elasticsearch_url, self.settings.elasticsearch_alias
-            asked.insert(0, elasticsearch(self._client, url, alias))
+        es = self.settings.elasticsearch
+        if es.hosts:
+            asked.insert(0, elasticsearch(self._es, es.hosts, es.alias))
         return list(await asyncio.gather(*asked))
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -118,6 +121,7 @@ class Console:
 
     async def close(self) -> None:
         await self._client.aclose()
+        await self._es.aclose()
         for close in self._closers:
             await asyncio.to_thread(close)
 

@@ -3,13 +3,15 @@
 The services it watches are a list (``FLUXGATE_CONSOLE_SERVICES``, JSON): a name, the base
 URL of each instance, its role and the topics and consumer group that place it in the flow.
 The defaults are the local stack's (`make run`): every service on its default port.
+Each store's TLS and credentials (``ELASTICSEARCH__*``, ``SCYLLA__*``, ``HAZELCAST__*``) are
+its persister's own settings, same names and meanings (``fluxgate_core.store_access``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, Field, SecretStr
 from pydantic_settings import BaseSettings
 
 from fluxgate_console.hazelcast_store import checked_kcql
@@ -23,6 +25,7 @@ from fluxgate_core.settings import (
     group,
     service_config,
 )
+from fluxgate_core.store_access import ElasticsearchAccess, HazelcastAccess, ScyllaAccess
 
 SERVICE = "console"
 ENV_PREFIX = "FLUXGATE_CONSOLE_"
@@ -120,20 +123,17 @@ class ReplaySettings(Group):
     max_records: int = Field(1000, ge=1, description="dead letters one replay may send")
 
 
-class Credentials(Group):
-    """A user name and password that go together (a store's)."""
+class ElasticsearchStoreSettings(ElasticsearchAccess):
+    """Elasticsearch, asked directly: the es-persister's daily indices behind their alias."""
 
-    username: str | None = Field(None, description="the store's user; needs password")
-    password: SecretStr | None = Field(None, description="password of username")
-
-    @model_validator(mode="after")
-    def _go_together(self) -> Credentials:
-        if bool(self.username) != bool(self.password):
-            raise ValueError("username and password go together")
-        return self
+    hosts: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:9200"],
+        description="JSON list of node URLs, asked in order until one answers; empty = not shown",
+    )
+    alias: str = Field("temperatures", min_length=1, description="the alias over the daily indices")
 
 
-class ScyllaStoreSettings(Credentials):
+class ScyllaStoreSettings(ScyllaAccess):
     """Scylla or Cassandra, asked directly: the scylla-persister's table (its default KCQL's)."""
 
     contact_points: list[str] = Field(
@@ -152,7 +152,7 @@ class ScyllaStoreSettings(Credentials):
     )
 
 
-class HazelcastStoreSettings(Credentials):
+class HazelcastStoreSettings(HazelcastAccess):
     """Hazelcast, asked directly: the structures the hazelcast-persister's KCQL writes."""
 
     members: list[str] = Field(
@@ -184,10 +184,7 @@ class ConsoleSettings(BaseSettings):
     refresh_s: float = Field(5.0, gt=0, description="how often services, Kafka and stores are asked")
     request_timeout_s: float = Field(2.0, gt=0, description="a service or Kafka slower than this counts as down")
     rate_window_s: float = Field(60.0, gt=0, description="records/s are averaged over this long")
-    elasticsearch_url: str | None = Field(
-        "http://127.0.0.1:9200", description="Elasticsearch to count documents in; empty = not shown"
-    )
-    elasticsearch_alias: str = Field("temperatures", min_length=1, description="the alias over the daily indices")
+    elasticsearch: ElasticsearchStoreSettings = group(ElasticsearchStoreSettings)
     scylla: ScyllaStoreSettings = group(ScyllaStoreSettings)
     hazelcast: HazelcastStoreSettings = group(HazelcastStoreSettings)
 

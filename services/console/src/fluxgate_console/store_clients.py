@@ -1,15 +1,25 @@
-"""The stores the console asks through blocking clients (Scylla, Hazelcast), built from its
-settings: each an asker bounded in time, and what closes its client."""
+"""The stores' clients, built from the console's settings with each store's TLS and
+credentials: Elasticsearch's HTTP client, and the stores asked through blocking clients
+(Scylla, Hazelcast), each an asker bounded in time, and what closes its client."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from fluxgate_console.hazelcast_store import ClientAnswers, hazelcast_view, structures
 from fluxgate_console.scylla_store import CassandraAnswers, scylla_view
-from fluxgate_console.settings import ConsoleSettings, HazelcastStoreSettings, ScyllaStoreSettings
+from fluxgate_console.settings import (
+    ConsoleSettings,
+    ElasticsearchStoreSettings,
+    HazelcastStoreSettings,
+    ScyllaStoreSettings,
+)
 from fluxgate_console.stores import BlockingStore
+from fluxgate_core.errors import ConfigError
 
 
 def store_askers(settings: ConsoleSettings) -> tuple[list[BlockingStore], list[Callable[[], None]]]:
@@ -22,20 +32,45 @@ def store_askers(settings: ConsoleSettings) -> tuple[list[BlockingStore], list[C
     if settings.scylla.contact_points:
         scylla = settings.scylla
         cassandra = CassandraAnswers(
-            scylla.contact_points, scylla.port, scylla.table, timeout, **_scylla_options(scylla)
+            scylla.contact_points, scylla.port, scylla.table, timeout, **scylla_options(scylla)
         )
         ask = lambda: scylla_view(cassandra, scylla.table, scylla.days, scylla.max_partition_keys)  # noqa: E731
         askers.append(BlockingStore("scylla", ask, timeout * 4))
         closers.append(cassandra.close)
     if settings.hazelcast.members:
         targets = structures(settings.hazelcast.kcql)
-        client = ClientAnswers(_hazelcast_options(settings.hazelcast, timeout))
+        client = ClientAnswers(hazelcast_options(settings.hazelcast, timeout))
         askers.append(BlockingStore("hazelcast", lambda: hazelcast_view(client, targets), timeout * 4))
         closers.append(client.close)
     return askers, closers
 
 
-def _scylla_options(scylla: ScyllaStoreSettings) -> dict[str, Any]:
+def elasticsearch_options(es: ElasticsearchStoreSettings, timeout_s: float) -> dict[str, Any]:
+    """Keyword arguments of the ``httpx.AsyncClient`` that asks Elasticsearch alone (apart from
+    the one that scrapes the services, which must not send the store's credentials): its CA,
+    or none verified, and its API key or basic auth, as the es-persister sends them."""
+    options: dict[str, Any] = {"timeout": timeout_s, "verify": _es_tls(es)}
+    if es.api_key is not None:
+        options["headers"] = {"Authorization": f"ApiKey {es.api_key.get_secret_value()}"}
+    elif es.username and es.password:
+        options["auth"] = httpx.BasicAuth(es.username, es.password.get_secret_value())
+    return options
+
+
+def _es_tls(es: ElasticsearchStoreSettings) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=es.ca_certs)
+    except (OSError, ssl.SSLError) as exc:  # read once, at start: a wrong path is a configuration error
+        variable = "FLUXGATE_CONSOLE_ELASTICSEARCH__CA_CERTS"
+        raise ConfigError(f"invalid configuration:\n  elasticsearch.ca_certs [env {variable}]: {exc}") from exc
+    if not es.verify_certs:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def scylla_options(scylla: ScyllaStoreSettings) -> dict[str, Any]:
+    """``Cluster`` keyword arguments beyond the contact points: credentials, datacenter, TLS."""
     options: dict[str, Any] = {}
     if scylla.username and scylla.password:
         from cassandra.auth import PlainTextAuthProvider
@@ -45,17 +80,17 @@ def _scylla_options(scylla: ScyllaStoreSettings) -> dict[str, Any]:
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
         options["load_balancing_policy"] = TokenAwarePolicy(DCAwareRoundRobinPolicy(scylla.local_datacenter))
+    if (context := scylla.tls_context()) is not None:
+        options["ssl_context"] = context
     return options
 
 
-def _hazelcast_options(hazelcast: HazelcastStoreSettings, timeout_s: float) -> dict[str, Any]:
-    options: dict[str, Any] = {
+def hazelcast_options(hazelcast: HazelcastStoreSettings, timeout_s: float) -> dict[str, Any]:
+    """``HazelcastClient`` keyword arguments: members, cluster, timeouts, credentials, TLS."""
+    return {
         "cluster_members": hazelcast.members,
         "cluster_name": hazelcast.cluster_name,
         "cluster_connect_timeout": timeout_s,
         "invocation_timeout": timeout_s,
+        **hazelcast.access_options(),
     }
-    if hazelcast.username and hazelcast.password:
-        options["creds_username"] = hazelcast.username
-        options["creds_password"] = hazelcast.password.get_secret_value()
-    return options

@@ -95,18 +95,18 @@ class BlockingStore:
             return failed(self.name, at, exc)
 
 
-async def elasticsearch(client: httpx.AsyncClient, url: str, alias: str) -> StoreView:
-    """Documents per index behind ``alias`` and the newest aggregate (by ``window_start``)."""
+async def elasticsearch(client: httpx.AsyncClient, hosts: list[str], alias: str) -> StoreView:
+    """Documents per index behind ``alias`` and the newest aggregate (by ``window_start``),
+    from the first of ``hosts`` that answers."""
     at = time.time()
-    base = url.rstrip("/")
     try:
-        indices = await client.get(f"{base}/_cat/indices/{alias}", params={"format": "json", "h": "index,docs.count"})
+        indices = await _es_get(client, hosts, f"_cat/indices/{alias}", {"format": "json", "h": "index,docs.count"})
         if indices.status_code == 404:
             return StoreView("elasticsearch", at, error=f"no index behind {alias} yet")
         indices.raise_for_status()
         rows = indices.json()
         holds = sorted((Held(str(r["index"]), int(r.get("docs.count") or 0)) for r in rows), key=lambda h: h.name)
-        found = await client.get(f"{base}/{alias}/_search", params={"size": 1, "sort": "window_start:desc"})
+        found = await _es_get(client, hosts, f"{alias}/_search", {"size": 1, "sort": "window_start:desc"})
         found.raise_for_status()
         hits = found.json().get("hits", {}).get("hits", [])
         newest = plain(hits[0]["_source"]) if hits else None
@@ -114,3 +114,14 @@ async def elasticsearch(client: httpx.AsyncClient, url: str, alias: str) -> Stor
         return failed("elasticsearch", at, exc)
     meaning = f"documents per index behind {alias}; newest by window_start"
     return StoreView("elasticsearch", at, holds, newest, meaning=meaning)
+
+
+async def _es_get(client: httpx.AsyncClient, hosts: list[str], path: str, params: dict[str, Any]) -> httpx.Response:
+    """GET ``path`` from each host in turn until one is reached (the persister's nodes are
+    one cluster: any answers for all); the last host's transport error when none is."""
+    for host in hosts[:-1]:
+        try:
+            return await client.get(f"{host.rstrip('/')}/{path}", params=params)
+        except httpx.TransportError:
+            continue
+    return await client.get(f"{hosts[-1].rstrip('/')}/{path}", params=params)

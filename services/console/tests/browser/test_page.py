@@ -89,7 +89,7 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
             "FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": json.dumps([dead]),
             "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": unique_topic("console.replays", stack.bootstrap, partitions=1),
             "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-browser-{uuid.uuid4().hex[:8]}",
-            "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_ELASTICSEARCH_URL": "",
+            "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_ELASTICSEARCH__HOSTS": "[]",
             "FLUXGATE_CONSOLE_SCYLLA__CONTACT_POINTS": "[]", "FLUXGATE_CONSOLE_HAZELCAST__MEMBERS": "[]",
         },
         health_port=health, log_path=tmp_path / "console.log", isolate_prefix="FLUXGATE_CONSOLE_",

@@ -32,7 +32,7 @@ def console(stack: Any, tmp_path: Path) -> Iterator[Callable[..., Console]]:
             "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": audit,
             "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-test-{uuid.uuid4().hex[:8]}",
             "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_RATE_WINDOW_S": "10",
-            "FLUXGATE_CONSOLE_ELASTICSEARCH_URL": "",
+            "FLUXGATE_CONSOLE_ELASTICSEARCH__HOSTS": "[]",
             "FLUXGATE_CONSOLE_SCYLLA__CONTACT_POINTS": "[]", "FLUXGATE_CONSOLE_HAZELCAST__MEMBERS": "[]",
             **{f"FLUXGATE_CONSOLE_{name}": value for name, value in stores.items()},
         }  # fmt: skip

@@ -52,6 +52,4 @@ def kafka() -> RecordedKafka:
 
 @pytest.fixture
 def settings() -> ConsoleSettings:
-    return ConsoleSettings.model_validate(
-        {"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"}, "elasticsearch_url": None, **NO_STORES}
-    )
+    return ConsoleSettings.model_validate({"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"}, **NO_STORES})

@@ -144,14 +144,14 @@ async def test_a_store_that_raises_is_that_stores_error() -> None:
 async def test_elasticsearch_answering_garbage_is_its_error() -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>proxy login</html>"))
     async with httpx.AsyncClient(transport=transport) as client:
-        view = await elasticsearch(client, "http://es:9200", "temperatures")
+        view = await elasticsearch(client, ["http://es:9200"], "temperatures")
     assert view.error is not None and view.error.startswith("JSONDecodeError")
 
 
 @pytest.fixture
 def console(kafka: RecordedKafka, services: Services) -> Console:
     settings = ConsoleSettings.model_validate({"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"},
-                                               "elasticsearch_url": None, **NO_STORES})  # fmt: skip
+                                               **NO_STORES})  # fmt: skip
     console = Console(settings, kafka, DeadLetterBook(settings.deadletters), client=services.client())
     rows = [row("d1", TODAY, m) for m in range(5)]
 

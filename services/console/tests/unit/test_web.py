@@ -56,7 +56,6 @@ def secured() -> ConsoleSettings:
         {
             "page_auth": {"mode": "basic", "username": "ops", "password": "page-secret"},
             "replay_auth": {"mode": "bearer", "token": "replay-token"},
-            "elasticsearch_url": None,
             **NO_STORES,
         }
     )

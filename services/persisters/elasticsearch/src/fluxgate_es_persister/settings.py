@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import (
@@ -20,6 +20,7 @@ from fluxgate_core.settings import (
     group,
     service_config,
 )
+from fluxgate_core.store_access import ElasticsearchAccess
 from fluxgate_sink.settings import SinkSettings
 
 SERVICE = "es-persister"
@@ -41,29 +42,16 @@ class EsSinkSettings(SinkSettings):
     )
 
 
-class ConnectionSettings(Group):
+class ConnectionSettings(ElasticsearchAccess):
     """How to reach Elasticsearch: hosts, TLS, and either an API key or basic auth."""
 
     hosts: list[str] = Field(
         default_factory=lambda: ["http://127.0.0.1:9200"], min_length=1, description="JSON list of node URLs"
     )
-    api_key: SecretStr | None = Field(None, description="API key (the base64 'id:key' form); excludes username")
-    username: str | None = Field(None, description="basic auth user; needs password")
-    password: SecretStr | None = Field(None, description="basic auth password")
-    ca_certs: str | None = Field(None, description="CA bundle to verify https nodes (default: system CAs)")
-    verify_certs: bool = Field(True, description="false skips certificate verification (tests only)")
     request_timeout: float = Field(30.0, gt=0, description="seconds before a request counts as failed")
     bulk_max_actions: int = Field(1000, ge=1, le=100_000, description="documents per bulk request")
     number_of_shards: int = Field(1, ge=1, le=1024, description="primary shards of each daily index")
     number_of_replicas: int = Field(0, ge=0, le=16, description="replicas of each daily index (0 on one node)")
-
-    @model_validator(mode="after")
-    def _one_way_to_authenticate(self) -> ConnectionSettings:
-        if self.api_key is not None and (self.username or self.password):
-            raise ValueError("api_key and username/password are exclusive: set one way to authenticate")
-        if bool(self.username) != bool(self.password):
-            raise ValueError("username and password go together")
-        return self
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments of ``AsyncElasticsearch``."""

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import (
-    Group,
     HttpSettings,
     KafkaSettings,
     LogSettings,
@@ -16,6 +15,7 @@ from fluxgate_core.settings import (
     group,
     service_config,
 )
+from fluxgate_core.store_access import HazelcastAccess
 from fluxgate_hazelcast_persister.structures import check_statements
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.kcql import parse
@@ -47,20 +47,13 @@ class HzSinkSettings(SinkSettings):
         return text
 
 
-class ConnectionSettings(Group):
+class ConnectionSettings(HazelcastAccess):
     """How to reach the Hazelcast cluster: members, cluster name, credentials, TLS, timeouts."""
 
     members: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:5701"], min_length=1, description="JSON list of member host:port"
     )
     cluster_name: str = Field("fluxgate", min_length=1, description="the cluster name of the local stack and compose")
-    username: str | None = Field(None, description="credentials (Enterprise security); needs password")
-    password: SecretStr | None = Field(None, description="password of username")
-    ssl_enabled: bool = Field(False, description="TLS to the members (Enterprise)")
-    ssl_cafile: str | None = Field(None, description="CA bundle to verify the members (default: system CAs)")
-    ssl_certfile: str | None = Field(None, description="client certificate, for mutual TLS")
-    ssl_keyfile: str | None = Field(None, description="the client certificate's private key")
-    ssl_password: SecretStr | None = Field(None, description="password of ssl_keyfile")
     connect_timeout_s: float = Field(
         30.0, gt=0, description="how long the first connection (and a reconnection) may take before giving up"
     )
@@ -75,9 +68,7 @@ class ConnectionSettings(Group):
     )
 
     @model_validator(mode="after")
-    def _credentials_pair(self) -> ConnectionSettings:
-        if bool(self.username) != bool(self.password):
-            raise ValueError("username and password go together")
+    def _timeouts_fit(self) -> ConnectionSettings:
         if self.queue_offer_timeout_ms / 1000 >= self.invocation_timeout_s:
             raise ValueError("queue_offer_timeout_ms must be shorter than invocation_timeout_s")
         return self
@@ -93,16 +84,7 @@ class ConnectionSettings(Group):
             # decides, knowing what the offset record says was written.
             "redo_operation": False,
         }
-        if self.username and self.password:
-            options["creds_username"] = self.username
-            options["creds_password"] = self.password.get_secret_value()
-        if self.ssl_enabled:
-            options["ssl_enabled"] = True
-            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-                if value := getattr(self, name):
-                    options[name] = value
-            if self.ssl_password is not None:
-                options["ssl_password"] = self.ssl_password.get_secret_value()
+        options.update(self.access_options())
         return options
 
 

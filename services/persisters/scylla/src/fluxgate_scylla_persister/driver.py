@@ -8,7 +8,6 @@ with a message that says what to do, instead of depending on ``asyncore``.
 
 from __future__ import annotations
 
-import ssl
 from typing import Any
 
 from fluxgate_core.errors import ConfigError
@@ -85,15 +84,9 @@ def make_cluster(settings: ConnectionSettings) -> Cluster:
     }
     if settings.username and settings.password:
         options["auth_provider"] = PlainTextAuthProvider(settings.username, settings.password.get_secret_value())
-    if settings.uses_tls:
-        options["ssl_context"] = tls_context(settings)
+    if (context := settings.tls_context()) is not None:
+        options["ssl_context"] = context
     return Cluster(**options)
-
-
-def tls_context(settings: ConnectionSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=settings.tls_ca_file)
-    context.check_hostname = settings.tls_check_hostname
-    return context
 
 
 __all__ = ["CONNECTION_CLASS", "Cluster", "describe", "is_transient", "make_cluster"]

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import (
-    Group,
     HttpSettings,
     KafkaSettings,
     LogSettings,
@@ -20,6 +19,7 @@ from fluxgate_core.settings import (
     group,
     service_config,
 )
+from fluxgate_core.store_access import ScyllaAccess
 from fluxgate_sink.settings import SinkSettings
 
 SERVICE = "scylla-persister"
@@ -40,7 +40,7 @@ class ScyllaSinkSettings(SinkSettings):
     )
 
 
-class ConnectionSettings(Group):
+class ConnectionSettings(ScyllaAccess):
     """How to reach Scylla or Cassandra, and how the persister writes and creates tables there."""
 
     contact_points: list[str] = Field(
@@ -53,11 +53,6 @@ class ConnectionSettings(Group):
     keyspace: str = Field(
         "fluxgate", pattern=r"^[A-Za-z0-9_]{1,48}$", description="keyspace of a KCQL target without one"
     )
-    username: str | None = Field(None, description="PasswordAuthenticator user; needs password")
-    password: SecretStr | None = Field(None, description="PasswordAuthenticator password")
-    tls: bool = Field(False, description="connect with TLS (implied by tls_ca_file)")
-    tls_ca_file: str | None = Field(None, description="CA bundle to verify the nodes (default: system CAs)")
-    tls_check_hostname: bool = Field(True, description="false: verify the chain but not the node's name")
     consistency: Consistency = Field("LOCAL_QUORUM", description="consistency level of every write")
     request_timeout_s: float = Field(10.0, gt=0, description="seconds before one statement counts as failed")
     connect_timeout_s: float = Field(10.0, gt=0, description="seconds to open a connection")
@@ -67,16 +62,6 @@ class ConnectionSettings(Group):
         "NetworkTopologyStrategy", description="AUTOCREATE: replication class of a new keyspace"
     )
     replication_factor: int = Field(1, ge=1, le=16, description="AUTOCREATE: replicas per datacenter")
-
-    @model_validator(mode="after")
-    def _credentials_go_together(self) -> ConnectionSettings:
-        if bool(self.username) != bool(self.password):
-            raise ValueError("username and password go together")
-        return self
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.tls or self.tls_ca_file is not None
 
 
 class ScyllaSettings(BaseSettings):

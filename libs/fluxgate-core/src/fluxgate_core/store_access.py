@@ -1,0 +1,108 @@
+"""How a client gets into each store: TLS and credentials, one group per store.
+
+A persister writes to a store and the console reads it, each with its own driver; both
+must accept the same settings with the same meaning (the umbrella chart copies the
+persister's onto the console), so the groups are defined once here. Each service extends
+its store's group with what only it needs (hosts, timeouts, tables). No driver is imported
+here: the groups give the standard library's ``ssl`` objects or plain keyword arguments.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from pydantic import Field, SecretStr, model_validator
+
+from fluxgate_core.settings import Group
+
+
+def _paired(username: str | None, password: SecretStr | None) -> None:
+    if bool(username) != bool(password):
+        raise ValueError("username and password go together")
+
+
+class ElasticsearchAccess(Group):
+    """TLS and either an API key or basic auth, as ``elasticsearch-py`` takes them."""
+
+    api_key: SecretStr | None = Field(None, description="API key (the base64 'id:key' form); excludes username")
+    username: str | None = Field(None, description="basic auth user; needs password")
+    password: SecretStr | None = Field(None, description="basic auth password")
+    ca_certs: str | None = Field(None, description="CA bundle to verify https nodes (default: system CAs)")
+    verify_certs: bool = Field(True, description="false skips certificate verification (tests only)")
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> ElasticsearchAccess:
+        if self.api_key is not None and (self.username or self.password):
+            raise ValueError("api_key and username/password are exclusive: set one way to authenticate")
+        _paired(self.username, self.password)
+        return self
+
+
+class ScyllaAccess(Group):
+    """PasswordAuthenticator credentials and TLS to the nodes, as ``cassandra-driver`` takes them."""
+
+    username: str | None = Field(None, description="PasswordAuthenticator user; needs password")
+    password: SecretStr | None = Field(None, description="PasswordAuthenticator password")
+    tls: bool = Field(False, description="connect with TLS (implied by tls_ca_file)")
+    tls_ca_file: str | None = Field(None, description="CA bundle to verify the nodes (default: system CAs)")
+    tls_check_hostname: bool = Field(True, description="false: verify the chain but not the node's name")
+
+    @model_validator(mode="after")
+    def _credentials_go_together(self) -> ScyllaAccess:
+        _paired(self.username, self.password)
+        if not self.tls_check_hostname and not self.uses_tls:
+            # Said for a TLS connection that would not be made: the connection would be plain.
+            raise ValueError("tls_check_hostname=false needs tls (or tls_ca_file)")
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls or self.tls_ca_file is not None
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The driver's ``ssl_context``; None without TLS. Reads the CA file (a missing one raises)."""
+        if not self.uses_tls:
+            return None
+        context = ssl.create_default_context(cafile=self.tls_ca_file)
+        context.check_hostname = self.tls_check_hostname
+        return context
+
+
+_HAZELCAST_TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+
+
+class HazelcastAccess(Group):
+    """Credentials and TLS to the members (both Enterprise), as ``hazelcast-python-client`` takes them."""
+
+    username: str | None = Field(None, description="credentials (Enterprise security); needs password")
+    password: SecretStr | None = Field(None, description="password of username")
+    ssl_enabled: bool = Field(False, description="TLS to the members (Enterprise)")
+    ssl_cafile: str | None = Field(None, description="CA bundle to verify the members (default: system CAs)")
+    ssl_certfile: str | None = Field(None, description="client certificate, for mutual TLS")
+    ssl_keyfile: str | None = Field(None, description="the client certificate's private key")
+    ssl_password: SecretStr | None = Field(None, description="password of ssl_keyfile")
+
+    @model_validator(mode="after")
+    def _usable(self) -> HazelcastAccess:
+        _paired(self.username, self.password)
+        given = [name for name in (*_HAZELCAST_TLS_FILES, "ssl_password") if getattr(self, name) is not None]
+        if given and not self.ssl_enabled:
+            # The client ignores them without ssl_enabled: the connection would be plain.
+            raise ValueError(f"{', '.join(given)} set but ssl_enabled is false")
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise ValueError("ssl_keyfile needs ssl_certfile (the certificate it is the key of)")
+        return self
+
+    def access_options(self) -> dict[str, Any]:
+        """The client's credential and TLS keyword arguments (``creds_*``, ``ssl_*``)."""
+        options: dict[str, Any] = {}
+        if self.username and self.password:
+            options["creds_username"] = self.username
+            options["creds_password"] = self.password.get_secret_value()
+        if self.ssl_enabled:
+            options["ssl_enabled"] = True
+            options.update({name: value for name in _HAZELCAST_TLS_FILES if (value := getattr(self, name))})
+            if self.ssl_password is not None:
+                options["ssl_password"] = self.ssl_password.get_secret_value()
+        return options
