@@ -179,7 +179,12 @@ S = TypeVar("S", bound=BaseSettings)
 
 
 def load_settings(cls: type[S], **overrides: Any) -> S:
-    """Build ``cls`` from the environment; raise :class:`ConfigError` naming each bad field."""
+    """Build ``cls`` from the environment; raise :class:`ConfigError` naming each bad field,
+    and each variable under the service's prefix that names no setting (a typo or a renamed
+    setting would otherwise be ignored, the default used without a word)."""
+    unknown = unknown_variables(cls)
+    if unknown:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(unknown))
     try:
         return cls(**overrides)
     except ValidationError as exc:
@@ -192,6 +197,22 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
         env_name = (prefix + field.group(1)).upper() if field else f"{prefix.upper()}*"
         env_name = _unparseable_variable(env_name) or env_name
         raise ConfigError(f"invalid configuration:\n  [env {env_name}]: {exc}: {exc.__cause__}") from exc
+
+
+def unknown_variables(cls: type[BaseSettings]) -> list[str]:
+    """A problem for each environment variable under ``cls``'s prefix whose first part (before
+    ``__``) is none of its fields."""
+    prefix = str(cls.model_config.get("env_prefix", "")).upper()
+    if not prefix:
+        return []
+    fields = {name.upper() for name in cls.model_fields}
+    problems = []
+    for name in sorted(os.environ):
+        upper = name.upper()
+        if upper.startswith(prefix) and upper[len(prefix) :].split("__")[0] not in fields:
+            known = ", ".join(prefix + field for field in sorted(fields))
+            problems.append(f"[env {name}]: not a setting of this service (its settings: {known})")
+    return problems
 
 
 def _unparseable_variable(env_name: str) -> str | None:

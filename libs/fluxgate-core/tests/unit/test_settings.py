@@ -51,6 +51,21 @@ def test_a_group_instance_id_makes_the_consumer_a_static_member(monkeypatch: pyt
         load_settings(DemoSettings)
 
 
+def test_a_variable_under_the_prefix_naming_no_setting_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A typo or a renamed setting would otherwise be ignored and the default used silently.
+    monkeypatch.setenv("FLUXGATE_DEMO_TOPICS", "other.readings")
+    with pytest.raises(ConfigError, match=r"\[env FLUXGATE_DEMO_TOPICS\]: not a setting of this service") as raised:
+        load_settings(DemoSettings)
+    assert str(raised.value).endswith("FLUXGATE_DEMO_TOPIC)")  # the settings it has, to spot the typo
+    monkeypatch.delenv("FLUXGATE_DEMO_TOPICS")
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__BOOTSTRAP_SERVER", "k1:9092")  # a group's unknown key
+    with pytest.raises(ConfigError, match=r"FLUXGATE_DEMO_KAFKA__BOOTSTRAP_SERVER"):
+        load_settings(DemoSettings)
+    monkeypatch.delenv("FLUXGATE_DEMO_KAFKA__BOOTSTRAP_SERVER")
+    monkeypatch.setenv("FLUXGATE_DEMOS_TOPIC", "x")  # another prefix: not this service's
+    assert load_settings(DemoSettings).topic == "sensors.readings"
+
+
 def test_bad_value_names_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "99999")
     with pytest.raises(ConfigError, match=r"http\.port \[env FLUXGATE_DEMO_HTTP__PORT\]"):
