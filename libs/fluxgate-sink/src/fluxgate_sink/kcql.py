@@ -38,7 +38,16 @@ from fluxgate_core.kcql import (
 from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
 from fluxgate_sink.errors import FieldMissing
 
-__all__ = ["DEFAULT_PK", "EVENT_TIME_PROPERTY", "FieldPath", "FieldRef", "Statement", "parse", "statements_for"]
+__all__ = [
+    "DEFAULT_PK",
+    "EVENT_TIME_FIELDS",
+    "EVENT_TIME_PROPERTY",
+    "FieldPath",
+    "FieldRef",
+    "Statement",
+    "parse",
+    "statements_for",
+]
 
 Format = Literal["JSON", "AVRO"]
 
