@@ -5,14 +5,15 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
-from hazelcast_store import START
+from hazelcast.core import HazelcastJsonValue
+from hazelcast_store import START, client_serialization, read_json
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_hazelcast_persister.offsets import already_written, written_through
-from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, HazelcastSettings
+from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
-from fluxgate_hazelcast_persister.values import to_json
+from fluxgate_hazelcast_persister.values import json_bytes, json_data, to_json
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.kcql import parse
 
@@ -66,6 +67,19 @@ def test_json_has_iso_datetimes_and_refuses_nan() -> None:
         to_json({"mean": float("nan")})
     with pytest.raises(FieldMissing, match=r"tags\.x\[1\] is NaN or infinite"):
         to_json({"tags": {"x": [1.0, float("-inf")]}})
+
+
+@pytest.mark.parametrize("text", ['{"unit":"Cel","mean":21.5}', '{"text":"Grad °C ✓"}', "{}", "x" * 70_000])
+def test_json_values_are_serialized_as_the_client_would(text: str) -> None:
+    """The sink hands the client ready-made Data: byte for byte what the client's own
+    serialization of a HazelcastJsonValue gives, so readers get the same values."""
+    assert json_data(text.encode()).buffer == client_serialization().to_data(HazelcastJsonValue(text)).buffer
+    assert "is_big_endian" not in ConnectionSettings().client_options()  # the byte order json_data assumes
+
+
+def test_a_serialized_document_reads_back_as_its_json() -> None:
+    document = {"window_start": START, "mean": 21.5, "unit": "Cel"}
+    assert read_json(json_data(json_bytes(document))) == {**document, "window_start": START.isoformat()}
 
 
 def test_json_of_every_avro_value() -> None:
