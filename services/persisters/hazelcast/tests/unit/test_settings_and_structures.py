@@ -6,12 +6,13 @@ from decimal import Decimal
 
 import pytest
 from hazelcast.core import HazelcastJsonValue
-from hazelcast_store import START, client_serialization, read_json
+from hazelcast_store import START, aggregate, client_serialization, item, read_json, statement
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_hazelcast_persister.offsets import already_written, written_through
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
+from fluxgate_hazelcast_persister.sink import _groups
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
 from fluxgate_hazelcast_persister.values import json_bytes, json_data, to_json
 from fluxgate_sink.errors import FieldMissing
@@ -108,3 +109,15 @@ def test_the_record_covers_the_written_prefix_below_a_refusal() -> None:
     assert written_through(keys, offsets, 4, refused={"a": 6}) == {"a": 5, "b": 9}
     assert already_written(6, "a", {"a": 6}) and not already_written(7, "a", {"a": 6})
     assert not already_written(0, "c", {})
+
+
+def test_a_batch_groups_by_structure_and_target_in_batch_order() -> None:
+    """Runs of one statement and target are grouped at once; two statements writing one target
+    share its group, in batch order, whatever runs they come in."""
+    one, other = statement("rb"), statement("rb", extra="PROPERTIES('ringbuffer.overflow'='FAIL')")
+    queue = statement("rb", store_as="QUEUE")
+    batch = [item(s, aggregate(0, n), n) for n, s in enumerate([one, one, other, queue, one, other])]
+    assert [(g.structure, g.target, g.indices) for g in _groups(batch)] == [
+        (Structure.RING_BUFFER, "rb", [0, 1, 2, 4, 5]),
+        (Structure.QUEUE, "rb", [3]),
+    ]
