@@ -90,7 +90,7 @@ class Statement:
 
     def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
-        if self.selects_everything:  # a copy, on every record's hot path
+        if self.selects_everything:  # a copy; the router hands the record itself on (routing._Plan)
             return dict(record)
         ignored = frozenset(self.ignore)
         document: dict[str, Any] = {}

@@ -46,6 +46,7 @@ def test_items_keep_record_order_across_statements_and_topics() -> None:
     a sink's written prefix of a group has to mean every offset below it."""
     router = Router(parse(TWO_STATEMENTS + "; INSERT INTO c SELECT * FROM u"))
     records = [
+        record("t", 0, 0, aggregate("d0", 0)),
         record("t", 0, 1, aggregate("d1", 0)),
         record("u", 0, 7, aggregate("d2", 0)),
         record("t", 0, 2, None),  # does not decode
@@ -55,6 +56,8 @@ def test_items_keep_record_order_across_statements_and_topics() -> None:
     ]
     routed = router.route(records)
     assert [(i.source.offset, i.statement.target) for i in routed.items] == [
+        (0, "a"),
+        (0, "b"),
         (1, "a"),
         (1, "b"),
         (7, "c"),
