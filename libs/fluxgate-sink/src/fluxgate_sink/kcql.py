@@ -38,7 +38,16 @@ from fluxgate_core.kcql import (
 from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
 from fluxgate_sink.errors import FieldMissing
 
-__all__ = ["DEFAULT_PK", "EVENT_TIME_PROPERTY", "FieldPath", "FieldRef", "Statement", "parse", "statements_for"]
+__all__ = [
+    "DEFAULT_PK",
+    "EVENT_TIME_FIELDS",
+    "EVENT_TIME_PROPERTY",
+    "FieldPath",
+    "FieldRef",
+    "Statement",
+    "parse",
+    "statements_for",
+]
 
 Format = Literal["JSON", "AVRO"]
 
@@ -81,7 +90,7 @@ class Statement:
 
     def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
-        if self.selects_everything:  # a copy, on every record's hot path
+        if self.selects_everything:  # a copy; the router hands the record itself on (routing._Plan)
             return dict(record)
         ignored = frozenset(self.ignore)
         document: dict[str, Any] = {}

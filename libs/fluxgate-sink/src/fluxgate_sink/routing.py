@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
+from operator import attrgetter
+from typing import Any
 
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_sink.errors import FieldMissing, SinkError
-from fluxgate_sink.kcql import EVENT_TIME_PROPERTY, Statement, statements_for
+from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem
 
 
@@ -34,48 +37,100 @@ class Router:
 
     def __init__(self, statements: Sequence[Statement], needs_ids: Callable[[Statement], bool] | None = None) -> None:
         self.statements = list(statements)
-        self._by_topic = {s.topic: statements_for(self.statements, s.topic) for s in self.statements}
         # Decided once per statement, not per record: a statement without a PK whose store
         # never keys by the id (a ringbuffer, a queue) gets the Kafka coordinates, as a record
         # without the default key fields always did, instead of an id derived from each record.
         keyed = needs_ids or (lambda _: True)
-        self._keyed = {s.topic: [bool(t.pk) or keyed(t) for t in self._by_topic[s.topic]] for s in self.statements}
+        self._plans = {
+            s.topic: [_Plan.of(t, bool(t.pk) or keyed(t)) for t in statements_for(self.statements, s.topic)]
+            for s in self.statements
+        }
 
     @property
     def topics(self) -> list[str]:
-        return list(self._by_topic)
+        return list(self._plans)
 
     def batch_size(self, topic: str, default: int) -> int:
         """The smallest ``BATCH=`` among the topic's statements, else ``default``."""
-        sizes = [s.batch_size for s in self._by_topic.get(topic, ()) if s.batch_size]
+        sizes = [p.statement.batch_size for p in self._plans.get(topic, ()) if p.statement.batch_size]
         return min(sizes, default=default)
 
     def route(self, records: Sequence[ConsumedRecord]) -> Routed:
+        """Items in record order (a record's items in statement order), whatever their topics."""
         routed = Routed()
-        for record in records:
-            if record.record is None:
-                routed.undecodable.append(record)
-                continue
-            statements = self._by_topic.get(record.topic, ())
-            for statement, keyed in zip(statements, self._keyed.get(record.topic, ()), strict=True):
-                try:
-                    routed.items.append(_item(record, statement, keyed))
-                except Exception as exc:  # a bad record must never stop the batch: report it
-                    routed.unroutable.append(Unroutable(record, statement, _as_sink_error(exc)))
+        for topic, run in groupby(records, attrgetter("topic")):  # a runner's batch: one partition, one run
+            plans = self._plans.get(topic, ())
+            decoded = _decoded(run, routed.undecodable)
+            if len(plans) == 1:
+                _sort(plans[0].route(decoded), routed)
+            elif plans:  # several statements read the topic: record by record, as one statement would
+                for per_record in zip(*(plan.route(decoded) for plan in plans), strict=True):
+                    _sort(per_record, routed)
         return routed
 
 
-def _item(record: ConsumedRecord, statement: Statement, keyed: bool = True) -> SinkItem:
-    value = record.record or {}
-    event_time = _event_time(record, statement)
-    return SinkItem(
-        source=record,
-        statement=statement,
-        target=statement.target_for(event_time),
-        id=_document_id(record, statement) if keyed else record.source,
-        document=statement.project(value),
-        event_time=event_time,
-    )
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What routing through one statement needs, worked out once instead of for every record."""
+
+    statement: Statement
+    keyed: bool
+    whole: bool  # SELECT * without IGNORE: the document is the decoded record itself
+    dated: bool  # the target's name depends on the event time (WITHINDEXSUFFIX)
+    time_fields: tuple[str, ...]  # top-level fields that may hold the event time, in order
+
+    @classmethod
+    def of(cls, statement: Statement, keyed: bool) -> _Plan:
+        named = statement.properties.get(EVENT_TIME_PROPERTY)
+        fields = EVENT_TIME_FIELDS if named is None else () if "." in named else (named,)
+        return cls(statement, keyed, statement.selects_everything, bool(statement.index_suffix), fields)
+
+    def route(self, records: list[ConsumedRecord]) -> list[SinkItem | Unroutable]:
+        out: list[SinkItem | Unroutable] = []
+        for record in records:
+            try:
+                out.append(self.item(record))
+            except Exception as exc:  # a bad record must never stop the batch: report it
+                out.append(Unroutable(record, self.statement, _as_sink_error(exc)))
+        return out
+
+    def item(self, record: ConsumedRecord) -> SinkItem:
+        statement, value = self.statement, record.record or {}
+        event_time = self.event_time(record, value)
+        return SinkItem(
+            record,
+            statement,
+            statement.target_for(event_time) if self.dated else statement.target,
+            _document_id(record, statement) if self.keyed else record.source,
+            value if self.whole else statement.project(value),
+            event_time,
+        )
+
+    def event_time(self, record: ConsumedRecord, value: dict[str, Any]) -> datetime:
+        """A top-level UTC datetime (what a decoded aggregate holds) is taken as it is; anything
+        else (epoch millis, another zone, a nested or missing field) goes the general way."""
+        for name in self.time_fields:
+            if name in value:
+                found = value[name]
+                if type(found) is datetime and found.tzinfo is UTC:
+                    return found
+                break
+        return _event_time(record, self.statement)
+
+
+def _decoded(records: Iterable[ConsumedRecord], undecodable: list[ConsumedRecord]) -> list[ConsumedRecord]:
+    decoded: list[ConsumedRecord] = []
+    for record in records:
+        (decoded if record.record is not None else undecodable).append(record)
+    return decoded
+
+
+def _sort(routed_items: Iterable[SinkItem | Unroutable], routed: Routed) -> None:
+    for entry in routed_items:
+        if isinstance(entry, Unroutable):
+            routed.unroutable.append(entry)
+        else:
+            routed.items.append(entry)
 
 
 def _event_time(record: ConsumedRecord, statement: Statement) -> datetime:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 from fluxgate_testing.sink.memory import aggregate, record
 
@@ -31,3 +34,71 @@ def test_an_id_is_derived_where_it_is_used(kcql: str, needs_ids: object, expecte
 def test_a_missing_pk_is_still_unroutable_when_the_store_needs_no_ids() -> None:
     routed = Router(parse(WITH_PK), lambda _: False).route([record("t", 0, 5, {"window_start": 0})])
     assert not routed.items and len(routed.unroutable) == 1
+
+
+# ---- the batch path: what routing per statement and batch must keep of routing record by record ----
+
+TWO_STATEMENTS = "INSERT INTO a SELECT * FROM t PK device_id; INSERT INTO b SELECT device_id FROM t PK device_id"
+
+
+def test_items_keep_record_order_across_statements_and_topics() -> None:
+    """Items in record order, a record's items in statement order, whatever the runs of topics:
+    a sink's written prefix of a group has to mean every offset below it."""
+    router = Router(parse(TWO_STATEMENTS + "; INSERT INTO c SELECT * FROM u"))
+    records = [
+        record("t", 0, 0, aggregate("d0", 0)),
+        record("t", 0, 1, aggregate("d1", 0)),
+        record("u", 0, 7, aggregate("d2", 0)),
+        record("t", 0, 2, None),  # does not decode
+        record("t", 0, 3, {"window_start": aggregate("d3", 0)["window_start"]}),  # no PK field: unroutable twice
+        record("t", 0, 4, aggregate("d4", 0)),
+        record("x", 0, 9, aggregate("d5", 0)),  # a topic no statement reads
+    ]
+    routed = router.route(records)
+    assert [(i.source.offset, i.statement.target) for i in routed.items] == [
+        (0, "a"),
+        (0, "b"),
+        (1, "a"),
+        (1, "b"),
+        (7, "c"),
+        (4, "a"),
+        (4, "b"),
+    ]
+    assert [(u.source.offset, u.statement.target) for u in routed.unroutable] == [(3, "a"), (3, "b")]
+    assert [r.offset for r in routed.undecodable] == [2]
+
+
+def test_select_star_hands_the_record_on_and_a_projection_copies() -> None:
+    value = aggregate("d1", 0, extra=1)
+    items = Router(parse(TWO_STATEMENTS)).route([record("t", 0, 5, value)]).items
+    assert items[0].document is value
+    assert items[1].document == {"device_id": "d1"} and "extra" in value  # the record is left as it was
+
+
+START = aggregate("d1", 0)["window_start"]
+MILLIS = int(START.timestamp() * 1000)
+
+
+@pytest.mark.parametrize(
+    ("kcql", "value", "expected"),
+    [
+        (KEYLESS, {"window_start": START}, START),  # the fast path
+        (KEYLESS, {"window_start": MILLIS}, START),  # epoch millis: the general way
+        (KEYLESS, {"event_time": START.astimezone(timezone(timedelta(hours=2)))}, START),  # another zone
+        (KEYLESS, {"event_time": START, "window_start": START + timedelta(hours=1)}, START + timedelta(hours=1)),
+        (KEYLESS + " PROPERTIES('event.time.field'='at')", {"at": START, "window_start": 0}, START),
+        (KEYLESS + " PROPERTIES('event.time.field'='m.at')", {"m": {"at": MILLIS}}, START),  # nested
+        (KEYLESS, {"device_id": "d1"}, datetime.fromtimestamp(1.5, UTC)),  # none: the Kafka timestamp
+    ],
+)
+def test_the_event_time_is_the_statements_own(kcql: str, value: dict[str, object], expected: datetime) -> None:
+    source = replace(record("t", 0, 5, value), timestamp_ms=1500)
+    (item,) = Router(parse(kcql), lambda _: False).route([source]).items
+    assert item.event_time == expected and item.event_time.tzinfo is not None
+
+
+def test_a_dated_target_and_a_missing_event_time_where_one_is_needed() -> None:
+    router = Router(parse("INSERT INTO idx SELECT * FROM t WITHINDEXSUFFIX -{YYYY.MM.dd}"))
+    routed = router.route([record("t", 0, 1, {"window_start": START}), record("t", 0, 2, {"device_id": "d1"})])
+    assert [i.target for i in routed.items] == [f"idx-{START:%Y.%m.%d}"]
+    assert [u.source.offset for u in routed.unroutable] == [2]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from hazelcast.config import Config
+from hazelcast.core import HazelcastJsonValue
+from hazelcast.serialization.service import SerializationServiceV1
 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_sink.kcql import Statement, parse
@@ -47,3 +52,16 @@ def item(stmt: Statement, record: dict[str, Any], offset: int, partition: int = 
 
 def items(stmt: Statement, count: int, first_offset: int = 0) -> list[SinkItem]:
     return [item(stmt, aggregate(n % 10, n), first_offset + n) for n in range(count)]
+
+
+def client_serialization() -> SerializationServiceV1:
+    """The client's serialization with the options the sink leaves at their defaults."""
+    return SerializationServiceV1(Config())
+
+
+def read_json(value: object) -> Any:
+    """A stored value as a reader of the structure sees it: the client turns it back into a
+    ``HazelcastJsonValue``, whose string is parsed."""
+    stored = client_serialization().to_object(value)
+    assert isinstance(stored, HazelcastJsonValue)
+    return json.loads(stored.to_string())

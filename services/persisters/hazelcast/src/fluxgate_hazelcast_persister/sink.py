@@ -174,7 +174,7 @@ class HazelcastSink(Sink):
     async def _write_group(self, group: _Group, items: Sequence[SinkItem]) -> None:
         try:
             proxy = await self._proxy(group.structure, group.target)
-            await self._write(group, proxy, [items[i] for i in group.indices])
+            await self._write(group, proxy, items)
         except Exception as exc:
             group.error = _as_sink_error(exc, group)
             log.warning(
@@ -186,11 +186,11 @@ class HazelcastSink(Sink):
                 error=str(group.error),
             )
 
-    async def _write(self, group: _Group, proxy: Any, items: list[SinkItem]) -> None:
+    async def _write(self, group: _Group, proxy: Any, items: Sequence[SinkItem]) -> None:
         values = group.values
         if group.structure is Structure.IMAP:
-            await self._put(proxy, group.statement, [item.id for item in items], values)
-            group.written = len(items)
+            await self._put(proxy, group.statement, [items[i].id for i in group.indices], values)
+            group.written = len(values)
             return
         for start in range(0, len(values), MAX_BATCH):
             chunk = values[start : start + MAX_BATCH]
@@ -300,13 +300,18 @@ class HazelcastSink(Sink):
 
 
 def _groups(items: Sequence[SinkItem]) -> list[_Group]:
-    """Items by structure and target, each group in batch order."""
+    """Items by structure and target, each group in batch order. A batch is mostly runs of one
+    statement and target: the structure is worked out once a run, not once an item."""
     groups: dict[tuple[Structure, str], _Group] = {}
+    statement: Statement | None = None
+    target = ""
+    group: _Group | None = None
     for index, item in enumerate(items):
-        structure = structure_of(item.statement)
-        group = groups.get((structure, item.target))
-        if group is None:
-            group = groups[(structure, item.target)] = _Group(structure, item.target, item.statement)
+        if item.statement is not statement or item.target != target or group is None:
+            statement, target = item.statement, item.target
+            group = groups.get((structure_of(statement), target))
+            if group is None:
+                group = groups[(structure_of(statement), target)] = _Group(structure_of(statement), target, statement)
         group.indices.append(index)
     return list(groups.values())
 
@@ -317,9 +322,10 @@ def _record_keys(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
     keys: dict[int, str] = {}
     for index in group.indices:
         source = items[index].source
-        key = made.get((source.topic, source.partition))
+        tp = (source.topic, source.partition)
+        key = made.get(tp)
         if key is None:
-            key = made[(source.topic, source.partition)] = record_key(group.structure, items[index])
+            key = made[tp] = record_key(group.structure, items[index])
         keys[index] = key
     return keys
 

@@ -14,11 +14,11 @@ Regenerate after changing the declaration with::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from fluxgate_testing.sink.pact import persister_pact, routed
+from hazelcast_store import read_json
 
 from fluxgate_hazelcast_persister.consumed import CONSUMED_FIELDS
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL
@@ -42,7 +42,7 @@ def persister_writes(record: dict[str, Any]) -> None:
     value of the ringbuffer, and through the same statement as an IMap into the entry's key."""
     (item,) = routed(DEFAULT_KCQL, record)
     assert structure_of(item.statement) is Structure.RING_BUFFER
-    value = json.loads(value_of(item).to_string())  # type: ignore[union-attr]
+    value = read_json(value_of(item))
     assert value["window_start"] == "2017-02-13T14:46:00+00:00"
     assert set(value) >= set(CONSUMED_FIELDS)
     (entry,) = routed(AS_IMAP, record)

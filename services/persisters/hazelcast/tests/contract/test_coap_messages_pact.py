@@ -16,12 +16,12 @@ Regenerate after changing the declaration with::
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
 from fluxgate_testing.pact import coap_messages_pact
 from fluxgate_testing.sink.pact import routed
+from hazelcast_store import read_json
 
 from fluxgate_core.contract import schema_mismatches
 from fluxgate_core.schemas import COAP_MESSAGE
@@ -45,7 +45,7 @@ def persister_writes(record: dict[str, Any]) -> None:
     JSON holds every consumed field, the payload as base64 of the record's bytes."""
     (item,) = routed(SEED_KCQL, record, TOPIC)
     assert structure_of(item.statement) is Structure.QUEUE
-    value = json.loads(value_of(item).to_string())  # type: ignore[union-attr]
+    value = read_json(value_of(item))
     assert set(value) >= set(COAP_MESSAGE_FIELDS)
     assert base64.b64decode(value["payload"]) == record["payload"] == b'{"temperature": 23.6}'
     assert (value["code"], value["observe"]) == ("2.05", 17)

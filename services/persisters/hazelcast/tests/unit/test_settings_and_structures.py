@@ -5,14 +5,16 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
-from hazelcast_store import START
+from hazelcast.core import HazelcastJsonValue
+from hazelcast_store import START, aggregate, client_serialization, item, read_json, statement
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_hazelcast_persister.offsets import already_written, written_through
-from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, HazelcastSettings
+from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
+from fluxgate_hazelcast_persister.sink import _groups
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
-from fluxgate_hazelcast_persister.values import to_json
+from fluxgate_hazelcast_persister.values import json_bytes, json_data, to_json
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.kcql import parse
 
@@ -68,6 +70,19 @@ def test_json_has_iso_datetimes_and_refuses_nan() -> None:
         to_json({"tags": {"x": [1.0, float("-inf")]}})
 
 
+@pytest.mark.parametrize("text", ['{"unit":"Cel","mean":21.5}', '{"text":"Grad °C ✓"}', "{}", "x" * 70_000])
+def test_json_values_are_serialized_as_the_client_would(text: str) -> None:
+    """The sink hands the client ready-made Data: byte for byte what the client's own
+    serialization of a HazelcastJsonValue gives, so readers get the same values."""
+    assert json_data(text.encode()).buffer == client_serialization().to_data(HazelcastJsonValue(text)).buffer
+    assert "is_big_endian" not in ConnectionSettings().client_options()  # the byte order json_data assumes
+
+
+def test_a_serialized_document_reads_back_as_its_json() -> None:
+    document = {"window_start": START, "mean": 21.5, "unit": "Cel"}
+    assert read_json(json_data(json_bytes(document))) == {**document, "window_start": START.isoformat()}
+
+
 def test_json_of_every_avro_value() -> None:
     """What fastavro hands out: naive datetimes are UTC, decimals keep their digits, bytes are base64
     (as Kafka Connect's JsonConverter writes them)."""
@@ -94,3 +109,15 @@ def test_the_record_covers_the_written_prefix_below_a_refusal() -> None:
     assert written_through(keys, offsets, 4, refused={"a": 6}) == {"a": 5, "b": 9}
     assert already_written(6, "a", {"a": 6}) and not already_written(7, "a", {"a": 6})
     assert not already_written(0, "c", {})
+
+
+def test_a_batch_groups_by_structure_and_target_in_batch_order() -> None:
+    """Runs of one statement and target are grouped at once; two statements writing one target
+    share its group, in batch order, whatever runs they come in."""
+    one, other = statement("rb"), statement("rb", extra="PROPERTIES('ringbuffer.overflow'='FAIL')")
+    queue = statement("rb", store_as="QUEUE")
+    batch = [item(s, aggregate(0, n), n) for n, s in enumerate([one, one, other, queue, one, other])]
+    assert [(g.structure, g.target, g.indices) for g in _groups(batch)] == [
+        (Structure.RING_BUFFER, "rb", [0, 1, 2, 4, 5]),
+        (Structure.QUEUE, "rb", [3]),
+    ]
