@@ -238,7 +238,8 @@ class Offsets:
             now = self.ends(topic)
             if now != last:
                 last, since = now, time.monotonic()
-        return f"{sum(last.values())} records on {topic}, none new for {quiet:.0f} s"
+        took = time.monotonic() - start
+        return f"{sum(last.values())} records on {topic}, none new for {quiet:.0f} s (waited {took:.1f} s)"
 
     def behind(self, group: str, topic: str) -> int:
         """Records of ``topic`` that ``group`` has not committed (a partition it never
@@ -286,15 +287,24 @@ def signals_ignored(*signums: int) -> Iterator[None]:
 
 
 def say(text: str) -> None:
-    """Print a line, unless stdout is gone (`make run | tee` after Ctrl-C): the run goes on,
-    and above all its shutdown does, with output discarded from then on."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        # Point the descriptor at /dev/null, so the interpreter's own flush at exit cannot fail too.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+    """Print a line; once stdout is gone (`make run | tee` after Ctrl-C), to stderr instead: the
+    run goes on, and above all its shutdown does, and how it stopped is still told somewhere."""
+    global _STDOUT_GONE
+    if not _STDOUT_GONE:
+        try:
+            print(text, flush=True)
+            return
+        except BrokenPipeError:
+            _STDOUT_GONE = True
+            # Point the descriptor at /dev/null, so the interpreter's own flush at exit cannot fail too.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
+
+
+_STDOUT_GONE = False
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
