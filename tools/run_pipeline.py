@@ -548,6 +548,9 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
     signal.signal(signal.SIGTERM, _interrupt)
+    # Ctrl-C stops the run even when started with SIGINT ignored (a shell's background job, `&`
+    # without job control): Python then leaves it ignored, and the run would go on for ever.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     counter = Consumer({"bootstrap.servers": endpoints.bootstrap, "group.id": "fluxgate-run-watch"})
     before = end_offsets(counter)
     devices: dict[str, int] = {}

@@ -189,6 +189,8 @@ def test_ctrl_c_stops_every_child_when_stdout_is_a_closed_pipe(stack: Any, tmp_p
         run = subprocess.Popen(
             [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--no-aggregator", "--coap-port", str(coap_port)],
             stdout=subprocess.PIPE, stderr=stderr,
+            # Started as a shell's background job is (SIGINT ignored): Ctrl-C must still stop it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )  # fmt: skip
     children: list[int] = []
     try:
