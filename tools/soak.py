@@ -122,9 +122,22 @@ def wait_whole(timeline: Timeline, since: float, started: float, timeout: float)
             continue
         base = base or fresh[0]
         now = fresh[-1]
-        if all(now.get(key, 0) > base.get(key, 0) for key in WHOLE):
+        if not stalled(base, now):
             return round(now["t"] - (since - started), 1)
     return None
+
+
+def stalled(base: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """The stages that gained no records from sample ``base`` to sample ``now``."""
+    return [key for key in WHOLE if now.get(key, 0) <= base.get(key, 0)]
+
+
+def why_not_whole(timeline: Timeline, since: float, started: float, pipeline: Pipeline) -> str:
+    """What the run says when a fault's recovery timed out: the stages that did not move, and
+    the services that are not running (one that exited on its own is a bug to find)."""
+    fresh = [s for s in timeline.samples if s["t"] >= since - started]
+    still = stalled(fresh[0], fresh[-1]) if fresh else list(WHOLE)
+    return f"no new records in {', '.join(still)}; services not running: {', '.join(pipeline.dead()) or 'none'}"
 
 
 class Faulter:
@@ -301,6 +314,8 @@ def apply(
     end = time.monotonic()
     recovered = wait_whole(timeline, end, started, args.recover_timeout)
     print(f"[{time.monotonic() - started:6.0f}s] {fault.target} released; whole again after {recovered} s", flush=True)
+    if recovered is None:
+        print(f"    not whole: {why_not_whole(timeline, end, started, faulter.pipeline)}", flush=True)
     wall = time.time() - (time.monotonic() - begin)
     window = FaultWindow(fault.target, fault.kind, int(wall * 1000), int((wall + (end - begin)) * 1000),
                          int((wall + (end - begin) + (recovered or args.recover_timeout)) * 1000))  # fmt: skip

@@ -7,6 +7,7 @@ run inside :meth:`RecordConsumer.poll_batch`, on the caller's thread, with
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections import deque
@@ -22,6 +23,9 @@ from fluxgate_core.kafka_errors import commit_error, config_error, converted
 
 PartitionsCallback = Callable[[list[PartitionKey]], None]
 log = structlog.get_logger(__name__)
+# More fences than this within the window: another live consumer has our group.instance.id.
+FENCES_ALLOWED = 3
+FENCE_WINDOW_S = 600.0
 __all__ = ["ConsumedRecord", "Decoder", "PartitionKey", "PartitionsCallback", "RecordConsumer", "RecordHeaders"]
 
 
@@ -31,6 +35,7 @@ class RecordConsumer:
     A value that does not decode for good comes back with ``error`` set instead of raising,
     so one poison record never stops a batch: the caller dead-letters it and moves on.
     Paused partitions are resumed by Kafka on a new assignment: pause again in ``on_assign``.
+    A static member fenced by Kafka is replaced by a new consumer (see :meth:`_rejoin`).
     """
 
     def __init__(
@@ -51,17 +56,23 @@ class RecordConsumer:
         self._assigning: dict[PartitionKey, TopicPartition] | None = None  # set inside on_assign
         self._deferred: ConsumeError | None = None
         self._missing_since: dict[str, float] = {}  # topic -> when it was last said to be missing
+        self._fenced_at: deque[float] = deque()
+        self._handed: set[PartitionKey] = set()  # given to on_assign and not revoked since
         self._closed = False
+        self._config = {"error_cb": _client_error, **config}
+        self._topics = list(topics)
+        self._consumer = self._connect()
+
+    def _connect(self) -> Consumer:
         try:
-            self._consumer = Consumer({"error_cb": _client_error, **config})
+            consumer = Consumer(self._config)
         except (KafkaException, ValueError, TypeError) as exc:
             raise config_error(exc, "consumer") from exc
         try:
-            self._consumer.subscribe(
-                list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
-            )
+            consumer.subscribe(self._topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)
         except (KafkaException, ValueError) as exc:
-            raise converted(exc, ConsumeError, f"cannot subscribe to {list(topics)}") from exc
+            raise converted(exc, ConsumeError, f"cannot subscribe to {self._topics}") from exc
+        return consumer
 
     def poll_batch(self, max_records: int = 500, timeout: float = 1.0) -> list[ConsumedRecord]:
         """Up to ``max_records`` records, waiting at most ``timeout`` s for the first.
@@ -73,16 +84,22 @@ class RecordConsumer:
         partition error that came after some records is raised by the next call).
         """
         if self._deferred is not None:
-            error, self._deferred = self._deferred, None
-            raise error
+            deferred, self._deferred = self._deferred, None
+            raise deferred
         messages = self._consume(max_records, timeout)
         records: list[ConsumedRecord] = []
         for index, msg in enumerate(messages):
-            if _partition_eof(msg):
-                continue
-            if _topic_not_there(msg):
-                self._missing_topic(msg)
-                continue
+            error: KafkaError | None = msg.error()
+            if error is not None:
+                code = error.code()
+                if code == KafkaError._PARTITION_EOF:  # an event, not a record (enable.partition.eof)
+                    continue
+                if code in _NOT_THERE:
+                    self._missing_topic(msg)
+                    continue
+                if code == KafkaError._FATAL:  # nothing of this batch was handed out: all of it comes again
+                    self._rejoin(error)
+                    return []
             try:
                 records.append(self._record(msg))
             except Exception as exc:
@@ -233,6 +250,37 @@ class RecordConsumer:
                 raise
             return None, exc
 
+    def _rejoin(self, error: KafkaError) -> None:
+        """Replace a consumer librdkafka declared dead, or raise if that keeps happening.
+
+        The only fatal consumer error is a static member (``group.instance.id``) fenced
+        (KIP-345). A consumer fences itself when its session ends while Kafka is unreachable
+        or paused: its rejoin races the broker's expiry of the old member (librdkafka #3437;
+        two persisters stopped for good after a 60 s pause of Kafka in a soak run). A new
+        consumer with the same id takes the membership back; its partitions start again
+        from the last commit, as after a lost assignment. Fenced again and again, another
+        live consumer has the same id, and each rejoin would fence it in turn.
+        """
+        now = time.monotonic()
+        self._fenced_at.append(now)
+        while now - self._fenced_at[0] > FENCE_WINDOW_S:
+            self._fenced_at.popleft()
+        log.warning("kafka.consumer.fenced", group_instance_id=self._instance_id, reason=error.str(),
+                    times=len(self._fenced_at), within_s=FENCE_WINDOW_S)  # fmt: skip
+        if len(self._fenced_at) > FENCES_ALLOWED:
+            raise ConsumeError(
+                f"group.instance.id {self._instance_id!r} was fenced {len(self._fenced_at)} times in "
+                f"{FENCE_WINDOW_S:.0f} s: another consumer of group {self._config.get('group.id')!r} "
+                "runs with the same group.instance.id (each instance needs its own)",
+                retriable=False,
+            )
+        if self._handed:  # librdkafka drops them without a callback; the caller must not commit them
+            self._revoked(self._consumer, [TopicPartition(topic, partition) for topic, partition in self._handed])
+        self._returned.clear()
+        with contextlib.suppress(KafkaException, RuntimeError):  # a dead handle: nothing to leave
+            self._consumer.close()
+        self._consumer = self._connect()
+
     def _missing_topic(self, msg: Message, every: float = 30.0) -> None:
         """Say, at most every ``every`` seconds per topic, that a subscribed topic is not there;
         not an error to raise: the consumer gets its records once the topic exists."""
@@ -287,6 +335,7 @@ class RecordConsumer:
             # Assigning here (not letting confluent-kafka do it after us) is what makes
             # a seek inside on_assign take effect: the offsets travel with the assignment.
             chosen, self._assigning = list(self._assigning.values()), None
+            self._handed.update((tp.topic, tp.partition) for tp in chosen)
             if self._incremental:
                 consumer.incremental_assign(chosen)
             else:
@@ -307,6 +356,7 @@ class RecordConsumer:
         finally:
             for part in parts:  # their records go to the new owner from the last commit
                 self._returned.pop(part, None)
+                self._handed.discard(part)
         log.info("kafka.consumer.revoked", partitions=[f"{t}/{p}" for t, p in parts])
 
     def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -314,23 +364,15 @@ class RecordConsumer:
         self._revoked(consumer, partitions)
 
 
+# A subscribed topic the broker does not know (yet): librdkafka keeps asking for it, and
+# right after a broker restart a topic created a moment ago can be unknown for a while.
+_NOT_THERE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+
+
 def _incremental(config: Mapping[str, Any]) -> bool:
     """Cooperative assignors and KIP-848's protocol hand out partitions incrementally."""
     strategy = str(config.get("partition.assignment.strategy", ""))
     return "cooperative" in strategy or str(config.get("group.protocol", "")) == "consumer"
-
-
-def _topic_not_there(msg: Message) -> bool:
-    """A subscribed topic the broker does not know (yet): librdkafka keeps asking for it, and
-    right after a broker restart a topic created a moment ago can be unknown for a while."""
-    error = msg.error()
-    return error is not None and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
-
-
-def _partition_eof(msg: Message) -> bool:
-    """End-of-partition notices are events, not records (only with ``enable.partition.eof``)."""
-    error = msg.error()
-    return error is not None and error.code() == KafkaError._PARTITION_EOF
 
 
 def _client_error(err: KafkaError) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from fluxgate_testing import unique_topic
 
 from fluxgate_core.consumer import ConsumedRecord, PartitionKey, RecordConsumer
@@ -43,11 +43,15 @@ class FlakyDecoder:
 @pytest.fixture
 def topic(stack: Any) -> str:
     name = unique_topic("test.consumer", stack.bootstrap, partitions=PARTITIONS)
-    producer = Producer({"bootstrap.servers": stack.bootstrap})
-    for n in range(PARTITIONS * PER_PARTITION):
-        producer.produce(name, f"n={n}".encode(), partition=n % PARTITIONS, headers=[("h", b"1"), ("h", b"2")])
-    assert producer.flush(10) == 0
+    produce(stack, name, PER_PARTITION)
     return name
+
+
+def produce(stack: Any, topic: str, per_partition: int) -> None:
+    producer = Producer({"bootstrap.servers": stack.bootstrap})
+    for n in range(PARTITIONS * per_partition):
+        producer.produce(topic, f"n={n}".encode(), partition=n % PARTITIONS, headers=[("h", b"1"), ("h", b"2")])
+    assert producer.flush(10) == 0
 
 
 def config(stack: Any, group: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -253,3 +257,41 @@ def test_a_subscribed_topic_that_appears_later_is_waited_for_not_raised(stack: A
 def test_a_bad_consumer_property_is_a_config_error(stack: Any) -> None:
     with pytest.raises(ConfigError, match=r"no\.such\.property"):
         RecordConsumer(config(stack, **{"no.such.property": "1"}), ["t"])
+
+
+def test_a_fenced_static_member_rejoins_and_reads_on_from_the_last_commit(stack: Any, topic: str) -> None:
+    """A member fenced by Kafka (here by an impostor with its group.instance.id that joins
+    and goes away, as the broker does to a member whose session ended during a Kafka pause)
+    is replaced, its partitions revoked, and reading goes on from the last commit."""
+    group, instance = f"g-{uuid.uuid4().hex[:8]}", f"i-{uuid.uuid4().hex[:8]}"
+    static = {"group.instance.id": instance, "session.timeout.ms": 6000}
+    assigned: list[list[PartitionKey]] = []
+    revoked: list[list[PartitionKey]] = []
+    consumer = RecordConsumer(config(stack, group, **static), [topic], on_assign=assigned.append,
+                              on_revoke=revoked.append)  # fmt: skip
+    try:
+        first, _ = read_all(consumer, PARTITIONS * PER_PARTITION)
+        consumer.commit(first)
+        impostor = Consumer(config(stack, group, **static))
+        impostor.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not impostor.assignment():  # the broker hands it our membership, and fences us
+            assert time.monotonic() < deadline, "the impostor never got the membership"
+            impostor.consume(10, 0.2)
+        impostor.close()  # a static member sends no LeaveGroup: the broker still holds its id
+        produce(stack, topic, PER_PARTITION)
+        later: list[ConsumedRecord] = []  # read after the fence (what came before it was not committed)
+        deadline = time.monotonic() + 60
+        while not revoked or len({(r.partition, r.offset) for r in later}) < PARTITIONS * PER_PARTITION:
+            assert time.monotonic() < deadline, f"fenced: {bool(revoked)}, read after it: {len(later)}"
+            batch = consumer.poll_batch(max_records=7, timeout=0.5)
+            if revoked:
+                later.extend(batch)
+        assert len(assigned) >= 2, "the new consumer never got the partitions"
+    finally:
+        consumer.close()
+    assert len(first) == PARTITIONS * PER_PARTITION
+    again = sorted({(r.partition, r.offset) for r in later})
+    assert again == [(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION, 2 * PER_PARTITION)], (
+        "after the rejoin, exactly the records after the commit are read (none committed before it)"
+    )
