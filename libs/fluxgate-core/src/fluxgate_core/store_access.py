@@ -38,6 +38,15 @@ class ElasticsearchAccess(Group):
         _paired(self.username, self.password)
         return self
 
+    def tls_context(self) -> ssl.SSLContext:
+        """For a client other than ``elasticsearch-py`` (which takes ``ca_certs`` and
+        ``verify_certs`` itself): the same CA and verification. Reads the CA file (a missing one raises)."""
+        context = ssl.create_default_context(cafile=self.ca_certs)
+        if not self.verify_certs:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
 
 class ScyllaAccess(Group):
     """PasswordAuthenticator credentials and TLS to the nodes, as ``cassandra-driver`` takes them."""

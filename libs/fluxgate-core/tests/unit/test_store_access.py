@@ -44,6 +44,15 @@ def test_scylla_tls_context_with_a_missing_ca_fails(tmp_path: Path) -> None:
         ScyllaAccess(tls_ca_file=str(tmp_path / "missing.pem")).tls_context()
 
 
+def test_elasticsearch_tls_context_verifies_unless_told_not_to(tmp_path: Path) -> None:
+    context = ElasticsearchAccess(ca_certs=certifi.where()).tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    unverified = ElasticsearchAccess(verify_certs=False).tls_context()
+    assert unverified.verify_mode == ssl.CERT_NONE and not unverified.check_hostname
+    with pytest.raises(OSError):
+        ElasticsearchAccess(ca_certs=str(tmp_path / "missing.pem")).tls_context()
+
+
 def test_hazelcast_options_carry_credentials_and_tls() -> None:
     assert HazelcastAccess().access_options() == {}
     access = HazelcastAccess.model_validate(

@@ -59,14 +59,10 @@ def elasticsearch_options(es: ElasticsearchStoreSettings, timeout_s: float) -> d
 
 def _es_tls(es: ElasticsearchStoreSettings) -> ssl.SSLContext:
     try:
-        context = ssl.create_default_context(cafile=es.ca_certs)
+        return es.tls_context()
     except (OSError, ssl.SSLError) as exc:  # read once, at start: a wrong path is a configuration error
         variable = "FLUXGATE_CONSOLE_ELASTICSEARCH__CA_CERTS"
         raise ConfigError(f"invalid configuration:\n  elasticsearch.ca_certs [env {variable}]: {exc}") from exc
-    if not es.verify_certs:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 def scylla_options(scylla: ScyllaStoreSettings) -> dict[str, Any]:
