@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fluxgate_core.kafka import ConsumedRecord, PartitionKey
@@ -12,6 +13,12 @@ from fluxgate_core.kafka import ConsumedRecord, PartitionKey
 # Not one: librdkafka drops what it prefetched for a paused partition and fetches it again
 # on resume, and pausing at every batch starved the writes of records (half the throughput).
 WAITING_BATCHES = 3
+# How long a partition may stay full, while the store takes writes, before its fetching pauses;
+# until then the runner waits for its write instead of polling. A pause makes librdkafka drop
+# what it prefetched for the partition and fetch it again on resume: in a backlog, where
+# decoding outruns writing, partitions paused and resumed at every batch and each record was
+# fetched several times.
+PAUSE_AFTER_S = 1.0
 
 
 @dataclass(slots=True)
@@ -26,11 +33,13 @@ class PartitionState:
     writing: asyncio.Task[None] | None = None
     writing_end: int = -1  # the offset to commit once ``writing`` succeeds
     paused: bool = False
+    full_since: float = 0.0  # when it became full (0: it is not)
 
-    def add(self, record: ConsumedRecord) -> None:
+    def extend(self, records: Iterable[ConsumedRecord]) -> None:
+        """Records after those waiting, in offset order."""
         if not self.waiting:
             self.oldest = time.monotonic()
-        self.waiting.append(record)
+        self.waiting.extend(records)
 
     def due(self, now: float) -> bool:
         """A batch is due when it is full or its oldest record waited long enough (and none is being written)."""

@@ -9,7 +9,8 @@ import pytest
 from fluxgate_testing.sink.memory import aggregate, record
 
 from fluxgate_sink.kcql import parse
-from fluxgate_sink.routing import Router
+from fluxgate_sink.routing import Router, Unroutable
+from fluxgate_sink.sink import SinkItem
 
 KEYLESS = "INSERT INTO ring SELECT * FROM t"
 WITH_PK = "INSERT INTO ring SELECT * FROM t PK device_id"
@@ -102,3 +103,18 @@ def test_a_dated_target_and_a_missing_event_time_where_one_is_needed() -> None:
     routed = router.route([record("t", 0, 1, {"window_start": START}), record("t", 0, 2, {"device_id": "d1"})])
     assert [i.target for i in routed.items] == [f"idx-{START:%Y.%m.%d}"]
     assert [u.source.offset for u in routed.unroutable] == [2]
+
+
+@pytest.mark.parametrize("bad", [[], [1], [0, 2]])
+def test_one_statement_routes_a_batch_at_once_as_record_by_record(bad: list[int]) -> None:
+    """A batch where every record routes takes a shortcut; with an unroutable record it goes
+    record by record. Either way the items and the unroutable are those of routing each one."""
+    router = Router(parse(WITH_PK))
+    records = [record("t", 0, n, {"window_start": 0} if n in bad else aggregate(f"d{n}", 0)) for n in range(3)]
+    routed = router.route(records)
+    each = router._plans["t"][0].route(records)
+    assert routed.items == [entry for entry in each if isinstance(entry, SinkItem)]
+    assert [(u.source.offset, str(u.error)) for u in routed.unroutable] == [
+        (entry.source.offset, str(entry.error)) for entry in each if isinstance(entry, Unroutable)
+    ]
+    assert [u.source.offset for u in routed.unroutable] == bad

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,9 +13,11 @@ from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
+from fluxgate_sink import runner as runner_module
 from fluxgate_sink.errors import PolicyStop
 from fluxgate_sink.runner import SinkRunner
 from fluxgate_sink.settings import SinkSettings
+from fluxgate_sink.sink import ItemFailure, SinkItem
 
 KCQL = "INSERT INTO temps SELECT * FROM aggs"
 ID0 = "dev-0|temperature|1795435200000"  # device, metric, window start in epoch ms
@@ -219,3 +222,118 @@ async def test_a_record_without_key_fields_is_keyed_by_its_kafka_coordinates() -
     h = Harness([record("aggs", 0, 7, plain)], kcql="INSERT INTO ring SELECT sensor_id, temperature FROM aggs")
     await h.run_until(lambda: h.committed(0) == 8)
     assert h.sink.docs["ring"] == {"aggs/0/7": plain} and h.dead.sent == []
+
+
+class OrderedSink(FakeSink):
+    """Remembers every item written, in the order written, with its partition and offset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[tuple[int, int]] = []
+
+    async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
+        self.order.extend((item.source.partition, item.source.offset) for item in items)
+        return await super().write_batch(items)
+
+
+async def _run_recording_polls(records: list[ConsumedRecord], limit: int) -> tuple[Harness, list[tuple[bool, float]]]:
+    """Run to the last commit; each poll as (on the event loop's thread, its timeout)."""
+    polls: list[tuple[bool, float]] = []
+    loop_thread = threading.get_ident()
+    h = Harness(records, sink=OrderedSink(), batch_size=3, poll_max_records=limit, batch_age_ms=0)
+    build = h.runner._source_factory
+
+    def recording(topics: list[str], on_assign: Any, on_revoke: Any) -> Any:
+        source = build(topics, on_assign, on_revoke)
+        poll = source.poll_batch
+
+        def poll_batch(max_records: int = 500, timeout: float = 1.0) -> list[ConsumedRecord]:
+            polls.append((threading.get_ident() == loop_thread, timeout))
+            return poll(max_records, timeout)
+
+        source.poll_batch = poll_batch  # type: ignore[method-assign]
+        return source
+
+    h.runner._source_factory = recording
+    await h.run_until(lambda: h.committed(0) == 20 and h.committed(1) == 12)
+    return h, polls
+
+
+async def test_polls_after_a_full_one_run_on_the_loop_and_change_nothing() -> None:
+    """The backlog path (a full poll, then polls on the loop's thread without waiting) writes
+    and commits exactly what the waiting path (every poll on a thread) does, in the same order."""
+    ones, twos = batch(20), batch(12, partition=1)
+    records = [r for pair in zip(ones, twos, strict=False) for r in pair] + ones[12:]  # partitions interleaved
+    waiting, polls_waiting = await _run_recording_polls(records, limit=1000)  # never full: always a thread
+    backlog, polls_backlog = await _run_recording_polls(records, limit=4)
+    assert not any(here for here, _ in polls_waiting)
+    assert (True, 0.0) in polls_backlog  # the fast path ran, without waiting
+    assert all(timeout > 0 for here, timeout in polls_backlog if not here)
+    assert backlog.sink.docs == waiting.sink.docs
+    for partition, count in ((0, 20), (1, 12)):  # record order is per partition; partitions interleave
+        expected = list(range(count))
+        assert [o for p, o in backlog.sink.order if p == partition] == expected
+        assert [o for p, o in waiting.sink.order if p == partition] == expected
+        for h in (backlog, waiting):  # batches differ with the poll size; commits only move forward, to the end
+            commits = _commits(h, partition)
+            assert commits == sorted(set(commits)) and commits[-1] == count
+
+
+def _commits(h: Harness, partition: int) -> list[int]:
+    assert h.source is not None
+    return [c[("aggs", partition)] for c in h.source.commits if ("aggs", partition) in c]
+
+
+class SlowSink(FakeSink):
+    """Each write takes ``seconds`` (a store that takes writes, slowly)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
+        await asyncio.sleep(self.seconds)
+        return await super().write_batch(items)
+
+
+def _pauses_of(h: Harness) -> list[list[tuple[str, int]]]:
+    """Every pause call the runner makes on the source (recorded by wrapping its factory)."""
+    pauses: list[list[tuple[str, int]]] = []
+    build = h.runner._source_factory
+
+    def recording(topics: list[str], on_assign: Any, on_revoke: Any) -> Any:
+        source = build(topics, on_assign, on_revoke)
+        pause = source.pause
+
+        def paused(partitions: Sequence[tuple[str, int]]) -> None:
+            pauses.append(list(partitions))
+            pause(partitions)
+
+        source.pause = paused  # type: ignore[method-assign]
+        return source
+
+    h.runner._source_factory = recording
+    return pauses
+
+
+async def test_a_full_partition_whose_write_ends_soon_is_not_paused() -> None:
+    """Full (a batch writing, three waiting): the runner waits for the write instead of polling and
+    pausing, which would make librdkafka drop what it prefetched for the partition."""
+    h = Harness(batch(40), sink=SlowSink(0.01), batch_size=2, poll_max_records=8)
+    pauses = _pauses_of(h)
+    await h.run_until(lambda: h.committed(0) == 40)
+    assert pauses == []
+    assert len(h.sink.docs["temps"]) == 40 and sum(h.sink.batches) == 40
+
+
+async def test_a_partition_full_for_longer_is_paused_then_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module, "PAUSE_AFTER_S", 0.1)
+    h = Harness(batch(16), sink=SlowSink(0.4), batch_size=2, poll_max_records=8)
+    pauses = _pauses_of(h)
+    task = asyncio.create_task(h.runner.run(h.stop))
+    await until(lambda: bool(pauses))
+    assert h.source is not None and ("aggs", 0) in h.source.paused and h.committed(0) is None
+    await until(lambda: h.committed(0) == 16, timeout=10)
+    assert ("aggs", 0) not in h.source.paused
+    h.stop.set()
+    await task

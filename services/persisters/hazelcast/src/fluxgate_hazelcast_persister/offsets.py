@@ -42,9 +42,21 @@ def written_through(
     them: the record only ever says "everything up to here is in". ``refused`` holds, per
     key, the lowest offset the store refused: the record stays below it, so a restart
     before its dead letter is confirmed sends it through the error policy again."""
+    done = list(offsets[:written])
+    if not refused and done and done[0] >= 0 and sorted(done) == done:
+        # A runner's batch: offsets in order, nothing refused. Each key's highest offset is
+        # then its last, which dict() keeps in one pass in C instead of a comparison per item.
+        return dict(zip(keys[:written], done, strict=True))
+    return written_through_each(keys, offsets, written, refused or {})
+
+
+def written_through_each(
+    keys: Sequence[str], offsets: Sequence[int], written: int, refused: Mapping[str, int]
+) -> dict[str, int]:
+    """:func:`written_through` item by item, whatever the order (the general case)."""
     through: dict[str, int] = {}
     for key, offset in zip(keys[:written], offsets[:written], strict=True):
-        cap = (refused or {}).get(key)
+        cap = refused.get(key)
         if offset > through.get(key, -1) and (cap is None or offset < cap):
             through[key] = offset
     return through

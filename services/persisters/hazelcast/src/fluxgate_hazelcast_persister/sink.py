@@ -18,17 +18,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import Any, cast
 
 import structlog
 from hazelcast import errors as hz
 from hazelcast.asyncio import HazelcastClient
+from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVERWRITE
+from hazelcast.serialization.data import Data
 
 from fluxgate_hazelcast_persister.offsets import already_written, record_key, written_through
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
-from fluxgate_hazelcast_persister.values import Value, value_of
+from fluxgate_hazelcast_persister.values import Value, add_all_request, value_of
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
@@ -83,6 +86,15 @@ class _Group:
 
     def encode(self, items: Sequence[SinkItem]) -> None:
         """Values of the items to write; the ones that cannot be encoded are refused, not written."""
+        try:  # the usual case, every value encodes: one comprehension, no bookkeeping per item
+            self.values = [value_of(items[index]) for index in self.indices]
+            return
+        except SinkError:
+            self.values = []
+        self.encode_each(items)
+
+    def encode_each(self, items: Sequence[SinkItem]) -> None:
+        """:meth:`encode` item by item, refusing the ones that do not encode."""
         kept: list[int] = []
         for index in self.indices:
             try:
@@ -317,7 +329,17 @@ def _groups(items: Sequence[SinkItem]) -> list[_Group]:
 
 
 def _record_keys(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
-    """Each item's offset record key, made once per partition of the batch, not once per item."""
+    """Each item's offset record key, made once per partition of the batch, not once per item.
+    A runner's batch is one partition's: then one key for all, set in C (:func:`_record_keys_each`
+    is the general path, which a unit test holds this to)."""
+    if group.indices:
+        partitions = set(map(_coordinates, [items[i].source for i in group.indices]))
+        if len(partitions) == 1:
+            return dict.fromkeys(group.indices, record_key(group.structure, items[group.indices[0]]))
+    return _record_keys_each(group, items)
+
+
+def _record_keys_each(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
     made: dict[tuple[str, int], str] = {}
     keys: dict[int, str] = {}
     for index in group.indices:
@@ -328,6 +350,9 @@ def _record_keys(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
             key = made[tp] = record_key(group.structure, items[index])
         keys[index] = key
     return keys
+
+
+_coordinates = attrgetter("topic", "partition")
 
 
 def _may_hold_written(group: _Group, items: Sequence[SinkItem], recorded: Mapping[str, int]) -> bool:
@@ -341,7 +366,12 @@ def _may_hold_written(group: _Group, items: Sequence[SinkItem], recorded: Mappin
 
 async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], statement: Statement) -> None:
     fail = statement.properties.get(OVERFLOW_PROPERTY, "OVERWRITE").upper() == "FAIL"
-    sequence = await proxy.add_all(chunk, OVERFLOW_POLICY_FAIL if fail else OVERFLOW_POLICY_OVERWRITE)
+    policy = OVERFLOW_POLICY_FAIL if fail else OVERFLOW_POLICY_OVERWRITE
+    if statement.format == "AVRO":  # bytes, which the client serializes itself
+        sequence = await proxy.add_all(chunk, policy)
+    else:  # JSON values are Data already (value_of): what add_all would send, framed at once
+        request = add_all_request(proxy.name, cast(list[Data], chunk), policy)
+        sequence = await proxy._invoke(request, add_all_codec.decode_response)
     if sequence == -1:
         raise Backpressure(f"ringbuffer {statement.target} full (overflow policy FAIL, items within their TTL)")
 

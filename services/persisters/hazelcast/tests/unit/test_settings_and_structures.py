@@ -6,15 +6,19 @@ from decimal import Decimal
 
 import pytest
 from hazelcast.core import HazelcastJsonValue
+from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
+from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVERWRITE
 from hazelcast_store import START, aggregate, client_serialization, item, read_json, statement
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
-from fluxgate_hazelcast_persister.offsets import already_written, written_through
+from fluxgate_hazelcast_persister.offsets import already_written, written_through, written_through_each
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
-from fluxgate_hazelcast_persister.sink import _groups
+from fluxgate_hazelcast_persister.sink import _groups, _record_keys, _record_keys_each
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
-from fluxgate_hazelcast_persister.values import json_bytes, json_data, to_json
+from fluxgate_hazelcast_persister.values import add_all_request, json_bytes, json_data, to_json
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.kcql import parse
 
@@ -111,6 +115,24 @@ def test_the_record_covers_the_written_prefix_below_a_refusal() -> None:
     assert not already_written(0, "c", {})
 
 
+@given(
+    st.lists(st.tuples(st.sampled_from("abc"), st.integers(-2, 30)), max_size=12),
+    st.integers(0, 14),
+    st.dictionaries(st.sampled_from("abc"), st.integers(0, 30), max_size=2),
+    st.booleans(),
+)
+def test_the_in_order_shortcut_records_what_the_item_by_item_path_does(
+    entries: list[tuple[str, int]], written: int, refused: dict[str, int], in_order: bool
+) -> None:
+    """A runner's batch (offsets in order, nothing refused) takes a shortcut; any batch must
+    get the same record from it as from the general path."""
+    if in_order:
+        entries = sorted(entries, key=lambda entry: entry[1])
+    keys, offsets = [k for k, _ in entries], [o for _, o in entries]
+    for cap in ({}, refused):
+        assert written_through(keys, offsets, written, cap) == written_through_each(keys, offsets, written, cap)
+
+
 def test_a_batch_groups_by_structure_and_target_in_batch_order() -> None:
     """Runs of one statement and target are grouped at once; two statements writing one target
     share its group, in batch order, whatever runs they come in."""
@@ -121,3 +143,41 @@ def test_a_batch_groups_by_structure_and_target_in_batch_order() -> None:
         (Structure.RING_BUFFER, "rb", [0, 1, 2, 4, 5]),
         (Structure.QUEUE, "rb", [3]),
     ]
+
+
+@pytest.mark.parametrize("count", [1, 3, 1000])
+@pytest.mark.parametrize("policy", [OVERFLOW_POLICY_OVERWRITE, OVERFLOW_POLICY_FAIL])
+def test_the_ringbuffer_request_is_the_one_the_client_would_send(count: int, policy: int) -> None:
+    """The sink frames a ringbuffer's JSON values itself: the request must be byte for byte the
+    client's own ``add_all`` request of the same values, whatever their sizes."""
+    values = [json_data(json_bytes(aggregate(n, n, unit="°C" * (n % 7)))) for n in range(count)]
+    ours = add_all_request("temperature_aggregates", values, policy)
+    theirs = add_all_codec.encode_request("temperature_aggregates", values, policy)
+    assert bytes(ours.buf) == bytes(theirs.buf)
+    assert (ours.retryable, ours.contains_data) == (theirs.retryable, theirs.contains_data)
+
+
+@pytest.mark.parametrize("partitions", [[0], [0, 0, 0], [1, 0, 1], [2, 2, 3, 2]])
+def test_offset_record_keys_of_one_partition_match_the_general_path(partitions: list[int]) -> None:
+    """One key for a batch of one partition (the shortcut), one per partition otherwise."""
+    rb = statement("rb")
+    batch = [item(rb, aggregate(n, n), 10 + n, partition=p) for n, p in enumerate(partitions)]
+    (group,) = _groups(batch)
+    keys = _record_keys(group, batch)
+    assert keys == _record_keys_each(group, batch)
+    assert [keys[i] for i in group.indices] == [f"RING_BUFFER:rb|temperatures.aggregated|{p}" for p in partitions]
+
+
+@pytest.mark.parametrize("bad", [[], [1], [0, 3]])
+def test_encoding_a_group_at_once_matches_item_by_item(bad: list[int]) -> None:
+    """Values and refusals are the same whether the group encodes at once (every value has a
+    JSON form) or falls back to item by item (some are NaN)."""
+    rb = statement("rb")
+    batch = [item(rb, aggregate(n, n, mean=float("nan") if n in bad else 1.5), n) for n in range(4)]
+    (fast,), (each,) = _groups(batch), _groups(batch)
+    fast.encode(batch)
+    each.encode_each(batch)
+    assert fast.indices == each.indices == [n for n in range(4) if n not in bad]
+    assert [v.buffer for v in fast.values] == [v.buffer for v in each.values]  # type: ignore[union-attr]
+    assert [(f.index, str(f.error)) for f in fast.refused] == [(f.index, str(f.error)) for f in each.refused]
+    assert [f.index for f in fast.refused] == bad
