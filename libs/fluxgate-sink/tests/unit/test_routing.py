@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -93,7 +92,7 @@ MILLIS = int(START.timestamp() * 1000)
     ],
 )
 def test_the_event_time_is_the_statements_own(kcql: str, value: dict[str, object], expected: datetime) -> None:
-    source = replace(record("t", 0, 5, value), timestamp_ms=1500)
+    source = record("t", 0, 5, value)._replace(timestamp_ms=1500)
     (item,) = Router(parse(kcql), lambda _: False).route([source]).items
     assert item.event_time == expected and item.event_time.tzinfo is not None
 
