@@ -101,7 +101,12 @@ def test_observed_responses_reach_a_hazelcast_queue_whole_as_json(
     server.put("/sensors", FIRST)  # libcoap's -d: a PUT creates an observable resource
     ingest = start_ingest([{"uri": uri, "topic": coap_topic}], OUTPUT_FORMAT="coap-message")
     ingest.wait_ready()
-    for payload in LATER:
+    # Observe is eventually consistent (RFC 7641): while a confirmable notification is not yet
+    # acknowledged, libcoap sends no other, and the next one carries the newest state, so a
+    # state replaced meanwhile is never sent (one CI run lost "not a reading at all" so). Each
+    # state waits for its own notification on the topic before the next one is put.
+    for seen, payload in enumerate(LATER, start=1):
+        consume(stack.bootstrap, coap_topic, expected=seen, decoder=decoder, timeout=30, idle=0)
         server.put("/sensors", payload)
     records = consume(stack.bootstrap, coap_topic, expected=4, decoder=decoder, timeout=30, idle=0.5)
 
