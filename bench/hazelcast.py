@@ -8,6 +8,11 @@ values with the same client library in a plain loop (``Ringbuffer.add_all`` of 1
 * ``floor``: the same N aggregates, Avro wire format, produced to a fresh topic (4 partitions)
   first; read from it and decoded by ``fluxgate_core``'s consumer in this process, nothing
   else. No persister can beat it: it is what each one does before its store sees a record.
+* ``direct``: the same read and decode, then each batch encoded and added as the persister
+  does it (its own ``json_documents`` and ``add_all_json_request``), in a plain loop
+  with nothing of the runtime (no routing, no batches per partition, no offset record,
+  no commits, no error policy): the least a JSON-writing persister in Python can cost.
+  Above the floor, it is the store's share; the persister above it, the runtime's.
 * ``persister x1``, ``x2``: one, then two persister processes in one consumer group read the
   same topic; timed from all ready until the group has committed all N (no polling of the
   store; the written counters may count a record twice across a rebalance, see
@@ -42,11 +47,14 @@ from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from fluxgate_testing import free_port, unique_topic  # noqa: E402
 from hazelcast.asyncio import HazelcastClient  # noqa: E402
 from hazelcast.core import HazelcastJsonValue  # noqa: E402
+from hazelcast.protocol.codec import ringbuffer_add_all_codec  # noqa: E402
+from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_OVERWRITE  # noqa: E402
 
+from fluxgate_core.collector import tune_collector  # noqa: E402
 from fluxgate_core.consumer import RecordConsumer  # noqa: E402
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
 from fluxgate_core.serde import AvroDecoder, AvroEncoder  # noqa: E402
-from fluxgate_hazelcast_persister.values import to_json  # noqa: E402
+from fluxgate_hazelcast_persister.values import add_all_json_request, json_documents, to_json  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
 
 
@@ -98,12 +106,49 @@ def produced(stack: Any, records: list[dict[str, Any]], partitions: int) -> str:
     return topic
 
 
+def _reader(stack: Any, topic: str) -> RecordConsumer:
+    config = {"bootstrap.servers": stack.bootstrap, "group.id": f"bench-floor-{uuid.uuid4().hex[:6]}"}
+    config |= {"auto.offset.reset": "earliest", "enable.auto.commit": False}
+    return RecordConsumer(config, [topic], AvroDecoder(SchemaRegistryClient({"url": stack.registry_url})))
+
+
+def direct(stack: Any, member: str, cluster: str, topic: str, count: int, batch: int) -> dict[str, Any]:
+    """The floor, plus each batch encoded and added the way the persister's sink does it, in a
+    plain loop: no runtime around it (see the module)."""
+    target = f"bench-direct-{uuid.uuid4().hex[:6]}"
+
+    async def run() -> tuple[float, float]:
+        client = await _client(member, cluster)
+        consumer = _reader(stack, topic)
+        try:
+            ringbuffer = await client.get_ringbuffer(target)
+            seen, began, cpu = 0, 0.0, os.times()
+            while seen < count:
+                records = consumer.poll_batch(batch, 1.0)
+                if records and not seen:
+                    began, cpu = time.perf_counter(), os.times()
+                documents = json_documents([record.record or {} for record in records])
+                if documents:
+                    request = add_all_json_request(target, documents, OVERFLOW_POLICY_OVERWRITE)
+                    await ringbuffer._invoke(request, ringbuffer_add_all_codec.decode_response)
+                seen += len(records)
+            wall = time.perf_counter() - began
+            used = (os.times().user - cpu.user) + (os.times().system - cpu.system)
+            assert await ringbuffer.size() == min(count, await ringbuffer.capacity())
+            await ringbuffer.destroy()
+            return wall, used
+        finally:
+            consumer.close()
+            await client.shutdown()
+
+    wall, used = asyncio.run(run())
+    return {"wall_s": round(wall, 3), "records_per_s": round(count / wall), "direct_cpu_s": round(used, 2)}
+
+
 def floor(stack: Any, topic: str, count: int) -> dict[str, Any]:
     """What every persister does before its store sees a record: read it from Kafka and decode
     it (``fluxgate_core``'s consumer and Avro decoder, in this process, nothing else)."""
-    config = {"bootstrap.servers": stack.bootstrap, "group.id": f"bench-floor-{uuid.uuid4().hex[:6]}"}
-    config |= {"auto.offset.reset": "earliest", "enable.auto.commit": False}
-    consumer = RecordConsumer(config, [topic], AvroDecoder(SchemaRegistryClient({"url": stack.registry_url})))
+    consumer = _reader(stack, topic)
     try:
         seen, began, cpu = 0, 0.0, os.times()
         while seen < count:
@@ -250,12 +295,22 @@ def main() -> None:
     log.parent.mkdir(exist_ok=True)
     base = baseline(member, cluster, records, args.batch)
     topic = produced(stack, records, args.partitions)
+    # As every service does once it is built (fluxgate_core.lifecycle): without it, this
+    # process's collector also walks the legs' source data again and again, which the
+    # services never hold, and the floor would count that as reading.
+    tune_collector()
     least = floor(stack, topic, len(records))
+    straight = direct(stack, member, cluster, topic, len(records), args.batch)
     legs = [persister(stack, member, cluster, topic, len(records), args.batch, n, log) for n in (1, 2)]
     least["floor_cpu_s"] = least["us_cpu_per_record"] * len(records) / 1e6
     rate = {
         name: result["records_per_s"]
         for name, result in (("base", base), ("floor", least), ("x1", legs[0]), ("x2", legs[1]))
+    }
+    cpu = {
+        "floor": least["floor_cpu_s"],
+        "direct": straight["direct_cpu_s"],
+        "x1": legs[0]["persister_cpu_s"],
     }
     report(
         "hazelcast",
@@ -263,6 +318,7 @@ def main() -> None:
         [
             leg("baseline (add_all loop, no Kafka)", base, len(records), "client_cpu_s"),
             leg("floor (Kafka read + Avro decode only)", least, len(records), "floor_cpu_s"),
+            leg("direct (floor + encode + add_all, no runtime)", straight, len(records), "direct_cpu_s"),
             leg("persister x1 (Kafka -> HZ)", legs[0], len(records), "persister_cpu_s"),
             leg("persister x2 (Kafka -> HZ)", legs[1], len(records), "persister_cpu_s"),
         ],
@@ -271,6 +327,9 @@ def main() -> None:
             "throughput_floor_over_baseline": rate["floor"] / rate["base"],
             "throughput_persister_over_floor": rate["x1"] / rate["floor"],
             "throughput_x2_over_x1": rate["x2"] / rate["x1"],
+            "cpu_direct_over_floor": cpu["direct"] / cpu["floor"],
+            "cpu_persister_over_floor": cpu["x1"] / cpu["floor"],
+            "cpu_persister_over_direct": cpu["x1"] / cpu["direct"],
         },
         vars(args),
     )

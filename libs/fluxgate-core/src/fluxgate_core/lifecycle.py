@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 from pydantic_settings import BaseSettings
 
+from fluxgate_core.collector import tune_collector
 from fluxgate_core.errors import ConfigError, FluxgateError
 from fluxgate_core.health import HealthServer
 from fluxgate_core.logs import configure_logging
@@ -64,6 +65,7 @@ def run_service(
     quiet(quiet_loggers)
     try:
         service = build(settings)
+        tune_collector()
         asyncio.run(_serve(service, _group(settings, "http", HttpSettings)))
     except ConfigError as exc:  # found only once running (a transport that is not installed...)
         return config_failed(name, exc)

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fluxgate_testing import ServiceProcess, free_port
 
+from fluxgate_core.collector import YOUNG_THRESHOLD
 from fluxgate_core.lifecycle import run_service
 
 sys.path.insert(0, str(Path(__file__).parent))
 from demo_service import DemoService, DemoSettings
 
 DEMO = Path(__file__).with_name("demo_service.py")
+
+
+@pytest.fixture(autouse=True)
+def collector_as_it_was() -> Iterator[None]:
+    """run_service tunes this process's collector: give the other tests theirs back."""
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
 
 
 def run(mode: str) -> tuple[int, list[DemoService]]:
@@ -30,6 +42,30 @@ def run(mode: str) -> tuple[int, list[DemoService]]:
 def test_a_signal_drains_and_exits_zero() -> None:
     code, built = run("self-term")
     assert code == 0 and built[0].drained
+
+
+def test_a_service_runs_with_its_start_frozen_and_young_collections_rarer() -> None:
+    """What was made before the service runs is out of the collector's sight; a young
+    collection waits for YOUNG_THRESHOLD new objects, not 700."""
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    seen: list[tuple[int, int]] = []
+
+    def build(settings: DemoSettings) -> DemoService:
+        service = DemoService(settings)
+        run_service_of = service.run
+
+        async def run_and_look(stop: object) -> None:
+            seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+            await run_service_of(stop)  # type: ignore[arg-type]
+
+        service.run = run_and_look  # type: ignore[method-assign]
+        return service
+
+    assert run_service("demo", DemoSettings, build, overrides={"mode": "self-term"}) == 0
+    ((young, frozen),) = seen
+    assert young == YOUNG_THRESHOLD and frozen > 1000
+    assert gc.get_threshold()[1:] == (10, 10)
 
 
 def test_a_raised_fluxgate_error_exits_one() -> None:

@@ -34,7 +34,7 @@ class SinkItem(NamedTuple):
     source: ConsumedRecord  # raw bytes and coordinates, for dead letters and logs
     statement: Statement  # the statement that routed it (mode, PK, TTL, STOREAS, properties ...)
     target: str  # resolved: e.g. the daily index ``temperatures-2026.11.23``
-    id: str  # stable id from the statement's PK: a replay writes the same id again
+    id: str  # stable id from the statement's PK: a replay writes the same id again; "" if unused (needs_ids)
     document: dict[str, Any]  # the projected fields (SELECT/AS/IGNORE applied); datetimes stay datetimes
     event_time: datetime  # UTC; what dates a daily index, never the wall clock
 
@@ -70,7 +70,8 @@ class Sink(ABC):
         """Whether the store keys the items of ``statement`` by their id (the PK's values).
 
         A store that only appends (a ringbuffer, a queue) says no: for a statement without a
-        PK the router then skips deriving the id from every record."""
+        PK the router then skips deriving the id from every record, and the items' ``id`` is
+        empty."""
         return True
 
     async def ping(self) -> bool:

@@ -21,7 +21,7 @@ DEFAULT_ID = f"d1|temperature|{int(aggregate('d1', 0)['window_start'].timestamp(
     [
         (KEYLESS, None, DEFAULT_ID),  # the default key fields and the event time
         (KEYLESS, lambda _: True, DEFAULT_ID),
-        (KEYLESS, lambda _: False, "t/0/5"),  # a store that appends: the Kafka coordinates
+        (KEYLESS, lambda _: False, ""),  # a store that appends: no id
         (WITH_PK, lambda _: False, "d1"),  # a PK is always derived (and checked)
     ],
 )
@@ -117,3 +117,26 @@ def test_one_statement_routes_a_batch_at_once_as_record_by_record(bad: list[int]
         (entry.source.offset, str(entry.error)) for entry in each if isinstance(entry, Unroutable)
     ]
     assert [u.source.offset for u in routed.unroutable] == bad
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {},
+        {1: {"window_start": MILLIS}},  # epoch millis
+        {0: {"event_time": START}},  # the first time field missing
+        {2: {"window_start": START.astimezone(timezone(timedelta(hours=2)))}},  # another zone
+        {1: {"window_start": datetime(2026, 11, 23, 12)}},  # naive
+        {0: {"device_id": "d0"}},  # no event time: the Kafka timestamp
+    ],
+)
+def test_whole_records_to_a_fixed_target_route_at_once_as_record_by_record(odd: dict[int, dict[str, object]]) -> None:
+    """SELECT * to a fixed target with no id makes a batch's items at once when every record's
+    first time field is a UTC datetime; whatever the batch, the items are those of each record."""
+    router = Router(parse(KEYLESS), lambda _: False)
+    records = [record("t", 0, n, odd.get(n, aggregate(f"d{n}", n))) for n in range(3)]
+    plan = router._plans["t"][0]
+    assert (plan.whole_items(records) is None) == bool(odd)
+    routed = router.route(records)
+    assert routed.items == plan.route(records) == [plan.item(r) for r in records]
+    assert all(item.event_time.tzinfo is not None and item.id == "" for item in routed.items)

@@ -26,12 +26,11 @@ from hazelcast import errors as hz
 from hazelcast.asyncio import HazelcastClient
 from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVERWRITE
-from hazelcast.serialization.data import Data
 
 from fluxgate_hazelcast_persister.offsets import already_written, record_key, written_through
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
-from fluxgate_hazelcast_persister.values import Value, add_all_request, value_of
+from fluxgate_hazelcast_persister.values import Value, add_all_json_request, json_bytes, json_documents, value_of
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
@@ -76,18 +75,28 @@ class _Group:
 
     structure: Structure
     target: str
-    statement: Statement
+    statement: Statement  # the first item's; the group's items share its structure, target and format
     indices: list[int] = field(default_factory=list)
-    values: list[Value] = field(default_factory=list)  # of ``indices``, once encoded
+    values: list[Value] = field(default_factory=list)  # of ``indices``, once encoded (see ``framed``)
     refused: list[ItemFailure] = field(default_factory=list)  # items with no value the store can hold
     written: int = 0  # how many of ``indices`` (a prefix) are in the store
     error: SinkError | None = None
     keys: dict[int, str] = field(default_factory=dict)  # item index -> its offset record's key (appended)
 
+    @property
+    def framed(self) -> bool:
+        """A ringbuffer of JSON: its values are the JSON itself (bytes), which the sink frames
+        into the request at once (:func:`add_all_json_request`); every other group's are what
+        the client sends (:func:`value_of`)."""
+        return self.structure is Structure.RING_BUFFER and self.statement.format != "AVRO"
+
     def encode(self, items: Sequence[SinkItem]) -> None:
         """Values of the items to write; the ones that cannot be encoded are refused, not written."""
-        try:  # the usual case, every value encodes: one comprehension, no bookkeeping per item
-            self.values = [value_of(items[index]) for index in self.indices]
+        try:  # the usual case, every value encodes: at once, no bookkeeping per item
+            if self.framed:
+                self.values = list(json_documents([items[index].document for index in self.indices]))
+            else:
+                self.values = [value_of(items[index]) for index in self.indices]
             return
         except SinkError:
             self.values = []
@@ -96,9 +105,10 @@ class _Group:
     def encode_each(self, items: Sequence[SinkItem]) -> None:
         """:meth:`encode` item by item, refusing the ones that do not encode."""
         kept: list[int] = []
+        encode = _json_of if self.framed else value_of
         for index in self.indices:
             try:
-                self.values.append(value_of(items[index]))
+                self.values.append(encode(items[index]))
             except SinkError as exc:
                 self.refused.append(ItemFailure(index, exc))
                 continue
@@ -207,7 +217,7 @@ class HazelcastSink(Sink):
         for start in range(0, len(values), MAX_BATCH):
             chunk = values[start : start + MAX_BATCH]
             if group.structure is Structure.RING_BUFFER:
-                await _add_to_ringbuffer(proxy, chunk, group.statement)
+                await _add_to_ringbuffer(proxy, chunk, group)
             elif group.structure is Structure.QUEUE:
                 await self._add_to_queue(proxy, chunk, group)
             else:
@@ -312,20 +322,25 @@ class HazelcastSink(Sink):
 
 
 def _groups(items: Sequence[SinkItem]) -> list[_Group]:
-    """Items by structure and target, each group in batch order. A batch is mostly runs of one
-    statement and target: the structure is worked out once a run, not once an item."""
-    groups: dict[tuple[Structure, str], _Group] = {}
+    """Items by structure, target and format, each group in batch order. A batch is mostly runs
+    of one statement and target: the group is worked out once a run, not once an item."""
+    groups: dict[tuple[Structure, str, bool], _Group] = {}
     statement: Statement | None = None
     target = ""
     group: _Group | None = None
     for index, item in enumerate(items):
         if item.statement is not statement or item.target != target or group is None:
             statement, target = item.statement, item.target
-            group = groups.get((structure_of(statement), target))
+            key = (structure_of(statement), target, statement.format == "AVRO")
+            group = groups.get(key)
             if group is None:
-                group = groups[(structure_of(statement), target)] = _Group(structure_of(statement), target, statement)
+                group = groups[key] = _Group(key[0], target, statement)
         group.indices.append(index)
     return list(groups.values())
+
+
+def _json_of(item: SinkItem) -> bytes:
+    return json_bytes(item.document)
 
 
 def _record_keys(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
@@ -364,14 +379,15 @@ def _may_hold_written(group: _Group, items: Sequence[SinkItem], recorded: Mappin
     return lowest <= max(recorded[key] for key in set(group.keys.values()) if key in recorded)
 
 
-async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], statement: Statement) -> None:
+async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], group: _Group) -> None:
+    statement = group.statement
     fail = statement.properties.get(OVERFLOW_PROPERTY, "OVERWRITE").upper() == "FAIL"
     policy = OVERFLOW_POLICY_FAIL if fail else OVERFLOW_POLICY_OVERWRITE
-    if statement.format == "AVRO":  # bytes, which the client serializes itself
-        sequence = await proxy.add_all(chunk, policy)
-    else:  # JSON values are Data already (value_of): what add_all would send, framed at once
-        request = add_all_request(proxy.name, cast(list[Data], chunk), policy)
+    if group.framed:  # the JSON of each value: what add_all would send, framed at once
+        request = add_all_json_request(proxy.name, cast(list[bytes], chunk), policy)
         sequence = await proxy._invoke(request, add_all_codec.decode_response)
+    else:  # Avro bytes, which the client serializes itself
+        sequence = await proxy.add_all(chunk, policy)
     if sequence == -1:
         raise Backpressure(f"ringbuffer {statement.target} full (overflow policy FAIL, items within their TTL)")
 

@@ -18,7 +18,7 @@ from fluxgate_hazelcast_persister.offsets import already_written, written_throug
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
 from fluxgate_hazelcast_persister.sink import _groups, _record_keys, _record_keys_each
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
-from fluxgate_hazelcast_persister.values import add_all_request, json_bytes, json_data, to_json
+from fluxgate_hazelcast_persister.values import add_all_json_request, json_bytes, json_data, json_documents, to_json
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.kcql import parse
 
@@ -150,8 +150,9 @@ def test_a_batch_groups_by_structure_and_target_in_batch_order() -> None:
 def test_the_ringbuffer_request_is_the_one_the_client_would_send(count: int, policy: int) -> None:
     """The sink frames a ringbuffer's JSON values itself: the request must be byte for byte the
     client's own ``add_all`` request of the same values, whatever their sizes."""
-    values = [json_data(json_bytes(aggregate(n, n, unit="°C" * (n % 7)))) for n in range(count)]
-    ours = add_all_request("temperature_aggregates", values, policy)
+    documents = [json_bytes(aggregate(n, n, unit="°C" * (n % 7))) for n in range(count)]
+    ours = add_all_json_request("temperature_aggregates", documents, policy)
+    values = [client_serialization().to_data(HazelcastJsonValue(d.decode())) for d in documents]
     theirs = add_all_codec.encode_request("temperature_aggregates", values, policy)
     assert bytes(ours.buf) == bytes(theirs.buf)
     assert (ours.retryable, ours.contains_data) == (theirs.retryable, theirs.contains_data)
@@ -178,6 +179,34 @@ def test_encoding_a_group_at_once_matches_item_by_item(bad: list[int]) -> None:
     fast.encode(batch)
     each.encode_each(batch)
     assert fast.indices == each.indices == [n for n in range(4) if n not in bad]
-    assert [v.buffer for v in fast.values] == [v.buffer for v in each.values]  # type: ignore[union-attr]
+    assert fast.values == each.values == [json_bytes(batch[n].document) for n in fast.indices]
     assert [(f.index, str(f.error)) for f in fast.refused] == [(f.index, str(f.error)) for f in each.refused]
     assert [f.index for f in fast.refused] == bad
+
+
+@pytest.mark.parametrize(
+    "documents",
+    [
+        [],
+        [{"mean": 1.5}, {"unit": None}, {"at": START, "raw": b"\x01", "price": Decimal("1.10")}],
+        [{"tags": {"x": [None, 2.0]}}, {"n": 1}],
+    ],
+)
+def test_documents_encoded_at_once_are_each_ones_json(documents: list[dict[str, object]]) -> None:
+    assert json_documents(documents) == [json_bytes(document) for document in documents]
+
+
+@pytest.mark.parametrize("bad", [{"mean": float("nan"), "unit": None}, {"what": object()}, {"x": [None, float("inf")]}])
+def test_documents_encoded_at_once_refuse_what_one_by_one_refuses(bad: dict[str, object]) -> None:
+    with pytest.raises(FieldMissing):
+        json_bytes(bad)
+    with pytest.raises(FieldMissing, match="no JSON form"):
+        json_documents([{"unit": None}, bad, {"n": 1}])
+
+
+def test_a_ringbuffer_is_written_apart_from_an_avro_statement_on_the_same_target() -> None:
+    """A group holds one format: a JSON ringbuffer's values are framed JSON, an AVRO one's bytes."""
+    json_rb, avro_rb = statement("rb"), statement("rb", extra="WITHFORMAT AVRO")
+    batch = [item(s, aggregate(0, n), n) for n, s in enumerate([json_rb, avro_rb, json_rb])]
+    groups = _groups(batch)
+    assert [(g.target, g.framed, g.indices) for g in groups] == [("rb", True, [0, 2]), ("rb", False, [1])]
