@@ -144,9 +144,13 @@ class _Plan:
 
 
 _zone = attrgetter("tzinfo")
+_value = attrgetter("record")  # None when the record did not decode
 
 
 def _decoded(records: Iterable[ConsumedRecord], undecodable: list[ConsumedRecord]) -> list[ConsumedRecord]:
+    records = list(records)
+    if None not in map(_value, records):  # the usual case: all decoded, checked in C
+        return records
     decoded: list[ConsumedRecord] = []
     for record in records:
         (decoded if record.record is not None else undecodable).append(record)
