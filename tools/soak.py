@@ -117,7 +117,7 @@ def wait_whole(timeline: Timeline, since: float, started: float, timeout: float)
     base: dict[str, Any] | None = None
     while time.monotonic() - since < timeout:
         time.sleep(1)
-        fresh = [s for s in timeline.samples if s["t"] >= since - started]
+        fresh = samples_since(timeline, since, started)
         if not fresh:
             continue
         base = base or fresh[0]
@@ -125,6 +125,11 @@ def wait_whole(timeline: Timeline, since: float, started: float, timeout: float)
         if not stalled(base, now):
             return round(now["t"] - (since - started), 1)
     return None
+
+
+def samples_since(timeline: Timeline, since: float, started: float) -> list[dict[str, Any]]:
+    """The timeline's samples taken at or after the monotonic time ``since`` (the run began at ``started``)."""
+    return [sample for sample in timeline.samples if sample["t"] >= since - started]
 
 
 def stalled(base: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -135,7 +140,7 @@ def stalled(base: dict[str, Any], now: dict[str, Any]) -> list[str]:
 def why_not_whole(timeline: Timeline, since: float, started: float, pipeline: Pipeline) -> str:
     """What the run says when a fault's recovery timed out: the stages that did not move, and
     the services that are not running (one that exited on its own is a bug to find)."""
-    fresh = [s for s in timeline.samples if s["t"] >= since - started]
+    fresh = samples_since(timeline, since, started)
     still = stalled(fresh[0], fresh[-1]) if fresh else list(WHOLE)
     return f"no new records in {', '.join(still)}; services not running: {', '.join(pipeline.dead()) or 'none'}"
 
