@@ -376,7 +376,7 @@ def _may_hold_written(group: _Group, items: Sequence[SinkItem], recorded: Mappin
     each one checked. A batch past the record, the usual case, is decided for all at once."""
     if not any(key in recorded for key in set(group.keys.values())):
         return False
-    lowest = min(map(_offset, map(items.__getitem__, group.indices)))
+    lowest: int = min(map(_offset, map(items.__getitem__, group.indices)))
     return lowest <= max(recorded[key] for key in set(group.keys.values()) if key in recorded)
 
 

@@ -26,13 +26,7 @@ from itertools import chain
 from typing import Any
 
 import orjson
-from hazelcast.protocol.builtin import FixSizedTypesCodec, StringCodec
-from hazelcast.protocol.client_message import (
-    BEGIN_FRAME_BUF,
-    END_FINAL_FRAME_BUF,
-    OutboundMessage,
-    create_initial_buffer,
-)
+from hazelcast.protocol.client_message import BEGIN_FRAME_BUF, END_FINAL_FRAME_BUF, OutboundMessage
 from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.serialization.data import Data
 from hazelcast.serialization.serialization_const import JAVASCRIPT_JSON_SERIALIZATION_TYPE
@@ -88,17 +82,17 @@ def add_all_json_request(name: str, documents: Sequence[bytes], overflow_policy:
     the JSON value's header, the JSON's big-endian length), which depends only on the JSON's
     size and is made once per size, then the JSON, all joined at once, with no Python call
     per value: 0.10 µs a value against the client's 0.40 plus ``json_data``'s 0.25."""
+    # The client's own request of no values (the header, the name, an empty list), with the
+    # frames put inside the list: only the codec's public function, none of its internals.
+    request: OutboundMessage = add_all_codec.encode_request(name, [], overflow_policy)  # type: ignore[no-untyped-call]
+    end = len(request.buf) - len(END_FINAL_FRAME_BUF)
+    if bytes(request.buf[end - len(BEGIN_FRAME_BUF) :]) != BEGIN_FRAME_BUF + END_FINAL_FRAME_BUF:
+        # Another client version frames it otherwise: its own way then, slower, still right.
+        values = [json_data(document) for document in documents]
+        slow: OutboundMessage = add_all_codec.encode_request(name, values, overflow_policy)  # type: ignore[no-untyped-call]
+        return slow
     prefixes = map(_PREFIXES.__getitem__, map(len, documents))
-    frames = b"".join(chain.from_iterable(zip(prefixes, documents, strict=True)))
-    # The client's own codec helpers are untyped.
-    codec = add_all_codec
-    buf = create_initial_buffer(codec._REQUEST_INITIAL_FRAME_SIZE, codec._REQUEST_MESSAGE_TYPE)  # type: ignore[no-untyped-call]
-    FixSizedTypesCodec.encode_int(buf, codec._REQUEST_OVERFLOW_POLICY_OFFSET, overflow_policy)  # type: ignore[no-untyped-call]
-    StringCodec.encode(buf, name)  # type: ignore[no-untyped-call]
-    buf += BEGIN_FRAME_BUF
-    buf += frames
-    buf += END_FINAL_FRAME_BUF
-    request: OutboundMessage = OutboundMessage(buf, False, True)  # type: ignore[no-untyped-call]
+    request.buf[end:end] = b"".join(chain.from_iterable(zip(prefixes, documents, strict=True)))
     return request  # as the codec's: not retryable, holds data
 
 
