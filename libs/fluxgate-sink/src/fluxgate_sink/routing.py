@@ -102,8 +102,8 @@ class _Plan:
         aggregate gives). None when anything differs: then :meth:`item`, record by record."""
         if not (self.whole and not self.dated and not self.keyed and self.time_fields and records):
             return None
-        values = [record.record for record in records]
-        times = [value.get(self.time_fields[0]) for value in values]  # type: ignore[union-attr]
+        values = list(map(_value, records))
+        times = list(map(dict.get, values, repeat(self.time_fields[0])))
         if set(map(type, times)) != {datetime} or set(map(id, map(_zone, times))) != {id(UTC)}:
             return None
         statement = self.statement

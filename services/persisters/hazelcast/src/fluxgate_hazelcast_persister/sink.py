@@ -348,7 +348,7 @@ def _record_keys(group: _Group, items: Sequence[SinkItem]) -> dict[int, str]:
     A runner's batch is one partition's: then one key for all, set in C (:func:`_record_keys_each`
     is the general path, which a unit test holds this to)."""
     if group.indices:
-        partitions = set(map(_coordinates, [items[i].source for i in group.indices]))
+        partitions = set(map(_coordinates, map(items.__getitem__, group.indices)))
         if len(partitions) == 1:
             return dict.fromkeys(group.indices, record_key(group.structure, items[group.indices[0]]))
     return _record_keys_each(group, items)
@@ -367,7 +367,7 @@ def _record_keys_each(group: _Group, items: Sequence[SinkItem]) -> dict[int, str
     return keys
 
 
-_coordinates = attrgetter("topic", "partition")
+_coordinates = attrgetter("source.topic", "source.partition")  # of an item
 _offset = attrgetter("source.offset")  # of an item; with map(), no Python call per item
 
 
