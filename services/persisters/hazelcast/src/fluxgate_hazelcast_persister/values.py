@@ -50,7 +50,8 @@ class _Prefixes(dict[int, bytes]):
     def __missing__(self, size: int) -> bytes:
         if len(self) >= 4096:
             self.clear()
-        prefix = (size + _FRAME_HEADER + 12).to_bytes(4, "little") + _NO_FLAGS + _JSON_HEADER + size.to_bytes(4, "big")
+        frame = _FRAME_HEADER + len(_JSON_HEADER) + 4 + size
+        prefix = frame.to_bytes(4, "little") + _NO_FLAGS + _JSON_HEADER + size.to_bytes(4, "big")
         self[size] = prefix
         return prefix
 

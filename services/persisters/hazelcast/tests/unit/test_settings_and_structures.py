@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
+from fluxgate_hazelcast_persister import values as values_module
 from fluxgate_hazelcast_persister.offsets import already_written, written_through, written_through_each
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
 from fluxgate_hazelcast_persister.sink import _groups, _record_keys, _record_keys_each
@@ -156,6 +157,26 @@ def test_the_ringbuffer_request_is_the_one_the_client_would_send(count: int, pol
     theirs = add_all_codec.encode_request("temperature_aggregates", values, policy)
     assert bytes(ours.buf) == bytes(theirs.buf)
     assert (ours.retryable, ours.contains_data) == (theirs.retryable, theirs.contains_data)
+
+
+def test_a_client_framing_the_request_otherwise_gets_its_own_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a client version end its add_all request otherwise (a frame after the list),
+    the sink sends what that client's codec makes, not a request with its frames misplaced."""
+
+    class OtherCodec:
+        decode_response = add_all_codec.decode_response
+
+        @staticmethod
+        def encode_request(name: str, values: list[object], policy: int) -> object:
+            request = add_all_codec.encode_request(name, values, policy)
+            request.buf += b"\x06\x00\x00\x00\x00\x00"  # one more (empty) frame
+            return request
+
+    monkeypatch.setattr(values_module, "add_all_codec", OtherCodec)
+    documents = [json_bytes(aggregate(n, n)) for n in range(3)]
+    ours = add_all_json_request("rb", documents, OVERFLOW_POLICY_OVERWRITE)
+    data = [client_serialization().to_data(HazelcastJsonValue(d.decode())) for d in documents]
+    assert bytes(ours.buf) == bytes(OtherCodec.encode_request("rb", data, OVERFLOW_POLICY_OVERWRITE).buf)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("partitions", [[0], [0, 0, 0], [1, 0, 1], [2, 2, 3, 2]])
