@@ -142,7 +142,7 @@ def direct(stack: Any, member: str, cluster: str, topic: str, count: int, batch:
             await client.shutdown()
 
     wall, used = asyncio.run(run())
-    return {"wall_s": round(wall, 3), "records_per_s": round(count / wall), "direct_cpu_s": round(used, 2)}
+    return {"wall_s": round(wall, 3), "records_per_s": round(count / wall), "direct_cpu_s": round(used, 3)}
 
 
 def floor(stack: Any, topic: str, count: int) -> dict[str, Any]:

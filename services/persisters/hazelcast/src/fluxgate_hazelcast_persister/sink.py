@@ -374,10 +374,11 @@ _offset = attrgetter("source.offset")  # of an item; with map(), no Python call 
 def _may_hold_written(group: _Group, items: Sequence[SinkItem], recorded: Mapping[str, int]) -> bool:
     """Whether any item is at or below its partition's recorded offset (a replay): only then is
     each one checked. A batch past the record, the usual case, is decided for all at once."""
-    if not any(key in recorded for key in set(group.keys.values())):
+    known = [recorded[key] for key in set(group.keys.values()) if key in recorded]
+    if not known:
         return False
     lowest: int = min(map(_offset, map(items.__getitem__, group.indices)))
-    return lowest <= max(recorded[key] for key in set(group.keys.values()) if key in recorded)
+    return lowest <= max(known)
 
 
 async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], group: _Group) -> None:
