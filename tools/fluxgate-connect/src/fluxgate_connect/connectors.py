@@ -1,7 +1,7 @@
 """Every Stream-Reactor connector ``fluxgate connect`` runs, and what each of its keys means here.
 
-This table is the one place the mapping lives: ``translate`` applies it, the README's
-"Coming from Kafka Connect" table is generated from it (``python -m fluxgate_connect.reference``),
+This table is the one place the mapping lives: ``translate`` applies it, the tables of
+``docs/kafka-connect.md`` are generated from it (``python -m fluxgate_connect.reference``),
 and a test loads each service's Settings class with what it produces.
 Key names are the ones Stream-Reactor documents; where a release renamed a key
 (``connect.hazelcast.sink.kcql`` -> ``connect.hazelcast.kcql``) both names are here.
