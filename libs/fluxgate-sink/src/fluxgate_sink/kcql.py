@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -42,10 +43,13 @@ __all__ = [
     "DEFAULT_PK",
     "EVENT_TIME_FIELDS",
     "EVENT_TIME_PROPERTY",
+    "HASHED_ID_PREFIX",
+    "MAX_ID_BYTES",
     "FieldPath",
     "FieldRef",
     "Statement",
     "parse",
+    "safe_id",
     "statements_for",
 ]
 
@@ -55,6 +59,15 @@ EVENT_TIME_PROPERTY = "event.time.field"
 EVENT_TIME_FIELDS = ("window_start", "event_time")
 DEFAULT_PK: tuple[FieldPath, ...] = (("device_id",), ("metric",))  # then the event-time field
 
+#: The longest id in UTF-8 bytes: Elasticsearch's ``_id`` limit, the tightest of the stores
+#: (a Cassandra key component takes 65535, a Hazelcast key has none of its own). One limit
+#: for all, so a record has the same id in every store.
+MAX_ID_BYTES = 512
+#: What a hashed id starts with; no id is written as it is when it starts so (see safe_id).
+HASHED_ID_PREFIX = "sha256:"
+# An id of at most this many characters fits MAX_ID_BYTES whatever they are (4 bytes at most
+# each in UTF-8): only a longer one is encoded to be measured.
+_ALWAYS_FITS = MAX_ID_BYTES // 4
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _FORMATS: dict[str, Format] = {"JSON": "JSON", "AVRO": "AVRO"}
@@ -131,10 +144,14 @@ class Statement:
         raise FieldMissing(f"field {name} is {value!r}, not a datetime or epoch milliseconds")
 
     def document_id(self, record: Mapping[str, Any]) -> str:
-        """The PK fields of the original record joined with ``|`` (datetimes as epoch millis):
-        the same record always gets the same id, so a replay overwrites instead of duplicating."""
+        """The PK fields of the original record joined with ``|`` (datetimes as epoch millis),
+        made safe for every store by :func:`safe_id`: the same record always gets the same id,
+        so a replay overwrites instead of duplicating."""
         paths = self.pk or (*DEFAULT_PK, tuple(self.event_time_field(record).split(".")))
-        return "|".join(_id_part(_lookup(record, path), path) for path in paths)
+        joined = "|".join(_id_part(_lookup(record, path), path) for path in paths)
+        if len(joined) > _ALWAYS_FITS or joined.startswith(HASHED_ID_PREFIX):  # rare: one length check else
+            return safe_id(joined)
+        return joined
 
     def target_for(self, event_time: datetime) -> str:
         """The target, with the index suffix formatted for ``event_time`` (``temperatures-2026.11.23``)."""
@@ -152,6 +169,17 @@ def parse(text: str) -> list[Statement]:
 def statements_for(statements: Iterable[Statement], topic: str) -> list[Statement]:
     """The statements that read ``topic``, in their order."""
     return [statement for statement in statements if statement.topic == topic]
+
+
+def safe_id(joined: str) -> str:
+    """``joined`` itself when its UTF-8 fits :data:`MAX_ID_BYTES` (every id written so far keeps
+    its id), else ``sha256:`` and the hex SHA-256 of its UTF-8: as deterministic, so a replay
+    upserts the same entry. An id that already starts with ``sha256:`` is hashed too, so no
+    id written as it is can ever equal another's hash."""
+    encoded = joined.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_ID_BYTES and not joined.startswith(HASHED_ID_PREFIX):
+        return joined
+    return HASHED_ID_PREFIX + sha256(encoded).hexdigest()
 
 
 def _id_part(value: Any, path: FieldPath) -> str:

@@ -5,7 +5,7 @@ import pytest
 
 from fluxgate_sink.dates import format_date_pattern
 from fluxgate_sink.errors import FieldMissing, KcqlError, SinkError
-from fluxgate_sink.kcql import FieldRef, Statement, parse, statements_for
+from fluxgate_sink.kcql import MAX_ID_BYTES, FieldRef, Statement, parse, safe_id, statements_for
 
 
 def one(text: str) -> Statement:
@@ -386,3 +386,24 @@ def test_document_id_missing_or_null_pk_field() -> None:
         s.document_id(RECORD)
     with pytest.raises(FieldMissing, match="metric"):
         one("INSERT INTO t SELECT * FROM x").document_id({**RECORD, "metric": None})
+
+
+@pytest.mark.parametrize("device", ["温" * 256, "😀" * 128, "a" * 500, "sha256:" + "0" * 64])
+def test_an_id_over_the_stores_limit_is_hashed_the_same_every_time(device: str) -> None:
+    """Issue 35: 256 characters of a 3-byte script made an id over Elasticsearch's 512-byte
+    ``_id``; it becomes its SHA-256, the same on a replay, under every store's limit. An id
+    that looks like a hash is hashed too, so it can never take another record's place."""
+    s = one("INSERT INTO t SELECT * FROM x")
+    record = {**RECORD, "device_id": device}
+    joined = f"{device}|temperature|1795420800000"
+    made = s.document_id(record)
+    assert made == s.document_id(dict(record)) == safe_id(joined)
+    assert made.startswith("sha256:") and len(made) == 7 + 64 and made != joined
+
+
+@pytest.mark.parametrize("device", ["d1", "温" * 162, "😀" * 121, "a" * 486])
+def test_an_id_within_the_limit_is_kept_as_it_is(device: str) -> None:
+    """Every id written before issue 35 keeps its id: a replay upserts the same entries."""
+    record = {**RECORD, "device_id": device}
+    made = one("INSERT INTO t SELECT * FROM x").document_id(record)
+    assert made == f"{device}|temperature|1795420800000" and len(made.encode()) <= MAX_ID_BYTES

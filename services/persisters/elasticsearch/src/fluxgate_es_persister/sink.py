@@ -5,6 +5,11 @@ both with ``_id`` = the statement's PK, so writing the same items twice changes 
 The raw bulk API (rather than the helpers) keeps one request per chunk and its
 per-item statuses in order, which is all the runner needs: item ``i`` of the response is
 item ``i`` of the chunk.
+
+A request Elasticsearch refuses as a whole (400, 413) may be one item's fault (an ``_id``
+over 512 bytes fails the whole bulk request, not that item): the chunk is then sent again
+in halves, down to the one item that is refused alone, which fails with the store's reason
+while the rest is written. Nothing of a refused request was written, so nothing is doubled.
 """
 
 from __future__ import annotations
@@ -40,6 +45,18 @@ RETRIABLE_TYPES = frozenset(
 )
 # Only the outcome of each item travels back, not the whole echo of every action.
 BULK_FILTER = "errors,items.*.status,items.*.error"
+#: Statuses of a whole bulk request that one of its items may have caused: a validation
+#: failure (400, an ``_id`` too long ...) or a body too large (413). Not 401/403: writing
+#: fewer items changes nothing about the credentials.
+ITEM_CAUSED_STATUSES = frozenset({400, 413})
+
+
+class RequestRefused(SinkError):
+    """Elasticsearch refused a bulk request as a whole with a status one item may cause."""
+
+    def __init__(self, message: str, item_error: SinkError) -> None:
+        super().__init__(message)
+        self.item_error = item_error  # what the one item is refused with, if it is alone
 
 
 class ElasticsearchSink(Sink):
@@ -97,10 +114,23 @@ class ElasticsearchSink(Sink):
         failures: list[ItemFailure] = []
         step = self._settings.bulk_max_actions
         for start in range(0, len(items), step):
-            chunk = items[start : start + step]
-            response = await self._bulk(bulk_operations(chunk))
-            failures.extend(item_failures(response, offset=start))
+            failures.extend(await self._write_chunk(items[start : start + step], start))
         return failures
+
+    async def _write_chunk(self, chunk: Sequence[SinkItem], offset: int) -> list[ItemFailure]:
+        try:
+            response = await self._bulk(bulk_operations(chunk))
+        except RequestRefused as exc:
+            if len(chunk) == 1:
+                return [ItemFailure(offset, exc.item_error)]
+            # Halving finds the one item in log2(n) rounds; nothing of the refused request was written.
+            log.warning("elasticsearch.request_refused", items=len(chunk), error=str(exc.item_error))
+            half = len(chunk) // 2
+            return [
+                *await self._write_chunk(chunk[:half], offset),
+                *await self._write_chunk(chunk[half:], offset + half),
+            ]
+        return item_failures(response, offset=offset)
 
     async def _bulk(self, operations: list[Mapping[str, Any]]) -> Mapping[str, Any]:
         try:
@@ -113,7 +143,10 @@ class ElasticsearchSink(Sink):
             status = _status(exc)
             if status == 429 or status >= 500:
                 raise StoreUnavailable(f"Elasticsearch refused the bulk request: {_describe(exc)}") from exc
-            # 401/403/400 on the whole request: writing it again changes nothing.
+            if status in ITEM_CAUSED_STATUSES:
+                refusal = item_error(status, _error_of(exc))
+                raise RequestRefused(f"Elasticsearch refused the bulk request: {refusal}", refusal) from exc
+            # 401/403 on the whole request: writing it again changes nothing.
             raise SinkError(f"Elasticsearch refused the bulk request: {_describe(exc)}") from exc
         except TransportError as exc:
             raise StoreUnavailable(f"Elasticsearch request failed: {_describe(exc)}") from exc
@@ -179,6 +212,13 @@ def item_error(status: int, error: Mapping[str, Any] | str) -> SinkError:
             reason = f"{reason}: {cause.get('type')}: {cause['reason']}"
     retriable = status == 429 or status >= 500 or kind in RETRIABLE_TYPES
     return SinkError(f"{kind} (status {status}): {reason}", retriable=retriable)
+
+
+def _error_of(exc: ApiError) -> Mapping[str, Any] | str:
+    """The ``error`` object of a refused request's body (type, reason), else what the client says."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, Mapping) else None
+    return error if isinstance(error, Mapping | str) else str(exc)
 
 
 def _status(exc: ApiError) -> int:

@@ -116,3 +116,51 @@ async def test_setup_fails_fast_naming_the_host() -> None:
 
 def _dotted(day: date) -> str:
     return day.strftime("%Y.%m.%d")
+
+
+async def test_an_id_over_elasticsearchs_512_bytes_fails_alone_not_the_whole_bulk_request(
+    sink: ElasticsearchSink,
+    es: AsyncElasticsearch,
+    target: str,
+    target_statement: Statement,
+    items_for: Items,
+    make_aggregate: Aggregate,
+) -> None:
+    """Issue 35: one ``_id`` over 512 bytes made Elasticsearch refuse the whole bulk request
+    (400 ``action_request_validation_exception``), and the persister stopped. The router no
+    longer makes such an id; an item that has one anyway fails alone, naming the cause."""
+    start = datetime(2021, 6, 2, 12, 0, tzinfo=UTC)
+    items = items_for([make_aggregate(f"d{n}", start) for n in range(40)])
+    items[17] = items[17]._replace(id="温" * 200)  # 600 bytes of UTF-8, what the router once made
+    await sink.setup([target_statement])
+    failures = await sink.write_batch(items)
+    assert [failure.index for failure in failures] == [17]
+    (failure,) = failures
+    assert failure.error.retriable is False
+    assert "action_request_validation_exception" in str(failure.error) and "no longer than 512 bytes" in str(
+        failure.error
+    )
+    written = sorted(doc["device_id"] for doc in await documents(es, target))
+    assert written == sorted(f"d{n}" for n in range(40) if n != 17)
+
+
+async def test_a_device_id_of_256_multibyte_characters_is_written_under_a_safe_id(
+    sink: ElasticsearchSink,
+    es: AsyncElasticsearch,
+    target: str,
+    target_statement: Statement,
+    items_for: Items,
+    make_aggregate: Aggregate,
+) -> None:
+    """The device id the gateways allow at most, in 3-byte UTF-8: the id the PK makes (768
+    bytes and more) is over Elasticsearch's limit, so it is hashed; the same record twice is
+    one document (a replay stays idempotent)."""
+    start = datetime(2021, 6, 3, 12, 0, tzinfo=UTC)
+    records = [make_aggregate("温" * 256, start), make_aggregate("d1", start)]
+    await sink.setup([target_statement])
+    assert await sink.write_batch(items_for(records)) == []
+    assert await sink.write_batch(items_for(records)) == []
+    found = {doc["device_id"]: doc["_id"] for doc in await documents(es, target)}
+    assert len(found) == 2
+    assert found["d1"] == f"d1|temperature|{int(start.timestamp() * 1000)}"  # short ids as they were
+    assert len(found["温" * 256].encode()) <= 512

@@ -177,3 +177,44 @@ async def test_close_twice_closes_once() -> None:
     await es.close()
     await es.close()
     assert client.closed == 1
+
+
+class PoisonedClient(FakeClient):
+    """Refuses as a whole every bulk request that holds the poison item's id; writes the others."""
+
+    def __init__(self, poison: str, refusal: ApiError) -> None:
+        super().__init__()
+        self.poison, self.refusal = poison, refusal
+        self.written: list[str] = []
+
+    async def bulk(self, *, operations: Sequence[Mapping[str, Any]], **_: Any) -> Any:
+        self.bulks.append(operations)
+        ids = [op["index"]["_id"] for op in operations[::2]]
+        if self.poison in ids:
+            raise self.refusal
+        self.written.extend(ids)
+        return type("Response", (), {"body": response(*[(201, None)] * len(ids))})()
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        api_error(400, "action_request_validation_exception", "Validation Failed: 1: id [..] is too long"),
+        api_error(413, "http_content_too_long", "request too large"),
+    ],
+)
+async def test_a_request_refused_for_one_item_fails_that_item_alone(refusal: ApiError) -> None:
+    client = PoisonedClient("d37|37", refusal)
+    items = [item(n) for n in range(100)]
+    failures = await sink(client, bulk_max_actions=64).write_batch(items)
+    assert [(f.index, f.error.retriable) for f in failures] == [(37, False)]
+    assert str(refusal.body["error"]["type"]) in str(failures[0].error)
+    assert sorted(client.written) == sorted(i.id for i in items if i.id != "d37|37")
+    assert len(client.bulks) <= 2 + 2 * 6  # the chunks, then two halves per round down to one item
+
+
+async def test_a_request_refused_for_its_credentials_is_not_split() -> None:
+    client = PoisonedClient("d1|1", api_error(401, "security_exception", "missing authentication credentials"))
+    with pytest.raises(SinkError, match="401"):
+        await sink(client).write_batch([item(n) for n in range(10)])
+    assert len(client.bulks) == 1
