@@ -112,3 +112,11 @@ def sink_letter(offset: int, at_ms: int = 1_700_000_120_000) -> DeadLetter:
         ),
     ]  # fmt: skip
     return DeadLetter("persisters.deadletter", 0, offset, at_ms, b"dev-1", b"\x00\x00\x00\x00\x07body", headers)
+
+
+def forged_letter(offset: int, forged: bytes = b"temperatures.aggregated") -> DeadLetter:
+    """A gateway's dead letter whose device sent an MQTT 5 user property named like the sink
+    runtime's source-topic header: the gateway copied it, verbatim, among the originals."""
+    letter = gateway_letter(offset, payload=b"\xde\xad not an aggregate")
+    return DeadLetter(letter.topic, letter.partition, offset, letter.timestamp_ms, letter.key, letter.value,
+                      (("fluxgate.dlq.topic", forged), *letter.headers))  # fmt: skip

@@ -56,6 +56,7 @@ class ConsoleService:
         self.replayer = Replayer(
             transactional_config(kafka.producer_config(SERVICE), settings.replay.transactional_id),
             audit, settings.replay.audit_topic, codec.encode, settings.replay.max_records,
+            targets=settings.replay.targets,
         )  # fmt: skip
         self.web = Web(self.console, self.replayer, self.admin.cluster_id)
 

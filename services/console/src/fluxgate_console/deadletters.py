@@ -13,7 +13,7 @@ import collections
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fluxgate_console.settings import DeadLetterSettings
@@ -95,9 +95,18 @@ class DeadLetter:
         return match.group(1) if match else None
 
     @property
+    def repeated_headers(self) -> list[str]:
+        """``fluxgate.dlq.*`` names present more than once: one of them was not written by the
+        dead-lettering service (a sender's own header kept among the originals)."""
+        names = collections.Counter(name for name, _ in self.headers if name.startswith(PREFIX))
+        return sorted(name for name, seen in names.items() if seen > 1)
+
+    @property
     def not_replayable_because(self) -> str | None:
         if self.truncated:
             return "only the first bytes of the payload were kept (bounded dead letter)"
+        if self.repeated_headers:
+            return f"{', '.join(self.repeated_headers)} appears more than once: which is genuine cannot be told"
         if self.replay_target is None:
             return f"came from {self.source or 'an unknown source'}, not a Kafka topic: replay through its device"
         return None
@@ -109,6 +118,21 @@ class DeadLetter:
         text = head.decode("utf-8", "backslashreplace")
         printable = "".join(ch if ch.isprintable() or ch in "\n\t" else f"\\x{ord(ch):02x}" for ch in text)
         return head.hex(" ") + more, printable + more
+
+
+def replay_refusal(letter: DeadLetter, targets: Mapping[str, Sequence[str]]) -> str | None:
+    """Why ``letter`` may not be replayed, or None. ``targets``: the topics each dead-letter
+    topic's letters may go back to. The target is read from the letter's own headers, which a
+    sender may have forged: only the allowed ones are ever written to."""
+    why = letter.not_replayable_because
+    if why:
+        return why
+    allowed = targets.get(letter.topic, ())
+    if letter.replay_target not in allowed:
+        listed = ", ".join(allowed) or "none"
+        return (f"{letter.replay_target} is not an allowed replay target for dead letters of {letter.topic} "
+                f"(replay.targets allows: {listed})")  # fmt: skip
+    return None
 
 
 def root_cause(reason: str) -> str:

@@ -11,11 +11,12 @@ instance still holding a transaction is fenced).
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from fluxgate_console import metrics
-from fluxgate_console.deadletters import REPLAY_ID, REPLAY_OF, DeadLetter
+from fluxgate_console.deadletters import REPLAY_ID, REPLAY_OF, DeadLetter, replay_refusal
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.schemas import REPLAY_AUDIT, schema_dict, schema_text
@@ -45,9 +46,14 @@ class Plan:
     already: list[str]  # ids replayed before
     not_replayable: list[tuple[str, str]]  # (id, why)
 
+    def targets(self) -> dict[str, int]:
+        """How many records each target topic would get."""
+        return dict(collections.Counter(x.replay_target or "" for x in self.send))
+
     def as_json(self) -> dict[str, Any]:
         return {
             "send": [{"id": x.id, "target": x.replay_target} for x in self.send],
+            "targets": self.targets(),
             "already_replayed": self.already,
             "not_replayable": [{"id": i, "why": why} for i, why in self.not_replayable],
         }
@@ -186,6 +192,8 @@ class Replayer:
         max_records: int,
         timeout_s: float = 30.0,
         producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
+        *,
+        targets: Mapping[str, Sequence[str]],
     ) -> None:
         self._producer_config = producer_config
         self._producer_factory = producer_factory
@@ -194,6 +202,7 @@ class Replayer:
         self._audit_topic = audit_topic
         self._encode = encode
         self._max_records = max_records
+        self._targets = targets  # per dead-letter topic, the only topics a replay writes to
         self._timeout = timeout_s
         self._lock = threading.Lock()
 
@@ -211,7 +220,7 @@ class Replayer:
     def _plan(self, letters: Iterable[DeadLetter]) -> Plan:
         send, already, refused = [], [], []
         for letter in letters:
-            why = letter.not_replayable_because
+            why = replay_refusal(letter, self._targets)
             if letter.id in self._audit.replayed:
                 already.append(letter.id)
             elif why:

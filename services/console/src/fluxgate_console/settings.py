@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, SecretStr
+from pydantic import AfterValidator, Field, SecretStr, StringConstraints
 from pydantic_settings import BaseSettings
 
 from fluxgate_console.hazelcast_store import checked_kcql
@@ -113,14 +113,30 @@ class DeadLetterSettings(Group):
     kept_services: int = _kept("services")
 
 
+TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+
+
+def pipeline_replay_targets() -> dict[str, list[str]]:
+    """Where the pipeline's own dead letters legitimately come from: the aggregator's (on
+    sensors.deadletter) from sensors.readings, the persisters' sink runtime's from
+    temperatures.aggregated. The gateways' come from MQTT or CoAP: no Kafka topic."""
+    return {"sensors.deadletter": ["sensors.readings"], "persisters.deadletter": ["temperatures.aggregated"]}
+
+
 class ReplaySettings(Group):
-    """Replay: where the audit goes and how much one replay may send."""
+    """Replay: where the audit goes, how much one replay may send, and the only topics it may
+    write to."""
 
     audit_topic: str = Field("console.replays", min_length=1, description="ReplayAudit records, one per replay")
     transactional_id: str = Field(
         "fluxgate-console-replay", min_length=1, description="replays and their audit commit in one transaction"
     )
     max_records: int = Field(1000, ge=1, description="dead letters one replay may send")
+    targets: dict[TopicName, list[TopicName]] = Field(
+        default_factory=pipeline_replay_targets,
+        description="JSON map: dead-letter topic -> the only topics its letters may be replayed to (a letter "
+        "naming another, e.g. by a forged header, is shown as not replayable)",
+    )
 
 
 class ElasticsearchStoreSettings(ElasticsearchAccess):
@@ -194,7 +210,23 @@ class ConsoleSettings(BaseSettings):
             problem = getattr(self, name).problem()
             if problem:
                 raise ConfigError(f"invalid configuration:\n  {name} [env {ENV_PREFIX}{name.upper()}__*]: {problem}")
+        self._check_replay_targets()
         names = [service.name for service in self.services]
         if len(set(names)) != len(names):
             raise ConfigError(f"invalid configuration:\n  services [env {ENV_PREFIX}SERVICES]: names repeat: {names}")
         return self
+
+    def _check_replay_targets(self) -> None:
+        """A replay target must be read from (a dead-letter topic read) and must not be a dead
+        letter or audit topic: a replay would feed the console's own input."""
+        dead = set(self.deadletters.topics)
+        targets = {topic for allowed in self.replay.targets.values() for topic in allowed}
+        unread = sorted(set(self.replay.targets) - dead)
+        looping = sorted(targets & (dead | {self.replay.audit_topic}))
+        problem = None
+        if unread:
+            problem = f"{unread} are not dead-letter topics read (deadletters.topics: {sorted(dead)})"
+        elif looping:
+            problem = f"{looping} cannot be replay targets: dead-letter or audit topics"
+        if problem:
+            raise ConfigError(f"invalid configuration:\n  replay.targets [env {ENV_PREFIX}REPLAY__TARGETS]: {problem}")

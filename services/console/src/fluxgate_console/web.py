@@ -21,7 +21,7 @@ from starlette.routing import Route
 from fluxgate_console import connect
 from fluxgate_console.auth import challenge, user_of
 from fluxgate_console.console import Console
-from fluxgate_console.deadletters import DeadLetter, LetterFilter
+from fluxgate_console.deadletters import DeadLetter, LetterFilter, replay_refusal
 from fluxgate_console.filters import FilterError, letter_filter
 from fluxgate_console.replay import Replayer, ReplayError
 from fluxgate_console.sparkline import bar_px, sparkline
@@ -116,6 +116,9 @@ class Web:
         except FilterError as exc:
             return [], str(exc)
 
+    def _refusal(self, letter: DeadLetter) -> str | None:
+        return replay_refusal(letter, self.console.settings.replay.targets)
+
     # -- the page -------------------------------------------------------------------------
 
     async def page(self, request: Request) -> Response:
@@ -142,6 +145,7 @@ class Web:
             "filter_error": filter_error,
             "reader": self.console.reader,
             "preview_bytes": self.console.settings.deadletters.preview_bytes,
+            "refusal": self._refusal,
             "now_minute": self.console.book.now_minute(),
             "now": time.time(),
         }
@@ -184,7 +188,7 @@ class Web:
         letters, filter_error = self._letters(request.query_params)
         if filter_error:
             return JSONResponse({"error_code": 400, "message": filter_error}, status_code=400)
-        return JSONResponse([letter_json(x, limit) for x in letters[: SHOWN_LETTERS * 4]])
+        return JSONResponse([letter_json(x, limit, self._refusal(x)) for x in letters[: SHOWN_LETTERS * 4]])
 
     # -- replay ---------------------------------------------------------------------------
 
@@ -246,13 +250,14 @@ class Web:
         return JSONResponse(answers[what]())
 
 
-def letter_json(letter: Any, preview_bytes: int) -> dict[str, Any]:
+def letter_json(letter: DeadLetter, preview_bytes: int, refusal: str | None) -> dict[str, Any]:
+    """A letter as ``/api/deadletters`` gives it: ``replay_target`` only when a replay may write there."""
     hex_preview, text_preview = letter.preview(preview_bytes)
     return {
         "id": letter.id, "topic": letter.topic, "partition": letter.partition, "offset": letter.offset,
         "timestamp_ms": letter.timestamp_ms, "reason": letter.reason, "root_cause": letter.root_cause,
         "error_class": letter.error_class, "source": letter.source, "service": letter.service,
         "headers": letter.explained, "size": len(letter.value), "preview_hex": hex_preview,
-        "preview_text": text_preview, "replay_target": letter.replay_target,
-        "not_replayable_because": letter.not_replayable_because,
+        "preview_text": text_preview, "replay_target": None if refusal else letter.replay_target,
+        "not_replayable_because": refusal,
     }  # fmt: skip

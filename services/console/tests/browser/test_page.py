@@ -87,6 +87,7 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
             "FLUXGATE_CONSOLE_REPLAY_AUTH__PASSWORD": "replay-secret",
             "FLUXGATE_CONSOLE_SERVICES": json.dumps(services),
             "FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": json.dumps([dead]),
+            "FLUXGATE_CONSOLE_REPLAY__TARGETS": json.dumps({dead: [readings]}),
             "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": unique_topic("console.replays", stack.bootstrap, partitions=1),
             "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-browser-{uuid.uuid4().hex[:8]}",
             "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_ELASTICSEARCH__HOSTS": "[]",

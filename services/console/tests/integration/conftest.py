@@ -30,6 +30,7 @@ def console(stack: Any, tmp_path: Path) -> Iterator[Callable[..., Console]]:
             "FLUXGATE_CONSOLE_SERVICES": json.dumps(services),
             "FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": json.dumps(deadletters),
             "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": audit,
+            "FLUXGATE_CONSOLE_REPLAY__TARGETS": "{}",  # the pipeline's dead-letter topics are not read here
             "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-test-{uuid.uuid4().hex[:8]}",
             "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_RATE_WINDOW_S": "10",
             "FLUXGATE_CONSOLE_ELASTICSEARCH__HOSTS": "[]",

@@ -83,7 +83,8 @@ def test_replay_puts_a_record_back_exactly_once_audited(
     producer = Producer({"bootstrap.servers": stack.bootstrap})
     producer.produce(dead, original, b"dev-3", headers=headers)
     assert producer.flush(10) == 0
-    seen = console([], [dead], audit)
+    targets = json.dumps({dead: [readings]})
+    seen = console([], [dead], audit, REPLAY__TARGETS=targets)
     (letter,) = wait_for(seen.letters, 30, "the fixed dead letter on the console")
     assert letter["replay_target"] == readings
     chosen = {"filter": {"reason": "schema id 42"}}
@@ -106,7 +107,7 @@ def test_replay_puts_a_record_back_exactly_once_audited(
     assert [(r["deadletter_topic"], r["target_topic"]) for r in record["records"]] == [(dead, readings)]
 
     # a console started afresh knows from the audit what was replayed
-    fresh = console([], [dead], audit)
+    fresh = console([], [dead], audit, REPLAY__TARGETS=targets)
     wait_for(fresh.letters, 30, "the dead letter on the second console")
     assert fresh.post("/api/replay", {**chosen, "confirm": True}).json()["already_replayed"] == [letter["id"]]
 

@@ -3,14 +3,17 @@ audit record beside them, nothing twice, nothing committed when Kafka refuses.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
-from console_recorded import aggregator_letter, gateway_letter, sink_letter
+from console_recorded import aggregator_letter, forged_letter, gateway_letter, sink_letter
 
 from fluxgate_console.replay import Replayer, ReplayError, transactional_config
+
+TARGETS = {"sensors.deadletter": ["sensors.readings"], "persisters.deadletter": ["temperatures.aggregated"]}
 
 
 class Message:
@@ -95,6 +98,7 @@ def replayer() -> tuple[Replayer, list[FakeProducer]]:
     replay = Replayer(
         transactional_config({"bootstrap.servers": "x"}, "tx"), FakeAudit(), "console.replays",  # type: ignore[arg-type]
         lambda record: json.dumps(record).encode(), max_records=2, producer_factory=factory,  # type: ignore[arg-type]
+        targets=TARGETS,
     )  # fmt: skip
     return replay, made
 
@@ -171,3 +175,28 @@ def test_an_audit_record_that_cannot_be_encoded_aborts_and_the_next_replay_works
     replay._encode = encode
     assert made[-1].committed == []
     assert len(replay.replay([aggregator_letter(5, 7)], "ops", {}).sent) == 1
+
+
+def test_a_forged_source_topic_header_never_writes_outside_the_allowed_targets(
+    replayer: tuple[Replayer, list[FakeProducer]],
+) -> None:
+    """Issue 35: a device's MQTT 5 user property ``fluxgate.dlq.topic: temperatures.aggregated``
+    reaches the gateway's dead letter verbatim; temperatures.aggregated is a target only for
+    the persisters' dead letters, so "replay all matching" leaves it out, saying why."""
+    replay, made = replayer
+    forged, legit = forged_letter(8), aggregator_letter(4, 99)
+    outcome = replay.replay([forged, legit], "ops", {"filter": {"topic": "sensors.deadletter"}})
+    assert [topic for topic, *_ in made[0].committed] == ["sensors.readings", "console.replays"]
+    assert outcome.plan and outcome.plan.targets() == {"sensors.readings": 1}
+    ((refused, why),) = outcome.plan.not_replayable
+    assert refused == forged.id and "temperatures.aggregated" in why and "sensors.deadletter" in why
+
+
+def test_a_letter_claiming_its_source_twice_is_not_replayed(replayer: tuple[Replayer, list[FakeProducer]]) -> None:
+    """A forged header beside the genuine one: which one the writer meant cannot be told."""
+    replay, made = replayer
+    legit = sink_letter(9)
+    doubled = dataclasses.replace(legit, headers=(("fluxgate.dlq.topic", b"sensors.readings"), *legit.headers))
+    plan = replay.plan([doubled])
+    assert plan.send == [] and "fluxgate.dlq.topic" in plan.not_replayable[0][1]
+    assert made == []

@@ -85,3 +85,27 @@ def test_a_bad_counting_setting_stops_the_console_at_start_naming_it(
     said = capsys.readouterr().err
     assert stopped.value.code == 2
     assert f"[env FLUXGATE_CONSOLE_DEADLETTERS__{name}]: Input should be" in said and why in said
+
+
+def test_replay_targets_default_to_where_the_pipelines_dead_letters_come_from() -> None:
+    targets = load_settings(ConsoleSettings).replay.targets
+    assert targets == {"sensors.deadletter": ["sensors.readings"], "persisters.deadletter": ["temperatures.aggregated"]}
+
+
+@pytest.mark.parametrize(
+    ("targets", "problem"),
+    [
+        ('{"sensors.dlq": ["sensors.readings"]}', "not dead-letter topics read"),
+        ('{"sensors.deadletter": ["persisters.deadletter"]}', "cannot be replay targets"),
+        ('{"sensors.deadletter": ["console.replays"]}', "cannot be replay targets"),
+    ],
+)
+def test_replay_targets_that_cannot_be_meant_stop_the_start(
+    monkeypatch: pytest.MonkeyPatch, targets: str, problem: str
+) -> None:
+    monkeypatch.setenv("FLUXGATE_CONSOLE_REPLAY__TARGETS", targets)
+    with pytest.raises(ConfigError, match=f"FLUXGATE_CONSOLE_REPLAY__TARGETS.*{problem}"):
+        load_settings(ConsoleSettings, page_auth={"mode": "none"}, replay_auth={"mode": "none"}).checked()
+    monkeypatch.setenv("FLUXGATE_CONSOLE_REPLAY__TARGETS", '{"sensors.deadletter": ["not a topic!"]}')
+    with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_REPLAY__TARGETS"):
+        load_settings(ConsoleSettings)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from console_recorded import NO_STORES, RecordedKafka, Services, aggregator_letter, gateway_letter
+from console_recorded import NO_STORES, RecordedKafka, Services, aggregator_letter, forged_letter, gateway_letter
 from starlette.testclient import TestClient
 
 from fluxgate_console.console import Console
@@ -208,3 +208,16 @@ async def test_until_before_from_is_said_not_a_server_error(
     assert api.status_code == 400 and "is before from" in api.json()["message"]
     replay = client.post("/api/replay", json={"filter": {"from": "soon"}})
     assert replay.status_code == 400 and replay.json()["message"].startswith("from: 'soon'")
+
+
+async def test_a_letter_whose_target_is_not_allowed_shows_as_not_replayable(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    """Issue 35: the page and the API say a forged target is refused, and why; no box to tick."""
+    client, _ = await web_for(settings, kafka, services, [forged_letter(8)])
+    page = client.get("/").text
+    row = page[page.index('data-letter="sensors.deadletter/0/8"') :]
+    row = row[: row.index("</tr>")]
+    assert 'class="pick"' not in row and "not an allowed replay target" in row
+    (letter,) = [x for x in client.get("/api/deadletters").json() if x["id"] == "sensors.deadletter/0/8"]
+    assert letter["replay_target"] is None and "temperatures.aggregated" in letter["not_replayable_because"]
