@@ -8,6 +8,12 @@ What cannot go whole (over the writer's ``max_whole_bytes``, or refused by Kafka
 good, typically for its size) goes *bounded*: the first ``head_bytes`` of the payload,
 with its full size and SHA-256 in headers, so one oversized input can never stop a
 gateway and an operator can still tell which payload it was.
+
+Every header under ``fluxgate.`` is ours, and a reader trusts it (the console takes a
+replay's target from ``fluxgate.dlq.topic``). So a header of that namespace that came with
+the input (a record read back from a dead-letter topic, a header a device slipped through)
+is kept renamed ``received.<name>``: nothing is lost, and nothing passes as ours. What a
+caller writes itself about the input (a sink's provenance) goes in ``described``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ SOURCE_TOPIC = "fluxgate.dlq.topic"
 SOURCE_PARTITION = "fluxgate.dlq.partition"
 SOURCE_OFFSET = "fluxgate.dlq.offset"
 TARGET = "fluxgate.dlq.target"
+RESERVED_PREFIX = "fluxgate."  # our header namespace: what a dead letter's reader trusts
+RECEIVED_PREFIX = "received."  # what an input's own header of that namespace is renamed under
+# Where a refused record came from: the sink runtime appends these after the record's headers.
+PROVENANCE = frozenset({SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, TARGET})
 MAX_REASON_BYTES = 4096
 MAX_KEPT_HEADER_BYTES = 4096  # of the input's own headers (MQTT user properties can be huge too)
 MAX_KEY_BYTES = 1024
@@ -79,6 +89,21 @@ def bounded_headers(payload: bytes, because: str, headers: Headers | Sequence[tu
     return [*kept, *described]
 
 
+def received_headers(headers: Headers | Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes | str | None]]:
+    """The input's own headers, those in our reserved namespace renamed under :data:`RECEIVED_PREFIX`."""
+    return [(RECEIVED_PREFIX + name if name.startswith(RESERVED_PREFIX) else name, value) for name, value in headers]
+
+
+def trailing_provenance(headers: Headers | Sequence[tuple[str, bytes]]) -> int:
+    """How many headers at the end are a sink's :data:`PROVENANCE` of the record (each name once)."""
+    seen: set[str] = set()
+    for name, _ in reversed(headers):
+        if name not in PROVENANCE or name in seen:
+            break
+        seen.add(name)
+    return len(seen)
+
+
 def bounded_key(key: bytes | str | None) -> bytes | str | None:
     if isinstance(key, str):
         key = key.encode("utf-8", "replace")
@@ -90,6 +115,9 @@ class DeadLetterWriter:
 
     ``max_whole_bytes``: payloads over it go bounded without trying (None: always try
     whole first); ``head_bytes``: how much of the payload a bounded dead letter keeps.
+    ``trailing_provenance``: a caller that does not pass ``described`` may append its
+    :data:`PROVENANCE` headers after the input's (the sink runtime does); gateways have none,
+    so theirs is False and every reserved name among the input's headers is renamed.
     """
 
     def __init__(
@@ -100,12 +128,14 @@ class DeadLetterWriter:
         *,
         max_whole_bytes: int | None = None,
         head_bytes: int = DEFAULT_HEAD_BYTES,
+        trailing_provenance: bool = True,
     ) -> None:
         self._producer = producer
         self.topic = topic
         self._service = service
         self._max_whole_bytes = max_whole_bytes
         self._head_bytes = head_bytes
+        self._trailing_provenance = trailing_provenance
 
     async def send(
         self,
@@ -115,12 +145,15 @@ class DeadLetterWriter:
         source: str,
         key: bytes | str | None = None,
         headers: Headers | Sequence[tuple[str, bytes]] = (),
+        described: Headers | Sequence[tuple[str, bytes]] | None = None,
     ) -> None:
-        """Dead-letter ``payload`` because of ``error``; the original headers are kept too.
+        """Dead-letter ``payload`` because of ``error``; the original ``headers`` are kept too
+        (renamed when in our namespace), then ``described``: the caller's own about the input.
 
         Raises only when not even the bounded dead letter was taken (or Kafka is away):
         the dead-letter topic itself is wrong, which no single input can be blamed for.
         """
+        headers = self._own_headers(headers, described)
         explained = dead_letter_headers(
             reason=str(error) or type(error).__name__,
             error_class=type(error).__name__,
@@ -139,6 +172,15 @@ class DeadLetterWriter:
                 raise
             because = f"the whole dead letter was refused: {exc}"
             await self._send_bounded(payload, because, key, headers, explained)
+
+    def _own_headers(
+        self, headers: Headers | Sequence[tuple[str, bytes]], described: Headers | Sequence[tuple[str, bytes]] | None
+    ) -> Headers:
+        if described is None:
+            described = ()
+            if self._trailing_provenance and (count := trailing_provenance(headers)):
+                headers, described = headers[:-count], headers[-count:]
+        return [*received_headers(headers), *described]
 
     async def _send_bounded(
         self,

@@ -2,8 +2,11 @@
 
 Used by the service and by the consumer-driven contract tests, so what the tests
 verify is byte for byte what the proxy produces. MQTT 5 user properties become Kafka
-headers, beside an ``mqtt.topic`` header, and also ``attributes`` of the reading: the
-contract names them there, and consumers that only read the Avro value still see them.
+headers named ``mqtt.user.<name>``, beside an ``mqtt.topic`` header: a device names its
+properties at will, so under its own prefix it can never set a header we give a meaning
+to (``fluxgate.*``: the dead-letter explanation a replay reads, or ``mqtt.topic``). They
+are also ``attributes`` of the reading under their bare names: the schema names them
+there, as data, and nothing decides anything on an attribute.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
 from fluxgate_mqtt_proxy.settings import RouteSettings
 
 TOPIC_HEADER = "mqtt.topic"
+USER_PROPERTY_PREFIX = "mqtt.user."  # every header a device names itself: never one of ours
 ROUTE_CACHE_SIZE = 65_536  # distinct MQTT topics whose route is remembered (least recently used go)
 Register = Callable[[Iterable[str]], Mapping[str, AvroEncoder]]  # Kafka topics -> their registered encoders
 _MISSING = object()
@@ -191,14 +195,16 @@ def _key_part(path: FieldPath, reading: Mapping[str, Any], document: Any) -> str
 
 
 def message_headers(topic: str, user_properties: Mapping[str, str]) -> list[tuple[str, bytes]]:
-    """Kafka headers for a message: its MQTT topic, then its MQTT 5 user properties.
+    """Kafka headers for a message: its MQTT topic, then its MQTT 5 user properties, each
+    under :data:`USER_PROPERTY_PREFIX`.
 
     Without user properties the list depends on the topic alone, and devices publish on the
     same topics again and again: it is built once per topic (nothing changes these lists).
     """
     if not user_properties:
         return _topic_headers(topic)
-    return [(TOPIC_HEADER, topic.encode()), *((key, value.encode()) for key, value in user_properties.items())]
+    own = ((USER_PROPERTY_PREFIX + key, value.encode()) for key, value in user_properties.items())
+    return [(TOPIC_HEADER, topic.encode()), *own]
 
 
 @functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)

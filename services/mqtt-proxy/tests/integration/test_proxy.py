@@ -56,8 +56,18 @@ def test_mqtt_311_and_mqtt5_user_properties(setup: Setup) -> None:
     )
     got = {r.record["device_id"]: r for r in setup.readings_in_kafka(expected=2)}  # type: ignore[index]
     assert got["d1"].record["value"] == 55.5 and got["d2"].record["value"] == 44.25  # type: ignore[index]
-    assert got["d2"].header("site") == b"lab"
+    assert got["d2"].header("mqtt.user.site") == b"lab"
     assert got["d2"].record["attributes"] == {"site": "lab"}  # type: ignore[index]
+
+
+def test_a_device_cannot_set_where_a_replay_of_its_dead_letter_writes(setup: Setup) -> None:
+    setup.proxy().start()
+    forged = ("-D", "publish", "user-property", "fluxgate.dlq.topic", "temperatures.aggregated")
+    setup.publish([(f"{setup.prefix}/d1/temperature", "{not json")], 1, "-V", "5", *forged)
+    (letter,) = consume(setup.stack.bootstrap, setup.deadletters, expected=1, timeout=30)
+    assert letter.header("fluxgate.dlq.topic") is None  # the console would replay into it
+    assert letter.header("mqtt.user.fluxgate.dlq.topic") == b"temperatures.aggregated"
+    assert letter.header("fluxgate.dlq.source") == f"{setup.prefix}/d1/temperature".encode()
 
 
 def test_malformed_payloads_go_to_the_dead_letter_topic_and_the_proxy_keeps_going(setup: Setup) -> None:

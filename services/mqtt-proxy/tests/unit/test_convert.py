@@ -30,7 +30,7 @@ def test_stream_reactor_style_json_on_the_default_route() -> None:
     payload = b'{"sensorId":"Sensor4","timestamp":1700000000123,"temperature":23.6,"seq":9}'
     (record,) = converter().convert("sensors/Sensor4/temperature", payload, {"fw": "1.2"}, NOW)
     assert (record.topic, record.key) == ("sensors.readings", b"Sensor4")
-    assert ("mqtt.topic", b"sensors/Sensor4/temperature") in record.headers and ("fw", b"1.2") in record.headers
+    assert record.headers == [("mqtt.topic", b"sensors/Sensor4/temperature"), ("mqtt.user.fw", b"1.2")]
     reading = decode(record.value)
     assert {k: reading[k] for k in ("device_id", "metric", "value", "unit", "sequence", "source", "attributes")} == {
         "device_id": "Sensor4",
@@ -116,10 +116,23 @@ def test_senml_cbor_with_device_from_the_base_name() -> None:
     assert int(reading["event_time"].timestamp()) == 1_700_000_000  # type: ignore[attr-defined]
 
 
-def test_user_properties_become_headers_and_attributes() -> None:
+def test_user_properties_become_prefixed_headers_and_bare_attributes() -> None:
     (record,) = converter().convert("sensors/d1/temperature", b"20", {"site": "lab", "fw": "2"}, NOW)
-    assert record.headers == [("mqtt.topic", b"sensors/d1/temperature"), ("site", b"lab"), ("fw", b"2")]
+    assert record.headers == [
+        ("mqtt.topic", b"sensors/d1/temperature"),
+        ("mqtt.user.site", b"lab"),
+        ("mqtt.user.fw", b"2"),
+    ]
     assert decode(record.value)["attributes"] == {"site": "lab", "fw": "2"}
+
+
+def test_a_user_property_can_never_be_a_reserved_or_a_gateway_header() -> None:
+    props = {"fluxgate.dlq.topic": "temperatures.aggregated", "mqtt.topic": "elsewhere", "fluxgate.replay.of": "x"}
+    (record,) = converter().convert("sensors/d1/temperature", b"20", props, NOW)
+    names = [name for name, _ in record.headers]
+    prefixed = ["mqtt.user.fluxgate.dlq.topic", "mqtt.user.mqtt.topic", "mqtt.user.fluxgate.replay.of"]
+    assert names == ["mqtt.topic", *prefixed]
+    assert dict(record.headers)["mqtt.topic"] == b"sensors/d1/temperature"
 
 
 def test_format_mismatch_is_a_payload_error() -> None:

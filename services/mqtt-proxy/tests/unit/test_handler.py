@@ -202,9 +202,24 @@ async def test_malformed_payload_is_dead_lettered_with_original_bytes_then_ackno
     assert header["fluxgate.dlq.error.class"] == b"PayloadError"
     assert b"not UTF-8" in header["fluxgate.dlq.reason"]
     assert header["mqtt.topic"] == b"sensors/d1/temperature"
-    assert header["site"] == b"lab"
+    assert header["mqtt.user.site"] == b"lab"
     assert harness.acks == [(PUBACK, 5, 0)]
     assert harness.fatal == []
+
+
+async def test_a_device_cannot_forge_the_dead_letter_headers_a_replay_reads(harness: Harness) -> None:
+    # A bad payload with our reserved names as user properties: an operator's replay reads
+    # fluxgate.dlq.topic as where to write, so a device must never be the one to set it.
+    forged = {"fluxgate.dlq.topic": "temperatures.aggregated", "fluxgate.dlq.reason": "fine", "fluxgate.x": "1"}
+    harness.publish("sensors/d1/temperature", b"not json", qos=1, mid=8, user_properties=forged)
+    await settle()
+    ((topic, _, _, headers),) = harness.producer.sent
+    assert topic == "dlq"
+    names = [name for name, _ in headers]
+    assert "fluxgate.dlq.topic" not in names and "fluxgate.x" not in names
+    assert names.count("fluxgate.dlq.reason") == 1 and dict(headers)["fluxgate.dlq.reason"] != b"fine"
+    assert dict(headers)["mqtt.user.fluxgate.dlq.topic"] == b"temperatures.aggregated"  # kept, as the device's
+    assert harness.acks == [(PUBACK, 8, 0)]
 
 
 async def test_record_kafka_will_never_take_is_dead_lettered(harness: Harness) -> None:
