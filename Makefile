@@ -60,8 +60,8 @@ test: install ## Unit, integration, contract and static tests against real serve
 	$(PYTEST) -m serial $(TEST_DIRS)  # each kills or restarts a shared server (or uses its fixed names): alone
 
 .PHONY: test-unit
-test-unit: $(VENV)/.installed ## Only the tests that need no server
-	$(PYTEST) -m "not integration and not spark" $(TEST_DIRS)
+test-unit: $(VENV)/.installed ## Only the tests that need no server and no network
+	$(PYTEST) -m "not integration and not spark and not downloads" $(TEST_DIRS)
 
 .PHONY: lint
 lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on every package

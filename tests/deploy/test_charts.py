@@ -89,6 +89,7 @@ def rendered(built_charts: Path) -> dict[str, list[dict[str, Any]]]:
     return {case: render(built_charts / chart, values=values_of(built_charts, v)) for case, (chart, v) in CASES.items()}
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_chart_lints(case: str, built_charts: Path) -> None:
     chart, values = CASES[case]
@@ -96,6 +97,7 @@ def test_chart_lints(case: str, built_charts: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_object_is_valid_kubernetes(
     case: str, rendered: dict[str, list[dict[str, Any]]], crd_schemas: dict[tuple[str, str], Any]
@@ -112,6 +114,7 @@ def test_every_object_is_valid_kubernetes(
             pytest.fail(f"{where}: {error.message} at {'/'.join(map(str, error.absolute_path))}")
 
 
+@pytest.mark.downloads
 def test_custom_resources_are_all_checked(rendered: dict[str, list[dict[str, Any]]]) -> None:
     kinds = {obj["kind"] for obj in rendered["umbrella-everything-on"]}
     assert {"ScaledObject", "PodMonitor", "ServiceMonitor", "SparkApplication"} <= kinds
@@ -123,6 +126,7 @@ def settings_of(pod: Pod, env: dict[str, str]) -> type[Any]:
     return specs.settings_class(specs.folder_of_script(pod.argv[0]), prefixes.pop())
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_env_names_are_settings_fields_and_values_validate(
     case: str, rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
@@ -152,6 +156,7 @@ def test_secrets_are_exactly_the_settings_secrets(name: str) -> None:
     assert set(values["secrets"]["keys"]) == specs.secret_env_names(chart_settings_class(name))
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("name", SERVICES)
 def test_command_is_the_dockerfiles_entry_point(name: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
     [pod] = pods(rendered[name])
@@ -163,6 +168,7 @@ def test_command_is_the_dockerfiles_entry_point(name: str, rendered: dict[str, l
     assert specs.arguments(dockerfile, "EXPOSE") == [str(pod.port)], dockerfile
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("case", ["umbrella-dev", "umbrella-everything-on"])
 def test_pods_are_hardened_and_probed(case: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
     objects = rendered[case]
@@ -184,6 +190,7 @@ def env_of(objects: list[dict[str, Any]], workload: str, ordinal: int = 0) -> di
     return pod.env(objects, SECRETS)
 
 
+@pytest.mark.downloads
 def test_mqtt_replicas_share_one_subscription_with_client_ids_of_their_own(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
@@ -196,6 +203,7 @@ def test_mqtt_replicas_share_one_subscription_with_client_ids_of_their_own(
     ]
 
 
+@pytest.mark.downloads
 def test_coap_members_split_the_resources_by_pod_index(rendered: dict[str, list[dict[str, Any]]]) -> None:
     objects = rendered["umbrella-everything-on"]
     members = [env_of(objects, "fluxgate-coap-ingest", i) for i in (0, 1)]
@@ -206,6 +214,7 @@ CONSUMERS = {"es-persister": "FLUXGATE_ES_", "scylla-persister": "FLUXGATE_SCYLL
              "hazelcast-persister": "FLUXGATE_HZ_", "device-status": "FLUXGATE_STATUS_"}  # fmt: skip
 
 
+@pytest.mark.downloads
 def test_consumer_group_members_are_static_named_by_their_pod(
     rendered: dict[str, list[dict[str, Any]]], built_charts: Path
 ) -> None:
@@ -222,6 +231,7 @@ def test_consumer_group_members_are_static_named_by_their_pod(
         assert pods(given)[0].env(given, SECRETS)[f"{prefix}KAFKA__GROUP_INSTANCE_ID"] == "mine"
 
 
+@pytest.mark.downloads
 def test_lag_scalers_watch_each_group_on_its_topic(rendered: dict[str, list[dict[str, Any]]]) -> None:
     scalers = {o["spec"]["scaleTargetRef"]["name"]: o for o in rendered["umbrella-everything-on"]
                if o["kind"] == "ScaledObject"}  # fmt: skip
@@ -250,6 +260,7 @@ BOTH_TOPICS = (
 )
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("kcql", [None, BOTH_TOPICS])
 def test_a_persisters_scaler_watches_what_its_settings_read(
     kcql: str | None, built_charts: Path, monkeypatch: pytest.MonkeyPatch
@@ -281,6 +292,7 @@ REFUSED = {
 }  # fmt: skip
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_charts_refuse_what_would_break_a_service(case: str, built_charts: Path) -> None:
     chart, values, message = REFUSED[case]
@@ -288,6 +300,7 @@ def test_charts_refuse_what_would_break_a_service(case: str, built_charts: Path)
         render(built_charts / chart, values=[values])
 
 
+@pytest.mark.downloads
 def test_device_status_advertises_its_stable_dns_name(rendered: dict[str, list[dict[str, Any]]]) -> None:
     env = env_of(rendered["umbrella-dev"], "fluxgate-device-status")
     host = "fluxgate-device-status-0.fluxgate-device-status-headless.fluxgate.svc"
@@ -308,6 +321,7 @@ def test_dockerfile_passes_hadolint(dockerfile: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.downloads
 def test_validation_refuses_unknown_fields(
     rendered: dict[str, list[dict[str, Any]]], crd_schemas: dict[tuple[str, str], Any]
 ) -> None:
@@ -358,6 +372,7 @@ def spark_drivers(objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
     return drivers
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize("case", ["umbrella-dev", "umbrella-everything-on"])
 def test_umbrella_console_watches_every_enabled_service_at_its_service(
     case: str, rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
@@ -382,6 +397,7 @@ def test_umbrella_console_watches_every_enabled_service_at_its_service(
     assert settings.scylla.contact_points == ["scylla"] and settings.hazelcast.members == ["hazelcast:5701"]
 
 
+@pytest.mark.downloads
 def test_spark_driver_is_served_and_scraped_on_the_port_its_settings_open(
     rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -404,6 +420,7 @@ def test_spark_driver_is_served_and_scraped_on_the_port_its_settings_open(
     assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
 
 
+@pytest.mark.downloads
 def test_umbrella_console_leaves_out_what_is_disabled_and_keeps_what_is_set(
     built_charts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -421,6 +438,7 @@ def test_umbrella_console_leaves_out_what_is_disabled_and_keeps_what_is_set(
     assert not [o for o in none if o["metadata"]["name"].endswith("-console")]
 
 
+@pytest.mark.downloads
 def test_console_serves_its_page_on_the_port_its_settings_open(
     rendered: dict[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -445,6 +463,7 @@ def mounted_volume(pod: Pod, path: str) -> dict[str, Any]:
     return {key: value for key, value in volume.items() if key != "name"}
 
 
+@pytest.mark.downloads
 @pytest.mark.parametrize(
     ("persister", "console_group", "access"),
     [("es-persister", "elasticsearch", ElasticsearchAccess), ("scylla-persister", "scylla", ScyllaAccess),

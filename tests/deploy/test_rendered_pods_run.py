@@ -40,8 +40,9 @@ from soak import TOPICS
 from fluxgate_stack import ensure_up
 from fluxgate_stack.topics import create_topics
 
-# serial: the pods listen on their rendered ports (9101-9107), the ones `make run` uses
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial]
+# serial: the pods listen on their rendered ports (9101-9107), the ones `make run` uses;
+# downloads: the charts are rendered by helm, built from the Go module proxy.
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads]
 
 # Each chart's envPrefix: the settings prefix its pod's environment carries.
 PREFIXES = {name: yaml.safe_load((CHARTS / name / "values.yaml").read_text())["envPrefix"] for name in SERVICES}

@@ -87,6 +87,7 @@ def compose_check() -> Path:
     return binary
 
 
+@pytest.mark.downloads
 def test_compose_file_loads_as_docker_compose_would(compose_check: Path) -> None:
     result = subprocess.run(
         [str(compose_check), str(ROOT / "docker-compose.yml")], capture_output=True, text=True, timeout=60
@@ -95,6 +96,7 @@ def test_compose_file_loads_as_docker_compose_would(compose_check: Path) -> None
     assert result.stdout.split() == sorted(SERVICES)
 
 
+@pytest.mark.downloads
 def test_compose_check_rejects_an_invalid_file_naming_the_field(compose_check: Path, tmp_path: Path) -> None:
     broken = (ROOT / "docker-compose.yml").read_text().replace("service_healthy}", "service_heathy}", 1)
     (tmp_path / "docker-compose.yml").write_text(broken)

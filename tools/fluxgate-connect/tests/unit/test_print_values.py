@@ -16,6 +16,9 @@ from typer.testing import CliRunner
 
 from fluxgate_connect.cli import app
 
+# helm (tools/charts.py) is built from the Go module proxy: not for `make test-unit`.
+pytestmark = pytest.mark.downloads
+
 CASES = {
     "hazelcast-sink.properties": {},
     "elastic-sink.json": ELASTIC_ENV,
