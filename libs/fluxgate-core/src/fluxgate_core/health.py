@@ -2,9 +2,13 @@
 
 A plain threaded HTTP server, so it works the same beside an asyncio gateway and
 beside Spark's blocking driver loop, and keeps answering when the event loop is busy.
-``/healthz`` says the process is alive; ``/readyz`` runs the service's readiness
-checks (connected to Kafka, subscribed to the broker ...) and answers 503 with the
-failing ones named.
+``/healthz`` says the process is alive. ``/readyz`` calls every readiness check the server
+was given, by name, and answers 200 when all return true, else 503; the JSON body holds each
+check's result (``{"ready": false, "checks": {"ready": false}}``), and a check that raises
+counts as false. A service started by :func:`fluxgate_core.lifecycle.run_service` has one
+check, ``ready``: its own ``Service.ready()``, which folds whatever that service waits for
+(Kafka, the broker, its store) into one answer, so the body does not say which of those is
+missing; the service's logs and metrics do.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class HealthServer:
         return int(self._server.server_address[1])
 
     def add_check(self, name: str, check: ReadyCheck) -> None:
+        """One more check for ``/readyz``, reported under ``name``."""
         self._checks[name] = check
 
     def start(self) -> HealthServer:
@@ -58,6 +63,7 @@ class HealthServer:
             self._thread = None
 
     def readiness(self) -> dict[str, bool]:
+        """Each check's result by name; a check that raises is false."""
         results: dict[str, bool] = {}
         for name, check in self._checks.items():
             try:
