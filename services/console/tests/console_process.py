@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -29,7 +30,12 @@ class Console:
         return httpx.get(self.url + path, params=params, timeout=5).json()
 
     def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        return httpx.post(self.url + path, json=body, timeout=60)
+        """As the page's own script posts: from the console's origin, with the page's CSRF token."""
+        page = httpx.get(self.url + "/", timeout=5).text
+        found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
+        assert found, "the page carries its CSRF token"
+        headers = {"Origin": self.url, "X-CSRF-Token": found.group(1)}
+        return httpx.post(self.url + path, json=body, headers=headers, timeout=60)
 
     def letters(self, **params: str) -> list[dict[str, Any]]:
         return list(self.get("/api/deadletters", **params))

@@ -65,7 +65,10 @@ class ConsoleService:
 
     async def run(self, stop: asyncio.Event) -> None:
         web = self.settings.web
-        config = uvicorn.Config(self.web.app(), host=web.host, port=web.port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            self.web.app(), host=web.host, port=web.port, log_level="warning", lifespan="off",
+            ssl_certfile=web.tls_certfile, ssl_keyfile=web.tls_keyfile,  # both None: plain HTTP
+        )  # fmt: skip
         server = _Server(config)
         self.reader.start()
         serving = asyncio.create_task(server.serve())

@@ -1,5 +1,13 @@
-"""Basic or bearer auth for one part of the console (the page, or replay), compared in
-constant time; ``none`` lets everyone in (chosen explicitly, for local use)."""
+"""Who may do what: two roles, each with its credentials (HTTP basic or a bearer token,
+compared in constant time).
+
+- **viewer** (``page_auth``): the page, its JSON and the Kafka Connect API; read-only.
+- **operator** (``replay_auth``): everything a viewer may, and replay (the one thing that writes).
+
+``none`` lets everyone in, chosen explicitly for local use. An operator whose mode is ``none``
+is whoever the page lets in: replay is then open to every viewer, never to someone the page
+refuses.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +18,34 @@ import hmac
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from fluxgate_console.settings import AuthSettings
+from fluxgate_console.settings import AuthSettings, ConsoleSettings
 
 ANONYMOUS = "anonymous"
+
+
+def viewer(request: Request, settings: ConsoleSettings) -> str | None:
+    """Who may look, or None: the viewer's credentials, or an operator's (who may look too)."""
+    if settings.replay_auth.mode == "none":
+        return user_of(request, settings.page_auth)
+    return user_of(request, settings.page_auth) or user_of(request, settings.replay_auth)
+
+
+def operator(request: Request, settings: ConsoleSettings) -> str | None:
+    """Who may replay, or None."""
+    if settings.replay_auth.mode == "none":
+        return user_of(request, settings.page_auth)
+    return user_of(request, settings.replay_auth)
+
+
+def operator_refusal(request: Request, settings: ConsoleSettings) -> Response:
+    """The answer to someone who may not replay: 403 for a signed-in viewer (credentials
+    will not help), else 401 with the challenge of the credentials that would."""
+    signed_in = viewer(request, settings)
+    if signed_in is not None and signed_in != ANONYMOUS:
+        message = f"{signed_in} is a viewer: replay needs the operator's credentials (REPLAY_AUTH)"
+        return JSONResponse({"error_code": 403, "message": message}, status_code=403)
+    auth = settings.page_auth if settings.replay_auth.mode == "none" else settings.replay_auth
+    return challenge(auth, "fluxgate replay")
 
 
 def user_of(request: Request, auth: AuthSettings) -> str | None:

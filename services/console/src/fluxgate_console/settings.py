@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, StringConstraints
+from pydantic import AfterValidator, Field, FilePath, SecretStr, StringConstraints, model_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_console.hazelcast_store import checked_kcql
@@ -85,10 +85,28 @@ class AuthSettings(Group):
 
 
 class WebSettings(Group):
-    """Where the page, its JSON and the Kafka Connect API are served."""
+    """Where and how the page, its JSON, replay and the Kafka Connect API are served."""
 
-    host: str = "0.0.0.0"  # noqa: S104 - containers must expose it; override with 127.0.0.1 locally
+    host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="the page's address; 127.0.0.1 (this machine only) unless said otherwise (the image and "
+        "the chart say 0.0.0.0)",
+    )
     port: int = Field(9108, ge=0, le=65535, description="the page's port; 0 picks a free port")
+    tls_certfile: FilePath | None = Field(None, description="PEM certificate (chain): the page is served over HTTPS")
+    tls_keyfile: FilePath | None = Field(None, description="PEM private key of tls_certfile")
+    trusted_origins: list[Annotated[str, StringConstraints(pattern=r"^https?://[^/\s]+$")]] = Field(
+        default_factory=list,
+        description="JSON list of origins (scheme://host[:port]) besides the page's own that may post (replay), "
+        "for a proxy that rewrites Host",
+    )
+
+    @model_validator(mode="after")
+    def _paired(self) -> WebSettings:
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            raise ValueError("tls_certfile and tls_keyfile go together")
+        return self
 
 
 def _kept(what: str) -> Any:  # Any: what Field() returns, so each field keeps its declared type

@@ -14,16 +14,18 @@ import structlog
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from fluxgate_console import connect
-from fluxgate_console.auth import challenge, user_of
+from fluxgate_console.auth import challenge, operator, operator_refusal, viewer
 from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetter, LetterFilter, replay_refusal
 from fluxgate_console.filters import FilterError, letter_filter
 from fluxgate_console.replay import Replayer, ReplayError
+from fluxgate_console.security import CsrfTokens, SecurityMiddleware
 from fluxgate_console.sparkline import bar_px, sparkline
 from fluxgate_console.view import flow
 
@@ -74,11 +76,18 @@ def clock(at: float | int | None, millis: bool = False) -> str:
 class Web:
     """Builds the Starlette app around a :class:`Console` (and a :class:`Replayer`, when replay is on)."""
 
-    def __init__(self, console: Console, replayer: Replayer | None, cluster_id: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        console: Console,
+        replayer: Replayer | None,
+        cluster_id: Callable[[], str | None],
+        tokens: CsrfTokens | None = None,
+    ) -> None:
         self.console = console
         self.replayer = replayer
         self._cluster_id = cluster_id
         self._env = templates()
+        self._tokens = tokens or CsrfTokens()
 
     def app(self) -> Starlette:
         page = self._guarded
@@ -94,11 +103,14 @@ class Web:
             Route("/connect/connectors/{name}", page(self.connector)),
             Route("/connect/connectors/{name}/{what:str}", page(self.connector)),
         ]
-        return Starlette(routes=routes)
+        web = self.console.settings.web
+        secured = Middleware(SecurityMiddleware, tokens=self._tokens, trusted_origins=web.trusted_origins,
+                             tls=web.tls_certfile is not None)  # fmt: skip
+        return Starlette(routes=routes, middleware=[secured])
 
     def _guarded(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
-            if user_of(request, self.console.settings.page_auth) is None:
+            if viewer(request, self.console.settings) is None:
                 return challenge(self.console.settings.page_auth, "fluxgate console")
             response: Response = await handler(request)
             return response
@@ -128,6 +140,8 @@ class Web:
             topics=self.console.book.topics(),
             replay_on=self.replayer is not None,
             replay_mode=self.console.settings.replay_auth.mode,
+            nonce=request.state.csp_nonce,
+            csrf=self._tokens.issue(),
         )
         return HTMLResponse(body)
 
@@ -193,10 +207,13 @@ class Web:
     # -- replay ---------------------------------------------------------------------------
 
     async def replay(self, request: Request) -> Response:
-        auth = self.console.settings.replay_auth
-        who = user_of(request, auth)
+        who = operator(request, self.console.settings)
         if who is None:
-            return challenge(auth, "fluxgate replay")
+            return operator_refusal(request, self.console.settings)
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            # a cross-site form can post JSON-looking text/plain; a script must ask CORS first for JSON
+            message = "send the replay request as Content-Type: application/json"
+            return JSONResponse({"error_code": 415, "message": message}, status_code=415)
         if self.replayer is None:
             return JSONResponse({"error_code": 404, "message": "replay is off"}, status_code=404)
         try:

@@ -3,51 +3,15 @@ separately, for replay."""
 
 from __future__ import annotations
 
-import base64
 import re
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
-from console_recorded import NO_STORES, RecordedKafka, Services, aggregator_letter, forged_letter, gateway_letter
-from starlette.testclient import TestClient
+from console_recorded import NO_STORES, RecordedKafka, Services, forged_letter
+from console_web import basic, same_site, web_for
 
-from fluxgate_console.console import Console
-from fluxgate_console.deadletters import DeadLetter, DeadLetterBook
-from fluxgate_console.replay import Outcome, Plan
+from fluxgate_console.deadletters import DeadLetter
 from fluxgate_console.settings import ConsoleSettings, DeadLetterSettings
-from fluxgate_console.web import Web
 from fluxgate_core.deadletter import dead_letter_headers
-
-CLOCK_S = 1_700_000_100.0  # the letters' minutes: the gateway's 2 minutes ago, the aggregator's 1
-
-
-class FakeReplayer:
-    def __init__(self) -> None:
-        self.replayed: list[tuple[list[str], str]] = []
-
-    def plan(self, letters: list[DeadLetter]) -> Plan:
-        return Plan([x for x in letters if x.replay_target], [], [(x.id, "no") for x in letters if not x.replay_target])
-
-    def replay(self, letters: list[DeadLetter], who: str, selection: dict[str, Any]) -> Outcome:
-        plan = self.plan(letters)
-        self.replayed.append(([x.id for x in plan.send], who))
-        return Outcome("r-1", [{"deadletter_offset": x.offset} for x in plan.send], plan)
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-
-
-async def web_for(
-    settings: ConsoleSettings, kafka: RecordedKafka, services: Services, more: Sequence[DeadLetter] = ()
-) -> tuple[TestClient, Any]:
-    book = DeadLetterBook(settings.deadletters, clock=lambda: CLOCK_S)
-    book.add([gateway_letter(1), aggregator_letter(2, 99), *more])
-    console = Console(settings, kafka, book, client=services.client())
-    await console.refresh()
-    replayer = FakeReplayer()
-    return TestClient(Web(console, replayer, lambda: None).app()), replayer  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -108,8 +72,9 @@ async def test_replay_needs_its_own_credentials_and_a_confirmation(
 ) -> None:
     client, replayer = await web_for(secured, kafka, services)
     asked = {"filter": {"reason": "schema"}}
-    assert client.post("/api/replay", json=asked, headers=basic("ops", "page-secret")).status_code == 401
-    bearer = {"Authorization": "Bearer replay-token"}
+    viewer = same_site(client, **basic("ops", "page-secret"))
+    assert client.post("/api/replay", json=asked, headers=viewer).status_code == 403  # a viewer may not replay
+    bearer = same_site(client, Authorization="Bearer replay-token")
     plan = client.post("/api/replay", json=asked, headers=bearer).json()
     assert plan["confirmed"] is False and [x["id"] for x in plan["send"]] == ["sensors.deadletter/1/2"]
     assert replayer.replayed == []
@@ -206,7 +171,7 @@ async def test_until_before_from_is_said_not_a_server_error(
     assert "data-letter=" not in parts.text and 'id="flow"' in parts.text  # no letters; the rest as usual
     api = client.get("/api/deadletters", params=backwards)
     assert api.status_code == 400 and "is before from" in api.json()["message"]
-    replay = client.post("/api/replay", json={"filter": {"from": "soon"}})
+    replay = client.post("/api/replay", json={"filter": {"from": "soon"}}, headers=same_site(client))
     assert replay.status_code == 400 and replay.json()["message"].startswith("from: 'soon'")
 
 
