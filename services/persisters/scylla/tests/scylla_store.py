@@ -16,7 +16,7 @@ from fluxgate_testing.sink.store import StoreUnderTest
 
 from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_scylla_persister.driver import CONNECTION_CLASS
-from fluxgate_sink.kcql import Statement, parse
+from fluxgate_sink.kcql import Statement, parse, safe_id
 from fluxgate_sink.sink import SinkItem
 
 KEYSPACE = "fluxgate_test"
@@ -136,7 +136,7 @@ class CassandraUnderTest(StoreUnderTest):
         for row in rows:
             fields = {k: as_utc(v) for k, v in row._asdict().items()}
             millis = (fields["window_start"] - EPOCH) // _MS
-            documents[f"{fields['device_id']}|{fields['metric']}|{millis}"] = fields
+            documents[safe_id(f"{fields['device_id']}|{fields['metric']}|{millis}")] = fields
         return documents
 
     def count(self, target: str) -> int:

@@ -22,11 +22,18 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import RegistrySettings
+from fluxgate_sink.kcql import safe_id
 from fluxgate_testing import consume, free_port, unique_topic
 from fluxgate_testing.process import ServiceProcess
 from fluxgate_testing.sink.store import StoreUnderTest
 
 DAY = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+#: The longest device id the gateways take, in a 3-byte script: 768 bytes of UTF-8, an id
+#: over Elasticsearch's 512-byte ``_id`` (issue 35).
+LONGEST_DEVICE_ID = "温" * 256
+#: A device id no gateway takes but Kafka carries: 70,002 bytes, over every store's key limits
+#: (Cassandra's 65,535-byte key component, Lucene's 32,766-byte term).
+HOSTILE_DEVICE_ID = "温" * 23_334
 
 
 def aggregate(device: int, window: int, **changes: Any) -> dict[str, Any]:
@@ -141,7 +148,8 @@ class Run:
 
 
 def expected_ids(values: list[dict[str, Any]]) -> set[str]:
-    return {f"{v['device_id']}|{v['metric']}|{int(v['window_start'].timestamp() * 1000)}" for v in values}
+    """The ids the default PK gives ``values``, made safe as every store gets them (``safe_id``)."""
+    return {safe_id(f"{v['device_id']}|{v['metric']}|{int(v['window_start'].timestamp() * 1000)}") for v in values}
 
 
 @pytest.mark.integration
@@ -207,6 +215,41 @@ class SinkSuite:
         assert set(run.store.documents(run.target)) == expected_ids(good)
         assert process.running and process.terminate() == 0
         assert run.committed(0) == 22
+
+    def test_the_longest_device_id_in_a_multibyte_script_stops_nothing(self, run: Run) -> None:
+        """Issue 35: six readings of a device whose id was 256 characters of ``温`` stopped the
+        Elasticsearch persister (the whole bulk request refused over one ``_id``). Under the
+        default policy, THROW, every record is written, under its safe id, and committed."""
+        good = aggregates(60)
+        values = [*good[:25], aggregate(0, 0, device_id=LONGEST_DEVICE_ID), *good[25:]]
+        run.produce(values, partition=0)
+        process = run.persister().start()
+        run.wait_for(process, len(values))
+        process.wait_until(lambda: run.committed(0) == len(values), "every offset committed")
+        assert set(run.store.documents(run.target)) == expected_ids(values)
+        assert process.running and process.terminate() == 0
+
+    def test_one_hostile_item_in_a_batch_loses_nothing_and_stops_nothing(self, run: Run) -> None:
+        """One record over every store's key limits among 200 good ones, in one batch: the good
+        ones are written, the hostile one is written (under its safe id) or dead-lettered with
+        the store's reason, never both, every offset is committed and the persister runs on."""
+        good = aggregates(200)
+        hostile = aggregate(0, 0, device_id=HOSTILE_DEVICE_ID)
+        run.produce([*good[:120], hostile, *good[120:]], partition=0)
+        process = run.persister(error_policy="NOOP", batch_size="500").start()
+        run.wait_for(process, len(good))
+        process.wait_until(lambda: run.committed(0) == 201, "every offset committed")
+        documents = set(run.store.documents(run.target))
+        dead_lettered = consume(run.stack.bootstrap, run.deadletters, expected=1, timeout=5)
+        assert len(dead_lettered) == process.metric("fluxgate_sink_records_dead_lettered_total")
+        if dead_lettered:
+            (dead,) = dead_lettered
+            assert dead.header("fluxgate.dlq.offset") == b"120"
+            assert dead.header("fluxgate.dlq.error.class") and dead.header("fluxgate.dlq.reason")
+            assert documents == expected_ids(good)
+        else:
+            assert documents == expected_ids([*good, hostile])
+        assert process.running and process.terminate() == 0
 
     def test_throw_stops_without_committing_past_the_failure(self, run: Run) -> None:
         values = aggregates(10)

@@ -11,6 +11,12 @@
 * ``RELIABLE_TOPIC``: ``publish_all``, 1000 a call.
 
 Only the map is idempotent; for the others see ``offsets.py``.
+
+A request the cluster refuses as a whole, for good (a member's ClassCastException on an
+indexed map, a value it cannot take ...), may be one item's fault: the rest of the group is
+then written again in halves, in order, down to the item refused alone, which fails with
+the member's reason while the others are written. Not a refusal of the client itself
+(credentials, permissions): fewer items change nothing about those.
 """
 
 from __future__ import annotations
@@ -61,6 +67,10 @@ UNAVAILABLE = (
     ConnectionError,
     TimeoutError,
 )
+
+
+# Refusals of the client, not of any item: splitting the request cannot help.
+NOT_ABOUT_ITEMS = (hz.AccessControlError, hz.AuthenticationError, hz.ClientNotAllowedInClusterError)
 
 
 class Backpressure(SinkError):
@@ -196,7 +206,13 @@ class HazelcastSink(Sink):
     async def _write_group(self, group: _Group, items: Sequence[SinkItem]) -> None:
         try:
             proxy = await self._proxy(group.structure, group.target)
-            await self._write(group, proxy, items)
+            try:
+                await self._write(group, proxy, items)
+            except Exception as exc:
+                refusal = _as_sink_error(exc, group)
+                if refusal.retriable or isinstance(_leaf(exc), NOT_ABOUT_ITEMS):
+                    raise
+                await self._write_rest_around(group, proxy, items, refusal)
         except Exception as exc:
             group.error = _as_sink_error(exc, group)
             log.warning(
@@ -223,6 +239,46 @@ class HazelcastSink(Sink):
             else:
                 await proxy.publish_all(chunk)
             group.written = start + len(chunk)
+
+    async def _write_rest_around(
+        self, group: _Group, proxy: Any, items: Sequence[SinkItem], refusal: SinkError
+    ) -> None:
+        """The group's items past its written prefix, refused as a whole with ``refusal``,
+        written in halves; ``group`` then holds the written ones in order (the refused ones
+        move to ``group.refused``). A retriable error on the way leaves the rest unwritten."""
+        rest = list(zip(group.indices[group.written :], group.values[group.written :], strict=True))
+        del group.indices[group.written :], group.values[group.written :]
+        log.warning("hazelcast.request_refused", target=group.target, items=len(rest), error=str(refusal))
+        try:
+            await self._halves(group, proxy, items, rest, refusal)
+        except Exception:
+            done = set(group.indices) | {failure.index for failure in group.refused}
+            unwritten = [(index, value) for index, value in rest if index not in done]
+            group.indices.extend(index for index, _ in unwritten)
+            group.values.extend(value for _, value in unwritten)
+            raise
+
+    async def _halves(
+        self, group: _Group, proxy: Any, items: Sequence[SinkItem], refused: list[tuple[int, Value]], why: SinkError
+    ) -> None:
+        """Write ``refused`` (refused as a whole with ``why``) in two halves, each in its turn,
+        down to the one item refused alone."""
+        if len(refused) == 1:
+            group.refused.append(ItemFailure(refused[0][0], why))
+            return
+        half = len(refused) // 2
+        for part in (refused[:half], refused[half:]):
+            trial = _Group(group.structure, group.target, group.statement, [i for i, _ in part], [v for _, v in part])
+            try:
+                await self._write(trial, proxy, items)
+            except Exception as exc:
+                error = _as_sink_error(exc, group)
+                _add_written(group, part[: trial.written])
+                if error.retriable or isinstance(_leaf(exc), NOT_ABOUT_ITEMS):
+                    raise
+                await self._halves(group, proxy, items, part[trial.written :], error)
+            else:
+                _add_written(group, part)
 
     async def _put(self, proxy: Any, statement: Statement, keys: list[str], values: list[Value]) -> None:
         if statement.ttl is None:
@@ -337,6 +393,12 @@ def _groups(items: Sequence[SinkItem]) -> list[_Group]:
                 group = groups[key] = _Group(key[0], target, statement)
         group.indices.append(index)
     return list(groups.values())
+
+
+def _add_written(group: _Group, written: list[tuple[int, Value]]) -> None:
+    group.indices.extend(index for index, _ in written)
+    group.values.extend(value for _, value in written)
+    group.written = len(group.indices)
 
 
 def _json_of(item: SinkItem) -> bytes:

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hazelcast import errors as hz_errors
 from hazelcast.asyncio import HazelcastClient
+from hazelcast.config import IndexType
 from hazelcast_store import aggregate, item, items, statement
 
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
@@ -134,3 +136,48 @@ async def test_avro_passes_the_consumed_bytes_through(sink: HazelcastSink, hz: H
     assert await sink.write_batch([item(stmt, aggregate(1, 0), 0, value=framed)]) == []
     ringbuffer = await hz.get_ringbuffer(name)
     assert await ringbuffer.read_one(0) == framed
+
+
+async def test_a_map_request_refused_for_one_entry_fails_that_entry_alone(
+    sink: HazelcastSink, hz: HazelcastClient, name: str
+) -> None:
+    """The member refuses a whole ``put_all`` request over one entry: here a sorted index on
+    ``count`` (numbers) and one document whose ``count`` is a string (a ClassCastException
+    on the member). That entry fails alone, for good, naming the cause; the others are written."""
+    imap = await hz.get_map(name)
+    await imap.add_index(attributes=["count"], index_type=IndexType.SORTED)
+    stmt = statement(name, "IMAP")
+    await sink.setup([stmt])
+    batch = [item(stmt, aggregate(n, n, count="three" if n == 29 else n), n) for n in range(60)]
+    failures = await sink.write_batch(batch)
+    assert [(f.index, f.error.retriable) for f in failures] == [(29, False)]
+    assert "ClassCast" in str(failures[0].error)
+    # The member keeps the entry it failed to index, as it does for a single put: the refusal
+    # (and its dead letter) is what tells; every other entry is written.
+    assert {i.id for n, i in enumerate(batch) if n != 29} <= set(await imap.key_set())
+
+
+async def test_a_queue_request_refused_for_one_value_fails_that_value_alone_in_order(
+    sink: HazelcastSink, hz: HazelcastClient, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An appending structure: the items around the one refused keep their order."""
+    stmt = statement(name, "QUEUE")
+    await sink.setup([stmt])
+    queue = await hz.get_queue(name)
+    real = type(queue).add_all
+
+    async def refusing(self: Any, values: list[Any]) -> bool:
+        if any(b"poison" in bytes(v.buffer) for v in values):
+            raise hz_errors.IllegalArgumentError("refused: a poison value")
+        return bool(await real(self, values))
+
+    monkeypatch.setattr(type(queue), "add_all", refusing)
+    batch = [item(stmt, aggregate(n, n, unit="poison" if n == 7 else "Cel"), n) for n in range(40)]
+    failures = await sink.write_batch(batch)
+    assert [(f.index, f.error.retriable) for f in failures] == [(7, False)]
+    assert "poison" in str(failures[0].error)
+    drained: list[Any] = []
+    await queue.drain_to(drained)
+    assert [json.loads(v.to_string())["device_id"] for v in drained] == [
+        i.document["device_id"] for n, i in enumerate(batch) if n != 7
+    ]
