@@ -136,3 +136,37 @@ async def test_nobody_answering_at_start_is_store_unavailable(
     with pytest.raises(StoreUnavailable, match="does not answer"):
         await away.setup([statement("UPSERT INTO ks.t SELECT * FROM x AUTOCREATE")])
     await away.close()  # safe twice
+
+
+@pytest.mark.parametrize(
+    ("key", "oversized"),
+    [
+        ("PRIMARY KEY ((device_id), window_start)", "device_id"),  # one partition key column: the server's check
+        ("PRIMARY KEY ((device_id, day), unit, window_start)", "unit"),  # a clustering column
+    ],
+)
+async def test_a_key_column_over_64_kib_in_a_user_table_fails_alone(
+    sink: ScyllaSink, cql: Session, target: str, key: str, oversized: str
+) -> None:
+    """Issue 35, Cassandra's side: a key value over 65,535 bytes is refused per statement, so
+    only that item fails, for good, with the server's reason; the batch around it is written."""
+    cql.execute(
+        f"CREATE TABLE {target} (device_id text, day date, unit text, window_start timestamp, mean double, {key})"
+    )
+    stmt = statement(f"INSERT INTO {target} SELECT device_id, window_start, unit, mean FROM temperatures.aggregated")
+    await sink.setup([stmt])
+    records = [aggregate(f"dev-{i}", START + timedelta(minutes=i), unit="Cel") for i in range(40)]
+    records[13][oversized] = "温" * 23_334  # 70,002 bytes of UTF-8
+    (failure,) = await sink.write_batch(items(stmt, records))
+    assert failure.index == 13 and not failure.error.retriable
+    assert "InvalidRequest" in str(failure.error) and "65535" in str(failure.error)
+    assert len(cql.execute(f"SELECT * FROM {target}").all()) == 39
+
+
+async def test_the_longest_device_id_in_a_multibyte_script_is_written(
+    sink: ScyllaSink, cql: Session, target: str
+) -> None:
+    stmt = statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")
+    await sink.setup([stmt])
+    assert await sink.write_batch(items(stmt, [aggregate("温" * 256, START), aggregate("dev", START)])) == []
+    assert {row.device_id for row in cql.execute(f"SELECT device_id FROM {target}")} == {"温" * 256, "dev"}
