@@ -41,6 +41,9 @@ def test_hostile_input(case: Case) -> None:
     if case.accepted:
         assert outcome(case) == expected(case)
         return
+    if case.refused_as_records:  # parsing takes it; each gateway's converter refuses its records
+        assert len(outcome(case)) == LIMITS.max_readings
+        return
     with pytest.raises((PayloadError, InvalidReading)) as error:
         outcome(case)
     assert case.reason in str(error.value)

@@ -22,7 +22,7 @@ from fluxgate_core.payloads import PayloadFormat
 DEVICE, METRIC = "dev-h", "temperature"
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 NOW = -1  # "the ingest time": what a reading without a time of its own gets
-LIMITS = PayloadLimits(max_bytes=2048, max_readings=10)
+LIMITS = PayloadLimits(max_bytes=2048, max_readings=10, max_output_bytes=8192)
 # CoAP Content-Format per parser (number has none of its own: text/plain, auto).
 CONTENT_FORMATS: dict[str, int | None] = {"auto": 50, "senml": 110, "cbor": 60, "senml-cbor": 112}
 
@@ -38,6 +38,8 @@ class Case:
     reason: str | None = None
     readings: tuple[Reading, ...] = ()
     fmt: PayloadFormat = "auto"
+    # Parsed fine, refused for the bytes of records it becomes: by the gateways' converters.
+    refused_as_records: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -82,6 +84,18 @@ def _sizes() -> list[Case]:
         bad("readings over the limit", js({f"m{i}": i for i in range(11)}), "more than 10 readings"),
         bad("SenML pack over the readings limit", js([{"v": i} for i in range(50)]), "more than 10 readings"),
         bad("SenML CBOR pack of 500", cbor2.dumps([{2: 1}] * 500), "more than 10 readings", fmt="senml-cbor"),
+        # A string field is an attribute of every reading: 1.9 KB in, about 19 KB of records out.
+        Case(
+            "string field times every reading",
+            js({"note": "x" * 1800, **{f"m{i}": i for i in range(10)}}),
+            reason="over the limit of 8192 bytes",
+            refused_as_records=True,
+        ),
+        ok(
+            "string field times every reading, within the output limit",
+            js({"note": "x" * 600, **{f"m{i}": i for i in range(10)}}),
+            *((DEVICE, f"m{i}", float(i), None, NOW) for i in range(10)),
+        ),
     ]
 
 

@@ -70,7 +70,14 @@ class NotificationConverter:
             device_id=self._device,
             metric=self._metric,
         )
-        records = [self._record(measurement, origin) for measurement in measurements]
+        records: list[KafkaRecord] = []
+        produced = 0
+        for measurement in measurements:
+            record = self._record(measurement, origin)
+            # String fields are copied into every reading: what one notification produces is bounded too.
+            produced += len(record.value) + len(record.key or b"")
+            self.limits.check_output(produced, len(records) + 1)
+            records.append(record)
         return Conversion(records, all(m.time_ms is not None for m in measurements))
 
     def payload_format(self, content_format: int | None) -> PayloadFormat:

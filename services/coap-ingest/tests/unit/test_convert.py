@@ -130,3 +130,11 @@ def test_payload_format_override_beats_the_content_format() -> None:
 def test_bad_notifications_raise(payload: bytes, content_format: int, error: type[Exception]) -> None:
     with pytest.raises(error):
         converter().convert(URI, payload, content_format, now_ms=NOW)
+
+
+def test_string_fields_cannot_multiply_a_notification_past_the_output_limit() -> None:
+    # Every string field is an attribute of every reading: 50 KB x 100 readings is 5 MB of
+    # records from one 51 KB notification, over the 1 MiB one may produce by default.
+    payload = json.dumps({"sensorId": "d1", "note": "x" * 50_000, **{f"m{i}": i for i in range(100)}}).encode()
+    with pytest.raises(PayloadError, match=r"over the limit of 1048576 bytes .* per message"):
+        converter().convert(URI, payload, CF_JSON, NOW)

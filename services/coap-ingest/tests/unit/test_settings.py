@@ -136,3 +136,10 @@ def test_the_output_format_is_readings_unless_coap_messages_are_asked_for(monkey
 def test_an_unknown_output_format_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match=r"output_format.*FLUXGATE_COAP_OUTPUT_FORMAT"):
         load(monkeypatch, [], FLUXGATE_COAP_OUTPUT_FORMAT="raw")
+
+
+def test_the_output_limit_per_notification_is_a_setting_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load(monkeypatch, [{"uri": URI}], FLUXGATE_COAP_LIMITS__MAX_OUTPUT_BYTES="65536")
+    assert settings.limits.payload_limits().max_output_bytes == 65536
+    with pytest.raises(ConfigError, match="FLUXGATE_COAP_LIMITS__MAX_OUTPUT_BYTES"):
+        load(monkeypatch, [{"uri": URI}], FLUXGATE_COAP_LIMITS__MAX_OUTPUT_BYTES="0")

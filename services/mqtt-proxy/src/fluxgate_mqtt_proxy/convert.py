@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from fluxgate_core.errors import InvalidReading
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.kcql import FieldPath
-from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
+from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits, header_bytes
 from fluxgate_core.payloads import NO_ATTRIBUTES, load_document, parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
@@ -49,20 +49,21 @@ class TopicPlan(NamedTuple):
     problem: str  # why there is no Kafka topic (raised as InvalidReading, after parsing)
     headers: list[tuple[str, bytes]]  # the Kafka headers of a message without user properties
     label: str  # the route's metrics label ("" without a route)
+    header_bytes: int  # what those headers add to each record (counted against the output limit)
 
 
 def plan_topic(routes: Sequence[Route], topic: str) -> TopicPlan:
     route = route_for(routes, topic)
     headers = message_headers(topic, NO_ATTRIBUTES)
     if route is None:
-        return TopicPlan(None, None, None, None, "", headers, "")
+        return TopicPlan(None, None, None, None, "", headers, "", 0)
     target, problem = None, ""
     try:
         target = route.kafka_topic(topic)
     except InvalidReading as exc:
         problem = str(exc)
     device, metric = route.device_from_topic(topic), route.metric_from_topic(topic)
-    return TopicPlan(route, device, metric, target, problem, headers, route.name)
+    return TopicPlan(route, device, metric, target, problem, headers, route.name, header_bytes(headers))
 
 
 class MessageConverter:
@@ -141,7 +142,11 @@ class MessageConverter:
         if target is None:
             raise InvalidReading(plan.problem)
         encoder = self._encoders.get(target) or self._encoder(target)
-        records, document = [], _MISSING
+        records: list[KafkaRecord] = []
+        document = _MISSING
+        # User properties are in every record twice (header, attribute): the output limit counts both.
+        overhead = plan.header_bytes if headers is plan.headers else header_bytes(headers)
+        produced, max_output = 0, self.limits.max_output_bytes
         for measurement in measurements:
             reading = build_reading(measurement, origin)
             if not route.key_fields:
@@ -150,7 +155,11 @@ class MessageConverter:
                 if document is _MISSING and any(path[0] not in reading for path in route.key_fields):
                     document = load_document(payload, route.settings.format)
                 key = record_key(route.key_fields, route.settings.key_delimiter, reading, document)
-            records.append(KafkaRecord(target, key, encoder.encode(reading), headers))
+            value = encoder.encode(reading)
+            produced += len(value) + len(key) + overhead
+            if produced > max_output:
+                self.limits.check_output(produced, len(records) + 1)
+            records.append(KafkaRecord(target, key, value, headers))
         return records
 
     def _origin(self, topic: str, now_ms: int, plan: TopicPlan, user_properties: Mapping[str, str]) -> Origin:

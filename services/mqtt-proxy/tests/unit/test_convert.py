@@ -164,3 +164,24 @@ def test_messages_of_one_topic_share_an_origin_only_within_one_ingest_time() -> 
     assert [int(r["ingest_time"].timestamp() * 1000) for r in readings] == [NOW] * 3 + [NOW + 1000] * 2  # type: ignore[attr-defined]
     assert [r["attributes"] for r in readings] == [{}, {"fw": "2"}, {}, {}, {}]
     assert [r["source"] for r in readings] == [topic] * 4 + ["sensors/d5/temperature"]
+
+
+def test_string_fields_cannot_multiply_a_message_past_the_output_limit() -> None:
+    # Every string field is an attribute of every reading: 50 KB x 100 readings is 5 MB of
+    # records from one 51 KB message, over the 1 MiB a message may produce by default.
+    payload = json.dumps({"sensorId": "d1", "note": "x" * 50_000, **{f"m{i}": i for i in range(100)}}).encode()
+    with pytest.raises(PayloadError, match=r"over the limit of 1048576 bytes .* per message"):
+        converter().convert("sensors/d1/temperature", payload, {}, NOW)
+
+
+def test_user_properties_cannot_multiply_a_message_past_the_output_limit() -> None:
+    # User properties are outside the payload limit, and go into every record twice
+    # (header and attribute): 300 KB of them on a two-reading message is over 1 MiB.
+    payload = json.dumps({"sensorId": "d1", "temperature": 1, "humidity": 2}).encode()
+    with pytest.raises(PayloadError, match="over the limit of 1048576 bytes"):
+        converter().convert("sensors/d1/temperature", payload, {"big": "y" * 300_000}, NOW)
+
+
+def test_a_message_within_the_output_limit_is_produced_whole() -> None:
+    payload = json.dumps({"sensorId": "d1", "note": "x" * 5_000, **{f"m{i}": i for i in range(100)}}).encode()
+    assert len(converter().convert("sensors/d1/temperature", payload, {}, NOW)) == 100

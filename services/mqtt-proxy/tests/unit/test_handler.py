@@ -222,6 +222,17 @@ async def test_a_device_cannot_forge_the_dead_letter_headers_a_replay_reads(harn
     assert harness.acks == [(PUBACK, 8, 0)]
 
 
+async def test_a_message_that_multiplies_past_the_output_limit_is_dead_lettered_with_why(harness: Harness) -> None:
+    payload = json.dumps({"sensorId": "d1", "note": "x" * 50_000, **{f"m{i}": i for i in range(100)}}).encode()
+    harness.publish("sensors/d1/temperature", payload, qos=1, mid=9)
+    await settle()
+    ((topic, value, _, headers),) = harness.producer.sent  # nothing of it went to the readings
+    assert (topic, value) == ("dlq", payload)
+    assert dict(headers)["fluxgate.dlq.error.class"] == b"OutputTooLarge"
+    assert b"over the limit of 1048576 bytes" in dict(headers)["fluxgate.dlq.reason"]
+    assert harness.acks == [(PUBACK, 9, 0)] and harness.fatal == []
+
+
 async def test_record_kafka_will_never_take_is_dead_lettered(harness: Harness) -> None:
     harness.publish("sensors/d1/temperature", GOOD, qos=1, mid=6)
     await settle()

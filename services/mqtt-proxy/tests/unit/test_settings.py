@@ -117,6 +117,7 @@ def test_level_within_a_shared_filter_counts_without_the_prefix() -> None:
         ("FLUXGATE_MQTT_MQTT__SHARE_GROUP", "a/b", "FLUXGATE_MQTT_MQTT__SHARE_GROUP"),
         ("FLUXGATE_MQTT_MAX_IN_FLIGHT", "0", "FLUXGATE_MQTT_MAX_IN_FLIGHT"),
         ("FLUXGATE_MQTT_HTTP__PORT", "-1", "FLUXGATE_MQTT_HTTP__PORT"),
+        ("FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES", "0", "FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES"),
     ],
 )
 def test_bad_values_name_the_env_var(clean_env: pytest.MonkeyPatch, name: str, value: str, env: str) -> None:
@@ -130,3 +131,9 @@ def test_settings_are_frozen() -> None:
     settings = load_settings(ProxySettings)
     with pytest.raises(ValueError):
         settings.deadletter_topic = "x"  # type: ignore[misc]
+
+
+def test_the_output_limit_per_message_is_a_setting(clean_env: pytest.MonkeyPatch) -> None:
+    assert load_settings(ProxySettings).limits.payload_limits().max_output_bytes == 1024 * 1024
+    clean_env.setenv("FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES", "65536")
+    assert load_settings(ProxySettings).limits.payload_limits().max_output_bytes == 65536
