@@ -2,7 +2,11 @@
 the Kubernetes schemas (strict: unknown fields fail) and the operators' CRDs, every
 environment name a field of the service's Settings and every value accepted by it, the
 image's command its Dockerfile's entry point, the pods hardened, each service's scaling
-rules enforced, and the Dockerfiles hadolint-clean."""
+rules enforced, and the Dockerfiles hadolint-clean.
+
+Every test that needs helm (built from the Go module proxy) or the operators' CRDs (read from
+their Go modules) is marked ``downloads``, which ``make test-unit`` leaves out; hadolint is a
+wheel in the venv, so its test and the Secret check need no network and stay unmarked."""
 
 from __future__ import annotations
 
