@@ -13,6 +13,15 @@
   them with the same registry (and the writer's schema, however the topic's schema
   evolved). Only with ``SELECT *``: re-encoding a projection would need a schema of its
   own per target; ``structures.check_statements`` refuses that at start.
+
+What this module and ``sink.py`` take from the client beyond its public API, for the
+per-value cost: the ringbuffer add_all codec (``hazelcast.protocol.codec``, the client's
+internals) and the protocol's frame layout, to frame a ringbuffer's JSON values at once
+(:func:`add_all_json_request`); the serialized form of a ``HazelcastJsonValue``, built as a
+``Data`` the client hands on as it is (:func:`json_data`); and the proxy's private
+``_invoke``, through which ``sink.py`` sends that request, as ``Ringbuffer.add_all`` does
+itself. ``tests/unit/test_borrowed_hazelcast.py`` pins each of them against the installed
+client, so an upgrade that changes one fails a test by name.
 """
 
 from __future__ import annotations
@@ -84,7 +93,7 @@ def add_all_json_request(name: str, documents: Sequence[bytes], overflow_policy:
     size and is made once per size, then the JSON, all joined at once, with no Python call
     per value: 0.10 µs a value against the client's 0.40 plus ``json_data``'s 0.25."""
     # The client's own request of no values (the header, the name, an empty list), with the
-    # frames put inside the list: only the codec's public function, none of its internals.
+    # frames put inside the list: the codec's encode_request only, none of its private names.
     request: OutboundMessage = add_all_codec.encode_request(name, [], overflow_policy)  # type: ignore[no-untyped-call]
     end = len(request.buf) - len(END_FINAL_FRAME_BUF)
     if bytes(request.buf[end - len(BEGIN_FRAME_BUF) :]) != BEGIN_FRAME_BUF + END_FINAL_FRAME_BUF:
