@@ -48,7 +48,7 @@ def _row(connector: Connector, keys: list[str], rule: Rule) -> str:
 def table(connector: Connector) -> list[str]:
     classes = ", ".join(f"`{name}`" for name in connector.classes)
     lines = [
-        f"#### {connector.title}: {connector.service} (`{connector.script}`)",
+        f"## {connector.title}: {connector.service} (`{connector.script}`)",
         "",
         f"`connector.class`: {classes}",
         "",
