@@ -1,0 +1,211 @@
+"""Fluxgate's container images, built for real from the services' own Dockerfiles.
+
+No Docker engine runs on our machines and no image registry is reachable, so this uses
+Debian's podman (its ``build`` is buildah's) and makes a stand-in for the Dockerfiles'
+``python:3.11-slim*`` base from Debian's packages with mmdebstrap: Debian bookworm's
+Python is 3.11, put into a venv at ``/usr/local`` so that ``python`` and ``pip`` sit where
+the official image has them. The stand-in is tagged locally under the official names, so
+the Dockerfiles build unchanged (``docker build`` on a user's machine does the same with
+the official base; the published images are built from that).
+
+A TLS-intercepting proxy (as in many companies, and on our machines) needs its CA in the
+RUN steps that download. The Dockerfiles read it only through BuildKit secrets, which are
+mounted for one RUN step and never written into a layer: ``ca.crt`` (a PEM bundle) with a
+``pip.conf`` that names it, and for the aggregator's Maven step ``java-cacerts`` with a
+``mavenrc`` that names it. Without the secrets the same steps use the image's own CAs.
+
+    python tools/images.py build [SERVICE ...]   # the base stand-in if missing, then the images
+    python tools/images.py sizes                 # each image's size, as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".local" / "images"
+CONTAINERS_CONF = WORK / "containers.conf"
+VERSION = "0.1.0"  # the charts' appVersion: an image's tag is what the chart pulls
+BASE_TAGS = ("docker.io/library/python:3.11-slim", "docker.io/library/python:3.11-slim-bookworm")
+# What a slim image leaves out: documentation, manual pages and translations.
+SLIM_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+BASE_RECIPE = """FROM scratch
+ADD rootfs.tar /
+# The official image's layout: python, pip and console scripts in /usr/local/bin.
+RUN python3 -m venv /usr/local && rm -rf /root/.cache
+ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
+LABEL dev.fluxgate.base="a local stand-in for python:3.11-slim, from Debian bookworm's packages"
+CMD ["python3"]
+"""
+# The images, by the name the charts pull (fluxgate/<name>), and their Dockerfiles.
+IMAGES = {
+    "mqtt-proxy": "services/mqtt-proxy/Dockerfile",
+    "coap-ingest": "services/coap-ingest/Dockerfile",
+    "aggregator": "services/aggregator/Dockerfile",
+    "es-persister": "services/persisters/elasticsearch/Dockerfile",
+    "scylla-persister": "services/persisters/scylla/Dockerfile",
+    "hazelcast-persister": "services/persisters/hazelcast/Dockerfile",
+    "device-status": "services/device-status/Dockerfile",
+    "console": "services/console/Dockerfile",
+}
+# Podman as root on these hosts: runc (crun refuses the hybrid cgroup layout), cgroupfs, and
+# resource limits lowered explicitly (raising them is not permitted here).
+ENGINE_CONF = """[containers]
+default_ulimits = ["nofile=4096:4096", "nproc=1024:1024"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+"""
+
+
+class ImageError(RuntimeError):
+    """A build step failed; the message carries the tool's own output."""
+
+
+def podman_env() -> dict[str, str]:
+    """The environment every podman call runs with (it reads its engine settings from there)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not CONTAINERS_CONF.exists() or CONTAINERS_CONF.read_text() != ENGINE_CONF:
+        CONTAINERS_CONF.write_text(ENGINE_CONF)
+    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+
+
+def podman(*args: str, timeout: float = 1800) -> str:
+    """Run podman; its output, or ImageError with what it said."""
+    result = subprocess.run(
+        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode:
+        raise ImageError(f"podman {' '.join(args[:2])} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def ensure_tools() -> None:
+    """podman, runc and mmdebstrap from Debian, installed if missing."""
+    sys.path.insert(0, str(ROOT / "tools" / "stack" / "src"))
+    from fluxgate_stack.fetch import ensure_debian_packages
+
+    ensure_debian_packages({"podman": "podman", "runc": "runc", "mmdebstrap": "mmdebstrap"})
+
+
+def recipe_digest() -> str:
+    """What decides the stand-in's content: a change to it builds the base again."""
+    text = "\n".join([BASE_RECIPE, *BASE_PACKAGES, *SLIM_EXCLUDES])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def base_is_current() -> bool:
+    try:
+        labels = json.loads(podman("image", "inspect", "--format", "{{json .Labels}}", BASE_TAGS[0]))
+    except ImageError:
+        return False
+    return (labels or {}).get("dev.fluxgate.base-recipe") == recipe_digest()
+
+
+def build_base() -> None:
+    """The ``python:3.11-slim`` stand-in, from a Debian bookworm root filesystem."""
+    if base_is_current():
+        return
+    rootfs = WORK / "rootfs.tar"
+    command = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES)]
+    command += [f"--dpkgopt=path-exclude={pattern}" for pattern in SLIM_EXCLUDES]
+    command += ["bookworm", str(rootfs)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    if result.returncode:
+        raise ImageError(f"mmdebstrap failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    (WORK / "Containerfile.base").write_text(BASE_RECIPE)
+    tags = [arg for tag in BASE_TAGS for arg in ("-t", tag)]
+    podman("build", "--format", "docker", "--label", f"dev.fluxgate.base-recipe={recipe_digest()}",
+           "-f", str(WORK / "Containerfile.base"), *tags, str(WORK))  # fmt: skip
+    rootfs.unlink()
+
+
+def revision() -> str:
+    """The checkout's git revision, marked ``-dirty`` when its tracked files have changes."""
+    head = _git("rev-parse", "HEAD") or "unknown"
+    return head + ("-dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def source_url() -> str:
+    return _git("config", "--get", "remote.origin.url") or ROOT.as_uri()
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def build_secrets() -> list[str]:
+    """``--secret`` options that hand the host's CAs to the RUN steps that download."""
+    secrets = WORK / "secrets"
+    secrets.mkdir(parents=True, exist_ok=True)
+    ca_bundle = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
+    (secrets / "pip.conf").write_text("[global]\ncert = /run/secrets/ca.crt\n")
+    args = ["--secret", f"id=pip.conf,src={secrets / 'pip.conf'}", "--secret", f"id=ca.crt,src={ca_bundle}"]
+    java_cacerts = Path("/etc/ssl/certs/java/cacerts")
+    if java_cacerts.exists():
+        mavenrc = 'MAVEN_OPTS="$MAVEN_OPTS -Djavax.net.ssl.trustStore=/run/secrets/java-cacerts"\n'
+        (secrets / "mavenrc").write_text(mavenrc)
+        args += ["--secret", f"id=mavenrc,src={secrets / 'mavenrc'}", "--secret", f"id=java-cacerts,src={java_cacerts}"]
+    return args
+
+
+def image_tags(name: str, rev: str) -> list[str]:
+    """The version the charts pull, ``latest``, and the git revision (without ``-dirty``: a tag
+    names a commit, and a dirty build must not pass for it)."""
+    tags = [f"fluxgate/{name}:{VERSION}", f"fluxgate/{name}:latest"]
+    if not rev.endswith("-dirty") and rev != "unknown":
+        tags.append(f"fluxgate/{name}:{rev[:12]}")
+    return tags
+
+
+def build_image(name: str) -> None:
+    rev = revision()
+    args = ["build", "--format", "docker", "-f", str(ROOT / IMAGES[name])]  # docker: keeps HEALTHCHECK
+    args += [arg for tag in image_tags(name, rev) for arg in ("-t", tag)]
+    for key, value in (("VERSION", VERSION), ("REVISION", rev), ("SOURCE", source_url())):
+        args += ["--build-arg", f"{key}={value}"]
+    podman(*args, *build_secrets(), str(ROOT))
+
+
+def sizes() -> dict[str, int]:
+    """Each built image's size in bytes (as podman counts it: every layer, uncompressed)."""
+    found = {}
+    for name in IMAGES:
+        try:
+            found[name] = int(podman("image", "inspect", "--format", "{{.Size}}", f"fluxgate/{name}:{VERSION}"))
+        except ImageError:
+            continue
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["build", "base", "sizes"])
+    parser.add_argument("services", nargs="*", metavar="SERVICE", help=f"default: all of {', '.join(IMAGES)}")
+    options = parser.parse_args(argv)
+    unknown = sorted(set(options.services) - set(IMAGES))
+    if unknown:
+        parser.error(f"no image named {', '.join(unknown)}; the images are {', '.join(IMAGES)}")
+    if options.command != "sizes":
+        ensure_tools()
+        build_base()
+    if options.command == "build":
+        for name in options.services or IMAGES:
+            print(f"image={name} event=building", flush=True)
+            build_image(name)
+    print(json.dumps({name: f"{size / 1e6:.0f} MB" for name, size in sizes().items()}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
