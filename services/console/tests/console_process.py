@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from fluxgate_testing import ServiceProcess
+from fluxgate_testing import ServiceProcess, unique_topic
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
@@ -42,6 +44,21 @@ class Console:
 
     def service(self, name: str) -> dict[str, Any]:
         return next(s for s in self.get("/api/state")["services"] if s["name"] == name)
+
+
+def console_env(stack: Any, web: int, health: int, dead: str, readings: str, **more: str) -> dict[str, str]:
+    """A console's env for the browser tests: its ports on loopback, reading ``dead`` and
+    replaying only into ``readings``, asking no store; ``more`` (unprefixed) adds or wins."""
+    env = {
+        "KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap, "REGISTRY__URL": stack.registry_url,
+        "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(health), "WEB__HOST": "127.0.0.1", "WEB__PORT": str(web),
+        "DEADLETTERS__TOPICS": json.dumps([dead]), "REPLAY__TARGETS": json.dumps({dead: [readings]}),
+        "REPLAY__AUDIT_TOPIC": unique_topic("console.replays", stack.bootstrap, partitions=1),
+        "REPLAY__TRANSACTIONAL_ID": f"console-browser-{uuid.uuid4().hex[:8]}", "REFRESH_S": "1",
+        "ELASTICSEARCH__HOSTS": "[]", "SCYLLA__CONTACT_POINTS": "[]", "HAZELCAST__MEMBERS": "[]",
+        **more,
+    }  # fmt: skip
+    return {f"FLUXGATE_CONSOLE_{name}": value for name, value in env.items()}
 
 
 def aggregate(device: str, start: datetime) -> dict[str, Any]:

@@ -11,7 +11,8 @@ derived ones over the chart's own defaults.
 {{- fail "replicaCount must be 1: every console asks every service, Kafka and store on its own, and a second one behind the Service shows a page of its own (see the chart's README)" -}}
 {{- end -}}
 {{- $p := .Values.envPrefix -}}
-{{- $own := dict (printf "%sSERVICES" $p) (list) (printf "%sWEB__PORT" $p) (toString .Values.webPort) -}}
+{{- /* The page on every address of the pod: the Settings' default (127.0.0.1) would reach nothing from the Service. */ -}}
+{{- $own := dict (printf "%sSERVICES" $p) (list) (printf "%sWEB__PORT" $p) (toString .Values.webPort) (printf "%sWEB__HOST" $p) "0.0.0.0" -}}
 {{- $_ := set .Values "config" (merge (deepCopy .Values.config) (.Values.derivedConfig | default dict) $own) -}}
 {{- $web := dict "name" "web" "protocol" "TCP" -}}
 {{- $service := include "fluxgate.service" . | fromYaml -}}

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from console_process import console_env
 from console_recorded import NOT_READY, READY, metrics_text
 from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 from fluxgate_testing.browser import chromium, screenshot
@@ -77,22 +78,10 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
     web, health = free_port(), free_port()
     console = ServiceProcess(
         [sys.executable, "-m", "fluxgate_console"],
-        {
-            "FLUXGATE_CONSOLE_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-            "FLUXGATE_CONSOLE_REGISTRY__URL": stack.registry_url,
-            "FLUXGATE_CONSOLE_HTTP__HOST": "127.0.0.1", "FLUXGATE_CONSOLE_HTTP__PORT": str(health),
-            "FLUXGATE_CONSOLE_WEB__HOST": "127.0.0.1", "FLUXGATE_CONSOLE_WEB__PORT": str(web),
-            "FLUXGATE_CONSOLE_PAGE_AUTH__MODE": "none",
-            "FLUXGATE_CONSOLE_REPLAY_AUTH__MODE": "basic", "FLUXGATE_CONSOLE_REPLAY_AUTH__USERNAME": "ops",
-            "FLUXGATE_CONSOLE_REPLAY_AUTH__PASSWORD": "replay-secret",
-            "FLUXGATE_CONSOLE_SERVICES": json.dumps(services),
-            "FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": json.dumps([dead]),
-            "FLUXGATE_CONSOLE_REPLAY__TARGETS": json.dumps({dead: [readings]}),
-            "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": unique_topic("console.replays", stack.bootstrap, partitions=1),
-            "FLUXGATE_CONSOLE_REPLAY__TRANSACTIONAL_ID": f"console-browser-{uuid.uuid4().hex[:8]}",
-            "FLUXGATE_CONSOLE_REFRESH_S": "1", "FLUXGATE_CONSOLE_ELASTICSEARCH__HOSTS": "[]",
-            "FLUXGATE_CONSOLE_SCYLLA__CONTACT_POINTS": "[]", "FLUXGATE_CONSOLE_HAZELCAST__MEMBERS": "[]",
-        },
+        console_env(
+            stack, web, health, dead, readings, PAGE_AUTH__MODE="none", REPLAY_AUTH__MODE="basic",
+            REPLAY_AUTH__USERNAME="ops", REPLAY_AUTH__PASSWORD="replay-secret", SERVICES=json.dumps(services),
+        ),
         health_port=health, log_path=tmp_path / "console.log", isolate_prefix="FLUXGATE_CONSOLE_",
     ).start(timeout=60)  # fmt: skip
     try:
