@@ -63,7 +63,7 @@ DEFAULT_PK: tuple[FieldPath, ...] = (("device_id",), ("metric",))  # then the ev
 #: (a Cassandra key component takes 65535, a Hazelcast key has none of its own). One limit
 #: for all, so a record has the same id in every store.
 MAX_ID_BYTES = 512
-#: What a hashed id starts with; no id is written as it is when it starts so (see safe_id).
+#: What a hashed id starts with (see safe_id).
 HASHED_ID_PREFIX = "sha256:"
 # An id of at most this many characters fits MAX_ID_BYTES whatever they are (4 bytes at most
 # each in UTF-8): only a longer one is encoded to be measured.
@@ -149,9 +149,7 @@ class Statement:
         so a replay overwrites instead of duplicating."""
         paths = self.pk or (*DEFAULT_PK, tuple(self.event_time_field(record).split(".")))
         joined = "|".join(_id_part(_lookup(record, path), path) for path in paths)
-        if len(joined) > _ALWAYS_FITS or joined.startswith(HASHED_ID_PREFIX):  # rare: one length check else
-            return safe_id(joined)
-        return joined
+        return safe_id(joined) if len(joined) > _ALWAYS_FITS else joined  # one length check per record
 
     def target_for(self, event_time: datetime) -> str:
         """The target, with the index suffix formatted for ``event_time`` (``temperatures-2026.11.23``)."""
@@ -174,10 +172,14 @@ def statements_for(statements: Iterable[Statement], topic: str) -> list[Statemen
 def safe_id(joined: str) -> str:
     """``joined`` itself when its UTF-8 fits :data:`MAX_ID_BYTES` (every id written so far keeps
     its id), else ``sha256:`` and the hex SHA-256 of its UTF-8: as deterministic, so a replay
-    upserts the same entry. An id that already starts with ``sha256:`` is hashed too, so no
-    id written as it is can ever equal another's hash."""
+    upserts the same entry.
+
+    A shorter id that happens to read ``sha256:<64 hex>`` is kept as it is (checking every id
+    for the prefix cost more per record than the length check): it could only equal another
+    record's hash if someone wrote that record's hash as key fields on purpose, and whoever
+    can produce records can write that record's own key fields just as well."""
     encoded = joined.encode("utf-8", "surrogatepass")
-    if len(encoded) <= MAX_ID_BYTES and not joined.startswith(HASHED_ID_PREFIX):
+    if len(encoded) <= MAX_ID_BYTES:
         return joined
     return HASHED_ID_PREFIX + sha256(encoded).hexdigest()
 
