@@ -81,6 +81,10 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/coap_ingest.py
 	$(PY) bench/pipeline.py  # last: it sets the per-service legs above beside the whole
 
+.PHONY: images
+images: $(VENV)/.installed ## Every service's image, built with podman from its Dockerfile (on a python:3.11-slim stand-in from Debian's packages)
+	$(PY) tools/images.py build
+
 .PHONY: soak
 soak: install ## The pipeline under faults (every server and service, killed and stopped in turn), then every store checked; report in bench-results/
 	$(STACK) up

@@ -6,7 +6,8 @@ with SIGTERM so it drains what it has in flight: the simulator, the gateways onc
 more arrives on `sensors.readings`, the aggregator once its group has processed all of it,
 each persister once its group has caught up with `temperatures.aggregated`, device-status
 last. Nothing a stage produced is then left unprocessed by the next, and the summary shows
-the aggregates on the topic beside what each store holds. With --check the exit code says
+the aggregates on the topic beside what each store holds. A service that dies is started
+again after a back-off (1 s, doubling to 60 s), its restarts counted on the status line. With --check the exit code says
 whether readings, dead letters and aggregates all arrived, every store holds what the topic
 holds, and every service ran to a clean exit (the end-to-end test uses that).
 """
@@ -23,11 +24,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
+from containers import ContainerLauncher
 from pipeline_stores import Stores
 from rich.console import Console
 from rich.text import Text
@@ -46,6 +48,7 @@ TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "
 WARN_TOPICS = ("sensors.deadletter", "temperatures.late")  # any arrival there is worth a look
 GATEWAYS = ("mqtt-proxy", "coap-ingest")
 DRAIN_SECONDS = 90.0  # how long a stage may take to process what the stage before it wrote
+RESTART_BACKOFF_MAX_S = 60
 
 
 @dataclass(frozen=True)
@@ -128,13 +131,17 @@ class Pipeline:
     logs: Path
     children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     specs: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
+    launcher: ContainerLauncher | None = None  # services from their images instead of the venv
+    restarts: dict[str, int] = field(default_factory=dict)  # by revive(), per child
+    died_at: dict[str, float] = field(default_factory=dict)  # when revive() first saw a child dead
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.specs[name] = (argv, env or {})
+        command, full_env = argv, {**os.environ, **(env or {})}
+        if self.launcher is not None and self.launcher.handles(name):
+            command, full_env = self.launcher.command(name, argv, env or {})
         log = (self.logs / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            argv, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        process = subprocess.Popen(command, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         # A restarted child keeps its place: stop_rest() stops in reverse start order.
         names = [child for child, _ in self.children]
         if name in names:
@@ -145,6 +152,22 @@ class Pipeline:
 
     def restart(self, name: str) -> None:
         self.start(name, *self.specs[name])
+
+    def revive(self, now: float, exempt: Collection[str] = ("simulator",)) -> list[str]:
+        """Start again each dead child (but ``exempt``) once its back-off has passed, as
+        compose's restart policy and a Kubernetes pod do; the children started."""
+        revived = []
+        for name in self.dead():
+            died = self.died_at.setdefault(name, now)
+            if name in exempt or now - died < restart_backoff(self.restarts.get(name, 0)):
+                continue
+            code = self.process(name).returncode
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            del self.died_at[name]
+            say(f"{name} exited ({code}); restart {self.restarts[name]}. The end of its log:\n{self.tail(name, 8)}")
+            self.restart(name)
+            revived.append(name)
+        return revived
 
     def process(self, name: str) -> subprocess.Popen[bytes]:
         return next(process for child, process in self.children if child == name)
@@ -166,6 +189,12 @@ class Pipeline:
 
     def stop_rest(self) -> dict[str, int]:
         return {name: stop_child(process) for name, process in reversed(self.children)}
+
+
+def restart_backoff(restarts: int) -> float:
+    """Seconds a dead child waits before its next start: 1 s, doubling to 60 s at most (a
+    pod's CrashLoopBackOff starts at 10 s; a shorter first wait suits a run on one machine)."""
+    return float(min(RESTART_BACKOFF_MAX_S, 2**restarts))
 
 
 def stop_upstream_first(
@@ -465,6 +494,7 @@ def status_line(
     counts: dict[str, int],
     devices: dict[str, int],
     dead: list[str],
+    restarts: dict[str, int] | None = None,
 ) -> str:
     """The 5-second line, the no-browser view: rendered by rich, in colour on a terminal (dead
     letters and late readings amber when there are any, a dead service red) and plain text
@@ -484,6 +514,9 @@ def status_line(
         line.append(str(n), style="green" if state == "ONLINE" else "yellow")
     if dead:
         line.append(f"  DOWN: {','.join(dead)}", style="bold red")
+    if restarts:
+        counted = ",".join(f"{name}×{count}" for name, count in sorted(restarts.items()))
+        line.append(f"  restarted: {counted}", style="yellow")
     terminal = Console(highlight=False, soft_wrap=True)
     with terminal.capture() as captured:
         terminal.print(line)
@@ -510,10 +543,12 @@ def watch(
             rates = {t: (current[t] - previous[t]) / (now - last) for t in TOPICS}
             counts = stores.counts() if stores else {}
             arrived = {t: current[t] - first[t] for t in TOPICS}
-            say(status_line(now - start, arrived, rates, counts, device_states(status_port), pipeline.dead()))
+            dead = pipeline.dead()
+            say(status_line(now - start, arrived, rates, counts, device_states(status_port), dead, pipeline.restarts))
             previous, last = current, now
-            if done is not None and (pipeline.dead() or done({t: current[t] - first[t] for t in TOPICS}, counts)):
-                break
+            if done is not None and (dead or done({t: current[t] - first[t] for t in TOPICS}, counts)):
+                break  # a checked run reports a death instead of hiding it behind a restart
+            pipeline.revive(now)
     except KeyboardInterrupt:
         pass
     finally:
@@ -570,7 +605,8 @@ def main() -> int:
     arrived = {topic: count - before[topic] for topic, count in end_offsets(counter).items()}
     counter.close()
     documents = stored(stores, held_before, arrived["temperatures.aggregated"]) if stores else {}
-    summary = {"arrived": arrived, "documents": documents, "devices": devices, "died": died}
+    summary = {"arrived": arrived, "documents": documents, "devices": devices, "died": died,
+               "restarts": pipeline.restarts}  # fmt: skip
     say(json.dumps({**summary, "drained": stopped.waits, "exits": stopped.exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(stopped.exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)

@@ -40,9 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from containers import ContainerLauncher
 from fluxgate_testing import free_port
 from pipeline_stores import Stores
-from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, start_all, stop_upstream_first
+from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, start_all, start_console, stop_upstream_first
 from soak_check import Check, FaultWindow, check, save
 from soak_report import write_report
 
@@ -160,6 +161,12 @@ class Faulter:
         return status.pid
 
     def signal_group(self, target: str, signum: int) -> None:
+        launcher = self.pipeline.launcher
+        if launcher is not None and launcher.handles(target):
+            # The service runs in a container, not under the podman process: the engine
+            # freezes (every process of it, a JVM's too) or kills the container itself.
+            launcher.signal(target, signum)
+            return
         # Services and servers each lead a session of their own: a JVM's children go with it.
         os.killpg(self.pid(target), signum)
 
@@ -229,6 +236,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", default="10 seconds")
     parser.add_argument("--watermark", default="10 seconds")
     parser.add_argument("--report", type=Path, default=ROOT / "bench-results", help="folder of the run's report")
+    parser.add_argument(
+        "--containers", action="store_true",
+        help="run the services from their images (make images), as the charts' pods run them",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     planned = [step.split(":", 1)[::-1] for step in args.plan.split(",")] if args.plan else []
@@ -254,6 +265,7 @@ class Run:
     warmup_s: float | None = None
     drained: dict[str, str] = field(default_factory=dict)
     exits: dict[str, int] = field(default_factory=dict)
+    unhealthy: dict[str, str] = field(default_factory=dict)  # containers whose image's health check failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     args.checkpoints = folder / "checkpoints"
     ledger = folder / "ledger.jsonl"
-    pipeline = Pipeline(folder)
+    launcher = ContainerLauncher(prefix.rstrip("-"), folder / "volumes") if args.containers else None
+    pipeline = Pipeline(folder, launcher=launcher)
     stores = Stores(endpoints, names.es_alias, f"fluxgate.{names.store_target}", names.store_target)
     run = Run(args.seed, prefix)
     started = time.monotonic()
@@ -282,10 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gateway_ready = functools.partial(wait_ready, ports["mqtt-proxy"], args.recover_timeout)
         start_all(pipeline, args, names, ("--ledger", str(ledger)), ports, gateway_ready)
+        if launcher is not None:  # the console's image too, beside the pipeline it watches
+            start_console(pipeline, free_port(), names)
         timeline.run(started)
         run.warmup_s = wait_whole(timeline, started, started, args.recover_timeout)
         whole_from_ms = int(time.time() * 1000)
         print(f"whole after {run.warmup_s} s; faults begin", flush=True)
+        if launcher is not None:
+            run.unhealthy = launcher.unhealthy()
+            print(f"health checks of the images: {run.unhealthy or 'all pass'}", flush=True)
         faulter = Faulter(pipeline)
         for fault in plan:
             windows.append(apply(fault, faulter, timeline, started, args, run))
@@ -296,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stopped = stop_upstream_first(pipeline, endpoints.bootstrap, names=names)
         timeline.stop()
+        if launcher is not None:
+            launcher.remove_all()
     run.drained, run.exits = stopped.waits, stopped.exits
     spec = Check(ledger, endpoints, names.prefix, names.es_alias, names.store_target, windows,
                          window_ms=seconds(args.window) * 1000, excluded=f"{prefix}watermark",
@@ -305,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     stores.close()
     path = write_report(folder, args, run, result, timeline.samples)
     print(json.dumps({"report": str(path), "passed": result.passed, "problems": result.problems[:20]}), flush=True)
-    return 0 if result.passed and not any(stopped.exits.values()) else 1
+    return 0 if result.passed and not any(stopped.exits.values()) and not run.unhealthy else 1
 
 
 def apply(

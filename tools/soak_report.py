@@ -26,6 +26,7 @@ def write_report(
         "faults": run.faults,
         "drained": run.drained,
         "exits": run.exits,
+        "unhealthy": run.unhealthy,
         "problems": result.problems,
         "figures": result.figures,
         "timeline": samples,
