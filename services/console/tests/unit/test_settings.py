@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fluxgate_console.app import main
@@ -108,4 +110,24 @@ def test_replay_targets_that_cannot_be_meant_stop_the_start(
         load_settings(ConsoleSettings, page_auth={"mode": "none"}, replay_auth={"mode": "none"}).checked()
     monkeypatch.setenv("FLUXGATE_CONSOLE_REPLAY__TARGETS", '{"sensors.deadletter": ["not a topic!"]}')
     with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_REPLAY__TARGETS"):
+        load_settings(ConsoleSettings)
+
+
+def test_the_page_is_on_loopback_unless_said_and_tls_needs_both_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = load_settings(ConsoleSettings)
+    assert (settings.web.host, settings.web.tls_certfile, settings.web.trusted_origins) == ("127.0.0.1", None, [])
+    cert = tmp_path / "console.crt"
+    cert.write_text("a PEM certificate")
+    monkeypatch.setenv("FLUXGATE_CONSOLE_WEB__TLS_CERTFILE", str(cert))
+    with pytest.raises(ConfigError, match=r"FLUXGATE_CONSOLE_WEB[\s\S]*tls_certfile and tls_keyfile go together"):
+        load_settings(ConsoleSettings)
+    monkeypatch.setenv("FLUXGATE_CONSOLE_WEB__TLS_KEYFILE", str(tmp_path / "missing.key"))
+    with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_WEB__TLS_KEYFILE"):
+        load_settings(ConsoleSettings)
+    monkeypatch.delenv("FLUXGATE_CONSOLE_WEB__TLS_CERTFILE")
+    monkeypatch.delenv("FLUXGATE_CONSOLE_WEB__TLS_KEYFILE")
+    monkeypatch.setenv("FLUXGATE_CONSOLE_WEB__TRUSTED_ORIGINS", '["https://console.example/path"]')
+    with pytest.raises(ConfigError, match="FLUXGATE_CONSOLE_WEB__TRUSTED_ORIGINS"):
         load_settings(ConsoleSettings)
