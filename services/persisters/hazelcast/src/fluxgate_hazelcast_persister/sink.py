@@ -195,6 +195,9 @@ class HazelcastSink(Sink):
             # Nothing of the batch went in: the runner's outage path (pause, ping, write again).
             raise failed[0].error or StoreUnavailable("Hazelcast unavailable")
         await self._record_offsets(items, appended)
+        for group in failed:
+            if isinstance(group.error, SinkError) and isinstance(group.error.__cause__, NOT_ABOUT_ITEMS):
+                raise group.error  # the client is refused, not an item: stop, dead-letter nothing
         refused = [failure for group in groups for failure in group.refused]
         return refused + [
             ItemFailure(index, group.error)

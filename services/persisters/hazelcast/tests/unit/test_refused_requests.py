@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hazelcast import errors as hz
 from hazelcast_store import aggregate, item, statement
 
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.sink import HazelcastSink
+from fluxgate_sink.errors import SinkError
 from fluxgate_sink.sink import ItemFailure
 
 
@@ -89,8 +91,10 @@ async def test_the_store_going_away_while_halving_leaves_the_rest_to_write_again
     assert len(queue.held) == 4
 
 
-async def test_a_refusal_of_the_client_itself_is_not_split() -> None:
+async def test_a_refusal_of_the_client_itself_is_not_split_and_stops() -> None:
+    """Permissions are no item's fault: nothing is dead-lettered over them, the persister stops."""
     queue = RefusingQueue(hz.AccessControlError("not allowed"))
-    failures, _ = await written(queue)
+    with pytest.raises(SinkError, match="AccessControlError") as raised:
+        await written(queue)
+    assert not raised.value.retriable
     assert queue.calls == 1
-    assert [f.index for f in failures] == list(range(32))
