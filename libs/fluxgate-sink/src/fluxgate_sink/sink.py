@@ -64,6 +64,12 @@ class Sink(ABC):
         Raise :class:`~fluxgate_sink.errors.StoreUnavailable` when the store as a whole
         cannot take the batch now (down, timing out, 5xx, 429): the runner pauses and
         writes the same batch again later.
+
+        A request the store refuses as a whole over one item (an id too long, a value it
+        cannot take) must not be raised: find that item (send the request again in halves)
+        and report it as a failed item, writing the rest. Raise any other
+        :class:`~fluxgate_sink.errors.SinkError` only for what no item causes (credentials,
+        permissions): it stops the persister.
         """
 
     def needs_ids(self, statement: Statement) -> bool:
