@@ -6,6 +6,10 @@ gateway's record schema (``SensorReading``, or coap-ingest's ``CoapMessage``) re
 batches fitted to every topic's size limit (the dead-letter topic's too: Kafka must
 answer), the producer started; then a dead-letter
 writer that keeps what the limits allow of a rejected payload.
+
+A target met only at run time (mqtt-proxy's ``INSERT INTO $``, where the device's topic
+names it) is registered with :func:`register_targets`: a subject the registry refuses is
+that target's answer (its messages are dead-lettered), not a failure of the gateway.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TypeVar
 
 from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.errors import InvalidReading, RegistryError
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
@@ -24,6 +29,13 @@ from fluxgate_core.serde import AvroEncoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 
 W = TypeVar("W", bound=DeadLetterWriter)
+# The registry's answers that are about the request, not about the registry being away.
+_NOT_REFUSALS = frozenset({408, 429})
+
+
+class SubjectRefused(InvalidReading):
+    """The registry refused the record schema under a target's subject (an answer 4xx: another,
+    incompatible schema is there, or the name is not one it takes): the input is dead-lettered."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,31 @@ def register_readings(
     text, schema = schema_text(schema_name), schema_dict(schema_name)
     level = registry.compatibility
     return {topic: AvroEncoder.registered(client, topic, text, schema, level) for topic in sorted(set(topics))}
+
+
+def register_targets(
+    registry: RegistrySettings, topics: Iterable[str], schema_name: str = SENSOR_READING
+) -> dict[str, AvroEncoder | SubjectRefused]:
+    """:func:`register_readings` for targets met at run time: per topic its encoder, or why the
+    registry refused its subject. A registry away (or answering 5xx) still raises
+    :class:`~fluxgate_core.errors.RegistryError` (retriable: nothing of the input is lost)."""
+    client = registry_client(registry)
+    text, schema = schema_text(schema_name), schema_dict(schema_name)
+    answers: dict[str, AvroEncoder | SubjectRefused] = {}
+    for topic in sorted(set(topics)):
+        try:
+            answers[topic] = AvroEncoder.registered(client, topic, text, schema, registry.compatibility)
+        except RegistryError as exc:
+            if not refused(exc):
+                raise
+            answers[topic] = SubjectRefused(str(exc))  # it names the subject and says why
+    return answers
+
+
+def refused(exc: RegistryError) -> bool:
+    """The registry answered, and no: a 4xx about the request (not a timeout or a rate limit)."""
+    status = getattr(exc.__cause__, "http_status_code", None)
+    return isinstance(status, int) and 400 <= status < 500 and status not in _NOT_REFUSALS
 
 
 async def open_gateway_output(

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from fluxgate_core import gateway
 from fluxgate_core.deadletter import DeadLetterWriter
+from fluxgate_core.delivery import Outcome, classify
+from fluxgate_core.errors import RegistryError
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 
@@ -49,3 +52,36 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
     writer = output.dead_letters(DeadLetterWriter, LimitSettings(max_payload_bytes=4096, deadletter_head_bytes=512))
     assert (writer.topic, writer._service, writer._max_whole_bytes, writer._head_bytes) == ("dlq", "demo", 4096, 512)
     assert writer._trailing_provenance is False  # a gateway's input has no provenance of ours
+
+
+class RefusingRegistry:
+    """A registry client that answers ``status`` to registering under any subject but ``ok-value``."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def set_compatibility(self, subject_name: str, level: str) -> None:
+        return None
+
+    def register_schema(self, subject: str, schema: Any) -> int:
+        if subject == "ok-value":
+            return 3
+        raise SchemaRegistryError(self.status, self.status, f"no, {subject}")
+
+
+@pytest.mark.parametrize("status", [409, 422, 400])
+def test_a_subject_the_registry_refuses_is_that_targets_answer(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    monkeypatch.setattr(gateway, "registry_client", lambda settings: RefusingRegistry(status))
+    answers = gateway.register_targets(RegistrySettings(), ["ok", "other", "ok"])
+    assert answers["ok"].schema_id == 3  # type: ignore[union-attr]
+    refusal = answers["other"]
+    assert isinstance(refusal, gateway.SubjectRefused) and "'other-value'" in str(refusal)
+    assert classify(refusal) is Outcome.REJECTED  # dead-lettered, never stopping the gateway
+
+
+@pytest.mark.parametrize("status", [500, 503, 408, 429])
+def test_a_registry_away_or_busy_still_raises(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    monkeypatch.setattr(gateway, "registry_client", lambda settings: RefusingRegistry(status))
+    with pytest.raises(RegistryError) as caught:
+        gateway.register_targets(RegistrySettings(), ["other"])
+    assert caught.value.retriable

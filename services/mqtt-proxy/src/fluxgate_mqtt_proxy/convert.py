@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from fluxgate_core.errors import InvalidReading
+from fluxgate_core.gateway import SubjectRefused
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.kcql import FieldPath
 from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits, header_bytes
@@ -26,16 +27,23 @@ from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
 from fluxgate_mqtt_proxy.settings import RouteSettings
+from fluxgate_mqtt_proxy.topics import DerivedTargets
 
 TOPIC_HEADER = "mqtt.topic"
 USER_PROPERTY_PREFIX = "mqtt.user."  # every header a device names itself: never one of ours
 ROUTE_CACHE_SIZE = 65_536  # distinct MQTT topics whose route is remembered (least recently used go)
-Register = Callable[[Iterable[str]], Mapping[str, AvroEncoder]]  # Kafka topics -> their registered encoders
+# Kafka topics -> their registered encoders, or why the registry refused a subject
+Register = Callable[[Iterable[str]], Mapping[str, AvroEncoder | SubjectRefused]]
 _MISSING = object()
+ANY_DERIVED = DerivedTargets()  # the defaults of ProxySettings.derived_topics, without a dead-letter topic
 
 
 class NoRoute(InvalidReading):
     """A message arrived on a topic no rule matches (a safety net: we only subscribe to rule filters)."""
+
+
+class TooManyTargets(InvalidReading):
+    """A ``$`` route would write one more distinct Kafka topic than ``derived_topics.max_topics``."""
 
 
 class TopicPlan(NamedTuple):
@@ -52,7 +60,7 @@ class TopicPlan(NamedTuple):
     header_bytes: int  # what those headers add to each record (counted against the output limit)
 
 
-def plan_topic(routes: Sequence[Route], topic: str) -> TopicPlan:
+def plan_topic(routes: Sequence[Route], derived: DerivedTargets, topic: str) -> TopicPlan:
     route = route_for(routes, topic)
     headers = message_headers(topic, NO_ATTRIBUTES)
     if route is None:
@@ -62,6 +70,8 @@ def plan_topic(routes: Sequence[Route], topic: str) -> TopicPlan:
         target = route.kafka_topic(topic)
     except InvalidReading as exc:
         problem = str(exc)
+    if target is not None and route.dynamic and (problem := derived.problem(target) or ""):
+        target, problem = None, f"MQTT topic {topic[:256]!r} (INSERT INTO $): {problem}"
     device, metric = route.device_from_topic(topic), route.metric_from_topic(topic)
     return TopicPlan(route, device, metric, target, problem, headers, route.name, header_bytes(headers))
 
@@ -75,9 +85,11 @@ class MessageConverter:
         encoder: AvroEncoder | Mapping[str, AvroEncoder],
         limits: PayloadLimits = DEFAULT_LIMITS,
         register: Register | None = None,
+        derived: DerivedTargets = ANY_DERIVED,
     ) -> None:
         """``encoder``: one for every Kafka topic, or one per topic (each registered under its own subject).
-        ``register``: registers the schema for the topics ``INSERT INTO $`` routes derive (blocking)."""
+        ``register``: registers the schema for the topics ``INSERT INTO $`` routes derive (blocking),
+        as many as ``derived`` allows."""
         self.limits = limits
         self.routes = [rule if isinstance(rule, Route) else compile_routes([rule])[0] for rule in rules]
         topics = {route.settings.topic for route in self.routes if not route.dynamic}
@@ -85,10 +97,13 @@ class MessageConverter:
         self._dynamic = any(route.dynamic for route in self.routes)
         self._registering = asyncio.Lock()
         self._register: Register = register or functools.partial(_one_encoder, encoder)
+        self._derived_targets = derived
+        self._derived_count = 0  # derived topics registered or refused: bounded by derived.max_topics
+        self._refused: dict[str, str] = {}  # derived topic -> why the registry refused its subject
         # Devices publish on the same few topics again and again: each topic is planned once.
         self._origins: dict[str, Origin] = {}  # of the ingest time below, per MQTT topic
         self._origins_ms = -1
-        self._plans = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(plan_topic, self.routes))
+        self._plans = functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)(functools.partial(plan_topic, self.routes, derived))
 
     def plan(self, topic: str) -> TopicPlan:
         """What ``topic`` says about its messages (rules are tried in configured order)."""
@@ -106,13 +121,32 @@ class MessageConverter:
         # One batch at a time: a later batch waits here until this one has produced, so the
         # records of one MQTT topic keep their order across the registration.
         async with self._registering:
-            missing = {name for topic in topics if (name := self._derived(topic)) and name not in self._encoders}
-            if missing:
-                self._encoders.update(await asyncio.to_thread(self._register, missing))
+            if missing := self._unregistered(topics):
+                self._remember(await asyncio.to_thread(self._register, missing))
+
+    def _unregistered(self, topics: Iterable[str]) -> list[str]:
+        """Derived topics not met yet, as many as the bound leaves room for (convert() dead-letters the rest)."""
+        room = self._derived_targets.max_topics - self._derived_count
+        names: list[str] = []
+        for topic in topics:
+            name = self._derived(topic)
+            if name and name not in self._encoders and name not in self._refused and name not in names:
+                if len(names) == room:
+                    break
+                names.append(name)
+        return names
+
+    def _remember(self, answers: Mapping[str, AvroEncoder | SubjectRefused]) -> None:
+        for name, answer in answers.items():
+            self._derived_count += 1
+            if isinstance(answer, SubjectRefused):
+                self._refused[name] = str(answer)  # asked once: a device cannot make us ask again
+            else:
+                self._encoders[name] = answer
 
     def _derived(self, topic: str) -> str | None:
         plan = self.plan(topic)
-        # An invalid derived name has no target: convert() dead-letters its messages.
+        # An invalid or refused derived name has no target: convert() dead-letters its messages.
         return plan.target if plan.route is not None and plan.route.dynamic else None
 
     def convert(
@@ -175,8 +209,17 @@ class MessageConverter:
         return origin
 
     def _encoder(self, target: str) -> AvroEncoder:
-        """A topic :meth:`prepare` did not see (a caller that does not prepare): registered here."""
-        self._encoders.update(self._register([target]))
+        """A topic :meth:`prepare` did not register: refused by the registry, past the bound (both
+        raise, to dead-letter the message), or one a caller that does not prepare meets here."""
+        if target not in self._refused:
+            if self._derived_count >= self._derived_targets.max_topics:
+                raise TooManyTargets(
+                    f"Kafka topic {target!r} (INSERT INTO $) would make more than "
+                    f"{self._derived_targets.max_topics} distinct Kafka topics derived (DERIVED_TOPICS__MAX_TOPICS)"
+                )
+            self._remember(self._register([target]))
+        if target in self._refused:
+            raise SubjectRefused(self._refused[target])
         return self._encoders[target]
 
 

@@ -19,7 +19,7 @@ from gmqtt.mqtt.handler import MQTTConnectError
 
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.gateway import open_gateway_output, register_readings
+from fluxgate_core.gateway import open_gateway_output, register_targets
 from fluxgate_core.kafka import AsyncProducer
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
@@ -91,8 +91,9 @@ class MqttProxy:
         client = make_client(settings.mqtt)
         valve = SocketValve(client, settings.max_pending_messages)
         dead_letters = output.dead_letters(DeadLetterWriter, settings.limits)
-        register = functools.partial(register_readings, settings.registry)  # for the topics `$` routes derive
-        converter = MessageConverter(self.routes, output.encoders, settings.limits.payload_limits(), register)
+        register = functools.partial(register_targets, settings.registry)  # for the topics `$` routes derive
+        limits, derived = settings.limits.payload_limits(), settings.derived_targets()
+        converter = MessageConverter(self.routes, output.encoders, limits, register, derived)
         handler = MessageHandler(converter, producer, dead_letters, valve, self._sequencer, self._fail)
         self._wire(client, handler)
         tune_gc()

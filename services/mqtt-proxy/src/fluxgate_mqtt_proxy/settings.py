@@ -27,7 +27,13 @@ from fluxgate_core.settings import (
     group,
     service_config,
 )
-from fluxgate_mqtt_proxy.topics import filter_levels, split_share
+from fluxgate_mqtt_proxy.topics import (
+    DEFAULT_DERIVED_PATTERN,
+    DEFAULT_MAX_DERIVED,
+    DerivedTargets,
+    filter_levels,
+    split_share,
+)
 
 SERVICE = "mqtt-proxy"
 HEALTH_PORT = 9101
@@ -158,6 +164,33 @@ class MqttSettings(Group):
         return self
 
 
+class DerivedTopicSettings(Group):
+    """What ``INSERT INTO $`` (``topic: $``) routes may write: there the device's MQTT topic names
+    the Kafka topic and the registry subject, so both are held to a pattern and a count."""
+
+    pattern: str = Field(
+        DEFAULT_DERIVED_PATTERN,
+        min_length=1,
+        description="regular expression a derived Kafka topic must match whole; messages for any other go to the "
+        "dead-letter topic (default: any name Kafka allows but Kafka's and the registry's own, _*)",
+    )
+    max_topics: int = Field(
+        DEFAULT_MAX_DERIVED,
+        ge=1,
+        description="distinct derived Kafka topics (each a registry subject) one proxy writes; messages for more "
+        "go to the dead-letter topic",
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        return value
+
+
 class ProxySettings(BaseSettings):
     """mqtt-proxy's settings; nested groups with ``__`` (``FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS``)."""
 
@@ -176,6 +209,7 @@ class ProxySettings(BaseSettings):
         description="KCQL INSERT INTO $: what replaces the '/' between MQTT topic levels (the first '/' is "
         "dropped, as Stream-Reactor does)",
     )
+    derived_topics: DerivedTopicSettings = Field(default_factory=DerivedTopicSettings)
     deadletter_topic: str = Field("sensors.deadletter", min_length=1, description="where rejected payloads go")
     max_in_flight: int = Field(10_000, ge=1, description="records awaiting Kafka's ack before producing waits")
     max_pending_messages: int = Field(
@@ -187,6 +221,11 @@ class ProxySettings(BaseSettings):
     registry: RegistrySettings = group(RegistrySettings)
     http: HttpSettings = group(HttpSettings, port=HEALTH_PORT)
     log: LogSettings = group(LogSettings)
+
+    def derived_targets(self) -> DerivedTargets:
+        """What ``$`` routes may derive: :attr:`derived_topics`, never the dead-letter topic."""
+        derived = self.derived_topics
+        return DerivedTargets(re.compile(derived.pattern), derived.max_topics, frozenset({self.deadletter_topic}))
 
     @field_validator("kcql")
     @classmethod

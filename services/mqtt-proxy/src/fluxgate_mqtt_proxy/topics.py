@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 SHARE_PREFIX = "$share/"
 MAX_KAFKA_TOPIC_CHARS = 249
 _KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._\-]+$")
 _SLASHES = re.compile("/+")
+# Not Kafka's own topics (__consumer_offsets) nor a registry's (_schemas): no leading '_', '.' or '-'.
+DEFAULT_DERIVED_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._\-]*"
+DEFAULT_MAX_DERIVED = 100
 
 
 def split_share(topic_filter: str) -> tuple[str | None, str]:
@@ -85,3 +89,22 @@ def kafka_topic_problem(name: str) -> str | None:
     if not _KAFKA_TOPIC.match(name):
         return "a Kafka topic name holds only ASCII letters, digits, '.', '_' and '-'"
     return None
+
+
+@dataclass(frozen=True)
+class DerivedTargets:
+    """Which Kafka topics ``INSERT INTO $`` routes may derive from devices' MQTT topics: the
+    device names the Kafka topic and the registry subject, so it is held to ``pattern`` (whole
+    name), never to one of ``refused`` (the dead-letter topic), and to ``max_topics`` in all."""
+
+    pattern: re.Pattern[str] = field(default_factory=lambda: re.compile(DEFAULT_DERIVED_PATTERN))
+    max_topics: int = DEFAULT_MAX_DERIVED
+    refused: frozenset[str] = frozenset()
+
+    def problem(self, name: str) -> str | None:
+        """Why ``name`` may not be a derived target, or None."""
+        if name in self.refused:
+            return f"derived Kafka topic {name!r} is the proxy's own (the dead-letter topic)"
+        if not self.pattern.fullmatch(name):
+            return f"derived Kafka topic {name!r} does not match {self.pattern.pattern!r} (DERIVED_TOPICS__PATTERN)"
+        return None

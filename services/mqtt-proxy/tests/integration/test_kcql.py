@@ -10,6 +10,7 @@ from fluxgate_testing import consume
 
 from fluxgate_core import deadletter
 from fluxgate_core.kafka import ensure_topics
+from fluxgate_core.serde import register
 
 pytestmark = pytest.mark.integration
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
@@ -60,3 +61,30 @@ def test_kcql_that_does_not_parse_stops_the_start_naming_the_variable(setup: Set
     assert proxy.start(wait_ready=False).wait(30) == 2
     log = proxy.log_text()
     assert "kcql [env FLUXGATE_MQTT_KCQL]" in log and "unknown converter 'x.Y'" in log
+
+
+def test_a_subject_the_registry_refuses_or_a_topic_off_the_pattern_dead_letters_and_the_proxy_goes_on(
+    setup: Setup, registry_client: Any
+) -> None:
+    refused, accepted = f"{setup.prefix}.agg.x", f"{setup.prefix}.line.y"
+    ensure_topics({"bootstrap.servers": setup.stack.bootstrap}, {refused: 1, accepted: 1}, replication=1)
+    # The subject holds another record type: Apicurio refuses SensorReading there (BACKWARD).
+    other = '{"type":"record","name":"Aggregate","fields":[{"name":"count","type":"int"}]}'
+    register(registry_client, f"{refused}-value", other, "BACKWARD")
+    proxy = setup.proxy(
+        KCQL=f"INSERT INTO $ SELECT * FROM /{setup.prefix}/#",
+        KCQL_TOPIC_SEPARATOR=".",
+        DERIVED_TOPICS__PATTERN=rf"{setup.prefix}\.(agg|line)\..+",
+    ).start()
+    reading = json.dumps({"sensorId": "d1", "temperature": 21.5})
+    setup.publish([(f"/{setup.prefix}/agg/x", reading), (f"/{setup.prefix}/other/z", reading)], 1)
+    dead = consume(setup.stack.bootstrap, setup.deadletters, expected=2, timeout=30)
+    setup.publish([(f"/{setup.prefix}/line/y", reading)], 1)  # the proxy is still there
+    (produced,) = consume(setup.stack.bootstrap, accepted, expected=1, decoder=setup.decoder, timeout=60)
+    assert proxy.terminate() == 0
+
+    why = {d.header(deadletter.SOURCE): (d.header(deadletter.ERROR_CLASS), d.header(deadletter.REASON)) for d in dead}
+    refusal, off_pattern = why[f"/{setup.prefix}/agg/x".encode()], why[f"/{setup.prefix}/other/z".encode()]
+    assert refusal[0] == b"SubjectRefused" and f"subject '{refused}-value'".encode() in (refusal[1] or b"")
+    assert off_pattern[0] == b"InvalidReading" and b"does not match" in (off_pattern[1] or b"")
+    assert produced.record["device_id"] == "d1"  # type: ignore[index]

@@ -21,6 +21,7 @@ from gmqtt.mqtt.utils import ConnectionState
 
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import DeliveryError
+from fluxgate_core.gateway import SubjectRefused
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
@@ -28,6 +29,7 @@ from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
 from fluxgate_mqtt_proxy.client import SocketValve, route_publishes
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.handler import MessageHandler
+from fluxgate_mqtt_proxy.kcql import routes_from_kcql
 from fluxgate_mqtt_proxy.settings import default_routes
 
 GOOD = json.dumps({"sensorId": "d1", "temperature": 21.5}).encode()
@@ -73,13 +75,15 @@ async def _answers(futures: Sequence[asyncio.Future[None]]) -> list[BaseExceptio
 class Harness:
     """Our handler behind gmqtt's package handler, with the acknowledgements it writes."""
 
-    def __init__(self) -> None:
+    def __init__(self, converter: MessageConverter | None = None) -> None:
         self.producer = FakeProducer(auto_confirm_topics={"dlq"})
         self.acks: list[tuple[int, int, int]] = []  # (command, mid, reason code)
         self.fatal: list[BaseException] = []
         self.sequencer = AckSequencer()
         self.valve = SocketValve(client=object(), high=100)
-        converter = MessageConverter(default_routes(), AvroEncoder(schema_dict(SENSOR_READING), schema_id=1))
+        converter = converter or MessageConverter(
+            default_routes(), AvroEncoder(schema_dict(SENSOR_READING), schema_id=1)
+        )
         dead_letters = DeadLetterWriter(self.producer, "dlq", "mqtt-proxy")
         self.handler = MessageHandler(
             converter,
@@ -231,6 +235,28 @@ async def test_a_message_that_multiplies_past_the_output_limit_is_dead_lettered_
     assert dict(headers)["fluxgate.dlq.error.class"] == b"OutputTooLarge"
     assert b"over the limit of 1048576 bytes" in dict(headers)["fluxgate.dlq.reason"]
     assert harness.acks == [(PUBACK, 9, 0)] and harness.fatal == []
+
+
+def _registered_unless_aggregated(topics: Any) -> dict[str, AvroEncoder | SubjectRefused]:
+    """Like the registry: the aggregates' subject holds another record type, so SensorReading is refused there."""
+    encoder = AvroEncoder(schema_dict(SENSOR_READING), schema_id=2)
+    refusal = SubjectRefused("registry refused schema for subject 'temperatures.aggregated-value': Incompatible")
+    return {name: refusal if name == "temperatures.aggregated" else encoder for name in topics}
+
+
+async def test_a_subject_the_registry_refuses_is_dead_lettered_and_the_proxy_goes_on() -> None:
+    quiet_unacknowledged(asyncio.get_running_loop())
+    routes = routes_from_kcql("INSERT INTO $ SELECT * FROM /#", topic_separator=".")
+    harness = Harness(MessageConverter(routes, {}, register=_registered_unless_aggregated))
+    harness.producer.auto_confirm_topics.add("plant.a")
+    harness.publish("/temperatures/aggregated", GOOD, qos=1, mid=1)
+    harness.publish("/plant/a", GOOD, qos=1, mid=2)
+    await settle()
+    assert [topic for topic, *_ in harness.producer.sent] == ["plant.a", "dlq"]
+    headers = dict(harness.producer.sent[1][3])
+    assert headers["fluxgate.dlq.error.class"] == b"SubjectRefused"
+    assert b"'temperatures.aggregated-value'" in headers["fluxgate.dlq.reason"]
+    assert harness.acks == [(PUBACK, 1, 0), (PUBACK, 2, 0)] and harness.fatal == []
 
 
 async def test_record_kafka_will_never_take_is_dead_lettered(harness: Harness) -> None:

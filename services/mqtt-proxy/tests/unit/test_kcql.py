@@ -5,19 +5,22 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
+from typing import Any
 
 import fastavro
 import pytest
 from fluxgate_testing.specs import load_with_env
 
 from fluxgate_core.errors import ConfigError, InvalidReading
+from fluxgate_core.gateway import SubjectRefused
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.kcql import routes_from_kcql
 from fluxgate_mqtt_proxy.routing import compile_routes
 from fluxgate_mqtt_proxy.settings import ProxySettings, RouteSettings
-from fluxgate_mqtt_proxy.topics import kafka_topic_for
+from fluxgate_mqtt_proxy.topics import DerivedTargets, kafka_topic_for
 
 NOW = 1_700_000_000_000
 PARSED = fastavro.parse_schema(schema_dict(SENSOR_READING))
@@ -30,15 +33,17 @@ def config_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
     return str(caught.value)
 
 
-def converter(routes: list[RouteSettings], registered: list[str] | None = None) -> MessageConverter:
+def converter(routes: list[RouteSettings], registered: list[str] | None = None, **derived: Any) -> MessageConverter:
     encoder = AvroEncoder(schema_dict(SENSOR_READING), schema_id=7)
 
-    def register(topics: object) -> dict[str, AvroEncoder]:
+    def register(topics: object) -> dict[str, AvroEncoder | SubjectRefused]:
         names = sorted(topics)  # type: ignore[call-overload]
         (registered if registered is not None else []).extend(names)
-        return dict.fromkeys(names, encoder)
+        return {name: SubjectRefused(f"refused {name}") if "refused" in name else encoder for name in names}
 
-    return MessageConverter(routes, {}, register=register)
+    if "pattern" in derived:
+        derived["pattern"] = re.compile(derived["pattern"])
+    return MessageConverter(routes, {}, register=register, derived=DerivedTargets(**derived))
 
 
 def reading(value: bytes) -> dict[str, object]:
@@ -167,3 +172,64 @@ def test_without_withkey_the_key_is_the_device_id() -> None:
         "s/x", b'{"sensorId": "d1", "temperature": 20.5}', {}, NOW
     )
     assert (record.topic, record.key) == ("t", b"d1")
+
+
+DOLLAR = "INSERT INTO $ SELECT * FROM /plant/#"
+JSON_READING = b'{"sensorId": "d1", "temperature": 1}'
+
+
+def test_a_derived_topic_outside_the_allowed_pattern_is_dead_lettered_and_never_registered() -> None:
+    registered: list[str] = []
+    convert = converter(routes_from_kcql(DOLLAR, topic_separator="."), registered, pattern=r"plant\.line-\d+")
+    asyncio.run(convert.prepare(["/plant/line-1", "/plant/temperatures/aggregated"]))
+    assert registered == ["plant.line-1"]
+    assert convert.convert("/plant/line-1", JSON_READING, {}, NOW)[0].topic == "plant.line-1"
+    with pytest.raises(InvalidReading, match=r"'plant.temperatures.aggregated' does not match .*PATTERN"):
+        convert.convert("/plant/temperatures/aggregated", JSON_READING, {}, NOW)
+
+
+def test_the_dead_letter_topic_and_kafkas_own_topics_are_never_derived_targets() -> None:
+    routes = routes_from_kcql("INSERT INTO $ SELECT * FROM #", topic_separator=".")
+    convert = converter(routes, refused=frozenset({"dlq"}))
+    for mqtt_topic in ("dlq", "__consumer_offsets", "_schemas"):
+        with pytest.raises(InvalidReading, match="derived Kafka topic"):
+            convert.convert(mqtt_topic, JSON_READING, {}, NOW)
+
+
+def test_derived_topics_past_the_bound_are_dead_lettered_and_never_registered() -> None:
+    registered: list[str] = []
+    convert = converter(routes_from_kcql(DOLLAR, topic_separator="."), registered, max_topics=2)
+    asyncio.run(convert.prepare([f"/plant/t{n}" for n in range(5)]))
+    assert registered == ["plant.t0", "plant.t1"]
+    assert convert.convert("/plant/t1", JSON_READING, {}, NOW)[0].topic == "plant.t1"
+    for mqtt_topic in ("/plant/t2", "/plant/t9"):  # prepared or not: past the bound either way
+        with pytest.raises(InvalidReading, match="more than 2 distinct Kafka topics"):
+            convert.convert(mqtt_topic, JSON_READING, {}, NOW)
+    assert registered == ["plant.t0", "plant.t1"]
+
+
+def test_a_subject_the_registry_refuses_dead_letters_its_messages_and_is_asked_once() -> None:
+    registered: list[str] = []
+    convert = converter(routes_from_kcql(DOLLAR, topic_separator="."), registered)
+    for _ in range(2):
+        asyncio.run(convert.prepare(["/plant/refused"]))
+        with pytest.raises(SubjectRefused, match=r"refused plant\.refused"):
+            convert.convert("/plant/refused", JSON_READING, {}, NOW)
+    assert registered == ["plant.refused"]
+
+
+@pytest.mark.parametrize(
+    ("env", "value"),
+    [("FLUXGATE_MQTT_DERIVED_TOPICS__PATTERN", "plant.("), ("FLUXGATE_MQTT_DERIVED_TOPICS__MAX_TOPICS", "0")],
+)
+def test_bad_derived_topic_settings_fail_the_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str
+) -> None:
+    assert env in config_error(monkeypatch, FLUXGATE_MQTT_KCQL=DOLLAR, **{env: value})
+
+
+def test_derived_topic_settings_reach_the_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"FLUXGATE_MQTT_DERIVED_TOPICS__PATTERN": "plant[.].+", "FLUXGATE_MQTT_DERIVED_TOPICS__MAX_TOPICS": "7"}
+    settings = load_with_env(ProxySettings, {"FLUXGATE_MQTT_DEADLETTER_TOPIC": "dead", **env}, monkeypatch)
+    targets = settings.derived_targets()
+    assert (targets.pattern.pattern, targets.max_topics, targets.refused) == ("plant[.].+", 7, frozenset({"dead"}))
