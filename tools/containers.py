@@ -21,10 +21,14 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from images import VERSION, podman_env
 
 UID = 10001
+# The charts' container securityContext (fluxgate-lib's defaults): what a local run applies.
+CHART_SECURITY = {"runAsUser": UID, "runAsGroup": UID, "readOnlyRootFilesystem": True,
+                  "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}  # fmt: skip
 # What each image's pod mounts besides /tmp (the charts' volumes): a writable home for
 # Spark's scratch files, and the checkpoints. Paths inside the container.
 WRITABLE = {"aggregator": ("/home/fluxgate",)}
@@ -42,6 +46,25 @@ IMAGE_NAMES = {
 }
 
 
+def security_flags(context: dict[str, Any]) -> list[str]:
+    """``podman run`` options for a container ``securityContext``; a field podman cannot
+    apply the same way is refused rather than silently left out."""
+    known = {"runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation",
+             "privileged", "capabilities", "seccompProfile"}  # fmt: skip
+    if unknown := set(context) - known:
+        raise ValueError(f"securityContext fields the launcher cannot apply: {sorted(unknown)}")
+    if context.get("privileged") or context.get("capabilities", {}).get("add"):
+        raise ValueError("a privileged container or added capabilities: not what Fluxgate's charts render")
+    user = context.get("runAsUser")
+    if user is None or (context.get("runAsNonRoot") and user == 0):
+        raise ValueError("securityContext without a non-root runAsUser")
+    flags = ["--user", f"{user}:{context.get('runAsGroup', user)}"]
+    flags += ["--read-only"] if context.get("readOnlyRootFilesystem") else []
+    flags += ["--security-opt", "no-new-privileges"] if context.get("allowPrivilegeEscalation") is False else []
+    flags += [arg for cap in context.get("capabilities", {}).get("drop", []) for arg in ("--cap-drop", cap.lower())]
+    return flags
+
+
 @dataclass
 class ContainerLauncher:
     """Turns a service's local argv and environment into a ``podman run`` of its image."""
@@ -49,6 +72,9 @@ class ContainerLauncher:
     run_id: str  # names the containers, so that two runs on one host never collide
     volumes: Path  # host folders for the containers' volumes
     tag: str = VERSION
+    # A pod's own volumes, by service: {path inside: host folder}; they replace the defaults.
+    mounts: dict[str, dict[str, Path]] = field(default_factory=dict)
+    security: dict[str, dict[str, Any]] = field(default_factory=dict)  # a pod's securityContext, by service
     started: list[str] = field(default_factory=list)
 
     def handles(self, name: str) -> bool:
@@ -62,24 +88,31 @@ class ContainerLauncher:
         entrypoint), and the environment podman itself runs with (it passes the service's
         variables on by name, so no value appears on a command line)."""
         self.remove(name)  # a container killed with its podman process may still be there
-        # What the charts' pod security context says, and /tmp as its emptyDir. No health
-        # check timers: podman runs them from systemd, absent here (`health()` runs one).
-        args = ["podman", "run", "--rm", "--name", self.container(name), "--network", "host",
-                "--user", f"{UID}:{UID}", "--read-only", "--cap-drop", "all",
-                "--security-opt", "no-new-privileges", "--no-healthcheck",
-                "--tmpfs", f"/tmp:{TMPFS_OPTIONS}"]  # fmt: skip  # noqa: S108 - the container's own /tmp
-        for inside in WRITABLE.get(name, ()):
-            args += ["-v", f"{self.volume(name, inside)}:{inside}"]
-        for key, value in env.items():
-            if key.endswith("CHECKPOINT_DIR"):  # the aggregator's, at the same path inside
-                args += ["-v", f"{self.own(Path(value))}:{value}"]
+        # The pod's command replaces the image's entrypoint, as in Kubernetes. No health check
+        # timers: podman runs them from systemd, absent here (`health()` runs one).
+        security = security_flags(self.security.get(name, CHART_SECURITY))
+        args = ["podman", "run", "--rm", "--name", self.container(name), "--network", "host", "--no-healthcheck",
+                "--entrypoint", Path(argv[0]).name, *security]  # fmt: skip
+        for inside, host in self.volumes_of(name, env).items():
+            args += ["--tmpfs", f"{inside}:{TMPFS_OPTIONS}"] if host is None else ["-v", f"{self.own(host)}:{inside}"]
         args += [arg for key in sorted(env) for arg in ("-e", key)]
         args += [self.image(name), *argv[1:]]
         self.started.append(name)
         return args, {**podman_env(), **env}
 
-    def volume(self, name: str, inside: str) -> Path:
-        return self.own(self.volumes / name / inside.strip("/").replace("/", "-"))
+    def volumes_of(self, name: str, env: dict[str, str]) -> dict[str, Path | None]:
+        """What is writable in ``name``'s container: the pod's own volumes when given, else
+        /tmp (None: a tmpfs, as an emptyDir), the image's writable folders and the
+        aggregator's checkpoint folder, at the same path inside as the service is told."""
+        if name in self.mounts:
+            return {inside: host for inside, host in self.mounts[name].items()}
+        found: dict[str, Path | None] = {"/tmp": None}  # noqa: S108 - the container's own /tmp
+        for inside in WRITABLE.get(name, ()):
+            found[inside] = self.volumes / name / inside.strip("/").replace("/", "-")
+        for key, value in env.items():
+            if key.endswith("CHECKPOINT_DIR"):
+                found[value] = Path(value)
+        return found
 
     def own(self, folder: Path) -> Path:
         """``folder``, made and owned by the containers' user (a pod's fsGroup does this)."""

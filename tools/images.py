@@ -39,8 +39,13 @@ SLIM_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 BASE_RECIPE = """FROM scratch
 ADD rootfs.tar /
-# The official image's layout: python, pip and console scripts in /usr/local/bin.
-RUN python3 -m venv /usr/local && rm -rf /root/.cache
+# The official image's layout: python, pip and console scripts in /usr/local/bin. And, as
+# Debian's own images do, apt removes the packages it downloaded once they are installed.
+RUN python3 -m venv /usr/local && rm -rf /root/.cache \\
+    && printf '%s\\n' \\
+       'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };' \\
+       'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };' \\
+       'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' > /etc/apt/apt.conf.d/docker-clean
 ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
 LABEL dev.fluxgate.base="a local stand-in for python:3.11-slim, from Debian bookworm's packages"
 CMD ["python3"]
