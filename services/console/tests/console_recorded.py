@@ -14,6 +14,7 @@ from fluxgate_core.deadletter import dead_letter_headers
 
 RECORDED = Path(__file__).parent / "recorded"
 # Settings that show no store asked through a driver: unit tests ask no server.
+TEST_HOST = {"web": {"allowed_hosts": ["testserver"]}}  # the Host of Starlette's TestClient
 NO_STORES = {"elasticsearch": {"hosts": []}, "scylla": {"contact_points": []}, "hazelcast": {"members": []}}
 READY = json.dumps({"ready": True, "checks": {"ready": True}})
 NOT_READY = json.dumps({"ready": False, "checks": {"ready": False}})

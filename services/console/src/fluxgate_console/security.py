@@ -5,7 +5,8 @@ Every response carries a Content-Security-Policy (scripts and styles only with t
 nonce, no framing), ``X-Frame-Options``, ``X-Content-Type-Options`` and ``Referrer-Policy``
 (and HSTS when the console serves TLS itself). A request that may change state (any method but
 GET, HEAD and OPTIONS) passes only when its ``Origin`` (or, without one, its ``Referer``) is the
-console's own or a trusted one, and it carries a CSRF token the console issued: the origin
+console's own or a trusted one, and it carries a CSRF token the console issued (and any
+request only with a ``Host`` the console is known by): the origin
 check alone trusts the browser's headers, the token alone trusts that no other page can read
 the console's; together a forged post needs both broken.
 """
@@ -84,6 +85,14 @@ def origin_problem(request: Request, trusted: Iterable[str]) -> str | None:
     return f"origin {claimed} may not change state here (web.trusted_origins adds origins)"
 
 
+def host_name(host: str) -> str:
+    """``Host`` without its port: ``[::1]:9108`` is ``[::1]``, ``Console:9108`` is ``console``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
 def _origin_of(referer: str) -> str:
     parts = urlsplit(referer)
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
@@ -92,10 +101,13 @@ def _origin_of(referer: str) -> str:
 class SecurityMiddleware:
     """Adds the security headers to every response and refuses cross-site state changes."""
 
-    def __init__(self, app: ASGIApp, tokens: CsrfTokens, trusted_origins: Iterable[str], tls: bool) -> None:
+    def __init__(
+        self, app: ASGIApp, tokens: CsrfTokens, trusted_origins: Iterable[str], allowed_hosts: Iterable[str], tls: bool
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.trusted = tuple(trusted_origins)
+        self.hosts = frozenset(h.lower() for h in allowed_hosts)
         self.tls = tls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -110,16 +122,28 @@ class SecurityMiddleware:
                 self._add_headers(MutableHeaders(scope=message), nonce)
             await send(message)
 
-        refused = self._refusal(Request(scope))
+        status, refused = self._refusal(Request(scope))
         if refused:
-            await JSONResponse({"error_code": 403, "message": refused}, status_code=403)(scope, receive, send_secured)
+            await JSONResponse({"error_code": status, "message": refused}, status_code=status)(
+                scope, receive, send_secured
+            )
             return
         await self.app(scope, receive, send_secured)
 
-    def _refusal(self, request: Request) -> str | None:
-        if request.method in SAFE_METHODS:
+    def _host_refusal(self, request: Request) -> str | None:
+        """A ``Host`` the console is not known by: a page of another site whose name was made
+        to resolve to the console's address (DNS rebinding) would be its own origin."""
+        if "*" in self.hosts:
             return None
-        return origin_problem(request, self.trusted) or self.tokens.problem(request.headers.get(CSRF_HEADER, ""))
+        host = host_name(request.headers.get("host", ""))
+        return None if host in self.hosts else f"host {host or '(none)'} is not in web.allowed_hosts"
+
+    def _refusal(self, request: Request) -> tuple[int, str | None]:
+        """The status and reason a request is refused with, or no reason."""
+        wrong_host = self._host_refusal(request)
+        if wrong_host or request.method in SAFE_METHODS:
+            return 400, wrong_host
+        return 403, origin_problem(request, self.trusted) or self.tokens.problem(request.headers.get(CSRF_HEADER, ""))
 
     def _add_headers(self, headers: MutableHeaders, nonce: str) -> None:
         headers["Content-Security-Policy"] = content_security_policy(nonce)

@@ -96,6 +96,11 @@ class WebSettings(Group):
     port: int = Field(9108, ge=0, le=65535, description="the page's port; 0 picks a free port")
     tls_certfile: FilePath | None = Field(None, description="PEM certificate (chain): the page is served over HTTPS")
     tls_keyfile: FilePath | None = Field(None, description="PEM private key of tls_certfile")
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "localhost", "[::1]"],
+        min_length=1,
+        description='JSON list of host names (no port) the page answers to, the names people reach it by; "*": any',
+    )
     trusted_origins: list[Annotated[str, StringConstraints(pattern=r"^https?://[^/\s]+$")]] = Field(
         default_factory=list,
         description="JSON list of origins (scheme://host[:port]) besides the page's own that may post (replay), "

@@ -105,7 +105,7 @@ class Web:
         ]
         web = self.console.settings.web
         secured = Middleware(SecurityMiddleware, tokens=self._tokens, trusted_origins=web.trusted_origins,
-                             tls=web.tls_certfile is not None)  # fmt: skip
+                             allowed_hosts=web.allowed_hosts, tls=web.tls_certfile is not None)  # fmt: skip
         return Starlette(routes=routes, middleware=[secured])
 
     def _guarded(self, handler: Handler) -> Handler:

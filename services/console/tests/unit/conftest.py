@@ -7,6 +7,7 @@ from console_recorded import (
     NO_STORES,
     NOT_READY,
     READY,
+    TEST_HOST,
     RecordedKafka,
     Services,
     group_answer,
@@ -52,4 +53,6 @@ def kafka() -> RecordedKafka:
 
 @pytest.fixture
 def settings() -> ConsoleSettings:
-    return ConsoleSettings.model_validate({"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"}, **NO_STORES})
+    return ConsoleSettings.model_validate(
+        {"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"}, **NO_STORES, **TEST_HOST}
+    )

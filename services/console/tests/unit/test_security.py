@@ -8,9 +8,10 @@ import re
 from typing import Any
 
 import pytest
-from console_recorded import NO_STORES, RecordedKafka, Services
+from console_recorded import NO_STORES, TEST_HOST, RecordedKafka, Services
 from console_web import basic, csrf_token, web_for
 
+from fluxgate_console.security import host_name
 from fluxgate_console.settings import ConsoleSettings
 
 SAME_ORIGIN = {"Origin": "http://testserver"}
@@ -24,6 +25,7 @@ def roles() -> ConsoleSettings:
             "page_auth": {"mode": "basic", "username": "viewer", "password": "look-secret"},
             "replay_auth": {"mode": "basic", "username": "operator", "password": "replay-secret"},
             **NO_STORES,
+            **TEST_HOST,
         }
     )
 
@@ -89,7 +91,7 @@ async def test_a_viewer_may_look_and_gets_403_on_replay(
 async def test_replay_open_to_every_viewer_only_when_said(kafka: RecordedKafka, services: Services) -> None:
     """replay_auth none: the operator is whoever may look, never someone the page refuses."""
     settings = ConsoleSettings.model_validate(
-        {"page_auth": {"mode": "bearer", "token": "look"}, "replay_auth": {"mode": "none"}, **NO_STORES}
+        {"page_auth": {"mode": "bearer", "token": "look"}, "replay_auth": {"mode": "none"}, **NO_STORES, **TEST_HOST}
     )
     client, _ = await web_for(settings, kafka, services)
     viewer = {"Authorization": "Bearer look"}
@@ -131,3 +133,25 @@ async def test_the_page_runs_only_its_own_nonced_script(
     assert re.findall(r"<style[^>]*>", page) == [f'<style nonce="{nonce}">']
     assert not re.findall(r"\son[a-z]+=", page), "no inline event handler (CSP would block it)"
     assert not re.findall(r'\sstyle="', page), "no style attribute (CSP would block it)"
+
+
+async def test_a_host_the_console_is_not_known_by_is_refused(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    """DNS rebinding: a page of evil.example, its name made to resolve to the console's address,
+    is its own origin; its Host gives it away."""
+    client, replayer = await web_for(settings, kafka, services)
+    rebound = {"Host": "evil.example:9108", "Origin": "http://evil.example:9108"}
+    looked = client.get("/", headers=rebound)
+    assert looked.status_code == 400 and "web.allowed_hosts" in looked.json()["message"]
+    token = csrf_token(client)
+    posted = client.post("/api/replay", json=ASKED, headers={**rebound, "X-CSRF-Token": token})
+    assert posted.status_code == 400 and replayer.replayed == []
+    assert security_headers(posted)["x-frame-options"] == "DENY"
+
+
+@pytest.mark.parametrize(
+    ("host", "name"), [("127.0.0.1:9108", "127.0.0.1"), ("[::1]:9108", "[::1]"), ("Console", "console"), ("", "")]
+)
+def test_host_names_without_their_port(host: str, name: str) -> None:
+    assert host_name(host) == name

@@ -118,6 +118,7 @@ def test_the_page_is_on_loopback_unless_said_and_tls_needs_both_files(
 ) -> None:
     settings = load_settings(ConsoleSettings)
     assert (settings.web.host, settings.web.tls_certfile, settings.web.trusted_origins) == ("127.0.0.1", None, [])
+    assert settings.web.allowed_hosts == ["127.0.0.1", "localhost", "[::1]"]
     cert = tmp_path / "console.crt"
     cert.write_text("a PEM certificate")
     monkeypatch.setenv("FLUXGATE_CONSOLE_WEB__TLS_CERTFILE", str(cert))

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from console_recorded import NO_STORES, RecordedKafka, Services
+from console_recorded import NO_STORES, TEST_HOST, RecordedKafka, Services
 from starlette.testclient import TestClient
 
 from fluxgate_console.console import Console
@@ -151,7 +151,7 @@ async def test_elasticsearch_answering_garbage_is_its_error() -> None:
 @pytest.fixture
 def console(kafka: RecordedKafka, services: Services) -> Console:
     settings = ConsoleSettings.model_validate({"page_auth": {"mode": "none"}, "replay_auth": {"mode": "none"},
-                                               **NO_STORES})  # fmt: skip
+                                               **NO_STORES, **TEST_HOST})  # fmt: skip
     console = Console(settings, kafka, DeadLetterBook(settings.deadletters), client=services.client())
     rows = [row("d1", TODAY, m) for m in range(5)]
 

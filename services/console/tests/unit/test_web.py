@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from console_recorded import NO_STORES, RecordedKafka, Services, forged_letter
+from console_recorded import NO_STORES, TEST_HOST, RecordedKafka, Services, forged_letter
 from console_web import basic, same_site, web_for
 
 from fluxgate_console.deadletters import DeadLetter
@@ -21,6 +21,7 @@ def secured() -> ConsoleSettings:
             "page_auth": {"mode": "basic", "username": "ops", "password": "page-secret"},
             "replay_auth": {"mode": "bearer", "token": "replay-token"},
             **NO_STORES,
+            **TEST_HOST,
         }
     )
 
