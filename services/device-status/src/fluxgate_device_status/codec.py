@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import faust
 from faust.serializers import codecs
 
-from fluxgate_core.errors import SerializationError
+from fluxgate_core.errors import RegistryError, SerializationError
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 
 
@@ -32,6 +33,20 @@ class Undecodable:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class AwaitingRegistry:
+    """A value whose writer schema the registry was asked for and did not give (it is down
+    or out of reach): a good reading, maybe, decoded again by the agent until it answers.
+
+    Raising instead would let faust acknowledge the record before any agent saw it (its
+    conductor acks a value that fails to load, then throws the error into the stream): the
+    reading would be lost and the agent would end.
+    """
+
+    reason: str
+    again: Callable[[], Any]  # the value decoded again: a record, Undecodable or AwaitingRegistry
+
+
 class AvroDecoding(faust.Codec):
     """Decodes wire-format values; refuses to encode (this service never writes readings)."""
 
@@ -42,7 +57,9 @@ class AvroDecoding(faust.Codec):
     def _loads(self, s: bytes) -> Any:
         try:
             return self._decoder.decode(s)
-        except SerializationError as exc:  # a RegistryError (registry down) still raises: not the record's fault
+        except RegistryError as exc:  # not the record's fault: it is read again, not skipped
+            return AwaitingRegistry(str(exc), partial(self._loads, s))
+        except SerializationError as exc:
             return Undecodable(str(exc))
 
     def _dumps(self, s: Any) -> bytes:

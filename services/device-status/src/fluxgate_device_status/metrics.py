@@ -8,6 +8,10 @@ READINGS = Counter("fluxgate_status_readings_total", "SensorReading records appl
 REPLAYS = Counter(
     "fluxgate_status_replayed_readings_total", "Readings skipped because the table had already counted them"
 )
+REGISTRY_WAITS = Counter(
+    "fluxgate_status_registry_waits_total",
+    "Times a reading waited for the schema registry to give its writer schema (it is read again, not skipped)",
+)
 UNDECODABLE = Counter("fluxgate_status_undecodable_total", "Input records that are not readable SensorReadings")
 TRANSITIONS = Counter("fluxgate_status_transitions_total", "DeviceStatus transitions produced", ["status"])
 DEVICES = Gauge("fluxgate_status_devices", "Devices in this instance's part of the table", ["status"])

@@ -9,6 +9,7 @@ reading may have arrived since) and writes the transition.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ import structlog
 
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
-from fluxgate_device_status.codec import TableStates, Undecodable
+from fluxgate_device_status.codec import AwaitingRegistry, TableStates, Undecodable
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import DeviceStatusSettings
 from fluxgate_device_status.state import (
@@ -37,6 +38,9 @@ from fluxgate_device_status.state import (
 
 log = structlog.get_logger(__name__)
 Clock = Callable[[], int]
+# A reading whose writer schema the registry did not give is decoded again after 0.5 s,
+# then 1, 2, ... up to every 10 s, until it answers.
+REGISTRY_BACKOFF_S = (0.5, 10.0)
 
 
 def wall_ms() -> int:
@@ -135,15 +139,33 @@ class DeviceTracker:
 
     async def _track_readings(self, stream: Any) -> None:
         async for event in stream.events():
-            if isinstance(event.value, Undecodable):
+            value = event.value
+            if isinstance(value, AwaitingRegistry):
+                value = await self._when_registry_answers(value, event.message)
+            if isinstance(value, Undecodable):
                 metrics.UNDECODABLE.inc()
                 self._read(event.message)
                 log.warning("reading.undecodable", topic=event.message.topic, partition=event.message.partition,
-                            offset=event.message.offset, reason=event.value.reason)  # fmt: skip
+                            offset=event.message.offset, reason=value.reason)  # fmt: skip
                 continue
             self._read(event.message)
-            reading = Reading.from_record(event.value, event.message.partition, event.message.offset)
+            reading = Reading.from_record(value, event.message.partition, event.message.offset)
             await self.on_reading(reading)
+
+    async def _when_registry_answers(self, waiting: AwaitingRegistry, message: Any) -> Any:
+        """The value decoded once the registry gives its writer schema. The readings behind it
+        wait (in order), and faust acknowledges none of them before it is applied."""
+        delay, most = REGISTRY_BACKOFF_S
+        value: Any = waiting
+        while isinstance(value, AwaitingRegistry):
+            metrics.REGISTRY_WAITS.inc()
+            log.warning("reading.registry_unreachable", topic=message.topic, partition=message.partition,
+                        offset=message.offset, reason=value.reason, retry_in_s=delay)  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, most)
+            # In a thread: a registry that does not answer must not stop the event loop (heartbeats, the web API).
+            value = await asyncio.to_thread(value.again)
+        return value
 
     def _read(self, message: Any) -> None:
         partition, offset = message.partition, message.offset

@@ -46,13 +46,20 @@ class Fleet:
         self.app_id = f"device-status-{uuid.uuid4().hex[:8]}"
         self.data_dir = data_dir
 
-    def send(self, device_id: str, value: float = 21.5, metric: str = "temperature", count: int = 1) -> None:
-        """``count`` readings of one device, flushed."""
+    def send(
+        self,
+        device_id: str,
+        value: float = 21.5,
+        metric: str = "temperature",
+        count: int = 1,
+        encoder: AvroEncoder | None = None,
+    ) -> None:
+        """``count`` readings of one device, flushed; written with ``encoder``'s schema when given."""
         for _ in range(count):
-            self._produce(device_id, value, metric)
+            self._produce(device_id, value, metric, encoder or self.encoder)
         assert self.producer.flush(30) == 0
 
-    def _produce(self, device_id: str, value: float, metric: str) -> None:
+    def _produce(self, device_id: str, value: float, metric: str, encoder: AvroEncoder) -> None:
         now = int(time.time() * 1000)
         record = {
             "device_id": device_id,
@@ -66,14 +73,14 @@ class Fleet:
             "sequence": None,
             "attributes": {},
         }
-        self.producer.produce(self.readings_topic, self.encoder.encode(record), key=device_id.encode())
+        self.producer.produce(self.readings_topic, encoder.encode(record), key=device_id.encode())
         self.producer.poll(0)
 
-    def service(self, **env: str) -> ServiceProcess:
+    def service(self, registry_url: str | None = None, **env: str) -> ServiceProcess:
         port = free_port()
         settings = {
             "KAFKA__BOOTSTRAP_SERVERS": self.bootstrap,
-            "REGISTRY__URL": self.registry_url,
+            "REGISTRY__URL": registry_url or self.registry_url,
             "HTTP__HOST": "127.0.0.1",
             "HTTP__PORT": str(port),
             "STATUS__APP_ID": self.app_id,

@@ -7,9 +7,16 @@ from typing import Any
 
 import pytest
 
-from fluxgate_core.errors import ConfigError, SerializationError
+from fluxgate_core.errors import ConfigError, RegistryError, SerializationError
 from fluxgate_core.settings import load_settings
-from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, TableStates, Undecodable, librdkafka_partitioner
+from fluxgate_device_status.codec import (
+    AvroDecoding,
+    AvroEncoding,
+    AwaitingRegistry,
+    TableStates,
+    Undecodable,
+    librdkafka_partitioner,
+)
 from fluxgate_device_status.settings import StatusSettings
 
 
@@ -38,9 +45,13 @@ def test_a_tick_longer_than_the_threshold_is_refused(monkeypatch: pytest.MonkeyP
 
 
 class FakeDecoder:
+    registry_up = True
+
     def decode(self, data: bytes) -> dict[str, Any]:
         if data == b"bad":
             raise SerializationError("not wire format")
+        if not self.registry_up:
+            raise RegistryError("schema registry unreachable fetching id 3")
         return {"device_id": data.decode()}
 
 
@@ -53,6 +64,16 @@ def test_a_poison_value_becomes_undecodable_instead_of_ending_the_agent() -> Non
     codec = AvroDecoding(FakeDecoder())
     assert codec.loads(b"dev-1") == {"device_id": "dev-1"}
     assert codec.loads(b"bad") == Undecodable("not wire format")
+
+
+def test_a_value_met_while_the_registry_is_away_waits_to_be_decoded_again_and_never_raises() -> None:
+    decoder = FakeDecoder()
+    decoder.registry_up = False
+    waiting = AvroDecoding(decoder).loads(b"dev-2")
+    assert isinstance(waiting, AwaitingRegistry) and "unreachable" in waiting.reason
+    assert isinstance(waiting.again(), AwaitingRegistry)
+    decoder.registry_up = True
+    assert waiting.again() == {"device_id": "dev-2"}
 
 
 def test_the_encoding_codec_uses_the_registered_encoder() -> None:
