@@ -11,8 +11,12 @@ derived ones over the chart's own defaults.
 {{- fail "replicaCount must be 1: every console asks every service, Kafka and store on its own, and a second one behind the Service shows a page of its own (see the chart's README)" -}}
 {{- end -}}
 {{- $p := .Values.envPrefix -}}
-{{- /* The page on every address of the pod: the Settings' default (127.0.0.1) would reach nothing from the Service. */ -}}
-{{- $own := dict (printf "%sSERVICES" $p) (list) (printf "%sWEB__PORT" $p) (toString .Values.webPort) (printf "%sWEB__HOST" $p) "0.0.0.0" -}}
+{{- /* The page on every address of the pod: the Settings' default (127.0.0.1) would reach nothing from the Service.
+It answers to the loopback names (port-forward) and the Service's own (Kafka UI and the like reading /connect). */ -}}
+{{- $full := include "fluxgate.fullname" . -}}
+{{- $svc := printf "%s.%s.svc" $full .Release.Namespace -}}
+{{- $hosts := list "127.0.0.1" "localhost" "[::1]" $full (printf "%s.%s" $full .Release.Namespace) $svc (printf "%s.cluster.local" $svc) -}}
+{{- $own := dict (printf "%sSERVICES" $p) (list) (printf "%sWEB__PORT" $p) (toString .Values.webPort) (printf "%sWEB__HOST" $p) "0.0.0.0" (printf "%sWEB__ALLOWED_HOSTS" $p) $hosts -}}
 {{- $_ := set .Values "config" (merge (deepCopy .Values.config) (.Values.derivedConfig | default dict) $own) -}}
 {{- $web := dict "name" "web" "protocol" "TCP" -}}
 {{- $service := include "fluxgate.service" . | fromYaml -}}
