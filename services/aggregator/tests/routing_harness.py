@@ -1,5 +1,5 @@
 """The job's real ``foreachBatch`` function (``routing.router``) driven batch by batch on
-static DataFrames: the records go through the job's own decoding (``job.decoded``), its
+static DataFrames: the records are framed as the query hands them (``wire.framed``) and decoded by it, its
 ledger lives in a temporary folder, and what it writes is collected and decoded back into
 the reference model's terms. No Kafka, no registry: the schema ids are fixed."""
 
@@ -15,12 +15,11 @@ from pyspark.sql import DataFrame, SparkSession
 from routing_model import Broken, Identity, Outputs, Reading, Record, Stats
 
 from fluxgate_aggregator.contracts import Contracts
-from fluxgate_aggregator.job import decoded
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings
 from fluxgate_aggregator.state import JobState
-from fluxgate_aggregator.wire import compact
+from fluxgate_aggregator.wire import compact, framed
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 
 READING_ID, AGGREGATE_ID = 1, 2
@@ -100,7 +99,7 @@ class SparkRouter:
         rows = [(b"k", wire(r), self.settings.input_topic, 0, self.offset + i) for i, r in enumerate(records)]
         self.offset += len(records)
         self.written = []
-        self.route(decoded(self.spark.createDataFrame(rows, RAW), CONTRACTS), batch_id)
+        self.route(framed(self.spark.createDataFrame(rows, RAW)), batch_id)
         return self._outputs()
 
     def restart(self) -> None:

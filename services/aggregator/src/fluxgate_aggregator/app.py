@@ -74,7 +74,7 @@ class AggregatorJob:
             self._state = state
             window = settings.window.size
             log.info("aggregator.started", input=settings.input_topic, output=settings.output_topic, window=window)
-            return Supervisor(spark, settings, client, contracts, state).run(stop)
+            return Supervisor(settings, state).run(stop)
         finally:
             for query in state.queries:
                 query.stop()

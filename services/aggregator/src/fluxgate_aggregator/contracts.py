@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from fluxgate_aggregator.wire import compact
+from fluxgate_aggregator.writers import Listing
 from fluxgate_core.errors import RegistryError
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_text
 from fluxgate_core.serde import register, value_subject
@@ -18,6 +20,9 @@ class Contracts:
     writers: dict[int, str]
     output: str
     output_id: int
+    # Lists the input subject's writer schemas as the registry has them at the time of the
+    # call; None: ``writers`` is all there is (tests, benchmarks).
+    listing: Listing | None = None
 
 
 def load_contracts(client: SchemaRegistryClient, input_topic: str, output_topic: str, compatibility: str) -> Contracts:
@@ -34,6 +39,7 @@ def load_contracts(client: SchemaRegistryClient, input_topic: str, output_topic:
         writer_schemas(client, subject),
         compact(schema_text(TEMPERATURE_AGGREGATE)),
         output_id,
+        partial(writer_schemas, client, subject),
     )
 
 

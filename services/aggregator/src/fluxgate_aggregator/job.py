@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -28,7 +28,8 @@ from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings
 from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.windows import encoded, window_stats
-from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, decode, frame_columns
+from fluxgate_aggregator.wire import framed, with_reading
+from fluxgate_aggregator.writers import WriterSchemas
 
 # The query's checkpoint, versioned by plan: Spark refuses to resume a plan from a
 # checkpoint of another one. v3: one query (foreachBatch) in place of the aggregation
@@ -52,6 +53,14 @@ def kafka_options(settings: AggregatorSettings) -> dict[str, str]:
 
 
 def read_decoded(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
+    """The input topic, decoded in the streaming plan with the writer schemas of ``contracts``
+    (the baseline's path; the job decodes in each micro-batch, see :func:`read_framed`)."""
+    return with_reading(read_framed(spark, settings), contracts.writers, contracts.reader)
+
+
+def read_framed(spark: SparkSession, settings: AggregatorSettings) -> DataFrame:
+    """The input topic, framed but not decoded: each micro-batch decodes its records with the
+    writer schemas known when it runs, a version registered since the start included."""
     raw = (
         spark.readStream.format("kafka")
         .options(**kafka_options(settings))
@@ -61,19 +70,13 @@ def read_decoded(spark: SparkSession, settings: AggregatorSettings, contracts: C
     )
     if settings.spark.max_offsets_per_trigger:
         raw = raw.option("maxOffsetsPerTrigger", str(settings.spark.max_offsets_per_trigger))
-    return decoded(raw.load(), contracts)
+    return framed(raw.load())
 
 
 def decoded(raw: DataFrame, contracts: Contracts) -> DataFrame:
     """Kafka records (``key``, ``value``, ``topic``, ``partition``, ``offset``, streaming or
     not) with ``reading``: the value decoded, null when it does not decode."""
-    framed = raw.select("key", "value", "topic", "partition", "offset", *_aliased(frame_columns(F.col("value"))))
-    reading = decode(F.col("body"), F.col(SCHEMA_ID), contracts.writers, contracts.reader)
-    return framed.withColumn("reading", F.when(F.col(MAGIC_OK), reading))
-
-
-def _aliased(columns: dict[str, Column]) -> list[Column]:
-    return [column.alias(name) for name, column in columns.items()]
+    return with_reading(framed(raw), contracts.writers, contracts.reader)
 
 
 def aggregate(decoded: DataFrame, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
@@ -103,7 +106,10 @@ def starters(
     spark: SparkSession, settings: AggregatorSettings, contracts: Contracts, state: JobState
 ) -> dict[str, Callable[[], StreamingQuery]]:
     """How to start the query by name; calling it again resumes it from its checkpoint."""
-    decoded = read_decoded(spark, settings, contracts)
+    frames = read_framed(spark, settings)
+    if state.writers is None:
+        state.writers = WriterSchemas(contracts.writers, contracts.listing)
+    writers = state.writers
     options = kafka_options(settings)
 
     def write(rows: DataFrame) -> None:
@@ -111,7 +117,7 @@ def starters(
 
     checkpoint = checkpoints.location(settings.checkpoint_dir, AGGREGATES_CHECKPOINT)
     if state.ledger is not None:
-        state.ledger.reset()  # a restart with new writer schemas: the former plan's cache goes
+        state.ledger.reset()  # started again: the former plan's cache goes
     state.ledger = ledger = Ledger(spark, f"{checkpoint}/ledger")
 
     def aggregates() -> StreamingQuery:
@@ -119,8 +125,8 @@ def starters(
         # Each start reads the ledger back from the checkpoint: the query resumes from there.
         ledger.reset()
         return (
-            decoded.writeStream.queryName(QUERY)
-            .foreachBatch(router(settings, contracts, state, ledger, write))
+            frames.writeStream.queryName(QUERY)
+            .foreachBatch(router(settings, contracts, state, ledger, write, writers))
             .option("checkpointLocation", checkpoint)
             .trigger(processingTime=settings.spark.trigger_interval)
             .start()

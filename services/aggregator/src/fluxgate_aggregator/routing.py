@@ -30,6 +30,9 @@ from fluxgate_aggregator.deadletters import dead_letter_headers
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.windows import encoded, window_stats
+from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, with_reading
+from fluxgate_aggregator.writers import WriterSchemas
+from fluxgate_core.serde import value_subject
 
 if TYPE_CHECKING:
     from fluxgate_aggregator.state import JobState
@@ -55,6 +58,7 @@ class Outcome:
     counted: int
     behind: int  # at or behind the watermark, copies included
     latest_event_ms: int | None
+    unknown_ids: list[int]  # schema ids of wire-format records the batch had no writer schema for
 
 
 def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], watermark_ms: int) -> DataFrame:
@@ -65,14 +69,16 @@ def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int],
     dead = F.col("reading").isNull()
     counted = F.col("reading.event_time") > _at(watermark_ms)
     as_is = dead | ~counted
+    unknown = dead & F.col(MAGIC_OK) & ~F.col(SCHEMA_ID).isin(known_ids)
     fields = [F.col(f"reading.{name}").alias(name) for name in FIELDS]
     return batch.where(dead | (F.col("reading.metric") == settings.metric)).select(
         F.when(as_is, F.col("key")).alias("record_key"),
         F.when(as_is, F.col("value")).alias("record_value"),
-        F.when(dead, dead_letter_headers(known_ids)).alias("headers"),
+        F.when(dead, dead_letter_headers(known_ids, value_subject(settings.input_topic))).alias("headers"),
         dead.alias("dead"),
         *fields,
         counted.alias("counted"),
+        F.when(unknown, F.col(SCHEMA_ID)).alias("unknown_id"),
     )
 
 
@@ -83,9 +89,10 @@ def outcome(records: DataFrame) -> Outcome:
         F.count(F.when(reading & F.col("counted"), 1)).alias("counted"),
         F.count(F.when(reading & ~F.col("counted"), 1)).alias("behind"),
         F.max(F.unix_millis(F.col("event_time"))).alias("latest"),
+        F.collect_set("unknown_id").alias("unknown_ids"),  # nulls skipped: empty but for those records
     ).first()
     assert row is not None
-    return Outcome(row["dead"], row["counted"], row["behind"], row["latest"])
+    return Outcome(row["dead"], row["counted"], row["behind"], row["latest"], sorted(row["unknown_ids"]))
 
 
 def first_late(records: DataFrame, seen: DataFrame) -> DataFrame:
@@ -158,21 +165,45 @@ def router(
     state: JobState,
     ledger: Ledger,
     write: Callable[[DataFrame], None],
+    writers: WriterSchemas | None = None,
 ) -> Callable[[DataFrame, int], None]:
-    """The ``foreachBatch`` function of the single query."""
-    known_ids = sorted(contracts.writers)
+    """The ``foreachBatch`` function of the single query, over framed records
+    (:func:`~fluxgate_aggregator.wire.framed`); ``writers`` by default: those of ``contracts``."""
+    schemas = writers or WriterSchemas(contracts.writers, contracts.listing)
     delay_ms = duration_ms(settings.window.watermark)
     horizon = horizon_ms(settings)
+
+    def decided(batch: DataFrame, watermark: int) -> tuple[DataFrame, Outcome]:
+        """The batch decoded with the writer schemas known now, routed, cached, counted."""
+        known = schemas.schemas
+        records = routed(with_reading(batch, known, contracts.reader), settings, sorted(known), watermark)
+        records = records.persist()
+        return records, outcome(records)
+
+    def read(batch: DataFrame, watermark: int) -> tuple[DataFrame, Outcome]:
+        """As :func:`decided`; when the batch met schema ids not known yet and the registry
+        holds some of them now, decoded again with those (the registry asked once)."""
+        records, got = decided(batch, watermark)
+        if not got.unknown_ids:
+            return records, got
+        try:
+            learned = schemas.learn(got.unknown_ids)
+        except BaseException:
+            records.unpersist()  # the batch fails, to be run again: nothing of it is judged
+            raise
+        if not learned:
+            return records, got
+        records.unpersist()
+        return decided(batch, watermark)
 
     def route(batch: DataFrame, batch_id: int) -> None:
         ledger.prepare(batch_id)
         watermark = ledger.watermark_ms
-        records = routed(batch, settings, known_ids, watermark).persist()
+        with PHASE_SECONDS.labels("read").time():
+            records, got = read(batch, watermark)
         late: DataFrame | None = None
         kept = False
         try:
-            with PHASE_SECONDS.labels("read").time():
-                got = outcome(records)
             upto = next_watermark(watermark, got.latest_event_ms, delay_ms)
             # Every reading of the batch is recorded, late ones and copies too: a later copy
             # of any of them is then known (a late one's copy is not written twice).

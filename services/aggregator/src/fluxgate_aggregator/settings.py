@@ -111,7 +111,10 @@ class AggregatorSettings(BaseSettings):
         5, ge=0, description="failed queries are resumed from their checkpoint this many times before the job exits 1"
     )
     schema_refresh_seconds: float = Field(
-        30.0, gt=0, description="how often the registry is asked for new writer schemas of the input subject"
+        30.0,
+        gt=0,
+        description="how often the registry is asked for new writer schemas of the input subject ahead of their"
+        " first record (a batch that meets an unknown schema id asks it then)",
     )
     checkpoint_dir: str = Field(".local/checkpoints/aggregator", min_length=1, description="durable on a cluster")
     progress_group: str | None = Field(

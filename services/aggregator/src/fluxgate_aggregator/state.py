@@ -11,6 +11,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 if TYPE_CHECKING:
     from fluxgate_aggregator.ledger import Ledger
+    from fluxgate_aggregator.writers import WriterSchemas
 
 
 @dataclass
@@ -22,6 +23,7 @@ class JobState:
     dead_letters: int = 0
     ledger_rows: int = 0
     ledger: Ledger | None = None
+    writers: WriterSchemas | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     starters: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
 

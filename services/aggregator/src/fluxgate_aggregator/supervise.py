@@ -1,33 +1,24 @@
-"""The driver's loop between batches: restart failed queries, follow new writer schemas."""
+"""The driver's loop between batches: restart failed queries, look for new writer schemas."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from fluxgate_aggregator.contracts import Contracts, writer_schemas
-from fluxgate_aggregator.job import start
 from fluxgate_aggregator.settings import AggregatorSettings
 from fluxgate_aggregator.state import JobState
 from fluxgate_core.errors import RegistryError
-from fluxgate_core.serde import value_subject
 
 log = structlog.get_logger(__name__)
 
 
 @dataclass
 class Supervisor:
-    spark: SparkSession
     settings: AggregatorSettings
-    client: SchemaRegistryClient
-    contracts: Contracts
     state: JobState
     restarts: int = 0
     checked_at: float = field(default_factory=time.monotonic)
@@ -70,25 +61,16 @@ class Supervisor:
         self.state.restart(query)
 
     def follow_writers(self) -> None:
-        """Decoding is planned per writer schema id, so a gateway that registers a new
-        version needs new plans: stop both queries and start them again from their
-        checkpoints. Records with the new id read before that are dead-lettered with
-        the reason (their bytes kept), never dropped."""
-        with self._turn:
-            self._follow_writers()
-
-    def _follow_writers(self) -> None:
-        subject = value_subject(self.settings.input_topic)
+        """Learn the versions registered since the last look, so that the batch that meets
+        one need not ask the registry itself (it would: see :mod:`fluxgate_aggregator.writers`).
+        Each batch plans its decoding anew: the query runs on, no restart."""
+        writers = self.state.writers
+        if writers is None:
+            return
         try:
-            writers = writer_schemas(self.client, subject)
+            new = writers.refresh()
         except RegistryError as exc:
             log.warning("aggregator.registry_unreachable", error=str(exc))
             return
-        new = sorted(set(writers) - set(self.contracts.writers))
-        if not new:
-            return
-        log.info("aggregator.new_writer_schemas", subject=subject, ids=new)
-        for query in self.state.queries:
-            query.stop()
-        self.contracts = dataclasses.replace(self.contracts, writers=writers)
-        start(self.spark, self.settings, self.contracts, self.state)
+        if new:
+            log.info("aggregator.new_writer_schemas", topic=self.settings.input_topic, ids=new)

@@ -1,8 +1,9 @@
 """Confluent wire format in Spark SQL: no Python on the hot path, only Catalyst expressions.
 
 A value is magic byte 0, a 4-byte big-endian schema id, then the Avro body. Decoding
-picks the writer schema by id among those registered for the input subject when the
-job started and resolves it to the reader schema the aggregator was written against.
+picks the writer schema by id among those registered for the input subject (as each
+micro-batch knows them: :mod:`fluxgate_aggregator.writers`) and resolves it to the reader
+schema the aggregator was written against.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import struct
 from collections.abc import Mapping
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro, to_avro
 
@@ -26,6 +27,20 @@ def frame_columns(value: Column) -> dict[str, Column]:
         SCHEMA_ID: F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"),
         "body": F.expr("substring(value, 6, length(value) - 5)"),
     }
+
+
+def framed(raw: DataFrame) -> DataFrame:
+    """Kafka records (``key``, ``value``, ``topic``, ``partition``, ``offset``) with the wire
+    format's header fields and body: what the query hands each micro-batch."""
+    header = [column.alias(name) for name, column in frame_columns(F.col("value")).items()]
+    return raw.select("key", "value", "topic", "partition", "offset", *header)
+
+
+def with_reading(frames: DataFrame, writers: Mapping[int, str], reader: str) -> DataFrame:
+    """``frames`` with ``reading``: the value decoded with its writer schema among
+    ``writers``, null when it does not decode (or its id is not among them)."""
+    reading = decode(F.col("body"), F.col(SCHEMA_ID), writers, reader)
+    return frames.withColumn("reading", F.when(F.col(MAGIC_OK), reading))
 
 
 def decode(body: Column, schema_id: Column, writers: Mapping[int, str], reader: str) -> Column:

@@ -1,7 +1,7 @@
 """The aggregator verifies every persister's pact for ``temperatures.aggregated``
 (``contracts-tests/pacts/*-persister-aggregator.json``) against bytes the running job
-writes: wire-format readings decoded by the job's own ``job.decoded``, routed by its
-``foreachBatch`` function (``routing.router``, with a ledger in a temporary folder), which
+writes: wire-format readings framed as the job's query hands them (``wire.framed``) to its
+``foreachBatch`` function (``routing.router``, with a ledger in a temporary folder), which decodes,
 windows and encodes them (``windows.window_stats`` and ``windows.encoded``; ``to_avro``
 under the output schema) into what it hands the Kafka sink; those values are decoded from
 the Confluent wire format with the **writer's** schema by the real ``AvroDecoder`` and
@@ -27,14 +27,14 @@ from pact.types import Message
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from fluxgate_aggregator import job, windows
+from fluxgate_aggregator import windows
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.state import JobState
-from fluxgate_aggregator.wire import compact
+from fluxgate_aggregator.wire import compact, framed
 from fluxgate_aggregator.wire import encode as wire_encode
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
@@ -122,7 +122,7 @@ def aggregated(spark: SparkSession, workdir: Path, output_schema: dict[str, Any]
     written: list[Any] = []
     ledger = Ledger(spark, str(workdir / "ledger"))
     route = router(settings, contracts, JobState(), ledger, lambda rows: written.extend(rows.collect()))
-    route(job.decoded(raw_readings(spark, readings, 0), contracts), 0)
+    route(framed(raw_readings(spark, readings, 0)), 0)
     return [bytes(row.value) for row in written if row.topic == settings.output_topic]
 
 

@@ -75,7 +75,7 @@ class RunningJob:
         spark.streams.addListener(self.listener)
         contracts = load_contracts(registry, settings.input_topic, settings.output_topic, "BACKWARD")
         start(spark, settings, contracts, self.state)
-        self.supervisor = Supervisor(spark, settings, registry, contracts, self.state)
+        self.supervisor = Supervisor(settings, self.state)
         self.gave_up = False
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
@@ -110,8 +110,8 @@ class RunningJob:
 def run_job(spark: Any, registry_client: Any) -> Iterator[Callable[[AggregatorSettings], RunningJob]]:
     jobs: list[RunningJob] = []
 
-    def launch(settings: AggregatorSettings) -> RunningJob:
-        jobs.append(RunningJob(spark, settings, registry_client))
+    def launch(settings: AggregatorSettings, registry: Any = None) -> RunningJob:
+        jobs.append(RunningJob(spark, settings, registry or registry_client))
         return jobs[-1]
 
     yield launch
