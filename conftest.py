@@ -67,3 +67,17 @@ def hazelcast() -> tuple[str, str]:
 
     endpoints = ensure_up(["hazelcast"])
     return endpoints.hazelcast_address, endpoints.hazelcast_cluster
+
+
+@pytest.fixture(scope="session")
+def images() -> str:
+    """Every service's image built with podman (``make images``); the tag the charts pull.
+    Built once per test process: a rebuild with nothing changed reuses every layer."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).parent / "tools" / "images.py"
+    result = subprocess.run([sys.executable, str(tool), "build"], capture_output=True, text=True, timeout=2400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return "0.1.0"

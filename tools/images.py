@@ -21,12 +21,14 @@ mounted for one RUN step and never written into a layer: ``ca.crt`` (a PEM bundl
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,15 +39,20 @@ BASE_TAGS = ("docker.io/library/python:3.11-slim", "docker.io/library/python:3.1
 # What a slim image leaves out: documentation, manual pages and translations.
 SLIM_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# As Debian's own images do, apt removes the packages it downloaded once they are installed.
+APT_CLEAN = (
+    "".join(
+        f'{hook} {{ "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin'
+        ' || true"; };\n'
+        for hook in ("DPkg::Post-Invoke", "APT::Update::Post-Invoke")
+    )
+    + 'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";\n'
+)
 BASE_RECIPE = """FROM scratch
 ADD rootfs.tar /
-# The official image's layout: python, pip and console scripts in /usr/local/bin. And, as
-# Debian's own images do, apt removes the packages it downloaded once they are installed.
-RUN python3 -m venv /usr/local && rm -rf /root/.cache \\
-    && printf '%s\\n' \\
-       'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };' \\
-       'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };' \\
-       'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' > /etc/apt/apt.conf.d/docker-clean
+COPY docker-clean /etc/apt/apt.conf.d/docker-clean
+# The official image's layout: python, pip and console scripts in /usr/local/bin.
+RUN python3 -m venv /usr/local && rm -rf /root/.cache
 ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
 LABEL dev.fluxgate.base="a local stand-in for python:3.11-slim, from Debian bookworm's packages"
 CMD ["python3"]
@@ -104,7 +111,7 @@ def ensure_tools() -> None:
 
 def recipe_digest() -> str:
     """What decides the stand-in's content: a change to it builds the base again."""
-    text = "\n".join([BASE_RECIPE, *BASE_PACKAGES, *SLIM_EXCLUDES])
+    text = "\n".join([BASE_RECIPE, APT_CLEAN, *BASE_PACKAGES, *SLIM_EXCLUDES])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -128,6 +135,7 @@ def build_base() -> None:
     if result.returncode:
         raise ImageError(f"mmdebstrap failed ({result.returncode}):\n{result.stderr[-4000:]}")
     (WORK / "Containerfile.base").write_text(BASE_RECIPE)
+    (WORK / "docker-clean").write_text(APT_CLEAN)
     tags = [arg for tag in BASE_TAGS for arg in ("-t", tag)]
     podman("build", "--format", "docker", "--label", f"dev.fluxgate.base-recipe={recipe_digest()}",
            "-f", str(WORK / "Containerfile.base"), *tags, str(WORK))  # fmt: skip
@@ -193,6 +201,16 @@ def sizes() -> dict[str, int]:
     return found
 
 
+@contextlib.contextmanager
+def one_build_at_a_time() -> Iterator[None]:
+    """CI builds the images early, in the background, and the container tests build them
+    again: the second waits for the first, then finds every layer cached."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    with (WORK / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["build", "base", "sizes"])
@@ -202,12 +220,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"no image named {', '.join(unknown)}; the images are {', '.join(IMAGES)}")
     if options.command != "sizes":
-        ensure_tools()
-        build_base()
-    if options.command == "build":
-        for name in options.services or IMAGES:
-            print(f"image={name} event=building", flush=True)
-            build_image(name)
+        with one_build_at_a_time():
+            ensure_tools()
+            build_base()
+            for name in options.services or IMAGES if options.command == "build" else ():
+                print(f"image={name} event=building", flush=True)
+                build_image(name)
+            podman("image", "prune", "--force")  # the layers a rebuild replaced
     print(json.dumps({name: f"{size / 1e6:.0f} MB" for name, size in sizes().items()}, indent=2))
     return 0
 

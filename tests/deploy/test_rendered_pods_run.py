@@ -1,11 +1,12 @@
-"""Each pod the umbrella chart renders, run for real: every Deployment's and StatefulSet's
-command started as a local process with exactly the environment (as the kubelet builds it)
-and port the pod spec gives it, the in-cluster host names of values-dev.yaml mapped to the
-local stack and each mounted volume to a folder of the test's; with simulated devices
-running, every rendered startup, liveness and readiness probe must answer 200 on the
-rendered port, the devices' readings must reach every store and device-status, and every
-service must stop cleanly. A renamed variable or a wrong port in a chart fails here even where a static check
-cannot tell (a value the service accepts but cannot use)."""
+"""Each pod the umbrella chart renders, run for real in a container from its image (`make
+images`): every Deployment's and StatefulSet's container started with the pod spec's command,
+args, environment (as the kubelet builds it), security context (uid, read-only root
+filesystem, dropped capabilities, no privilege escalation) and volumes, the in-cluster host
+names of values-dev.yaml mapped to the local stack; with simulated devices running, every
+rendered startup, liveness and readiness probe must answer 200 on the rendered port, the
+devices' readings must reach every store and device-status, and every service must stop
+cleanly. A renamed variable, a wrong port, a file the image lacks or a write outside the
+pod's volumes fails here even where a static check cannot tell."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ from typing import Any
 import pytest
 import yaml
 from charts import CHARTS, SERVICES, UMBRELLA, render
+from containers import ContainerLauncher
 from fluxgate_testing import free_port
 from fluxgate_testing.k8s import Pod, pods
 from pipeline_stores import Stores
 from run_pipeline import (
-    BIN,
     Names,
     Pipeline,
     coap_resources_of,
@@ -41,8 +42,11 @@ from fluxgate_stack import ensure_up
 from fluxgate_stack.topics import create_topics
 
 # serial: the pods listen on their rendered ports (9101-9107), the ones `make run` uses;
-# downloads: the charts are rendered by helm, built from the Go module proxy.
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads]
+# downloads: the charts are rendered by helm, built from the Go module proxy, and the images
+# install their packages.
+pytestmark = [
+    pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads, pytest.mark.containers,
+]  # fmt: skip
 
 # Each chart's envPrefix: the settings prefix its pod's environment carries.
 PREFIXES = {name: yaml.safe_load((CHARTS / name / "values.yaml").read_text())["envPrefix"] for name in SERVICES}
@@ -62,21 +66,15 @@ def local_host_names(endpoints: Any) -> dict[str, str]:
     }
 
 
-def local_env(pod: Pod, objects: list[dict[str, Any]], endpoints: Any, folder: Path) -> dict[str, str]:
-    """The pod's environment, its servers and volumes mapped to this machine (nothing else changes)."""
+def local_env(pod: Pod, objects: list[dict[str, Any]], endpoints: Any) -> dict[str, str]:
+    """The pod's environment, its servers mapped to this machine (nothing else changes)."""
     env = pod.env(objects)
     # The console's services: each in-cluster Service or StatefulSet pod is this machine's port.
     in_cluster = re.compile(r"http://[a-z0-9.-]+\.fluxgate\.svc:")
-    mounts = {m["mountPath"]: folder / pod.name / m["name"] for m in pod.container.get("volumeMounts", [])}
     for key, value in env.items():
         for cluster, local in local_host_names(endpoints).items():
             value = value.replace(cluster, local)
-        value = in_cluster.sub("http://127.0.0.1:", value)
-        for path, local_folder in mounts.items():
-            if value.startswith(path):
-                local_folder.mkdir(parents=True, exist_ok=True)
-                value = str(local_folder) + value[len(path) :]
-        env[key] = value
+        env[key] = in_cluster.sub("http://127.0.0.1:", value)
     if env.get("FLUXGATE_MQTT_MQTT__HOST") == "mosquitto":
         env["FLUXGATE_MQTT_MQTT__HOST"] = endpoints.mqtt_host
         assert endpoints.mqtt_port == 1883, "the rendered pod connects to mosquitto's default port"
@@ -85,6 +83,11 @@ def local_env(pod: Pod, objects: list[dict[str, Any]], endpoints: Any, folder: P
             "the rendered pod connects to the CQL default port"
         )
     return env
+
+
+def pod_volumes(pod: Pod, folder: Path) -> dict[str, Path]:
+    """Each of the pod's volume mounts, as a folder of the test's (emptyDir and claims alike)."""
+    return {m["mountPath"]: folder / pod.name / m["name"] for m in pod.container.get("volumeMounts", [])}
 
 
 def probe_until_ok(pod: Pod, pipeline: Pipeline, name: str, timeout: float) -> dict[str, int]:
@@ -104,8 +107,8 @@ def probe_until_ok(pod: Pod, pipeline: Pipeline, name: str, timeout: float) -> d
     raise AssertionError(f"{name}: probes {status} after {timeout:.0f} s\n{pipeline.tail(name)}")
 
 
-def test_every_rendered_pod_runs_probes_answer_and_data_flows(
-    built_charts: Path, tmp_path: Path, elasticsearch: str, cassandra: Any, hazelcast: Any
+def test_every_rendered_pod_runs_in_its_container_probes_answer_and_data_flows(
+    built_charts: Path, images: str, tmp_path: Path, elasticsearch: str, cassandra: Any, hazelcast: Any
 ) -> None:
     endpoints = ensure_up(["kafka", "registry", "mosquitto", "elasticsearch", "cassandra", "hazelcast"])
     names = Names(prefix=f"helm{uuid.uuid4().hex[:6]}.")
@@ -124,11 +127,16 @@ def test_every_rendered_pod_runs_probes_answer_and_data_flows(
     assert {pod.argv[0] for pod in rendered} == {f"fluxgate-{name}" for name in PREFIXES}
 
     stores = Stores(endpoints, names.es_alias, f"fluxgate.{names.store_target}", names.store_target)
-    pipeline = Pipeline(tmp_path)
+    by_name = {pod.argv[0].removeprefix("fluxgate-"): pod for pod in rendered}
+    launcher = ContainerLauncher(
+        names.prefix.rstrip("."), tmp_path, images,
+        mounts={name: pod_volumes(pod, tmp_path) for name, pod in by_name.items()},
+        security={name: pod.container["securityContext"] for name, pod in by_name.items()},
+    )  # fmt: skip
+    pipeline = Pipeline(tmp_path, launcher=launcher)
     try:
-        for pod in rendered:
-            name = pod.argv[0].removeprefix("fluxgate-")
-            pipeline.start(name, [str(BIN / pod.argv[0]), *pod.argv[1:]], local_env(pod, objects, endpoints, tmp_path))
+        for name, pod in by_name.items():
+            pipeline.start(name, pod.argv, local_env(pod, objects, endpoints))
         # The devices, there as in a cluster before the probes: coap-ingest is ready only once
         # it observes one of its resources (a gateway without devices is not ready).
         pipeline.start("simulator", devices_argv(args, names))
@@ -146,6 +154,7 @@ def test_every_rendered_pod_runs_probes_answer_and_data_flows(
     finally:
         stopped = stop_upstream_first(pipeline, endpoints.bootstrap, timeout=60, names=names)
         stores.close()
+        launcher.remove_all()
     assert stopped.exits == dict.fromkeys(stopped.exits, 0), {
         n: pipeline.tail(n) for n, c in stopped.exits.items() if c
     }
