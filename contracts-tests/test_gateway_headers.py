@@ -50,7 +50,7 @@ def test_a_gateways_dead_letter_has_no_reserved_header_but_its_writers() -> None
     ]
     for headers in letters:
         recorder = Recorder()
-        writer = DeadLetterWriter(recorder, "dlq", "gateway", trailing_provenance=False)  # type: ignore[arg-type]
+        writer = DeadLetterWriter(recorder, "dlq", "gateway")  # type: ignore[arg-type]
         asyncio.run(writer.send(b"x", error=PayloadError("bad"), source="s", headers=headers))
         reserved = [name for name, _ in recorder.headers if name.startswith(RESERVED_PREFIX)]
         assert reserved == ["fluxgate.dlq.reason", "fluxgate.dlq.error.class", "fluxgate.dlq.source",

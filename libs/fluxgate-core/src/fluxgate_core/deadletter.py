@@ -48,8 +48,6 @@ SOURCE_OFFSET = "fluxgate.dlq.offset"
 TARGET = "fluxgate.dlq.target"
 RESERVED_PREFIX = "fluxgate."  # our header namespace: what a dead letter's reader trusts
 RECEIVED_PREFIX = "received."  # what an input's own header of that namespace is renamed under
-# Where a refused record came from: the sink runtime appends these after the record's headers.
-PROVENANCE = frozenset({SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, TARGET})
 MAX_REASON_BYTES = 4096
 MAX_KEPT_HEADER_BYTES = 4096  # of the input's own headers (MQTT user properties can be huge too)
 MAX_KEY_BYTES = 1024
@@ -94,16 +92,6 @@ def received_headers(headers: Headers | Sequence[tuple[str, bytes]]) -> list[tup
     return [(RECEIVED_PREFIX + name if name.startswith(RESERVED_PREFIX) else name, value) for name, value in headers]
 
 
-def trailing_provenance(headers: Headers | Sequence[tuple[str, bytes]]) -> int:
-    """How many headers at the end are a sink's :data:`PROVENANCE` of the record (each name once)."""
-    seen: set[str] = set()
-    for name, _ in reversed(headers):
-        if name not in PROVENANCE or name in seen:
-            break
-        seen.add(name)
-    return len(seen)
-
-
 def bounded_key(key: bytes | str | None) -> bytes | str | None:
     if isinstance(key, str):
         key = key.encode("utf-8", "replace")
@@ -115,9 +103,6 @@ class DeadLetterWriter:
 
     ``max_whole_bytes``: payloads over it go bounded without trying (None: always try
     whole first); ``head_bytes``: how much of the payload a bounded dead letter keeps.
-    ``trailing_provenance``: a caller that does not pass ``described`` may append its
-    :data:`PROVENANCE` headers after the input's (the sink runtime does); gateways have none,
-    so theirs is False and every reserved name among the input's headers is renamed.
     """
 
     def __init__(
@@ -128,14 +113,12 @@ class DeadLetterWriter:
         *,
         max_whole_bytes: int | None = None,
         head_bytes: int = DEFAULT_HEAD_BYTES,
-        trailing_provenance: bool = True,
     ) -> None:
         self._producer = producer
         self.topic = topic
         self._service = service
         self._max_whole_bytes = max_whole_bytes
         self._head_bytes = head_bytes
-        self._trailing_provenance = trailing_provenance
 
     async def send(
         self,
@@ -176,11 +159,7 @@ class DeadLetterWriter:
     def _own_headers(
         self, headers: Headers | Sequence[tuple[str, bytes]], described: Headers | Sequence[tuple[str, bytes]] | None
     ) -> Headers:
-        if described is None:
-            described = ()
-            if self._trailing_provenance and (count := trailing_provenance(headers)):
-                headers, described = headers[:-count], headers[-count:]
-        return [*received_headers(headers), *described]
+        return [*received_headers(headers), *(described or ())]
 
     async def _send_bounded(
         self,

@@ -54,7 +54,6 @@ class GatewayOutput:
             self.service,
             max_whole_bytes=limits.max_payload_bytes,
             head_bytes=limits.deadletter_head_bytes,
-            trailing_provenance=False,  # a device's message has no provenance of ours to keep
         )
 
 

@@ -69,25 +69,19 @@ async def test_described_headers_are_the_callers_own_and_follow_the_inputs() -> 
     assert sent[:3] == [("received.fluxgate.dlq.topic", b"forged"), *provenance]
 
 
-async def test_a_sinks_provenance_appended_after_the_records_headers_stays_its_own() -> None:
-    # The sink runtime appends where the record came from after the record's own headers;
-    # what the record itself carried (an earlier dead letter's provenance) is renamed.
-    record = [(SOURCE_TOPIC, b"sensors.readings"), (SOURCE_OFFSET, b"7"), (REASON, b"earlier"), ("k", b"v")]
+async def test_no_header_of_the_input_passes_as_ours_wherever_it_stands() -> None:
+    # A sink's provenance goes as ``described``; an earlier dead letter's provenance, or a
+    # device's forged one, among the input's headers is renamed even when it comes last.
+    record = [(SOURCE_TOPIC, b"sensors.readings"), (REASON, b"earlier"), ("k", b"v"), (TARGET, b"forged")]
     provenance = [(SOURCE_TOPIC, b"aggs"), (SOURCE_PARTITION, b"0"), (SOURCE_OFFSET, b"2"), (TARGET, b"idx")]
-    sent = await _dead_letter([*record, *provenance])
+    sent = await _dead_letter(record, described=provenance)
     assert sent[:8] == [
         ("received.fluxgate.dlq.topic", b"sensors.readings"),
-        ("received.fluxgate.dlq.offset", b"7"),
         ("received.fluxgate.dlq.reason", b"earlier"),
         ("k", b"v"),
+        ("received.fluxgate.dlq.target", b"forged"),
         *provenance,
     ]
     assert [value for name, value in sent if name == REASON] == [b"bad"]
-
-
-async def test_a_gateways_writer_takes_no_trailing_header_for_its_own() -> None:
-    producer = RecordingProducer()
-    writer = DeadLetterWriter(producer, "dlq", "gateway", trailing_provenance=False)  # type: ignore[arg-type]
-    await writer.send(b"x", error=PayloadError("bad"), source="a/b", headers=[(SOURCE_TOPIC, b"forged")])
-    ((_, _, _, sent),) = producer.sent
-    assert sent[0] == ("received.fluxgate.dlq.topic", b"forged") and SOURCE_TOPIC not in dict(sent)
+    alone = await _dead_letter([(SOURCE_TOPIC, b"forged")])
+    assert alone[0] == ("received.fluxgate.dlq.topic", b"forged") and SOURCE_TOPIC not in dict(alone)

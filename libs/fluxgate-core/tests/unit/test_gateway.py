@@ -51,7 +51,6 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
 
     writer = output.dead_letters(DeadLetterWriter, LimitSettings(max_payload_bytes=4096, deadletter_head_bytes=512))
     assert (writer.topic, writer._service, writer._max_whole_bytes, writer._head_bytes) == ("dlq", "demo", 4096, 512)
-    assert writer._trailing_provenance is False  # a gateway's input has no provenance of ours
 
 
 class RefusingRegistry:

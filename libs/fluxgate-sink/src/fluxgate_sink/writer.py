@@ -42,6 +42,7 @@ class DeadLetters(Protocol):
         source: str,
         key: bytes | str | None = None,
         headers: Headers = (),
+        described: Headers | None = None,
     ) -> None: ...
 
 
@@ -151,10 +152,10 @@ class BatchWriter:
             (dlq.SOURCE_OFFSET, str(record.offset).encode()),
             (dlq.TARGET, item.target.encode()),
         ]
-        headers = [*_original_headers(record), *coordinates]
         await self._dead_letters.send(
-            record.value, error=item.error, source=record.source, key=record.key, headers=headers
-        )
+            record.value, error=item.error, source=record.source, key=record.key,
+            headers=_original_headers(record), described=coordinates,
+        )  # fmt: skip
         metrics.DEAD_LETTERED.labels(item.target or record.topic).inc()
         log.warning("sink.dead_lettered", **_where(item))
 

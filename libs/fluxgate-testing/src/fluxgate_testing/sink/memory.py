@@ -153,7 +153,10 @@ class FakeDeadLetters:
         source: str,
         key: bytes | str | None = None,
         headers: Headers = (),
+        described: Headers | None = None,
     ) -> None:
+        """Records the headers as the real writer sends them: the input's, then the caller's own."""
+        every = [*headers, *(described or ())]
         self.sent.append(
-            (payload, error, source, [(k, v.encode() if isinstance(v, str) else bytes(v or b"")) for k, v in headers])
+            (payload, error, source, [(k, v.encode() if isinstance(v, str) else bytes(v or b"")) for k, v in every])
         )
