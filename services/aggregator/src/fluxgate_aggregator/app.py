@@ -15,6 +15,7 @@ import typer
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import start
+from fluxgate_aggregator.losses import KafkaWatermarks, LossWatch
 from fluxgate_aggregator.offsets import ProgressCommitter
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
@@ -44,9 +45,15 @@ class AggregatorJob:
         self._state: JobState | None = None
 
     def ready(self) -> bool:
-        """Every streaming query is running."""
+        """Every streaming query is running and no loss of input offsets is being reported
+        (``/readyz`` says 503 while one is: the job is degraded, :meth:`attention` says why)."""
         state = self._state
-        return state is not None and all(query.isActive for query in state.queries)
+        return state is not None and all(query.isActive for query in state.queries) and not self.attention()
+
+    def attention(self) -> list[str]:
+        """Why the job is degraded although it runs: input offsets lost before they were read."""
+        state = self._state
+        return state.losses.active() if state is not None and state.losses is not None else []
 
     async def run(self, stop: asyncio.Event) -> None:
         halt = threading.Event()
@@ -66,7 +73,8 @@ class AggregatorJob:
         client = registry_client(settings.registry)
         contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
         spark = build_session(settings.spark)
-        state = JobState()
+        watermarks = KafkaWatermarks(settings)
+        state = JobState(losses=LossWatch(watermarks, settings.data_loss_alert_seconds))
         committer = ProgressCommitter(settings) if settings.progress_group else None
         spark.streams.addListener(ProgressListener(state, committer))
         try:
@@ -79,6 +87,7 @@ class AggregatorJob:
             for query in state.queries:
                 query.stop()
             spark.stop()
+            watermarks.close()
             if committer is not None:
                 committer.close()
 

@@ -15,6 +15,22 @@ def location(checkpoint_dir: str, query: str) -> str:
     return f"{checkpoint_dir.rstrip('/')}/{query}"
 
 
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """A checkpoint file's text through Hadoop's FileSystem (HDFS, object stores); None when there is none."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a classic (non-Connect) SparkSession"
+    source = jvm.org.apache.hadoop.fs.Path(path)
+    fs = source.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    if not fs.exists(source):
+        return None
+    stream = fs.open(source)
+    try:
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream, fs.getFileStatus(source).getLen())
+    finally:
+        stream.close()
+    return bytes(data).decode()
+
+
 def is_abandoned_temp_file(name: str) -> bool:
     """A log entry Spark began to write but never renamed into place: ``.0.<uuid>.tmp`` and its ``.crc``."""
     return name.startswith(".") and (name.endswith(".tmp") or name.endswith(".tmp.crc"))

@@ -24,6 +24,7 @@ from fluxgate_aggregator import checkpoints
 from fluxgate_aggregator.consumed import CONSUMED_FIELDS, IDENTITY
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.ledger import Ledger
+from fluxgate_aggregator.losses import batch_starts
 from fluxgate_aggregator.routing import router
 from fluxgate_aggregator.settings import AggregatorSettings
 from fluxgate_aggregator.state import JobState
@@ -66,6 +67,8 @@ def read_framed(spark: SparkSession, settings: AggregatorSettings) -> DataFrame:
         .options(**kafka_options(settings))
         .option("subscribe", settings.input_topic)
         .option("startingOffsets", settings.starting_offsets)
+        # Offsets removed before they were read are skipped, not fatal (a query failing on them
+        # would fail at every restart); each batch reports them first (losses.py).
         .option("failOnDataLoss", "false")
     )
     if settings.spark.max_offsets_per_trigger:
@@ -120,13 +123,19 @@ def starters(
         state.ledger.reset()  # started again: the former plan's cache goes
     state.ledger = ledger = Ledger(spark, f"{checkpoint}/ledger")
 
+    def check_losses(batch_id: int) -> None:
+        # Where this batch starts is where the one before it ended, in the offset log.
+        if state.losses is not None and batch_id > 0:
+            entry = checkpoints.read_text(spark, f"{checkpoint}/offsets/{batch_id - 1}")
+            state.losses.check(batch_id, batch_starts(entry))
+
     def aggregates() -> StreamingQuery:
         prepared_checkpoint(spark, settings, AGGREGATES_CHECKPOINT)
         # Each start reads the ledger back from the checkpoint: the query resumes from there.
         ledger.reset()
         return (
             frames.writeStream.queryName(QUERY)
-            .foreachBatch(router(settings, contracts, state, ledger, write, writers))
+            .foreachBatch(router(settings, contracts, state, ledger, write, writers, check_losses))
             .option("checkpointLocation", checkpoint)
             .trigger(processingTime=settings.spark.trigger_interval)
             .start()

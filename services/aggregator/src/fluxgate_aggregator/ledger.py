@@ -29,6 +29,8 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from fluxgate_aggregator import checkpoints
+
 log = structlog.get_logger(__name__)
 
 ROW_SCHEMA = "device_id string, event_time timestamp, value double, sequence long, unit string, counted boolean"
@@ -175,16 +177,10 @@ class Ledger:
             raise OSError(f"could not rename {aside} to {path}")
 
     def _read(self, path: str) -> str:
-        fs, source = self._path(path)
-        stream = fs.open(source)
-        try:
-            length = fs.getFileStatus(source).getLen()
-            jvm = self.spark.sparkContext._jvm
-            assert jvm is not None
-            data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream, length)
-        finally:
-            stream.close()
-        return bytes(data).decode()
+        text = checkpoints.read_text(self.spark, path)
+        if text is None:
+            raise FileNotFoundError(path)
+        return text
 
     def _delete(self, path: str) -> None:
         fs, target = self._path(path)

@@ -166,9 +166,11 @@ def router(
     ledger: Ledger,
     write: Callable[[DataFrame], None],
     writers: WriterSchemas | None = None,
+    before: Callable[[int], None] | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of the single query, over framed records
-    (:func:`~fluxgate_aggregator.wire.framed`); ``writers`` by default: those of ``contracts``."""
+    (:func:`~fluxgate_aggregator.wire.framed`); ``writers`` by default: those of ``contracts``;
+    ``before`` is called with the batch id before the batch reads anything."""
     schemas = writers or WriterSchemas(contracts.writers, contracts.listing)
     delay_ms = duration_ms(settings.window.watermark)
     horizon = horizon_ms(settings)
@@ -197,6 +199,8 @@ def router(
         return decided(batch, watermark)
 
     def route(batch: DataFrame, batch_id: int) -> None:
+        if before is not None:
+            before(batch_id)
         ledger.prepare(batch_id)
         watermark = ledger.watermark_ms
         with PHASE_SECONDS.labels("read").time():

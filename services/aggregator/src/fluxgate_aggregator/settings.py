@@ -116,6 +116,12 @@ class AggregatorSettings(BaseSettings):
         description="how often the registry is asked for new writer schemas of the input subject ahead of their"
         " first record (a batch that meets an unknown schema id asks it then)",
     )
+    data_loss_alert_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="how long input offsets lost before they were read (retention, DeleteRecords) keep the job"
+        " degraded with the reason; a restart acknowledges them",
+    )
     checkpoint_dir: str = Field(".local/checkpoints/aggregator", min_length=1, description="durable on a cluster")
     progress_group: str | None = Field(
         "fluxgate-aggregator",

@@ -11,6 +11,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 if TYPE_CHECKING:
     from fluxgate_aggregator.ledger import Ledger
+    from fluxgate_aggregator.losses import LossWatch
     from fluxgate_aggregator.writers import WriterSchemas
 
 
@@ -24,6 +25,7 @@ class JobState:
     ledger_rows: int = 0
     ledger: Ledger | None = None
     writers: WriterSchemas | None = None
+    losses: LossWatch | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     starters: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
 

@@ -15,6 +15,7 @@ from fluxgate_testing import Consumed, consume, unique_topic
 
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import start
+from fluxgate_aggregator.losses import KafkaWatermarks, LossWatch
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
 from fluxgate_aggregator.spark import build_session
@@ -70,7 +71,8 @@ class RunningJob:
 
     def __init__(self, spark: Any, settings: AggregatorSettings, registry: Any) -> None:
         self.spark = spark
-        self.state = JobState()
+        self.watermarks = KafkaWatermarks(settings)
+        self.state = JobState(losses=LossWatch(self.watermarks, settings.data_loss_alert_seconds))
         self.listener = ProgressListener(self.state)
         spark.streams.addListener(self.listener)
         contracts = load_contracts(registry, settings.input_topic, settings.output_topic, "BACKWARD")
@@ -98,12 +100,17 @@ class RunningJob:
         for query in self.state.queries:
             assert query.isActive, f"query {query.name} stopped: {query.exception()}"
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def stop(self) -> None:
         self._stop.set()
         self._ticker.join()
         for query in self.state.queries:
             query.stop()
         self.spark.streams.removeListener(self.listener)
+        self.watermarks.close()
 
 
 @pytest.fixture
@@ -116,7 +123,8 @@ def run_job(spark: Any, registry_client: Any) -> Iterator[Callable[[AggregatorSe
 
     yield launch
     for job in jobs:
-        job.stop()
+        if not job.stopped:
+            job.stop()
 
 
 class Devices:
