@@ -20,9 +20,9 @@ from typing import Protocol
 import structlog
 
 from fluxgate_core import deadletter as dlq
+from fluxgate_core.backoff import Backoff, sleep_unless
 from fluxgate_core.kafka import ConsumedRecord, Headers
 from fluxgate_sink import metrics
-from fluxgate_sink.backoff import Backoff, sleep_unless
 from fluxgate_sink.errors import PolicyStop, SinkError, StoreUnavailable
 from fluxgate_sink.routing import Routed
 from fluxgate_sink.settings import SinkSettings
@@ -75,8 +75,8 @@ class BatchWriter:
         self._settings = settings
         self._stop = stop
         self._on_store_up = on_store_up
-        self._retry = Backoff(settings.retry_interval_ms / 1000, settings.retry_max_interval_ms / 1000)
-        self._outage = Backoff(settings.outage_backoff_ms / 1000, settings.outage_max_backoff_ms / 1000)
+        self._retry = Backoff.capped(settings.retry_interval_ms / 1000, settings.retry_max_interval_ms / 1000)
+        self._outage = Backoff.capped(settings.outage_backoff_ms / 1000, settings.outage_max_backoff_ms / 1000)
 
     async def write(self, routed: Routed) -> None:
         """Return once every item is written or dead-lettered (and Kafka confirmed the dead letters)."""

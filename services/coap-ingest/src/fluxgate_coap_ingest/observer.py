@@ -27,9 +27,9 @@ import structlog
 from aiocoap import error as coap_error
 
 from fluxgate_coap_ingest import metrics
-from fluxgate_coap_ingest.backoff import Backoff
 from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR, BlockMismatch, assemble
 from fluxgate_coap_ingest.settings import ObserveSettings, ResourceSettings
+from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import Retry
 from fluxgate_core.limits import DEFAULT_MAX_PAYLOAD_BYTES
 

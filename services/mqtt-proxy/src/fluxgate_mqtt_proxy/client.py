@@ -20,7 +20,6 @@ What gmqtt 0.8 does, read in its source (``gmqtt/mqtt/handler.py``, ``client.py`
 from __future__ import annotations
 
 import asyncio
-import random
 import ssl
 import struct
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from gmqtt.mqtt.constants import UNLIMITED_RECONNECTS, MQTTCommands, MQTTv50, MQ
 from gmqtt.mqtt.handler import MqttPackageHandler
 from gmqtt.mqtt.package import CommandWithMidPacket
 
+from fluxgate_core.backoff import Backoff
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.settings import MqttSettings
 
@@ -49,10 +49,9 @@ class ProxyClient(Client):  # type: ignore[misc]
 
     def __init__(self, settings: MqttSettings, **kwargs: Any) -> None:
         super().__init__(settings.client_id, clean_session=settings.clean_start, **kwargs)
-        self._initial = settings.reconnect_initial_s
-        self._maximum = settings.reconnect_max_s
-        self._attempts = 0
-        self.set_config({"reconnect_retries": UNLIMITED_RECONNECTS, "reconnect_delay": self._initial})
+        # Jitter: replicas that lost the same broker do not reconnect in step.
+        self._backoff = Backoff.capped(settings.reconnect_initial_s, settings.reconnect_max_s)
+        self.set_config({"reconnect_retries": UNLIMITED_RECONNECTS, "reconnect_delay": settings.reconnect_initial_s})
         self._outbox: list[bytes] = []
         self._outbox_connection: Any = None
 
@@ -96,13 +95,11 @@ class ProxyClient(Client):  # type: ignore[misc]
     async def reconnect(self, delay: bool = False) -> None:
         # gmqtt calls this after a lost connection and again after each failed attempt.
         if delay:
-            ceiling = min(self._initial * 2**self._attempts, self._maximum)
-            self.reconnect_delay = random.uniform(ceiling / 2, ceiling)  # jitter: replicas do not reconnect in step
-            self._attempts += 1
+            self.reconnect_delay = self._backoff.next_delay()
         await super().reconnect(delay)
 
     def connected(self) -> None:
-        self._attempts = 0
+        self._backoff.reset()
 
     def subscribe_all(self, subscriptions: Sequence[Subscription]) -> None:
         """Subscribe the first time; after a reconnect send the same subscriptions again."""

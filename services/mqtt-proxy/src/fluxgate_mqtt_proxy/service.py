@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-import random
 from typing import Any
 
 import structlog
 from gmqtt.mqtt.handler import MQTTConnectError
 
+from fluxgate_core.backoff import Backoff, sleep_unless
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.gateway import open_gateway_output, register_targets
@@ -140,7 +140,7 @@ class MqttProxy:
     async def _connect(self, client: ProxyClient) -> bool:
         """The first connection, retried with backoff (the broker may start after us); False if stopped."""
         mqtt = self.settings.mqtt
-        delay = mqtt.reconnect_initial_s
+        backoff = Backoff.capped(mqtt.reconnect_initial_s, mqtt.reconnect_max_s)
         while not self._stop.is_set():
             try:
                 tls, version = tls_context(mqtt), protocol_version(mqtt)
@@ -151,9 +151,9 @@ class MqttProxy:
             except MQTTConnectError as exc:
                 raise BrokerRefused(f"broker {mqtt.host}:{mqtt.port} refused the connection: {exc}") from exc
             except (OSError, TimeoutError) as exc:
-                log.warning("mqtt.connect.failed", error=str(exc) or type(exc).__name__, retry_in_s=round(delay, 2))
-            await _sleep_unless(self._stop, random.uniform(delay / 2, delay))
-            delay = min(delay * 2, mqtt.reconnect_max_s)
+                retry_in_s = round(backoff.ceiling(backoff.attempts), 2)
+                log.warning("mqtt.connect.failed", error=str(exc) or type(exc).__name__, retry_in_s=retry_in_s)
+            await sleep_unless(self._stop, backoff.next_delay())
         return False
 
     async def _drain(self, client: ProxyClient, producer: AsyncProducer, valve: SocketValve, handler: Any) -> None:
@@ -176,11 +176,3 @@ class MqttProxy:
         if self.fatal is None:
             self.fatal = exc
         self._stop.set()
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    except TimeoutError:
-        return

@@ -1,12 +1,13 @@
-"""Re-registration delays: exponential, capped, jittered, reset after success."""
+"""Retry delays: exponential, capped, jittered, reset after success; waits that end on stop."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
 
-from fluxgate_coap_ingest.backoff import Backoff
+from fluxgate_core.backoff import Backoff, sleep_unless
 
 
 def test_schedule_without_jitter_doubles_up_to_the_cap() -> None:
@@ -48,3 +49,23 @@ def test_huge_attempt_counts_stay_at_the_cap() -> None:
 def test_invalid_parameters(initial: float, maximum: float, multiplier: float, jitter: float) -> None:
     with pytest.raises(ValueError, match="backoff needs"):
         Backoff(initial, maximum, multiplier, jitter)
+
+
+def test_delay_of_an_attempt_is_jittered_below_its_ceiling_and_counts_nothing() -> None:
+    backoff = Backoff(initial=1.0, maximum=8.0, rng=random.Random(3))  # jitter 0.5: within [ceiling/2, ceiling]
+    for attempt, ceiling in enumerate([1, 2, 4, 8, 8, 8]):
+        assert ceiling / 2 <= backoff.delay(attempt) <= ceiling
+    assert backoff.attempts == 0
+
+
+def test_capped_lets_a_maximum_below_initial_win() -> None:
+    backoff = Backoff.capped(5.0, 2.0)
+    assert [backoff.ceiling(attempt) for attempt in range(3)] == [2.0, 2.0, 2.0]
+    assert Backoff.capped(1.0, 8.0).ceiling(2) == 4.0
+
+
+async def test_sleep_unless_ends_early_when_stopped() -> None:
+    stop = asyncio.Event()
+    assert await sleep_unless(stop, 0.01) is False
+    stop.set()
+    assert await sleep_unless(stop, 60.0) is True
