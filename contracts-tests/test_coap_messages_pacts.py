@@ -20,8 +20,8 @@ from fluxgate_testing.pact_provider import SCHEMA_ID, message_of, verify
 
 from fluxgate_coap_ingest.messages import CoapMessageConverter, message_record
 from fluxgate_coap_ingest.observer import Notification
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_coap_ingest.settings import SERVICE as COAP_INGEST
-from fluxgate_coap_ingest.settings import ResourceSettings
 from fluxgate_core.schemas import COAP_MESSAGE, schema_dict
 from fluxgate_core.serde import AvroEncoder
 

@@ -21,7 +21,7 @@ from fluxgate_core.errors import PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.convert import TOPIC_HEADER, USER_PROPERTY_PREFIX, MessageConverter, message_headers
-from fluxgate_mqtt_proxy.settings import default_routes
+from fluxgate_mqtt_proxy.route_settings import default_routes
 
 NOW_MS = 1_700_000_000_000
 HOSTILE = {"fluxgate.dlq.topic": "temperatures.aggregated", "fluxgate.replay.of": "x/0/1", "mqtt.topic": "a", "fw": "1"}

@@ -23,16 +23,16 @@ from fluxgate_testing.pact import READINGS_MESSAGE
 from fluxgate_testing.pact_provider import SCHEMA_ID, message_of
 
 from fluxgate_coap_ingest.convert import NotificationConverter
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_coap_ingest.settings import SERVICE as COAP_INGEST
-from fluxgate_coap_ingest.settings import ResourceSettings
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.payloads import CF_CBOR, CF_JSON, CF_SENML_JSON
 from fluxgate_core.readings import build_reading
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.convert import MessageConverter
+from fluxgate_mqtt_proxy.route_settings import default_routes
 from fluxgate_mqtt_proxy.settings import SERVICE as MQTT_PROXY
-from fluxgate_mqtt_proxy.settings import default_routes
 
 PACTS_DIR = Path(__file__).resolve().parent / "pacts"
 CONSUMERS = ("aggregator", "device-status")

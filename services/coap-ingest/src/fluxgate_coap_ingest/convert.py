@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
 from fluxgate_core.payloads import JsonFields, Measurement, PayloadFormat, format_for_content_format, parse_payload

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.kcql import COAP_SOURCE, DYNAMIC_TARGET, parse_sources
 
 

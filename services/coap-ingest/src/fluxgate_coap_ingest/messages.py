@@ -33,7 +33,7 @@ from aiocoap.optiontypes import BlockOption
 from fluxgate_coap_ingest.blockwise import TransferAbandoned
 from fluxgate_coap_ingest.handler import letter_of
 from fluxgate_coap_ingest.observer import Notification
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.delivery import Delivery
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.limits import PayloadTooLarge

@@ -28,7 +28,8 @@ from aiocoap import error as coap_error
 
 from fluxgate_coap_ingest import metrics
 from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR, BlockMismatch, assemble
-from fluxgate_coap_ingest.settings import ObserveSettings, ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
+from fluxgate_coap_ingest.settings import ObserveSettings
 from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import Retry
 from fluxgate_core.limits import DEFAULT_MAX_PAYLOAD_BYTES

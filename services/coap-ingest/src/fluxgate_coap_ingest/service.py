@@ -16,7 +16,8 @@ from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.handler import Handler, HostCountingDeadLetters, NotificationBatcher, NotificationHandler
 from fluxgate_coap_ingest.messages import CoapMessageConverter, MessageHandler
 from fluxgate_coap_ingest.observer import ResourceObserver
-from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings, ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
+from fluxgate_coap_ingest.settings import SERVICE, CoapIngestSettings
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.gateway import open_gateway_output
 from fluxgate_core.kafka import AsyncProducer

@@ -12,7 +12,7 @@ import fastavro
 import pytest
 
 from fluxgate_coap_ingest.convert import NotificationConverter
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.payloads import CF_CBOR, CF_JSON, CF_SENML_CBOR, CF_SENML_JSON

@@ -12,7 +12,7 @@ from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.dedupe import DedupeWindow
 from fluxgate_coap_ingest.handler import NotificationBatcher, NotificationHandler
 from fluxgate_coap_ingest.observer import Notification
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core import deadletter
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import DeliveryError

@@ -9,7 +9,7 @@ import pytest
 from fluxgate_testing.hostile import CONTENT_FORMATS, DEVICE, LIMITS, METRIC, NOW, Case, cases
 
 from fluxgate_coap_ingest.convert import NotificationConverter
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder

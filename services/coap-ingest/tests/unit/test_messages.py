@@ -14,7 +14,7 @@ import pytest
 from fluxgate_coap_ingest.blockwise import TransferAbandoned
 from fluxgate_coap_ingest.messages import CoapMessageConverter, MessageHandler, message_record
 from fluxgate_coap_ingest.observer import Notification
-from fluxgate_coap_ingest.settings import ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.limits import PayloadTooLarge
 from fluxgate_core.schemas import COAP_MESSAGE, schema_dict

@@ -11,7 +11,8 @@ from typing import Any
 import aiocoap
 
 from fluxgate_coap_ingest.observer import Notification, ResourceObserver
-from fluxgate_coap_ingest.settings import ObserveSettings, ResourceSettings
+from fluxgate_coap_ingest.resource_settings import ResourceSettings
+from fluxgate_coap_ingest.settings import ObserveSettings
 
 URI = "coap://127.0.0.1:5683/sensors/dev-1/temperature"
 

@@ -7,7 +7,8 @@ import json
 import pytest
 from fluxgate_testing.specs import load_with_env
 
-from fluxgate_coap_ingest.settings import CoapIngestSettings, ResourceSettings, path_level
+from fluxgate_coap_ingest.resource_settings import ResourceSettings, path_level
+from fluxgate_coap_ingest.settings import CoapIngestSettings
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 

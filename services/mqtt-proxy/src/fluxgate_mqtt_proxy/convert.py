@@ -25,8 +25,8 @@ from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits, header_bytes
 from fluxgate_core.payloads import NO_ATTRIBUTES, load_document, parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
+from fluxgate_mqtt_proxy.route_settings import RouteSettings
 from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
-from fluxgate_mqtt_proxy.settings import RouteSettings
 from fluxgate_mqtt_proxy.topics import DerivedTargets
 
 TOPIC_HEADER = "mqtt.topic"

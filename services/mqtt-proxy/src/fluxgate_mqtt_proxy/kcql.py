@@ -17,7 +17,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from fluxgate_core.kcql import MQTT_SOURCE, parse_sources
-from fluxgate_mqtt_proxy.settings import STREAM_REACTOR_SEPARATOR, RouteSettings
+from fluxgate_mqtt_proxy.route_settings import STREAM_REACTOR_SEPARATOR, RouteSettings
 
 
 def routes_from_kcql(text: str, topic_separator: str = STREAM_REACTOR_SEPARATOR) -> list[RouteSettings]:

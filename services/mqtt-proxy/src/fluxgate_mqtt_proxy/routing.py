@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fluxgate_core.errors import InvalidReading
 from fluxgate_core.kcql import DYNAMIC_TARGET, FieldPath
 from fluxgate_core.payloads import JsonFields
-from fluxgate_mqtt_proxy.settings import RouteSettings
+from fluxgate_mqtt_proxy.route_settings import RouteSettings
 from fluxgate_mqtt_proxy.topics import (
     filter_levels,
     kafka_topic_for,

@@ -9,7 +9,7 @@ from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder, wire_schema_id
 from fluxgate_mqtt_proxy.convert import MessageConverter, NoRoute
-from fluxgate_mqtt_proxy.settings import RouteSettings, default_routes
+from fluxgate_mqtt_proxy.route_settings import RouteSettings, default_routes
 
 NOW = 1_700_000_000_000
 PARSED = fastavro.parse_schema(schema_dict(SENSOR_READING))

@@ -30,7 +30,7 @@ from fluxgate_mqtt_proxy.client import SocketValve, route_publishes
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.handler import MessageHandler
 from fluxgate_mqtt_proxy.kcql import routes_from_kcql
-from fluxgate_mqtt_proxy.settings import default_routes
+from fluxgate_mqtt_proxy.route_settings import default_routes
 
 GOOD = json.dumps({"sensorId": "d1", "temperature": 21.5}).encode()
 

@@ -12,7 +12,7 @@ from fluxgate_core.errors import InvalidReading, PayloadError
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.convert import MessageConverter
-from fluxgate_mqtt_proxy.settings import RouteSettings
+from fluxgate_mqtt_proxy.route_settings import RouteSettings
 
 NOW_MS = 1_700_000_100_000
 SCHEMA = schema_dict(SENSOR_READING)

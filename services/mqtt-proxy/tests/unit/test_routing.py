@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from fluxgate_mqtt_proxy.route_settings import RouteSettings
 from fluxgate_mqtt_proxy.routing import compile_routes, route_for
-from fluxgate_mqtt_proxy.settings import RouteSettings
 
 
 def rule(**fields: object) -> RouteSettings:

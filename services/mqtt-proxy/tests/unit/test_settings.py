@@ -6,7 +6,8 @@ import pytest
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
-from fluxgate_mqtt_proxy.settings import ProxySettings, RouteSettings
+from fluxgate_mqtt_proxy.route_settings import RouteSettings
+from fluxgate_mqtt_proxy.settings import ProxySettings
 
 
 @pytest.fixture(autouse=True)
