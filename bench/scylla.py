@@ -36,7 +36,7 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fluxgate_testing import free_port, unique_topic
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name

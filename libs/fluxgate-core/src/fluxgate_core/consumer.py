@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from fluxgate_core.consumed import ConsumedRecord, Decoder, PartitionKey, RecordHeaders
+from fluxgate_core.consumed_record import ConsumedRecord, Decoder, PartitionKey, RecordHeaders
 from fluxgate_core.errors import CommitError, ConsumeError, FluxgateError
 from fluxgate_core.kafka_errors import commit_error, config_error, converted
 
@@ -26,7 +26,7 @@ log = structlog.get_logger(__name__)
 # More fences than this within the window: another live consumer has our group.instance.id.
 FENCES_ALLOWED = 3
 FENCE_WINDOW_S = 600.0
-__all__ = ["ConsumedRecord", "Decoder", "PartitionKey", "PartitionsCallback", "RecordConsumer", "RecordHeaders"]
+__all__ = ["Decoder", "PartitionKey", "PartitionsCallback", "RecordConsumer", "RecordHeaders"]
 
 
 class RecordConsumer:

@@ -21,13 +21,12 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from fluxgate_core import metrics
-from fluxgate_core.consumer import ConsumedRecord, Decoder, PartitionKey, RecordConsumer
+from fluxgate_core.consumer import Decoder, PartitionKey, RecordConsumer
 from fluxgate_core.errors import DeliveryError
 from fluxgate_core.kafka_errors import config_error, converted
 
 __all__ = [
     "AsyncProducer",
-    "ConsumedRecord",
     "Decoder",
     "Headers",
     "KafkaRecord",

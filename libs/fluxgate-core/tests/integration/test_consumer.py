@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from fluxgate_testing import unique_topic
 
-from fluxgate_core.consumer import ConsumedRecord, PartitionKey, RecordConsumer
+from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_core.consumer import PartitionKey, RecordConsumer
 from fluxgate_core.errors import CommitError, ConfigError, RegistryError, SerializationError
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings

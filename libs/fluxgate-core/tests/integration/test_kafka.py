@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from fluxgate_testing import unique_topic
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import SerializationError
-from fluxgate_core.kafka import ConsumedRecord, RecordConsumer, make_producer
+from fluxgate_core.kafka import RecordConsumer, make_producer
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings

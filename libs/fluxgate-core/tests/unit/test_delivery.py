@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import REGISTRY
 
-from fluxgate_core.consumer import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.delivery import Delivery, Letter, Outcome, classify, deliver, deliver_batch, produce_all
 from fluxgate_core.errors import (
     CommitError,

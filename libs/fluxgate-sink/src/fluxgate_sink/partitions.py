@@ -7,7 +7,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fluxgate_core.kafka import ConsumedRecord, PartitionKey
+from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_core.kafka import PartitionKey
 
 # Batches a partition may hold beside the one being written before its fetching pauses.
 # Not one: librdkafka drops what it prefetched for a paused partition and fetches it again

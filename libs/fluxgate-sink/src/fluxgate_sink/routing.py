@@ -9,8 +9,8 @@ from itertools import groupby, repeat
 from operator import attrgetter
 from typing import Any
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_sink.errors import FieldMissing, SinkError
 from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem

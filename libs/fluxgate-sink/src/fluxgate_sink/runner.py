@@ -22,9 +22,10 @@ from typing import Any, Protocol
 
 import structlog
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
-from fluxgate_core.kafka import ConsumedRecord, PartitionKey, RecordConsumer, ensure_topics, make_producer
+from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, make_producer
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_sink.errors import SinkError
 
 if TYPE_CHECKING:

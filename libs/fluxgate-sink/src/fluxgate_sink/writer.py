@@ -21,7 +21,8 @@ import structlog
 
 from fluxgate_core import deadletter as dlq
 from fluxgate_core.backoff import Backoff, sleep_unless
-from fluxgate_core.kafka import ConsumedRecord, Headers
+from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_core.kafka import Headers
 from fluxgate_sink import metrics
 from fluxgate_sink.errors import PolicyStop, SinkError, StoreUnavailable
 from fluxgate_sink.routing import Routed

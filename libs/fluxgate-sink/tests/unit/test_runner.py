@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
 from fluxgate_sink import runner as runner_module

@@ -7,7 +7,9 @@ import time
 import uuid
 from collections.abc import Callable
 
-from fluxgate_core.consumer import ConsumedRecord, Decoder, RecordConsumer
+# ConsumedRecord is also imported from here by services/device-status/tests/integration/conftest.py.
+from fluxgate_core.consumed_record import ConsumedRecord, Decoder
+from fluxgate_core.consumer import RecordConsumer
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_testing.process import ServiceProcess

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fluxgate_testing import consume
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.serde import AvroDecoder
 
 pytestmark = pytest.mark.integration

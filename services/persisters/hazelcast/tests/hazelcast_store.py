@@ -10,7 +10,7 @@ from hazelcast.config import Config
 from hazelcast.core import HazelcastJsonValue
 from hazelcast.serialization.service import SerializationServiceV1
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_sink.kcql import Statement, parse
 from fluxgate_sink.sink import SinkItem
 

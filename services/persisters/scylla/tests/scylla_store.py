@@ -14,7 +14,7 @@ from typing import Any
 from cassandra.cluster import Cluster, Session
 from fluxgate_testing.sink.store import StoreUnderTest
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_scylla_persister.driver import CONNECTION_CLASS
 from fluxgate_sink.kcql import Statement, parse, safe_id
 from fluxgate_sink.sink import SinkItem

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import SerializationError
-from fluxgate_core.kafka import ConsumedRecord, Headers
+from fluxgate_core.kafka import Headers
 from fluxgate_sink.errors import SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.contract import ConsumedFields
-from fluxgate_core.kafka import ConsumedRecord
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.routing import Router
 from fluxgate_sink.sink import SinkItem

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_es_persister.settings import ConnectionSettings
 from fluxgate_es_persister.sink import ElasticsearchSink
 from fluxgate_sink.kcql import Statement, parse

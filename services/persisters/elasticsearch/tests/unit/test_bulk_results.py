@@ -12,7 +12,7 @@ from elastic_transport import ApiResponseMeta, ConnectionTimeout, HttpHeaders, N
 from elastic_transport import ConnectionError as TransportConnectionError
 from elasticsearch import ApiError
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_es_persister.settings import ConnectionSettings
 from fluxgate_es_persister.sink import ElasticsearchSink, bulk_operations, item_failures
 from fluxgate_sink.errors import SinkError, StoreUnavailable

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from cassandra.query import UNSET_VALUE
 
-from fluxgate_core.kafka import ConsumedRecord
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
 from fluxgate_scylla_persister.consumed import CONSUMED_FIELDS, CQL_TYPES
 from fluxgate_scylla_persister.settings import DEFAULT_KCQL
