@@ -17,14 +17,15 @@ from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
+from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import RegistryError
 
 log = structlog.get_logger(__name__)
 Listing = Callable[[], dict[int, str]]
-# Asked this many times, waiting 0.5, 1, 2, 4 s in between (7.5 s), before the batch fails:
-# a registry restarting answers within that, and a longer outage costs one query restart.
+# Asked this many times, waiting up to 0.5, 1, 2, 4 s in between (7.5 s), before the batch
+# fails: a registry restarting answers within that, and a longer outage costs one query restart.
 ATTEMPTS = 5
-FIRST_BACKOFF_S = 0.5
+BACKOFF = Backoff(0.5, 4.0)
 
 
 class RegistryUnavailable(RegistryError):
@@ -44,12 +45,12 @@ class WriterSchemas:
         listing: Listing | None,
         *,
         attempts: int = ATTEMPTS,
-        first_backoff_s: float = FIRST_BACKOFF_S,
+        backoff: Backoff = BACKOFF,
     ) -> None:
         self._schemas = dict(known)
         self._listing = listing
         self._attempts = attempts
-        self._first_backoff_s = first_backoff_s
+        self._backoff = backoff
 
     @property
     def schemas(self) -> dict[int, str]:
@@ -61,7 +62,8 @@ class WriterSchemas:
         wanted = sorted(set(ids) - set(self._schemas))
         if not wanted:
             return []
-        learned = [schema_id for schema_id in wanted if schema_id in self._refreshed()]
+        registered = self._refreshed()
+        learned = [schema_id for schema_id in wanted if schema_id in registered]
         unknown = sorted(set(wanted) - set(learned))
         log.info("aggregator.writer_schemas_looked_up", learned=learned, unknown=unknown)
         return learned
@@ -78,7 +80,7 @@ class WriterSchemas:
                 return self._merged()
             except RegistryError as exc:
                 log.warning("aggregator.registry_unreachable", attempt=attempt, error=str(exc))
-                time.sleep(self._first_backoff_s * 2 ** (attempt - 1))
+                time.sleep(self._backoff.delay(attempt - 1))
         try:
             return self._merged()
         except RegistryError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import faust
 import structlog
 
+from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
 from fluxgate_device_status.codec import AwaitingRegistry, TableStates, Undecodable
@@ -38,8 +39,8 @@ from fluxgate_device_status.state import (
 
 log = structlog.get_logger(__name__)
 Clock = Callable[[], int]
-# A reading whose writer schema the registry did not give is decoded again after 0.5 s,
-# then 1, 2, ... up to every 10 s, until it answers.
+# A reading whose writer schema the registry did not give is decoded again after up to
+# 0.5 s, then 1, 2, ... up to every 10 s (jittered), until it answers.
 REGISTRY_BACKOFF_S = (0.5, 10.0)
 
 
@@ -155,14 +156,14 @@ class DeviceTracker:
     async def _when_registry_answers(self, waiting: AwaitingRegistry, message: Any) -> Any:
         """The value decoded once the registry gives its writer schema. The readings behind it
         wait (in order), and faust acknowledges none of them before it is applied."""
-        delay, most = REGISTRY_BACKOFF_S
+        backoff = Backoff(*REGISTRY_BACKOFF_S)
         value: Any = waiting
         while isinstance(value, AwaitingRegistry):
             metrics.REGISTRY_WAITS.inc()
+            delay = backoff.next_delay()
             log.warning("reading.registry_unreachable", topic=message.topic, partition=message.partition,
-                        offset=message.offset, reason=value.reason, retry_in_s=delay)  # fmt: skip
+                        offset=message.offset, reason=value.reason, retry_in_s=round(delay, 3))  # fmt: skip
             await asyncio.sleep(delay)
-            delay = min(delay * 2, most)
             # In a thread: a registry that does not answer must not stop the event loop (heartbeats, the web API).
             value = await asyncio.to_thread(value.again)
         return value
