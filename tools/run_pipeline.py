@@ -402,6 +402,8 @@ def start_all(
     if not args.no_aggregator:
         checkpoints = getattr(args, "checkpoints", None) or ROOT / ".local/run/pipeline/checkpoints"
         window = {"WINDOW__SIZE": args.window, "WINDOW__WATERMARK": args.watermark, "CHECKPOINT_DIR": str(checkpoints)}
+        if getattr(args, "spark_master", None):  # a cluster's driver, in client mode (the aggregator README)
+            window |= {"SPARK__MASTER": args.spark_master, "SPARK__CONF": json.dumps(args.spark_conf)}
         service("aggregator", "FLUXGATE_AGG_", [str(BIN / "fluxgate-aggregator"), "run"], window)
     if persisting(args):
         for name, prefix in PERSISTERS.items():

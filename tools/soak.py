@@ -236,6 +236,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", default="10 seconds")
     parser.add_argument("--watermark", default="10 seconds")
     parser.add_argument("--report", type=Path, default=ROOT / "bench-results", help="folder of the run's report")
+    parser.add_argument("--checkpoints", type=Path, default=None, help="the aggregator's (default: in the report)")
+    parser.add_argument("--spark-master", default=None, help="run the aggregator as the driver of this Spark cluster")
     parser.add_argument(
         "--containers", action="store_true",
         help="run the services from their images (make images), as the charts' pods run them",
@@ -280,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     create_topics(endpoints.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
     folder = args.report / f"soak-{prefix.rstrip('-')}"
     folder.mkdir(parents=True, exist_ok=True)
-    args.checkpoints = folder / "checkpoints"
+    args.checkpoints = args.checkpoints or folder / "checkpoints"
+    # On a cluster the executors connect back to the driver: on loopback, it must say so.
+    args.spark_conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     ledger = folder / "ledger.jsonl"
     launcher = ContainerLauncher(prefix.rstrip("-"), folder / "volumes") if args.containers else None
     pipeline = Pipeline(folder, launcher=launcher)

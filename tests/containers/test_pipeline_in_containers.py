@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 # downloads: the images install their packages from PyPI, Debian and Maven Central.
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.downloads, pytest.mark.containers]
+# The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
+IMAGES_TIMEOUT_S = 2700
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.downloads, pytest.mark.containers,
+              pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
 
