@@ -30,8 +30,8 @@ from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
 from fluxgate_sink.kcql import parse
+from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.partitions import PAUSE_AFTER_S, PartitionState
-from fluxgate_sink.routing import Router
 from fluxgate_sink.settings import SinkSettings
 from fluxgate_sink.sink import Sink
 from fluxgate_sink.writer import Abandoned, BatchWriter, DeadLetters

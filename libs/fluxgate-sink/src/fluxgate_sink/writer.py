@@ -25,7 +25,7 @@ from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.kafka import Headers
 from fluxgate_sink import metrics
 from fluxgate_sink.errors import PolicyStop, SinkError, StoreUnavailable
-from fluxgate_sink.routing import Routed
+from fluxgate_sink.kcql_routing import Routed
 from fluxgate_sink.settings import SinkSettings
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
 

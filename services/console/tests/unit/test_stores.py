@@ -13,11 +13,11 @@ import pytest
 from console_recorded import NO_STORES, TEST_HOST, RecordedKafka, Services
 from starlette.testclient import TestClient
 
-from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.hazelcast_store import Answer, ClientAnswers, Kind, hazelcast_view, structures
 from fluxgate_console.scylla_store import Key, scylla_view
 from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.state import Console
 from fluxgate_console.stores import BlockingStore, StoreView, elasticsearch
 from fluxgate_console.web import Web
 

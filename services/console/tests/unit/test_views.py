@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from console_recorded import RecordedKafka, Services
 
-from fluxgate_console.console import Console
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.kafka_state import kafka_state
 from fluxgate_console.settings import ConsoleSettings
+from fluxgate_console.state import Console
 from fluxgate_console.view import flow, lag_growth
 
 

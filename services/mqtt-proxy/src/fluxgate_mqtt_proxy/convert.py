@@ -26,7 +26,7 @@ from fluxgate_core.payloads import NO_ATTRIBUTES, load_document, parse_payload
 from fluxgate_core.readings import Origin, build_reading
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.route_settings import RouteSettings
-from fluxgate_mqtt_proxy.routing import Route, compile_routes, route_for
+from fluxgate_mqtt_proxy.topic_routes import Route, compile_routes, route_for
 from fluxgate_mqtt_proxy.topics import DerivedTargets
 
 TOPIC_HEADER = "mqtt.topic"

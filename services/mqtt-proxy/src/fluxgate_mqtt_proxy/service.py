@@ -34,8 +34,8 @@ from fluxgate_mqtt_proxy.client import (
 )
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.handler import MessageHandler
-from fluxgate_mqtt_proxy.routing import Route, compile_routes
 from fluxgate_mqtt_proxy.settings import SERVICE, ProxySettings
+from fluxgate_mqtt_proxy.topic_routes import Route, compile_routes
 
 log = structlog.get_logger(__name__)
 

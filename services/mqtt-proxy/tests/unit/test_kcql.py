@@ -19,8 +19,8 @@ from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.kcql import routes_from_kcql
 from fluxgate_mqtt_proxy.route_settings import RouteSettings
-from fluxgate_mqtt_proxy.routing import compile_routes
 from fluxgate_mqtt_proxy.settings import ProxySettings
+from fluxgate_mqtt_proxy.topic_routes import compile_routes
 from fluxgate_mqtt_proxy.topics import DerivedTargets, kafka_topic_for
 
 NOW = 1_700_000_000_000

@@ -1,7 +1,7 @@
 """``fluxgate connect <file>``: read a Kafka Connect connector config and run, in this process's
 place, the Fluxgate service that does the same job, with the equivalent ``FLUXGATE_*`` settings
 over the current environment (the config wins where both set one). With ``tasks.max`` > 1 it
-runs that many members of the service instead, as its children (:mod:`fluxgate_connect.supervise`),
+runs that many members of the service instead, as its children (:mod:`fluxgate_connect.task_processes`),
 each with its own settings (:mod:`fluxgate_connect.tasks`)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import typer
 from fluxgate_connect import helm
 from fluxgate_connect.config import load
 from fluxgate_connect.errors import ConnectError
-from fluxgate_connect.supervise import supervise
+from fluxgate_connect.task_processes import supervise
 from fluxgate_connect.tasks import Members, members
 from fluxgate_connect.translate import Translation, dumps_env, translate
 

@@ -13,7 +13,7 @@ from fluxgate_connect.config import load
 from fluxgate_connect.connectors import CONNECTORS, Connector
 from fluxgate_connect.tasks import Members, members
 from fluxgate_connect.translate import Translation, has_field, translate
-from fluxgate_mqtt_proxy.routing import compile_routes
+from fluxgate_mqtt_proxy.topic_routes import compile_routes
 
 COAP = "com.datamountaineer.streamreactor.connect.coap.source.CoapSourceConnector"
 

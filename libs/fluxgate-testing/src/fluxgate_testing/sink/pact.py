@@ -18,7 +18,7 @@ from typing import Any
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.contract import ConsumedFields
 from fluxgate_sink.kcql import parse
-from fluxgate_sink.routing import Router
+from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.sink import SinkItem
 from fluxgate_testing.pact import MessagePact
 

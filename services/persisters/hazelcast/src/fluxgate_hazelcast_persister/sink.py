@@ -10,7 +10,7 @@
   with ``TTL`` (seconds), ``set`` with that TTL per entry, concurrently.
 * ``RELIABLE_TOPIC``: ``publish_all``, 1000 a call.
 
-Only the map is idempotent; for the others see ``offsets.py``.
+Only the map is idempotent; for the others see ``written_offsets.py``.
 
 A request the cluster refuses as a whole, for good (a member's ClassCastException on an
 indexed map, a value it cannot take ...), may be one item's fault: the rest of the group is
@@ -33,10 +33,10 @@ from hazelcast.asyncio import HazelcastClient
 from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVERWRITE
 
-from fluxgate_hazelcast_persister.offsets import already_written, record_key, written_through
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
 from fluxgate_hazelcast_persister.values import Value, add_all_json_request, json_bytes, json_documents, value_of
+from fluxgate_hazelcast_persister.written_offsets import already_written, record_key, written_through
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem

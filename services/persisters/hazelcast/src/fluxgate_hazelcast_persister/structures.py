@@ -3,7 +3,7 @@
 ``STOREAS`` names the structure: ``RING_BUFFER`` (the default, as Stream-Reactor's seed
 statements expect), ``QUEUE``, ``IMAP`` and ``RELIABLE_TOPIC``; ``WITHFORMAT`` JSON (the
 default) or AVRO. Only an IMap is idempotent (keyed by the PK values); the three others
-append, so the sink keeps a per-partition record of what it wrote (``offsets.py``).
+append, so the sink keeps a per-partition record of what it wrote (``written_offsets.py``).
 """
 
 from __future__ import annotations

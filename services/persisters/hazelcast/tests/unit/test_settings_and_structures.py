@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_hazelcast_persister import values as values_module
-from fluxgate_hazelcast_persister.offsets import already_written, written_through, written_through_each
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
 from fluxgate_hazelcast_persister.sink import _groups, _record_keys, _record_keys_each
 from fluxgate_hazelcast_persister.structures import Structure, structure_of
 from fluxgate_hazelcast_persister.values import add_all_json_request, json_bytes, json_data, json_documents, to_json
+from fluxgate_hazelcast_persister.written_offsets import already_written, written_through, written_through_each
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.kcql import parse
 

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from fluxgate_mqtt_proxy.route_settings import RouteSettings
-from fluxgate_mqtt_proxy.routing import compile_routes, route_for
+from fluxgate_mqtt_proxy.topic_routes import compile_routes, route_for
 
 
 def rule(**fields: object) -> RouteSettings:

@@ -8,7 +8,7 @@ import pytest
 from fluxgate_testing.sink.memory import aggregate, record
 
 from fluxgate_sink.kcql import parse
-from fluxgate_sink.routing import Router, Unroutable
+from fluxgate_sink.kcql_routing import Router, Unroutable
 from fluxgate_sink.sink import SinkItem
 
 KEYLESS = "INSERT INTO ring SELECT * FROM t"

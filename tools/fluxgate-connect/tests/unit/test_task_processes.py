@@ -30,7 +30,7 @@ while True:
 # fluxgate connect's part: supervise the members given as JSON environments.
 SUPERVISOR = """
 import asyncio, json, os, sys
-from fluxgate_connect.supervise import supervise
+from fluxgate_connect.task_processes import supervise
 envs = [{**os.environ, **env} for env in json.loads(sys.argv[1])]
 sys.exit(asyncio.run(supervise([sys.executable, "-c", sys.argv[2]], envs, [f"m-{i}" for i in range(len(envs))])))
 """
