@@ -1,11 +1,16 @@
 """The job's real ``foreachBatch`` function (``routing.router``) driven batch by batch on
 static DataFrames: the records are framed as the query hands them (``wire.framed``) and decoded by it, its
 ledger lives in a temporary folder, and what it writes is collected and decoded back into
-the reference model's terms. No Kafka, no registry: the schema ids are fixed."""
+the reference model's terms. No Kafka; the registry is a fixed listing: SensorReading v1
+(known from the start) and v2 (an added optional field, registered after the start, so the
+batch that first meets it looks it up), which the readings of ``upgraded`` devices are
+written with."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +27,16 @@ from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.wire import compact, framed
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 
-READING_ID, AGGREGATE_ID = 1, 2
+READING_ID, AGGREGATE_ID, READING_V2_ID = 1, 2, 3
 RAW = "key binary, value binary, topic string, partition int, offset long"
 READING_SCHEMA = fastavro.parse_schema(schema_dict(SENSOR_READING))
+READING_V2 = {
+    **schema_dict(SENSOR_READING),
+    "fields": [
+        *schema_dict(SENSOR_READING)["fields"],
+        {"name": "firmware", "type": ["null", "string"], "default": None},
+    ],
+}
 AGGREGATE_SCHEMA = fastavro.parse_schema(schema_dict(TEMPERATURE_AGGREGATE))
 CONTRACTS = Contracts(
     reader=compact(schema_text(SENSOR_READING)),
@@ -38,13 +50,19 @@ class Crash(RuntimeError):
     """The job died after the batch wrote its outputs and ledger rows, before it committed."""
 
 
-def wire(record: Record) -> bytes:
+def registry() -> dict[int, str]:
+    """The input subject's versions as the registry lists them now."""
+    return {READING_ID: compact(schema_text(SENSOR_READING)), READING_V2_ID: compact(json.dumps(READING_V2))}
+
+
+def wire(record: Record, upgraded: frozenset[str] = frozenset()) -> bytes:
     if isinstance(record, Broken):
         return record.value
+    v2 = record.device_id in upgraded
     body = io.BytesIO()
     fastavro.schemaless_writer(
         body,
-        READING_SCHEMA,
+        fastavro.parse_schema(READING_V2) if v2 else READING_SCHEMA,
         {
             "device_id": record.device_id,
             "metric": record.metric,
@@ -56,9 +74,10 @@ def wire(record: Record) -> bytes:
             "source": f"devices/{record.device_id}/{record.metric}",
             "sequence": record.sequence,
             "attributes": {},
+            **({"firmware": "2.1"} if v2 else {}),
         },
     )
-    return b"\x00" + READING_ID.to_bytes(4, "big") + body.getvalue()
+    return b"\x00" + (READING_V2_ID if v2 else READING_ID).to_bytes(4, "big") + body.getvalue()
 
 
 def _unwire(value: bytes, schema: Any) -> dict[str, Any]:
@@ -75,8 +94,10 @@ def _ms(value: Any) -> int:
 class SparkRouter:
     """One job: its ledger and state persist across :meth:`batch` calls, as in a run."""
 
-    def __init__(self, spark: SparkSession, settings: AggregatorSettings, folder: Path) -> None:
-        self.spark, self.settings = spark, settings
+    def __init__(
+        self, spark: SparkSession, settings: AggregatorSettings, folder: Path, upgraded: frozenset[str] = frozenset()
+    ) -> None:
+        self.spark, self.settings, self.upgraded = spark, settings, upgraded
         self.ledger = Ledger(spark, str(folder / "ledger"))
         self.state = JobState()
         self.written: list[Any] = []
@@ -84,7 +105,8 @@ class SparkRouter:
         self.offset = 0
         self._commit = self.ledger.commit
         self.ledger.commit = self._crashing_commit  # type: ignore[method-assign]
-        self.route = router(settings, CONTRACTS, self.state, self.ledger, self._write)
+        contracts = dataclasses.replace(CONTRACTS, listing=registry)
+        self.route = router(settings, contracts, self.state, self.ledger, self._write)
 
     def _write(self, rows: DataFrame) -> None:
         self.written = rows.collect()
@@ -96,7 +118,9 @@ class SparkRouter:
         self._commit(next_watermark_ms, horizon_ms)
 
     def batch(self, batch_id: int, records: Sequence[Record]) -> Outputs:
-        rows = [(b"k", wire(r), self.settings.input_topic, 0, self.offset + i) for i, r in enumerate(records)]
+        rows = [
+            (b"k", wire(r, self.upgraded), self.settings.input_topic, 0, self.offset + i) for i, r in enumerate(records)
+        ]
         self.offset += len(records)
         self.written = []
         self.route(framed(self.spark.createDataFrame(rows, RAW)), batch_id)

@@ -3,7 +3,9 @@
 Written from the rules, not from ``routing.py``: per micro-batch, against the watermark the
 batch starts with,
 
-* a record that does not decode is dead-lettered;
+* a record that does not decode is dead-lettered; a reading written with a schema version
+  registered under the input subject decodes, whenever it was registered (the batch that
+  first meets its id looks it up), so the model knows no schema ids;
 * a reading of the metric with an event time after the watermark is counted;
 * one at or behind it is late: written to the late topic once, unless a reading with its
   identity was recorded before and is still remembered: a counted one while its event time,

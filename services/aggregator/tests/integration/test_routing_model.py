@@ -34,8 +34,10 @@ def settings(slide: str | None = None, dedup: str = "10 seconds") -> AggregatorS
 
 @pytest.fixture
 def pair(spark: Any, tmp_path: Path) -> Callable[..., tuple[RoutingModel, SparkRouter]]:
-    def make(slide: str | None = None, dedup: str = "10 seconds") -> tuple[RoutingModel, SparkRouter]:
-        job = SparkRouter(spark, settings(slide, dedup), tmp_path / f"job-{slide}-{dedup}")
+    def make(
+        slide: str | None = None, dedup: str = "10 seconds", upgraded: frozenset[str] = frozenset()
+    ) -> tuple[RoutingModel, SparkRouter]:
+        job = SparkRouter(spark, settings(slide, dedup), tmp_path / f"job-{slide}-{dedup}", upgraded)
         model = RoutingModel(SIZE, job.settings.window.slide_ms, DELAY, job.settings.window.dedup_horizon_ms)
         return model, job
 
@@ -146,7 +148,8 @@ def random_records(rng: random.Random, now: int, watermark: int, history: list[R
     for _ in range(rng.randint(0, 9)):
         draw = rng.random()
         if draw < 0.08:
-            records.append(Broken(rng.choice([b"junk", b"\x00\x00\x00\x00\x01\x02", b""])))
+            # An id no version of the subject has is as broken as a body that does not decode.
+            records.append(Broken(rng.choice([b"junk", b"\x00\x00\x00\x00\x01\x02", b"", b"\x00\x00\x00\x00\x09\x02"])))
         elif draw < 0.22 and history:
             records.append(rng.choice(history))  # a copy of an earlier reading, maybe of this batch
         else:
@@ -165,12 +168,20 @@ def random_records(rng: random.Random, now: int, watermark: int, history: list[R
     return records
 
 
-@pytest.mark.parametrize(("seed", "slide", "dedup"), [(1, None, "10 seconds"), (3, "5 seconds", "25 seconds")])
+@pytest.mark.parametrize(
+    ("seed", "slide", "dedup", "upgraded"),
+    [
+        (1, None, "10 seconds", frozenset()),
+        (3, "5 seconds", "25 seconds", frozenset()),
+        # d2's gateway writes a SensorReading version registered after the job started.
+        (5, None, "10 seconds", frozenset({"d2"})),
+    ],
+)
 def test_the_job_decides_as_the_reference_model(
-    pair: Callable[..., Any], seed: int, slide: str | None, dedup: str
+    pair: Callable[..., Any], seed: int, slide: str | None, dedup: str, upgraded: frozenset[str]
 ) -> None:
     rng = random.Random(seed)
-    model, job = pair(slide, dedup)
+    model, job = pair(slide, dedup, upgraded)
     now, history = 100_000, []
     for batch_id in range(10):
         records = random_records(rng, now, model.watermark_ms, history)
