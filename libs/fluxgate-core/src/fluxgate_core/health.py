@@ -8,14 +8,17 @@ check's result (``{"ready": false, "checks": {"ready": false}}``), and a check t
 counts as false. A service started by :func:`fluxgate_core.lifecycle.run_service` has one
 check, ``ready``: its own ``Service.ready()``, which folds whatever that service waits for
 (Kafka, the broker, its store) into one answer, so the body does not say which of those is
-missing; the service's logs and metrics do.
+missing; the service's logs and metrics do. A service that runs but needs an operator's
+attention (the aggregator after input offsets were lost) says why through ``attention()``:
+each reason is a failing check of its own, named by the reason, so ``/readyz`` answers 503 and
+the console shows the reason itself.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import structlog
@@ -35,8 +38,10 @@ class HealthServer:
         settings: HttpSettings,
         checks: Mapping[str, ReadyCheck] | None = None,
         registry: CollectorRegistry = REGISTRY,
+        attention: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self._checks = dict(checks or {})
+        self._attention = attention
         self._registry = registry
         self._server = ThreadingHTTPServer((settings.host, settings.port), self._handler())
         self._server.daemon_threads = True
@@ -70,7 +75,16 @@ class HealthServer:
                 results[name] = bool(check())
             except Exception:  # a check that raises is a check that failed
                 results[name] = False
-        return results
+        return results | self._reasons()
+
+    def _reasons(self) -> dict[str, bool]:
+        """What needs attention, each reason a failing check; ``attention`` raising is one too."""
+        if self._attention is None:
+            return {}
+        try:
+            return dict.fromkeys(self._attention(), False)
+        except Exception:  # as a raising check: failed, under the name it would have had
+            return {"attention": False}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

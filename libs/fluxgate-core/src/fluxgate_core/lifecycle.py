@@ -91,7 +91,7 @@ async def _serve(service: Service, http: HttpSettings) -> None:
 
 def _health(service: Service, http: HttpSettings) -> HealthServer:
     try:
-        return HealthServer(http, {"ready": service.ready}).start()
+        return HealthServer(http, {"ready": service.ready}, attention=getattr(service, "attention", None)).start()
     except OSError as exc:  # the port is taken: say which, exit 1
         raise FluxgateError(f"cannot serve health on {http.host}:{http.port}: {exc}") from exc
 

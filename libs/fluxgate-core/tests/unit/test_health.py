@@ -41,3 +41,22 @@ def test_failing_and_raising_checks_make_it_unready(server: HealthServer) -> Non
     assert status == 503
     assert json.loads(body)["checks"] == {"kafka": False, "broken": False}
     assert get(server, "/nope")[0] == 404
+
+
+def test_each_reason_for_attention_is_a_failing_check_named_by_it() -> None:
+    reasons = ["offsets 1-10 of sensors.readings/0 were lost before they were read"]
+    health = HealthServer(HttpSettings(host="127.0.0.1", port=0), {"ready": lambda: True}, attention=lambda: reasons)
+    health.start()
+    try:
+        status, body = get(health, "/readyz")
+        assert status == 503
+        assert json.loads(body) == {"ready": False, "checks": {"ready": True, reasons[0]: False}}
+        reasons.clear()  # acknowledged, or the alert's time is over
+        assert get(health, "/readyz")[0] == 200
+    finally:
+        health.stop()
+
+
+def test_attention_that_raises_is_a_failing_check() -> None:
+    health = HealthServer(HttpSettings(host="127.0.0.1", port=0), {"ready": lambda: True}, attention=lambda: [1 / 0])
+    assert health.readiness() == {"ready": True, "attention": False}

@@ -45,10 +45,10 @@ class AggregatorJob:
         self._state: JobState | None = None
 
     def ready(self) -> bool:
-        """Every streaming query is running and no loss of input offsets is being reported
-        (``/readyz`` says 503 while one is: the job is degraded, :meth:`attention` says why)."""
+        """Every streaming query is running (while :meth:`attention` reports lost input offsets,
+        ``/readyz`` says 503 too, each reason a failing check of its own)."""
         state = self._state
-        return state is not None and all(query.isActive for query in state.queries) and not self.attention()
+        return state is not None and all(query.isActive for query in state.queries)
 
     def attention(self) -> list[str]:
         """Why the job is degraded although it runs: input offsets lost before they were read."""

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from fluxgate_aggregator.app import AggregatorJob
 from fluxgate_aggregator.settings import WindowSettings
 from fluxgate_console.scrape import readiness
-from fluxgate_core.health import HealthServer
+from fluxgate_core.lifecycle import _health
 from fluxgate_core.settings import HttpSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -80,11 +80,12 @@ def test_offsets_deleted_before_they_were_read_are_counted_logged_and_make_the_j
     job = AggregatorJob(settings)
     job._state = again.state
     assert job.attention() == [reason]
-    health = HealthServer(HttpSettings(host="127.0.0.1", port=0), {"ready": job.ready}).start()
+    health = _health(job, HttpSettings(host="127.0.0.1", port=0))  # as run_service serves it
     try:
         answer = httpx.get(f"http://127.0.0.1:{health.port}/readyz")
     finally:
         health.stop()
-    state, _ = readiness(answer.status_code, answer.text)
+    state, why = readiness(answer.status_code, answer.text)
     assert (answer.status_code, state) == (503, "degraded")
+    assert reason in why  # the console's "Needs attention" names the offsets lost
     again.assert_running()
