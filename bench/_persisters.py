@@ -1,12 +1,25 @@
-"""What the persister benchmarks share: the aggregates they write and the persister's own counts."""
+"""What the persister benchmarks share: the aggregates they write, the topic that holds them, the
+persister process under test and its own counts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import urllib.request
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from _common import ROOT, LegResult, micros_per, print_table, write_report
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from fluxgate_testing import unique_topic
+from fluxgate_testing.aggregates import temperature_aggregate
+
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
+from fluxgate_core.serde import AvroEncoder
 
 START = datetime(2024, 5, 1, 22, 0, tzinfo=UTC)  # windows over two days: two daily indices, two partitions
 
@@ -16,23 +29,59 @@ def aggregates(count: int, devices: int) -> list[dict[str, Any]]:
     out = []
     for i in range(count):
         start = START + timedelta(minutes=i // devices)
+        spread = (i % 200) / 10
         out.append(
-            {
-                "device_id": f"d{i % devices}",
-                "metric": "temperature",
-                "window_start": start,
-                "window_end": start + timedelta(minutes=1),
-                "count": 60,
-                "min": 15.0 + (i % 200) / 10,
-                "max": 25.0 + (i % 200) / 10,
-                "mean": 20.0 + (i % 200) / 10,
-                "stddev": 1.5,
-                "first_event_time": start,
-                "last_event_time": start + timedelta(seconds=59),
-                "unit": "Cel",
-            }
-        )
+            temperature_aggregate(
+                f"d{i % devices}", start, count=60, min=15.0 + spread, max=25.0 + spread, mean=20.0 + spread,
+                stddev=1.5, last_event_time=start + timedelta(seconds=59),
+            )
+        )  # fmt: skip
     return out
+
+
+def produced(stack: Any, records: list[dict[str, Any]], partitions: int = 3) -> str:
+    """A fresh topic holding ``records`` as Avro TemperatureAggregates, keyed by device; every
+    leg reads it from the start."""
+    topic = unique_topic("bench.aggregates", stack.bootstrap, partitions=partitions)
+    registry = SchemaRegistryClient({"url": stack.registry_url})
+    encoder = AvroEncoder.registered(
+        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+    )
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for record in records:
+        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return topic
+
+
+def persister_env(
+    prefix: str, stack: Any, *, port: int, kcql: str, batch: int, group: str, topic: str, store: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment of a persister whose settings take ``prefix`` (``FLUXGATE_ES_``): this
+    process's without that prefix's variables, the stack's Kafka and registry, its HTTP port,
+    the sink's KCQL, batch, group and dead-letter topic (``<topic>.dlq``), then the ``store``'s
+    own; last, each ``BENCH_<service>_*`` variable of this process as its ``FLUXGATE_`` twin."""
+    bench_prefix = prefix.replace("FLUXGATE_", "BENCH_", 1)
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(prefix)},
+        f"{prefix}KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+        f"{prefix}REGISTRY__URL": stack.registry_url,
+        f"{prefix}HTTP__HOST": "127.0.0.1",
+        f"{prefix}HTTP__PORT": str(port),
+        f"{prefix}SINK__KCQL": kcql,
+        f"{prefix}SINK__BATCH_SIZE": str(batch),
+        f"{prefix}SINK__GROUP_ID": group,
+        f"{prefix}SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
+        **store,
+        **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith(bench_prefix)},
+    }
+
+
+def start_persister(module: str, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``python -m <module>`` with ``env``, its output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", module], env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def metric(port: int, name: str, missing: float = 0.0) -> float:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -26,20 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, cpu_seconds, micros_per, stack_up
-from _persisters import aggregates, leg, metric, report, written
+from _persisters import aggregates, leg, metric, persister_env, produced, report, start_persister, written
 
 # This script's own name is the client's: with bench/ first on sys.path (as ``python
 # bench/elasticsearch.py`` puts it), ``import elasticsearch`` would import this file again.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
-from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from elasticsearch import AsyncElasticsearch, Elasticsearch  # noqa: E402
 from elasticsearch.helpers import async_bulk  # noqa: E402
-from fluxgate_testing import free_port, unique_topic  # noqa: E402
+from fluxgate_testing import free_port  # noqa: E402
 
-from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
-from fluxgate_core.serde import AvroEncoder  # noqa: E402
 from fluxgate_es_persister.mapping import IndexFamily, index_template  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
 
@@ -92,35 +87,17 @@ def baseline(es_url: str, records: list[dict[str, Any]], batch: int) -> dict[str
 
 def persister(stack: Any, records: list[dict[str, Any]], batch: int, log: Path) -> dict[str, Any]:
     target = f"bench-es-{uuid.uuid4().hex[:6]}"
-    topic = unique_topic("bench.aggregates", stack.bootstrap)
-    registry = SchemaRegistryClient({"url": stack.registry_url})
-    encoder = AvroEncoder.registered(
-        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
-    )
-    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
-    for record in records:
-        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    topic = produced(stack, records)
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_ES_")},
-        "FLUXGATE_ES_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-        "FLUXGATE_ES_REGISTRY__URL": stack.registry_url,
+    store = {
         "FLUXGATE_ES_ELASTICSEARCH__HOSTS": f'["{stack.elasticsearch_url}"]',
-        "FLUXGATE_ES_HTTP__HOST": "127.0.0.1",
-        "FLUXGATE_ES_HTTP__PORT": str(port),
-        "FLUXGATE_ES_SINK__KCQL": kcql(target, topic),
-        "FLUXGATE_ES_SINK__BATCH_SIZE": str(batch),
-        "FLUXGATE_ES_SINK__GROUP_ID": f"bench-{target}",
-        "FLUXGATE_ES_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
         "FLUXGATE_ES_ELASTICSEARCH__BULK_MAX_ACTIONS": str(batch),
-        **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith("BENCH_ES_")},
     }
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "fluxgate_es_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+    env = persister_env(
+        "FLUXGATE_ES_", stack, port=port, kcql=kcql(target, topic), batch=batch, group=f"bench-{target}",
+        topic=topic, store=store,
+    )  # fmt: skip
+    process = start_persister("fluxgate_es_persister", env, log)
     es = Elasticsearch(stack.elasticsearch_url, request_timeout=60)
     try:
         began, cpu_before = time.perf_counter(), 0.0

@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, cpu_seconds, micros_per, stack_up
-from _persisters import aggregates, leg, metric, report
+from _persisters import aggregates, leg, metric, persister_env, produced, report, start_persister
 
 # This script's own name is the client's: with bench/ first on sys.path, ``import hazelcast`` would import it.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
-from fluxgate_testing import free_port, unique_topic  # noqa: E402
+from fluxgate_testing import free_port  # noqa: E402
 from hazelcast.asyncio import HazelcastClient  # noqa: E402
 from hazelcast.core import HazelcastJsonValue  # noqa: E402
 from hazelcast.protocol.codec import ringbuffer_add_all_codec  # noqa: E402
@@ -52,8 +52,7 @@ from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_OVERWRITE  # noqa: E402
 
 from fluxgate_core.collector import tune_collector  # noqa: E402
 from fluxgate_core.consumer import RecordConsumer  # noqa: E402
-from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text  # noqa: E402
-from fluxgate_core.serde import AvroDecoder, AvroEncoder  # noqa: E402
+from fluxgate_core.serde import AvroDecoder  # noqa: E402
 from fluxgate_hazelcast_persister.values import add_all_json_request, json_documents, to_json  # noqa: E402
 from fluxgate_sink.kcql import parse  # noqa: E402
 
@@ -89,21 +88,6 @@ def baseline(member: str, cluster: str, records: list[dict[str, Any]], batch: in
     wall = asyncio.run(run())
     used = (os.times().user - cpu.user) + (os.times().system - cpu.system)
     return {"wall_s": round(wall, 3), "records_per_s": round(len(records) / wall), "client_cpu_s": round(used, 2)}
-
-
-def produced(stack: Any, records: list[dict[str, Any]], partitions: int) -> str:
-    """A fresh topic holding ``records`` as Avro TemperatureAggregates; every leg reads it from the start."""
-    topic = unique_topic("bench.aggregates", stack.bootstrap, partitions=partitions)
-    registry = SchemaRegistryClient({"url": stack.registry_url})
-    encoder = AvroEncoder.registered(
-        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
-    )
-    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
-    for record in records:
-        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    return topic
 
 
 def _reader(stack: Any, topic: str) -> RecordConsumer:
@@ -228,25 +212,11 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
 def _start(
     stack: Any, member: str, cluster: str, topic: str, target: str, group: str, batch: int, port: int, log: Path
 ) -> tuple[subprocess.Popen[bytes], int]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_HZ_")},
-        "FLUXGATE_HZ_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-        "FLUXGATE_HZ_REGISTRY__URL": stack.registry_url,
-        "FLUXGATE_HZ_HAZELCAST__MEMBERS": json.dumps([member]),
-        "FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME": cluster,
-        "FLUXGATE_HZ_HTTP__HOST": "127.0.0.1",
-        "FLUXGATE_HZ_HTTP__PORT": str(port),
-        "FLUXGATE_HZ_SINK__KCQL": kcql(target, topic),
-        "FLUXGATE_HZ_SINK__BATCH_SIZE": str(batch),
-        "FLUXGATE_HZ_SINK__GROUP_ID": group,
-        "FLUXGATE_HZ_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
-        **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith("BENCH_HZ_")},
-    }
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "fluxgate_hazelcast_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    return process, port
+    store = {"FLUXGATE_HZ_HAZELCAST__MEMBERS": json.dumps([member]), "FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME": cluster}
+    env = persister_env(
+        "FLUXGATE_HZ_", stack, port=port, kcql=kcql(target, topic), batch=batch, group=group, topic=topic, store=store
+    )
+    return start_persister("fluxgate_hazelcast_persister", env, log), port
 
 
 async def _check_and_drop(member: str, cluster: str, target: str, count: int) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -29,16 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, cpu_seconds, micros_per, stack_up
-from _persisters import aggregates, leg, metric, report, written
+from _persisters import aggregates, leg, metric, persister_env, produced, report, start_persister, written
 from cassandra.cluster import Session
 from cassandra.concurrent import execute_concurrent_with_args
-from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from fluxgate_testing import free_port, unique_topic
+from fluxgate_testing import free_port
 
 from fluxgate_core.consumed_record import ConsumedRecord
-from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
-from fluxgate_core.serde import AvroEncoder
 from fluxgate_scylla_persister.table import RowBinder, autocreate_layout, table_name
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.sink import SinkItem
@@ -89,36 +84,18 @@ def persister(
     stack: Any, session: Session, address: tuple[str, int], records: list[dict[str, Any]], args: Any, log: Path
 ) -> dict[str, Any]:
     target = f"{KEYSPACE}.bench_{uuid.uuid4().hex[:6]}"
-    topic = unique_topic("bench.aggregates", stack.bootstrap)
-    registry = SchemaRegistryClient({"url": stack.registry_url})
-    encoder = AvroEncoder.registered(
-        registry, topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
-    )
-    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True})
-    for record in records:
-        producer.produce(topic, key=record["device_id"].encode(), value=encoder.encode(record))
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    topic = produced(stack, records)
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("FLUXGATE_SCYLLA_")},
-        "FLUXGATE_SCYLLA_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-        "FLUXGATE_SCYLLA_REGISTRY__URL": stack.registry_url,
+    store = {
         "FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS": f'["{address[0]}"]',
         "FLUXGATE_SCYLLA_SCYLLA__PORT": str(address[1]),
         "FLUXGATE_SCYLLA_SCYLLA__MAX_IN_FLIGHT": str(args.in_flight),
-        "FLUXGATE_SCYLLA_HTTP__HOST": "127.0.0.1",
-        "FLUXGATE_SCYLLA_HTTP__PORT": str(port),
-        "FLUXGATE_SCYLLA_SINK__KCQL": kcql(target, topic),
-        "FLUXGATE_SCYLLA_SINK__BATCH_SIZE": str(args.batch),
-        "FLUXGATE_SCYLLA_SINK__GROUP_ID": f"bench-{target}",
-        "FLUXGATE_SCYLLA_SINK__DEADLETTER_TOPIC": f"{topic}.dlq",
-        **{k.replace("BENCH_", "FLUXGATE_"): v for k, v in os.environ.items() if k.startswith("BENCH_SCYLLA_")},
     }
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "fluxgate_scylla_persister"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+    env = persister_env(
+        "FLUXGATE_SCYLLA_", stack, port=port, kcql=kcql(target, topic), batch=args.batch, group=f"bench-{target}",
+        topic=topic, store=store,
+    )  # fmt: skip
+    process = start_persister("fluxgate_scylla_persister", env, log)
     try:
         while not table_exists(session, target) or metric(port, "fluxgate_sink_store_up", missing=-1.0) < 0:
             assert process.poll() is None, f"the persister exited; see {log}"

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient
 from connect_fixtures import FIXTURES
 from fluxgate_testing import ServiceProcess, free_port, unique_topic
+from fluxgate_testing.aggregates import temperature_aggregate
 
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder
@@ -67,12 +68,10 @@ def aggregates(count: int) -> list[dict[str, Any]]:
     out = []
     for n in range(count):
         start = DAY + timedelta(minutes=n)
-        out.append({
-            "device_id": f"connect-{run}-{n % 5}", "metric": "temperature",
-            "window_start": start, "window_end": start + timedelta(minutes=1),
-            "count": 3, "min": 20.0, "max": 22.0 + n, "mean": 21.0, "stddev": 0.5,
-            "first_event_time": start, "last_event_time": start + timedelta(seconds=59), "unit": "Cel",
-        })  # fmt: skip
+        out.append(temperature_aggregate(
+            f"connect-{run}-{n % 5}", start, min=20.0, max=22.0 + n, mean=21.0, stddev=0.5,
+            last_event_time=start + timedelta(seconds=59),
+        ))  # fmt: skip
     return out
 
 

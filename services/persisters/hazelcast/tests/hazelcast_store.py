@@ -6,11 +6,12 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fluxgate_testing.aggregates import temperature_aggregate
+from fluxgate_testing.sink.items import sink_item
 from hazelcast.config import Config
 from hazelcast.core import HazelcastJsonValue
 from hazelcast.serialization.service import SerializationServiceV1
 
-from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_sink.kcql import Statement, parse
 from fluxgate_sink.sink import SinkItem
 
@@ -24,30 +25,11 @@ def statement(target: str, store_as: str = "RING_BUFFER", extra: str = "") -> St
 
 
 def aggregate(device: int, minute: int, **changes: Any) -> dict[str, Any]:
-    start = START + timedelta(minutes=minute)
-    return {
-        "device_id": f"d{device}",
-        "metric": "temperature",
-        "window_start": start,
-        "window_end": start + timedelta(minutes=1),
-        "count": 3,
-        "min": 20.5,
-        "max": 22.5,
-        "mean": 21.5,
-        "stddev": 0.8,
-        "first_event_time": start,
-        "last_event_time": start,
-        "unit": "Cel",
-        **changes,
-    }
+    return temperature_aggregate(f"d{device}", START + timedelta(minutes=minute), **changes)
 
 
 def item(stmt: Statement, record: dict[str, Any], offset: int, partition: int = 0, value: bytes = b"") -> SinkItem:
-    source = ConsumedRecord("temperatures.aggregated", partition, offset, b"k", value, (), 0, record)
-    event_time = stmt.event_time(record)
-    return SinkItem(
-        source, stmt, stmt.target_for(event_time), stmt.document_id(record), stmt.project(record), event_time
-    )
+    return sink_item(stmt, record, offset, partition=partition, value=value)
 
 
 def items(stmt: Statement, count: int, first_offset: int = 0) -> list[SinkItem]:

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from cassandra.cluster import Cluster, Session
+from fluxgate_testing.aggregates import temperature_aggregate
+from fluxgate_testing.sink.items import sink_item
 from fluxgate_testing.sink.store import StoreUnderTest
 
-from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_scylla_persister.driver import CONNECTION_CLASS
 from fluxgate_sink.kcql import Statement, parse, safe_id
 from fluxgate_sink.sink import SinkItem
@@ -68,31 +69,18 @@ def statement(kcql: str) -> Statement:
 
 
 def aggregate(device: str, window_start: datetime, **changes: Any) -> dict[str, Any]:
-    """A decoded TemperatureAggregate (timestamps as aware datetimes, as fastavro gives them)."""
-    return {
-        "device_id": device,
-        "metric": "temperature",
-        "window_start": window_start,
-        "window_end": window_start + timedelta(minutes=1),
-        "count": 3,
-        "min": 20.5,
-        "max": 22.5,
-        "mean": 21.5,
+    """A decoded TemperatureAggregate, its readings spread over the window."""
+    spread = {
         "stddev": 0.8165,
         "first_event_time": window_start + timedelta(seconds=1),
         "last_event_time": window_start + timedelta(seconds=59),
-        "unit": "Cel",
-        **changes,
     }
+    return temperature_aggregate(device, window_start, **{**spread, **changes})
 
 
 def as_item(stmt: Statement, record: dict[str, Any], offset: int = 0) -> SinkItem:
     """What the runner's router makes of a decoded record."""
-    source = ConsumedRecord("temperatures.aggregated", 0, offset, b"key", b"", (), 0, record)
-    event_time = stmt.event_time(record)
-    return SinkItem(
-        source, stmt, stmt.target_for(event_time), stmt.document_id(record), stmt.project(record), event_time
-    )
+    return sink_item(stmt, record, offset, key=b"key")
 
 
 def items(stmt: Statement, records: list[dict[str, Any]]) -> list[SinkItem]:

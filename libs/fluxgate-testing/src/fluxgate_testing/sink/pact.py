@@ -1,10 +1,11 @@
 """The consumer side of a persister's pact with the aggregator on ``temperatures.aggregated``.
 
-A persister's contract test describes itself with :func:`persister_pact` (its consumer name
-and the fields its ``consumed.py`` declares) and keeps only what is its own: the consumer
-half, a function taking the record as the sink runtime hands it over (decoded, timestamps
-as aware datetimes) and showing the persister can use it. ``fluxgate_testing.pact``
-builds the Pact V4 message pact and keeps the committed copy in ``contracts-tests/pacts/``
+A persister's contract test subclasses :class:`PersisterPactTests`, which runs the checks
+every persister's pact shares, with its pact (:func:`persister_pact`: its consumer name and
+the fields its ``consumed.py`` declares) and keeps only what is its own: the consumer half,
+``use``, taking the record as the sink runtime hands it over (decoded, timestamps as aware
+datetimes) and showing the persister can use it. ``fluxgate_testing.pact`` builds the
+Pact V4 message pact and keeps the committed copy in ``contracts-tests/pacts/``
 honest. The aggregator verifies those copies against what its real Spark job writes
 (``services/aggregator/tests/contract/test_persister_pacts.py``).
 
@@ -13,10 +14,12 @@ Regenerate the committed pacts after changing a declaration with ``FLUXGATE_UPDA
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.contract import ConsumedFields
+from fluxgate_sink.contract import schema_mismatches
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.sink import SinkItem
@@ -55,3 +58,24 @@ def routed(kcql: str, record: dict[str, Any], topic: str = TOPIC) -> list[SinkIt
     result = Router(parse(kcql)).route([source])
     assert not result.unroutable, f"unroutable: {[str(u.error) for u in result.unroutable]}"
     return result.items
+
+
+class PersisterPactTests:
+    """The tests every persister's pact runs. Subclass it as ``Test...`` in the persister's
+    ``tests/contract`` with its ``pact`` (:func:`persister_pact`) and its consumer half, :meth:`use`."""
+
+    pact: ClassVar[MessagePact]
+
+    def use(self, record: dict[str, Any]) -> None:
+        """The consumer half: show the persister can use ``record``, the pact's example decoded."""
+        raise NotImplementedError
+
+    def test_every_consumed_field_has_its_type_in_the_aggregate_schema(self) -> None:
+        wrong = schema_mismatches(self.pact.fields)
+        assert not wrong, f"consumed fields that schemas/temperature_aggregate.avsc does not declare so: {wrong}"
+
+    def test_the_persister_can_use_the_message_it_asks_for(self) -> None:
+        self.pact.verify(self.use)
+
+    def test_the_pact_the_aggregator_verifies_is_the_one_written_here(self, tmp_path: Path) -> None:
+        self.pact.check_committed(tmp_path)

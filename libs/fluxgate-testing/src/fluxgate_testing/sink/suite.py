@@ -24,6 +24,7 @@ from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import RegistrySettings
 from fluxgate_sink.kcql import safe_id
 from fluxgate_testing import consume, free_port, unique_topic
+from fluxgate_testing.aggregates import temperature_aggregate
 from fluxgate_testing.process import ServiceProcess
 from fluxgate_testing.sink.store import StoreUnderTest
 
@@ -39,11 +40,7 @@ HOSTILE_DEVICE_ID = "温" * 23_334
 def aggregate(device: int, window: int, **changes: Any) -> dict[str, Any]:
     """A TemperatureAggregate of device ``device`` for the ``window``-th minute of ``DAY``."""
     start = DAY + timedelta(minutes=window)
-    return {
-        "device_id": f"device-{device:04d}",
-        "metric": "temperature",
-        "window_start": start,
-        "window_end": start + timedelta(minutes=1),
+    varied = {
         "count": 2 + window % 5,
         "min": 18.0 + device % 7,
         "max": 24.5 + window % 3,
@@ -51,9 +48,8 @@ def aggregate(device: int, window: int, **changes: Any) -> dict[str, Any]:
         "stddev": 0.5,
         "first_event_time": start + timedelta(seconds=1),
         "last_event_time": start + timedelta(seconds=59),
-        "unit": "Cel",
-        **changes,
     }
+    return temperature_aggregate(f"device-{device:04d}", start, **{**varied, **changes})
 
 
 def aggregates(count: int, devices: int = 50) -> list[dict[str, Any]]:

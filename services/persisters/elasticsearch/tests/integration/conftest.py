@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
 from elasticsearch import AsyncElasticsearch
+from fluxgate_testing.aggregates import temperature_aggregate
+from fluxgate_testing.sink.items import sink_item
 
-from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_es_persister.settings import ConnectionSettings
 from fluxgate_es_persister.sink import ElasticsearchSink
 from fluxgate_sink.kcql import Statement, parse
@@ -62,30 +63,12 @@ def statement(target: str, mode: str = "INSERT") -> Statement:
 
 def aggregate(device: str, window_start: datetime, **changes: Any) -> dict[str, Any]:
     """A decoded TemperatureAggregate (timestamps as aware datetimes, as fastavro gives them)."""
-    return {
-        "device_id": device,
-        "metric": "temperature",
-        "window_start": window_start,
-        "window_end": window_start + timedelta(minutes=1),
-        "count": 3,
-        "min": 20.5,
-        "max": 22.5,
-        "mean": 21.5,
-        "stddev": 0.8165,
-        "first_event_time": window_start,
-        "last_event_time": window_start,
-        "unit": "Cel",
-        **changes,
-    }
+    return temperature_aggregate(device, window_start, **{"stddev": 0.8165, **changes})
 
 
 def as_item(stmt: Statement, record: dict[str, Any], offset: int = 0) -> SinkItem:
     """What the runner's router makes of a decoded record."""
-    source = ConsumedRecord("temperatures.aggregated", 0, offset, record["device_id"].encode(), b"", {}, 0, record)
-    event_time = stmt.event_time(record)
-    return SinkItem(
-        source, stmt, stmt.target_for(event_time), stmt.document_id(record), stmt.project(record), event_time
-    )
+    return sink_item(stmt, record, offset, key=record["device_id"].encode())
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from elasticsearch import Elasticsearch
 from fluxgate_testing import ServiceProcess, free_port, unique_topic
+from fluxgate_testing.aggregates import temperature_aggregate
 
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder
@@ -82,20 +83,10 @@ def produce(stack: Any, registry_client: Any, topic: str, records: list[dict[str
 
 
 def aggregate(device: str, start: datetime) -> dict[str, Any]:
-    return {
-        "device_id": device,
-        "metric": "temperature",
-        "window_start": start,
-        "window_end": start + timedelta(minutes=1),
-        "count": 2,
-        "min": 20.0,
-        "max": 22.0,
-        "mean": 21.0,
-        "stddev": 1.0,
-        "first_event_time": start + timedelta(seconds=1),
-        "last_event_time": start + timedelta(seconds=50),
-        "unit": None,
-    }
+    return temperature_aggregate(
+        device, start, count=2, min=20.0, max=22.0, mean=21.0, stddev=1.0, unit=None,
+        first_event_time=start + timedelta(seconds=1), last_event_time=start + timedelta(seconds=50),
+    )  # fmt: skip
 
 
 def wait_for_count(es: Elasticsearch, index: str, expected: int, process: ServiceProcess, timeout: float = 60) -> int:

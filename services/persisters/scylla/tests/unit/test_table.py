@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
 from cassandra.query import UNSET_VALUE
+from fluxgate_testing.aggregates import temperature_aggregate
+from fluxgate_testing.sink.items import sink_item
 
-from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
 from fluxgate_scylla_persister.consumed import CONSUMED_FIELDS, CQL_TYPES
 from fluxgate_scylla_persister.settings import DEFAULT_KCQL
@@ -26,29 +27,11 @@ def one(kcql: str) -> Statement:
 
 
 def aggregate(**changes: Any) -> dict[str, Any]:
-    return {
-        "device_id": "Sensor4",
-        "metric": "temperature",
-        "window_start": START,
-        "window_end": START + timedelta(minutes=1),
-        "count": 3,
-        "min": 20.5,
-        "max": 22.5,
-        "mean": 21.5,
-        "stddev": 0.8,
-        "first_event_time": START,
-        "last_event_time": START,
-        "unit": "Cel",
-        **changes,
-    }
+    return temperature_aggregate("Sensor4", START, **changes)
 
 
 def item(statement: Statement, record: dict[str, Any]) -> SinkItem:
-    source = ConsumedRecord("temperatures.aggregated", 0, 0, b"k", b"", {}, 0, record)
-    when = statement.event_time(record)
-    return SinkItem(
-        source, statement, statement.target_for(when), statement.document_id(record), statement.project(record), when
-    )
+    return sink_item(statement, record)
 
 
 def test_the_default_table_partitions_by_device_metric_and_day_newest_first() -> None:
