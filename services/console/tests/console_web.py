@@ -11,9 +11,9 @@ from console_recorded import RecordedKafka, Services, aggregator_letter, gateway
 from starlette.testclient import TestClient
 
 from fluxgate_console.deadletters import DeadLetter, DeadLetterBook
+from fluxgate_console.refresh import Console
 from fluxgate_console.replay import Outcome, Plan
 from fluxgate_console.settings import ConsoleSettings
-from fluxgate_console.state import Console
 from fluxgate_console.web import Web
 
 CLOCK_S = 1_700_000_100.0  # the letters' minutes: the gateway's 2 minutes ago, the aggregator's 1

@@ -18,9 +18,9 @@ import uvicorn
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.kafka_state import AdminKafka
 from fluxgate_console.reader import DeadLetterReader
+from fluxgate_console.refresh import Console
 from fluxgate_console.replay import AuditCodec, AuditLog, Replayer, transactional_config
 from fluxgate_console.settings import SERVICE, ConsoleSettings
-from fluxgate_console.state import Console
 from fluxgate_console.web import Web
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.lifecycle import run_service

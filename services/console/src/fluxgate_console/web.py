@@ -23,10 +23,10 @@ from fluxgate_console import connect
 from fluxgate_console.auth import challenge, operator, operator_refusal, viewer
 from fluxgate_console.deadletters import DeadLetter, LetterFilter, replay_refusal
 from fluxgate_console.filters import FilterError, letter_filter
+from fluxgate_console.refresh import Console
 from fluxgate_console.replay import Replayer, ReplayError
 from fluxgate_console.security import CsrfTokens, SecurityMiddleware
 from fluxgate_console.sparkline import bar_px, sparkline
-from fluxgate_console.state import Console
 from fluxgate_console.view import flow
 
 log = structlog.get_logger(__name__)

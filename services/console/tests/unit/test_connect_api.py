@@ -10,8 +10,8 @@ from console_recorded import RecordedKafka, Services, recorded_connect
 from starlette.testclient import TestClient
 
 from fluxgate_console.deadletters import DeadLetterBook
+from fluxgate_console.refresh import Console
 from fluxgate_console.settings import ConsoleSettings, DeadLetterSettings
-from fluxgate_console.state import Console
 from fluxgate_console.web import Web
 
 MAPS = {"config"}  # objects whose keys are free (a connector's config); everything else has fixed keys

@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.hazelcast_store import Answer, ClientAnswers, Kind, hazelcast_view, structures
+from fluxgate_console.refresh import Console
 from fluxgate_console.scylla_store import Key, scylla_view
 from fluxgate_console.settings import ConsoleSettings
-from fluxgate_console.state import Console
 from fluxgate_console.stores import BlockingStore, StoreView, elasticsearch
 from fluxgate_console.web import Web
 

@@ -6,8 +6,8 @@ from console_recorded import RecordedKafka, Services
 
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.kafka_state import kafka_state
+from fluxgate_console.refresh import Console
 from fluxgate_console.settings import ConsoleSettings
-from fluxgate_console.state import Console
 from fluxgate_console.view import flow, lag_growth
 
 
