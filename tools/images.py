@@ -38,7 +38,8 @@ VERSION = "0.1.0"  # the charts' appVersion: an image's tag is what the chart pu
 BASE_TAGS = ("docker.io/library/python:3.11-slim", "docker.io/library/python:3.11-slim-bookworm")
 # What a slim image leaves out: documentation, manual pages and translations.
 SLIM_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# libpython3.11-dev: the official image carries the C headers, which C extensions built from source need.
+BASE_PACKAGES = ("python3", "python3-venv", "libpython3.11-dev", "ca-certificates")
 # As Debian's own images do, apt removes the packages it downloaded once they are installed.
 APT_CLEAN = (
     "".join(
