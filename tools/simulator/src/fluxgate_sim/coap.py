@@ -9,6 +9,7 @@ many constrained nodes. Each device's metric is its own OBSERVABLE resource,
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterable
 from urllib.parse import quote
@@ -20,6 +21,9 @@ from fluxgate_sim.encoding import CONTENT_FORMATS, CoapFormat, coap_payload
 from fluxgate_sim.faults import Reading
 
 BLOCK_SIZE_EXP = 6  # Block2 SZX 6: 1024-byte blocks, aiocoap's own size over UDP
+# How long a stopping device still answers: more than a confirmable notification's first
+# acknowledgement timeout (2 s, RFC 7252), so its observer's acknowledgement finds the port open.
+STOP_LINGER_S = 3.0
 BLOCK_BYTES = 2 ** (BLOCK_SIZE_EXP + 4)
 
 
@@ -102,8 +106,14 @@ class CoapDeviceServer:
         return self
 
     async def stop(self) -> None:
-        """Stop serving; safe to call twice."""
+        """Stop serving, once observers had a moment to get the last states; safe to call twice.
+
+        A device's last notification is sent as its state changes, but its observer's
+        acknowledgement (or the observer's own retransmission) needs the device's port: one
+        closed right after the last change ended the observation without that state (a soak
+        run stopped its devices so and lost the last reading)."""
         if self._context is not None:
+            await asyncio.sleep(STOP_LINGER_S)
             await self._context.shutdown()
             self._context = None
 

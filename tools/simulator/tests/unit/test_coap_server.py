@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import aiocoap
@@ -45,3 +46,23 @@ async def test_a_large_state_reaches_an_observer_whole_block_wise() -> None:
             await client.shutdown()
     assert first.payload == large[:5000]
     assert (notification.payload, notification.opt.observe) == (large, 1)
+
+
+async def test_an_observer_gets_the_last_state_published_right_before_the_devices_stop() -> None:
+    # A soak run stops the simulator right after its last readings: a device's server that
+    # closed at once lost the notification of its last state (its observer's acknowledgement
+    # met a closed port, and the observation ended without it).
+    client = await aiocoap.Context.create_client_context()
+    try:
+        server = await CoapDeviceServer("127.0.0.1", 0, "json").start()
+        server.publish("d1", "temperature", b'{"value": 1}')
+        request = client.request(aiocoap.Message(code=aiocoap.GET, uri=server.uri("d1", "temperature"), observe=0))
+        await request.response
+        notifications = aiter(request.observation)
+        server.publish("d1", "temperature", b'{"value": 2}')
+        await server.stop()
+        last = await asyncio.wait_for(anext(notifications), timeout=10)
+        request.observation.cancel()
+    finally:
+        await client.shutdown()
+    assert last.payload == b'{"value": 2}'
