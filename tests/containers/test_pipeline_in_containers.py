@@ -20,8 +20,9 @@ import pytest
 # downloads: the images install their packages from PyPI, Debian and Maven Central.
 # The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
 IMAGES_TIMEOUT_S = 2700
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.downloads, pytest.mark.containers,
-              pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
+# serial: nine containers and a Spark job beside another worker's tests made those miss their timing.
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads,
+              pytest.mark.containers, pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -37,3 +37,27 @@ def screenshot(browser: Any, name: str) -> Path:
     path = ARTIFACTS / name
     browser.save_screenshot(str(path))
     return path
+
+
+def click_when_ready(wait: Any, by: str, selector: str) -> None:
+    """Click the element ``selector`` finds once it can be clicked, found again on every try:
+    a page that refreshes its parts (the console's, every second) may replace the element
+    between finding it and clicking it (a stale element, seen in CI)."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+
+    passing = (ElementClickInterceptedException, ElementNotInteractableException, NoSuchElementException,
+               StaleElementReferenceException)  # fmt: skip
+
+    def clicked(driver: Any) -> bool:
+        try:
+            driver.find_element(by, selector).click()
+        except passing:
+            return False
+        return True
+
+    wait.until(clicked)

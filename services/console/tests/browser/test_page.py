@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from console_process import console_env
 from console_recorded import NOT_READY, READY, metrics_text
 from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
-from fluxgate_testing.browser import chromium, screenshot
+from fluxgate_testing.browser import chromium, click_when_ready, screenshot
 
 from fluxgate_core.deadletter import dead_letter_headers
 
@@ -108,8 +108,8 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
             assert "mqtt-proxy" in summary and "Connection refused" in summary
             browser.find_element(By.ID, "replay-user").send_keys("ops")
             browser.find_element(By.ID, "replay-password").send_keys("replay-secret")
-            wait.until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.pick"))).click()
-            browser.find_element(By.ID, "replay-selected").click()
+            click_when_ready(wait, By.CSS_SELECTOR, "input.pick")  # the parts refresh every second
+            click_when_ready(wait, By.ID, "replay-selected")
             wait.until(expected_conditions.alert_is_present()).accept()
             wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "replay-result"), "sent 1"))
             screenshot(browser, "console.png")
