@@ -187,7 +187,10 @@ def build_image(name: str) -> None:
     args = ["build", "--format", "docker", "-f", str(ROOT / IMAGES[name])]  # docker: keeps HEALTHCHECK
     args += [arg for tag in image_tags(name, rev) for arg in ("-t", tag)]
     for key, value in (("VERSION", VERSION), ("REVISION", rev), ("SOURCE", source_url())):
-        args += ["--build-arg", f"{key}={value}"]
+        # The build args feed the Dockerfile's LABEL (what `docker build` sets); the labels
+        # again on the command line: buildah 1.28 reused a cached LABEL step after the
+        # revision changed, so an image kept its previous commit's revision.
+        args += ["--build-arg", f"{key}={value}", "--label", f"org.opencontainers.image.{key.lower()}={value}"]
     podman(*args, *build_secrets(), str(ROOT))
 
 
