@@ -15,7 +15,10 @@ from fluxgate_testing import ServiceProcess
 
 from .conftest import THRESHOLD_S, Fleet, device, devices, keep_sending, on_partition
 
-pytestmark = pytest.mark.integration
+# serial: faust's rebalances and standby take their time from timers; beside another worker's
+# Spark jobs, two CI runs missed a takeover or an OFFLINE within the tests' bounds (load, not
+# yet a race found in our code: open in issue 39's notes).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 DEVICES = [f"dev-{i}" for i in range(9)]
 
 
