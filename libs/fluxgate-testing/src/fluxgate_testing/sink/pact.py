@@ -14,6 +14,7 @@ Regenerate the committed pacts after changing a declaration with ``FLUXGATE_UPDA
 
 from __future__ import annotations
 
+import abc
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,15 +61,15 @@ def routed(kcql: str, record: dict[str, Any], topic: str = TOPIC) -> list[SinkIt
     return result.items
 
 
-class PersisterPactTests:
+class PersisterPactTests(abc.ABC):
     """The tests every persister's pact runs. Subclass it as ``Test...`` in the persister's
     ``tests/contract`` with its ``pact`` (:func:`persister_pact`) and its consumer half, :meth:`use`."""
 
     pact: ClassVar[MessagePact]
 
+    @abc.abstractmethod
     def use(self, record: dict[str, Any]) -> None:
         """The consumer half: show the persister can use ``record``, the pact's example decoded."""
-        raise NotImplementedError
 
     def test_every_consumed_field_has_its_type_in_the_aggregate_schema(self) -> None:
         wrong = schema_mismatches(self.pact.fields)
