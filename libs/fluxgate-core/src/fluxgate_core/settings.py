@@ -13,9 +13,19 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
@@ -24,6 +34,10 @@ from fluxgate_core.errors import ConfigError
 Compatibility = Literal[
     "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE"
 ]
+
+
+# Client properties that hold a secret (librdkafka's and the Java client's names).
+SECRET_PROPERTY = re.compile(r"password|secret|jaas", re.IGNORECASE)
 
 
 class Group(BaseModel):
@@ -40,8 +54,15 @@ class KafkaSettings(Group):
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: str | None = Field(None, description="CA bundle for SSL/SASL_SSL")
+    sasl_password: SecretStr | None = Field(
+        None, description="SASL password (from a Secret); excludes sasl_password_file"
+    )
+    sasl_password_file: Path | None = Field(
+        None,
+        description="file holding the SASL password (a mounted Secret), read at every connection so a rotated "
+        "password is picked up; excludes sasl_password",
+    )
+    ssl_ca_location: str | None = Field(None, description="CA bundle (PEM) for SSL/SASL_SSL; default: the system's")
     linger_ms: int = Field(5, ge=0, le=10_000, description="producer batching delay")
     compression_type: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
     max_buffered_messages: int = Field(
@@ -56,7 +77,58 @@ class KafkaSettings(Group):
         "gets its partitions back at once, without a rebalance; one that stops for good holds them "
         "until the session times out (it never leaves the group, even on SIGTERM)",
     )
-    extra: dict[str, str] = Field(default_factory=dict, description="extra librdkafka properties")
+    extra: dict[str, str] = Field(
+        default_factory=dict, description="extra librdkafka properties (never a secret: those have their settings)"
+    )
+
+    @field_validator("extra")
+    @classmethod
+    def _no_secret_in_extra(cls, extra: dict[str, str]) -> dict[str, str]:
+        """``extra`` is a plain setting: a password there would show in the rendered config,
+        the chart's values and any dump of the settings."""
+        secret = sorted(key for key in extra if SECRET_PROPERTY.search(key))
+        if secret:
+            raise ValueError(f"{', '.join(secret)}: a secret does not go in extra; use sasl_password(_file)")
+        return extra
+
+    @model_validator(mode="after")
+    def _credentials_complete(self) -> KafkaSettings:
+        """A SASL protocol without a mechanism, a user or a password would only fail at the
+        first connection, as a retried transport error; say which setting is missing now.
+        Each message starts with the field it is about (see :func:`_describe`)."""
+        sasl = self.security_protocol.startswith("SASL_")
+        if self.sasl_password is not None and self.sasl_password_file is not None:
+            raise ValueError("sasl_password_file: set either it or sasl_password, not both")
+        if not sasl:
+            if self.sasl_mechanism or self.sasl_username:
+                raise ValueError(f"security_protocol: {self.security_protocol} uses no SASL, yet SASL settings are set")
+            return self
+        if self.sasl_mechanism is None:
+            raise ValueError(f"sasl_mechanism: required with security_protocol {self.security_protocol}")
+        if not self.sasl_username:
+            raise ValueError(f"sasl_username: required with security_protocol {self.security_protocol}")
+        if self.sasl_password is None and self.sasl_password_file is None:
+            raise ValueError("sasl_password_file: a password is required (sasl_password or sasl_password_file)")
+        if self.sasl_password_file is not None:
+            self._read_password_file()
+        return self
+
+    def _read_password_file(self) -> str:
+        """The password in ``sasl_password_file``, without the trailing newline an editor adds."""
+        assert self.sasl_password_file is not None
+        try:
+            password = self.sasl_password_file.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ValueError(f"sasl_password_file: cannot read {self.sasl_password_file}: {exc.strerror}") from None
+        if not password:
+            raise ValueError(f"sasl_password_file: {self.sasl_password_file} is empty")
+        return password
+
+    def password(self) -> str | None:
+        """The SASL password, from the secret setting or read from its file now."""
+        if self.sasl_password is not None:
+            return self.sasl_password.get_secret_value()
+        return self._read_password_file() if self.sasl_password_file is not None else None
 
     def client_config(self, default_client_id: str) -> dict[str, Any]:
         """Connection properties common to producers, consumers and admin clients."""
@@ -68,7 +140,7 @@ class KafkaSettings(Group):
         if self.sasl_mechanism:
             config["sasl.mechanism"] = self.sasl_mechanism
             config["sasl.username"] = self.sasl_username or ""
-            config["sasl.password"] = self.sasl_password.get_secret_value() if self.sasl_password else ""
+            config["sasl.password"] = self.password() or ""
         if self.ssl_ca_location:
             config["ssl.ca.location"] = self.ssl_ca_location
         return config
@@ -189,7 +261,7 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
         return cls(**overrides)
     except ValidationError as exc:
         prefix = str(cls.model_config.get("env_prefix", ""))
-        problems = [_describe(prefix, err) for err in exc.errors()]
+        problems = [_describe(prefix, err, cls) for err in exc.errors()]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
     except SettingsError as exc:  # a JSON-valued variable (a list, a dict) that is not valid JSON
         prefix = str(cls.model_config.get("env_prefix", ""))
@@ -226,10 +298,17 @@ def _unparseable_variable(env_name: str) -> str | None:
     return None
 
 
-def _describe(prefix: str, err: Any) -> str:
+def _describe(prefix: str, err: Any, cls: type[BaseModel]) -> str:
     path = [str(part) for part in err["loc"]]
+    message = str(err["msg"]).removeprefix("Value error, ")
     if not path:  # a check across fields: its message names the variables itself
-        return str(err["msg"]).removeprefix("Value error, ")
+        return message
+    # A group's check across its fields starts its message with the field it is about.
+    field, colon, rest = message.partition(": ")
+    if err["type"] == "value_error" and colon and field in _fields_at(cls, err["loc"]):
+        loc = [*err["loc"], field]
+        env_name = (prefix + "__".join(str(part) for part in loc if not isinstance(part, int))).upper()
+        return f"{'.'.join(map(str, loc))} [env {env_name}]: {rest}"
     dotted = ".".join(path)
     # A list item (``resources.0.uri``) lives inside one JSON-valued variable: name that one.
     env_path = list(itertools.takewhile(lambda part: not isinstance(part, int), err["loc"]))
@@ -238,3 +317,15 @@ def _describe(prefix: str, err: Any) -> str:
     # A message over several lines (KCQL's: the line and a caret under the fault) shows the input itself.
     shown = "" if isinstance(given, dict) or given is None or "\n" in err["msg"] else f" (got {given!r})"
     return f"{dotted} [env {env_name}]: {err['msg']}{shown}"
+
+
+def _fields_at(cls: type[BaseModel], loc: tuple[Any, ...]) -> set[str]:
+    """The field names of the group that ``loc`` leads to (none when it leads to a value)."""
+    model: Any = cls
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return set()
+        model = annotation
+    return set(model.model_fields)

@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
@@ -85,11 +88,78 @@ def test_unknown_nested_key_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_secrets_do_not_leak_into_repr(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__SASL_MECHANISM", "PLAIN")
-    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__SASL_PASSWORD", "hunter2")
+    sasl_env(monkeypatch, FLUXGATE_DEMO_KAFKA__SASL_PASSWORD="hunter2")
     settings = load_settings(DemoSettings)
     assert "hunter2" not in repr(settings)
     assert settings.kafka.client_config("x")["sasl.password"] == "hunter2"
+
+
+def sasl_env(monkeypatch: pytest.MonkeyPatch, **more: str) -> None:
+    env = {
+        "FLUXGATE_DEMO_KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+        "FLUXGATE_DEMO_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+        "FLUXGATE_DEMO_KAFKA__SASL_USERNAME": "aggregator",
+        **more,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_sasl_password_comes_from_its_file_read_at_each_connection(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("first\n")
+    sasl_env(monkeypatch, FLUXGATE_DEMO_KAFKA__SASL_PASSWORD_FILE=str(secret))
+    settings = load_settings(DemoSettings)
+    assert settings.kafka.client_config("x")["sasl.password"] == "first"
+    secret.write_text("rotated")
+    assert settings.kafka.client_config("x")["sasl.password"] == "rotated"
+    assert "rotated" not in repr(settings) and "first" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("env", "named", "reason"),
+    [
+        ({"FLUXGATE_DEMO_KAFKA__SASL_MECHANISM": ""}, "KAFKA__SASL_MECHANISM", "required with security_protocol"),
+        ({"FLUXGATE_DEMO_KAFKA__SASL_USERNAME": ""}, "KAFKA__SASL_USERNAME", "required with security_protocol"),
+        ({}, "KAFKA__SASL_PASSWORD_FILE", "a password is required"),
+        ({"FLUXGATE_DEMO_KAFKA__SASL_PASSWORD_FILE": "/no/such/file"}, "KAFKA__SASL_PASSWORD_FILE", "cannot read"),
+        (
+            {"FLUXGATE_DEMO_KAFKA__SASL_PASSWORD_FILE": "/dev/null", "FLUXGATE_DEMO_KAFKA__SASL_PASSWORD": "x"},
+            "KAFKA__SASL_PASSWORD_FILE",
+            "not both",
+        ),
+        ({"FLUXGATE_DEMO_KAFKA__SASL_PASSWORD_FILE": "/dev/null"}, "KAFKA__SASL_PASSWORD_FILE", "is empty"),
+        (
+            {"FLUXGATE_DEMO_KAFKA__SECURITY_PROTOCOL": "SSL", "FLUXGATE_DEMO_KAFKA__SASL_PASSWORD": "x"},
+            "KAFKA__SECURITY_PROTOCOL",
+            "uses no SASL",
+        ),
+    ],
+)
+def test_incomplete_sasl_settings_fail_at_start_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str, reason: str
+) -> None:
+    sasl_env(monkeypatch)
+    for name, value in env.items():
+        if value:
+            monkeypatch.setenv(name, value)
+        else:
+            monkeypatch.delenv(name)
+    with pytest.raises(ConfigError) as error:
+        load_settings(DemoSettings)
+    assert f"[env FLUXGATE_DEMO_{named}]" in str(error.value)
+    assert reason in str(error.value)
+
+
+def test_a_secret_in_the_plain_extra_properties_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__EXTRA", json.dumps({"sasl.jaas.config": jaas}))
+    with pytest.raises(ConfigError) as error:
+        load_settings(DemoSettings)
+    assert "[env FLUXGATE_DEMO_KAFKA__EXTRA]" in str(error.value)
+    assert "password=" not in str(error.value), "the refusal must not print the secret it refuses"
 
 
 def test_settings_are_frozen() -> None:
