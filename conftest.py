@@ -21,6 +21,21 @@ def stack() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def secured_kafka(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Kafka's SASL_SSL listener (SCRAM, TLS from the stack's CA, ACLs): ``.bootstrap``
+    (``127.0.0.1:9094``), ``.ca_file`` and ``.principal(name, grants)``, a
+    ``fluxgate_testing.secured.Principal`` with a unique user name, a random password (and its
+    0600 ``password_file``) and exactly ``grants`` (``fluxgate_stack.Grant``, or
+    ``fluxgate_stack.SERVICE_GRANTS[...]``); ``principal.kafka_env("FLUXGATE_MQTT_")`` is a
+    service's environment for it. Every principal is removed when the session ends."""
+    from fluxgate_testing.secured import SecuredKafka
+
+    secured = SecuredKafka(stack.secure_bootstrap, stack.ca_file, tmp_path_factory.mktemp("secured-kafka"))
+    yield secured
+    secured.close()
+
+
+@pytest.fixture(scope="session")
 def registry_client(stack: Any) -> Any:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 

@@ -13,8 +13,9 @@ from fluxgate_core.consumer import RecordConsumer
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_testing.process import ServiceProcess
+from fluxgate_testing.secured import Principal, SecuredKafka
 
-__all__ = ["Consumed", "ServiceProcess", "consume", "free_port", "unique_topic"]
+__all__ = ["Consumed", "Principal", "SecuredKafka", "ServiceProcess", "consume", "free_port", "unique_topic"]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

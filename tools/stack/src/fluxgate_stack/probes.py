@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
+from pathlib import Path
 
 import httpx
 
@@ -34,6 +36,21 @@ def kafka_ready(bootstrap: str, timeout: float = PROBE_TIMEOUT) -> bool:
     try:
         return len(admin.list_topics(timeout=timeout).brokers) > 0
     except Exception:  # any failure just means "not ready yet"
+        return False
+
+
+def tls_handshake(host: str, port: int, ca_file: Path, timeout: float = PROBE_TIMEOUT) -> bool:
+    """A TLS handshake that verifies the server's certificate against ``ca_file`` and ``host``."""
+    if not ca_file.is_file():
+        return False
+    try:
+        context = ssl.create_default_context(cafile=str(ca_file))
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
+    except (OSError, ssl.SSLError):
         return False
 
 

@@ -29,6 +29,9 @@ class StackSettings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="loopback address every server binds to")
     kafka_port: int = Field(default=9092, ge=1, le=65535, description="Kafka PLAINTEXT listener")
     kafka_controller_port: int = Field(default=9093, ge=1, le=65535, description="KRaft CONTROLLER listener")
+    kafka_secure_port: int = Field(
+        default=9094, ge=1, le=65535, description="Kafka SASL_SSL listener (SCRAM, TLS from the stack's CA, ACLs)"
+    )
     kafka_version: str = Field(default="4.4.0", description="org.apache.kafka:kafka_2.13 version")
     kafka_heap: str = Field(default="768m", description="-Xmx of the broker")
     topics: str = Field(default=DEFAULT_TOPICS, description="name[:partitions],... created by `up`")
@@ -78,6 +81,11 @@ class StackSettings(BaseSettings):
     def local_dir(self) -> Path:
         """The git-ignored folder holding downloads, configs, data, logs and pidfiles."""
         return (self.home or find_repo_root()) / ".local"
+
+    @property
+    def pki_dir(self) -> Path:
+        """The stack's CA and server certificate (see :mod:`fluxgate_stack.pki`)."""
+        return self.local_dir / "pki"
 
     @property
     def topic_partitions(self) -> dict[str, int]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fluxgate_stack import fetch, process, servers
 from fluxgate_stack.errors import PortInUse, ServerNotReady
+from fluxgate_stack.pki import Pki
 from fluxgate_stack.process import PidRecord
 from fluxgate_stack.servers import Server
 from fluxgate_stack.servers.registry import CCOMPAT_PATH
@@ -42,6 +43,15 @@ class Endpoints:
     cassandra_port: int
     hazelcast_address: str
     hazelcast_cluster: str
+    # Kafka's SASL_SSL listener and the CA its certificate comes from. Defaults and a text path:
+    # endpoints saved as JSON (tools/soak_check.py) before these existed still load, and save.
+    secure_bootstrap: str = ""
+    ca_path: str = ""
+
+    @property
+    def ca_file(self) -> Path:
+        """The stack CA's certificate (PEM): what SASL_SSL clients trust (``ssl.ca.location``)."""
+        return Path(self.ca_path)
 
     @property
     def cassandra_contact_point(self) -> str:
@@ -62,6 +72,8 @@ class Endpoints:
             cassandra_port=settings.cassandra_port,
             hazelcast_address=f"{host}:{settings.hazelcast_port}",
             hazelcast_cluster=settings.hazelcast_cluster,
+            secure_bootstrap=f"{host}:{settings.kafka_secure_port}",
+            ca_path=str(Pki(settings.pki_dir).ca_cert),
         )
 
 

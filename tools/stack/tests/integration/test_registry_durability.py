@@ -39,12 +39,13 @@ def private_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     shared = StackSettings().local_dir / "dist"
     (home / ".local").mkdir()
     (home / ".local" / "dist").symlink_to(shared)
-    ports = free_ports(3)
+    ports = free_ports(4)
     settings = StackSettings(
         home=home,
         kafka_port=ports[0],
         kafka_controller_port=ports[1],
         registry_port=ports[2],
+        kafka_secure_port=ports[3],
         topics=f"{TOPIC}:1",
         kafka_heap="256m",
         registry_heap="256m",

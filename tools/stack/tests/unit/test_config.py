@@ -40,8 +40,10 @@ def test_kafka_single_kraft_node_on_loopback(settings: StackSettings, tmp_path: 
     props = as_dict(server_properties(settings, tmp_path / "data"))
     assert props["process.roles"] == "broker,controller"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:9093"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
-    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
+    assert props["listeners"] == ("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094")
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"
+    assert props["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL"
+    assert (props["controller.listener.names"], props["inter.broker.listener.name"]) == ("CONTROLLER", "PLAINTEXT")
     assert props["log.dirs"] == str(tmp_path / "data")
     assert props["auto.create.topics.enable"] == "false"
     assert props["group.initial.rebalance.delay.ms"] == "0"
@@ -52,9 +54,10 @@ def test_kafka_single_kraft_node_on_loopback(settings: StackSettings, tmp_path: 
 
 
 def test_kafka_ports_follow_settings(tmp_path: Path) -> None:
-    settings = StackSettings(home=tmp_path, kafka_port=19092, kafka_controller_port=19093)
+    settings = StackSettings(home=tmp_path, kafka_port=19092, kafka_controller_port=19093, kafka_secure_port=19094)
     props = as_dict(server_properties(settings, tmp_path))
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093,SASL_SSL://127.0.0.1:19094"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092,SASL_SSL://127.0.0.1:19094"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:19093"
 
 
@@ -108,10 +111,15 @@ def test_endpoints_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         cassandra_port=9042,
         hazelcast_address="127.0.0.1:5701",
         hazelcast_cluster="fluxgate",
+        secure_bootstrap="127.0.0.1:9094",
+        ca_path=str(tmp_path / ".local" / "pki" / "ca.crt"),
     )
     assert Endpoints.from_settings(settings).cassandra_contact_point == "127.0.0.1:9042"
+    assert Endpoints.from_settings(settings).ca_file == tmp_path / ".local" / "pki" / "ca.crt"
     env = {key: value for server in build(None, settings, all_if_empty=True) for key, value in server.env().items()}
     assert env["FLUXGATE_KAFKA_BOOTSTRAP"] == "127.0.0.1:29092"
+    assert env["FLUXGATE_KAFKA_SECURE_BOOTSTRAP"] == "127.0.0.1:9094"
+    assert env["FLUXGATE_KAFKA_CA_FILE"] == str(tmp_path / ".local" / "pki" / "ca.crt")
     assert env["FLUXGATE_REGISTRY_URL"] == "http://127.0.0.1:8081/apis/ccompat/v7"
     assert env["FLUXGATE_MQTT_PORT"] == "1883"
     assert env["FLUXGATE_ELASTICSEARCH_URL"] == "http://127.0.0.1:9200"

@@ -1,14 +1,21 @@
-"""Apache Kafka 4.x as a single KRaft node (broker and controller in one JVM)."""
+"""Apache Kafka 4.x as a single KRaft node (broker and controller in one JVM).
+
+Two client listeners: PLAINTEXT (the lab's: no credentials, no ACLs) and SASL_SSL (SCRAM
+over TLS from the stack's CA, every principal held to its ACLs; see
+:mod:`fluxgate_stack.security`).
+"""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import subprocess
 import uuid
 from pathlib import Path
 
 from fluxgate_stack import fetch, probes
 from fluxgate_stack.errors import InstallError
+from fluxgate_stack.pki import Pki, ensure_pki
 from fluxgate_stack.servers.base import JavaServer, Port
 from fluxgate_stack.settings import StackSettings
 from fluxgate_stack.topics import create_topics
@@ -50,10 +57,19 @@ class KafkaServer(JavaServer):
     def bootstrap(self) -> str:
         return f"{self.settings.host}:{self.settings.kafka_port}"
 
+    @property
+    def secure_bootstrap(self) -> str:
+        return f"{self.settings.host}:{self.settings.kafka_secure_port}"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.settings.pki_dir)
+
     def ports(self) -> list[Port]:
         return [
             Port(self.settings.kafka_port),
             Port(self.settings.kafka_controller_port),
+            Port(self.settings.kafka_secure_port),
         ]
 
     def is_installed(self) -> bool:
@@ -68,8 +84,10 @@ class KafkaServer(JavaServer):
         _check_slf4j_binding(into / "libs")
 
     def config_files(self) -> dict[Path, str]:
+        # Made here, before the fingerprint is taken: a new certificate is a new configuration.
+        pki = ensure_pki(self.settings.pki_dir, self.settings.host)
         return {
-            self.run_dir / "server.properties": server_properties(self.settings, self.data_dir),
+            self.run_dir / "server.properties": server_properties(self.settings, self.data_dir, pki),
             self.run_dir / "log4j2.xml": LOG4J2_XML,
         }
 
@@ -89,13 +107,20 @@ class KafkaServer(JavaServer):
         ]
 
     def probe(self) -> bool:
-        return probes.kafka_ready(self.bootstrap)
+        # The plaintext metadata request proves the broker serves; the handshake that the
+        # secure listener is up with the stack's certificate.
+        host, port = self.settings.host, self.settings.kafka_secure_port
+        return probes.kafka_ready(self.bootstrap) and probes.tls_handshake(host, port, self.pki.ca_cert)
 
     def provision(self) -> None:
         create_topics(self.bootstrap, self.settings.topic_partitions)
 
     def env(self) -> dict[str, str]:
-        return {"FLUXGATE_KAFKA_BOOTSTRAP": self.bootstrap}
+        return {
+            "FLUXGATE_KAFKA_BOOTSTRAP": self.bootstrap,
+            "FLUXGATE_KAFKA_SECURE_BOOTSTRAP": self.secure_bootstrap,
+            "FLUXGATE_KAFKA_CA_FILE": str(self.pki.ca_cert),
+        }
 
     def _java_base(self) -> list[str]:
         return [
@@ -127,18 +152,26 @@ class KafkaServer(JavaServer):
             raise InstallError(f"kafka: formatting {self.data_dir} failed, see {self.log_file}")
 
 
-def server_properties(settings: StackSettings, data_dir: Path) -> str:
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def server_properties(settings: StackSettings, data_dir: Path, pki: Pki | None = None) -> str:
     host, port, controller = settings.host, settings.kafka_port, settings.kafka_controller_port
+    secure = settings.kafka_secure_port
+    pki = pki or Pki(settings.pki_dir)
     lines = [
         "process.roles=broker,controller",
         "node.id=1",
         # A static quorum: no --standalone/--initial-controllers needed when formatting.
         f"controller.quorum.voters=1@{host}:{controller}",
-        f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller}",
-        f"advertised.listeners=PLAINTEXT://{host}:{port}",
+        f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller},SASL_SSL://{host}:{secure}",
+        f"advertised.listeners=PLAINTEXT://{host}:{port},SASL_SSL://{host}:{secure}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        *secure_listener_properties(pki),
         f"log.dirs={data_dir}",
         # One node: every internal topic must settle for a single replica.
         "default.replication.factor=1",
@@ -159,6 +192,34 @@ def server_properties(settings: StackSettings, data_dir: Path) -> str:
         "log.cleaner.dedupe.buffer.size=16777216",
     ]
     return "\n".join(lines) + "\n"
+
+
+def secure_listener_properties(pki: Pki) -> list[str]:
+    """The SASL_SSL listener (SCRAM over TLS) and the ACLs every principal on it is held to."""
+    lines = [
+        # Only for the SASL_SSL listener (listener.name.sasl_ssl.*): PLAINTEXT and CONTROLLER stay as they were.
+        f"listener.name.sasl_ssl.sasl.enabled.mechanisms={','.join(SCRAM_MECHANISMS)}",
+        # The broker checks SCRAM credentials from the cluster metadata (AlterUserScramCredentials):
+        # the login module needs no user of its own, nothing inter-broker goes over SASL.
+        *(f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config={SCRAM_LOGIN}" for m in SCRAM_MECHANISMS),
+        # A PEM key store: the key (PKCS#8, unencrypted) then the chain, in one file; no keytool, no JKS.
+        "listener.name.sasl_ssl.ssl.keystore.type=PEM",
+        f"listener.name.sasl_ssl.ssl.keystore.location={pki.keystore}",
+        "listener.name.sasl_ssl.ssl.client.auth=none",
+        # ACLs, kept in the KRaft metadata. Nothing is allowed without one (allow.everyone.if.no.acl.found
+        # stays false), except to the super user: ANONYMOUS is whoever connects without authenticating,
+        # i.e. every PLAINTEXT client (the lab listener, the registry, the stack's own admin calls) and
+        # the broker itself on PLAINTEXT and CONTROLLER, so those go on unaffected while every SASL
+        # principal gets only what its ACLs grant.
+        f"authorizer.class.name={AUTHORIZER}",
+        "super.users=User:ANONYMOUS",
+    ]
+    if pki.server_cert.is_file():
+        # Not read by Kafka: it makes the fingerprint follow the certificate, so a new one
+        # (expired, another host) restarts the broker with it.
+        digest = hashlib.sha256(pki.server_cert.read_bytes()).hexdigest()[:16]
+        lines.append(f"# server certificate sha256 {digest}")
+    return lines
 
 
 def random_cluster_id() -> str:
