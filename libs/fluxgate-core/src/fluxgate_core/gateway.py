@@ -23,6 +23,7 @@ from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import InvalidReading, RegistryError
 from fluxgate_core.kafka import AsyncProducer, make_producer
+from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
@@ -101,8 +102,14 @@ async def open_gateway_output(
     deadletter_topic: str,
     max_in_flight: int,
     schema_name: str = SENSOR_READING,
+    *,
+    env_prefix: str,
 ) -> GatewayOutput:
-    """Schemas (``schemas/<schema_name>.avsc``), then the fitted producer, started (see the module)."""
+    """Kafka checked (the login, every topic there), the schemas (``schemas/<schema_name>.avsc``)
+    registered, then the fitted producer, started (see the module). ``env_prefix`` is the
+    service's, for errors that name the setting to fix."""
+    topics = list(topics)
+    await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, [*topics, deadletter_topic])
     encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
     every_topic = [*encoders, deadletter_topic]
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)

@@ -40,13 +40,22 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
         assert config["fitted"] and config["client.id"] == "demo" and max_in_flight == 7
         return FakeProducer(steps)
 
+    def verify(kafka: KafkaSettings, client_id: str, env_prefix: str, topics: list[str]) -> None:
+        steps.append(f"verified {client_id} ({env_prefix}) can reach {topics}")
+
+    monkeypatch.setattr(gateway, "verify_kafka", verify)
     monkeypatch.setattr(gateway, "register_readings", register)
     monkeypatch.setattr(gateway, "fit_batches_to_topics", fit)
     monkeypatch.setattr(gateway, "make_producer", make)
     output = await gateway.open_gateway_output(
-        "demo", KafkaSettings(), RegistrySettings(), ["b", "a", "b"], "dlq", max_in_flight=7
+        "demo", KafkaSettings(), RegistrySettings(), ["b", "a", "b"], "dlq", max_in_flight=7, env_prefix="FX_"
     )
-    assert steps == ["registered sensor_reading for ['a', 'b']", "fitted to ['a', 'b', 'dlq']", "producer started"]
+    assert steps == [
+        "verified demo (FX_) can reach ['b', 'a', 'b', 'dlq']",
+        "registered sensor_reading for ['a', 'b']",
+        "fitted to ['a', 'b', 'dlq']",
+        "producer started",
+    ]
     assert output.encoders == {"a": "encoder of a", "b": "encoder of b"}
 
     writer = output.dead_letters(DeadLetterWriter, LimitSettings(max_payload_bytes=4096, deadletter_head_bytes=512))

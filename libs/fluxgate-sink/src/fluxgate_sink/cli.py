@@ -55,6 +55,7 @@ def persister_main(
             registry=common.registry,
             settings=common.sink,
             tasks=make_tasks(settings, sink) if make_tasks else (),
+            env_prefix=str(settings_cls.model_config.get("env_prefix", "")),
         )
 
     def serve(

@@ -26,6 +26,7 @@ from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, make_producer
+from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
@@ -70,8 +71,10 @@ class SinkRunner:
         tasks: Sequence[Task] = (),
         source_factory: SourceFactory | None = None,
         dead_letters: DeadLetters | None = None,
+        env_prefix: str = "FLUXGATE_*_",
     ) -> None:
         self._service = service
+        self._env_prefix = env_prefix  # the service's: errors found at start name its variables
         self._sink = sink
         self._kafka = kafka
         self._registry = registry
@@ -94,6 +97,8 @@ class SinkRunner:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
+        if self._source_factory == self._kafka_source:  # a wrong password or a missing topic: say so now
+            await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, self._router.topics)
         await self._sink.setup(self._router.statements)
         self._set_store_up(True)  # it answered the setup; before, the gauge read 0 (down) until a first write
         async with contextlib.AsyncExitStack() as resources:

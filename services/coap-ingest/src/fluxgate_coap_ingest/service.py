@@ -57,6 +57,7 @@ class CoapIngestService:
             settings.deadletter_topic,
             settings.max_in_flight,
             COAP_MESSAGE if settings.output_format == "coap-message" else SENSOR_READING,
+            env_prefix=str(settings.model_config["env_prefix"]),
         )
         self._producer, encoders = output.producer, output.encoders
         receive_whole_datagrams()

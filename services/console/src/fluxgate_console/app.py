@@ -22,7 +22,8 @@ from fluxgate_console.refresh import Console
 from fluxgate_console.replay import AuditCodec, AuditLog, Replayer, transactional_config
 from fluxgate_console.settings import SERVICE, ConsoleSettings
 from fluxgate_console.web import Web
-from fluxgate_core.errors import FluxgateError
+from fluxgate_core.errors import DeliveryError, FluxgateError
+from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import run_service
 
 log = structlog.get_logger(__name__)
@@ -70,6 +71,7 @@ class ConsoleService:
             ssl_certfile=web.tls_certfile, ssl_keyfile=web.tls_keyfile,  # both None: plain HTTP
         )  # fmt: skip
         server = _Server(config)
+        await self._check_kafka()
         self.reader.start()
         serving = asyncio.create_task(server.serve())
         refreshing = asyncio.create_task(self.console.run(stop))
@@ -85,6 +87,15 @@ class ConsoleService:
             await asyncio.to_thread(self.reader.stop)
             await asyncio.to_thread(self.replayer.close)
             await self.console.close()
+
+    async def _check_kafka(self) -> None:
+        """A refused login or handshake stops the console at start (exit 2, naming the setting);
+        Kafka away does not: showing that is the console's job, and /readyz says it."""
+        prefix = str(ConsoleSettings.model_config.get("env_prefix", ""))
+        try:
+            await asyncio.to_thread(verify_kafka, self.settings.kafka, SERVICE, prefix, (), timeout=5.0)
+        except DeliveryError as exc:
+            log.warning("console.kafka_unreachable", error=str(exc))
 
 
 def main() -> None:

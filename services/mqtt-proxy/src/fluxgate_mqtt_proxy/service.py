@@ -86,6 +86,7 @@ class MqttProxy:
             [route.settings.topic for route in self.routes if not route.dynamic],
             settings.deadletter_topic,
             settings.max_in_flight,
+            env_prefix=str(settings.model_config["env_prefix"]),
         )
         producer = self._producer = output.producer
         client = make_client(settings.mqtt)

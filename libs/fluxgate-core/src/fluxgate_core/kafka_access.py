@@ -1,0 +1,114 @@
+"""Can this service reach Kafka, as itself, and see its topics? Asked once, at start.
+
+librdkafka never fails a client for a refused login or an untrusted certificate: it
+reports the refusal once through ``error_cb`` and then retries, so a service with a wrong
+password would sit unready forever with one warning in its log. :func:`verify_kafka` turns
+each of those into an error that names the setting to fix, before the service says
+anything about being ready:
+
+- a refused login (SCRAM or PLAIN): :class:`ConfigError` naming the user and password settings;
+- a failed TLS handshake: :class:`ConfigError` naming ``ssl_ca_location``;
+- no broker answering: :class:`DeliveryError` naming ``bootstrap_servers``;
+- a topic the principal may not see, or that does not exist: :class:`ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+from fluxgate_core.errors import ConfigError, DeliveryError
+from fluxgate_core.kafka_errors import config_error, describe
+from fluxgate_core.settings import KafkaSettings
+
+LOGIN_REFUSED = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+
+
+class _Reports:
+    """What librdkafka said through ``error_cb`` while the check ran (from its own thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.errors: list[KafkaError] = []
+
+    def __call__(self, error: KafkaError) -> None:
+        with self._lock:
+            self.errors.append(error)
+
+    def first(self, codes: Iterable[int]) -> KafkaError | None:
+        wanted = set(codes)
+        with self._lock:
+            return next((error for error in self.errors if error.code() in wanted), None)
+
+
+def verify_kafka(
+    kafka: KafkaSettings,
+    client_id: str,
+    env_prefix: str,
+    topics: Iterable[str] = (),
+    timeout: float = 15.0,
+) -> None:
+    """Log in to Kafka with ``kafka``'s settings and look up ``topics``; raise an error naming
+    the setting at fault (``env_prefix``: the service's, e.g. ``FLUXGATE_MQTT_``)."""
+    reports = _Reports()
+    try:
+        config: dict[str, Any] = {**kafka.client_config(client_id), "error_cb": reports}
+        admin = AdminClient(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise config_error(exc, "admin") from exc
+    env = f"{env_prefix.upper()}KAFKA__"
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise _refusal(kafka, env, reports) or DeliveryError(
+            f"kafka.bootstrap_servers [env {env}BOOTSTRAP_SERVERS]: no broker answered at "
+            f"{kafka.bootstrap_servers} within {timeout:g}s ({describe(exc)})",
+            retriable=True,
+        ) from exc
+    refused = _refusal(kafka, env, reports)
+    if refused is not None:
+        raise refused
+    problems = [
+        problem
+        for topic in sorted(set(topics) - set(metadata.topics))
+        if (problem := _topic_problem(admin, kafka, topic, timeout))
+    ]
+    if problems:
+        raise ConfigError("Kafka topics this service needs:\n  " + "\n  ".join(problems))
+
+
+def _refusal(kafka: KafkaSettings, env: str, reports: _Reports) -> ConfigError | None:
+    """The login or handshake refusal librdkafka reported, as the setting to fix."""
+    login = reports.first(LOGIN_REFUSED)
+    if login is not None:
+        password = "SASL_PASSWORD_FILE" if kafka.sasl_password_file is not None else "SASL_PASSWORD"
+        return ConfigError(
+            f"kafka.sasl_username / kafka.sasl_password [env {env}SASL_USERNAME, {env}{password}]: Kafka refused "
+            f"the login of {kafka.sasl_username!r} with {kafka.sasl_mechanism}: {login.str()}"
+        )
+    handshake = reports.first({KafkaError._SSL})
+    if handshake is not None:
+        return ConfigError(
+            f"kafka.ssl_ca_location [env {env}SSL_CA_LOCATION]: the TLS handshake with Kafka failed "
+            f"(is the broker's certificate signed by this CA?): {handshake.str()}"
+        )
+    return None
+
+
+def _topic_problem(admin: AdminClient, kafka: KafkaSettings, topic: str, timeout: float) -> str | None:
+    """Why ``topic`` was not in the cluster's list: Kafka leaves out the topics a principal may
+    not describe, so only asking for it by name tells absent from forbidden."""
+    try:
+        entry = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+    except KafkaException as exc:
+        return f"{topic}: {describe(exc)}"
+    error = entry.error if entry is not None else None
+    if entry is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return f"{topic}: no such topic"
+    if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return f"{topic}: {kafka.sasl_username or 'this client'} may not use it (an ACL is missing)"
+    return f"{topic}: {error.str()}" if error is not None else None
