@@ -140,7 +140,7 @@ class Stack:
         homes = {server.dist_dir.parent for server in servers.build(None, self.settings, all_if_empty=True)}
         gone = []
         for home in sorted(homes | {self.settings.local_dir}):
-            for part in ("dist", "run", "data", "build"):
+            for part in ("dist", "run", "data", "build", "pki"):
                 shutil.rmtree(home / part, ignore_errors=True)
             with contextlib.suppress(OSError):  # a folder the user chose may hold more: kept then
                 home.rmdir()

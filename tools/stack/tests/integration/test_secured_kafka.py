@@ -64,28 +64,30 @@ def consume_one(config: dict[str, Any], topic: str, group: str, *, commit: bool 
         consumer.close()
 
 
-def read_assigned(config: dict[str, Any], topic: str, group: str, isolation: str = "read_committed") -> list[bytes]:
-    """Read ``topic`` from the start by assigned partitions (a group never joined), until idle."""
+def read_assigned(
+    config: dict[str, Any], topic: str, group: str, isolation: str = "read_committed", expected: int = 1
+) -> list[bytes]:
+    """Read ``expected`` records of ``topic`` from the start by assigned partitions (a group
+    never joined); any error fails."""
     consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False, "isolation.level": isolation})
     out: list[bytes] = []
     try:
         partitions = consumer.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions
         consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
-        deadline, idle = time.monotonic() + TIMEOUT, time.monotonic() + 2.0
-        while time.monotonic() < min(deadline, idle):
+        deadline = time.monotonic() + TIMEOUT
+        while len(out) < expected and time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is None:
                 continue
             if message.error() is not None:
                 raise KafkaException(message.error())
             out.append(bytes(message.value()))
-            idle = time.monotonic() + 1.0
     finally:
         consumer.close()
     return out
 
 
-def reported_errors(config: dict[str, Any], seconds: float = 3.0) -> list[KafkaError]:
+def reported_errors(config: dict[str, Any], seconds: float = 1.5) -> list[KafkaError]:
     """What librdkafka reports through ``error_cb`` while a client asks for metadata."""
     errors: list[KafkaError] = []
     admin = AdminClient({**config, "error_cb": errors.append, "log_level": 0})
