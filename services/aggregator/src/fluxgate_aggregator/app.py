@@ -15,10 +15,11 @@ import typer
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import start
+from fluxgate_aggregator.kafka_access import verify_kafka
 from fluxgate_aggregator.losses import KafkaWatermarks, LossWatch
 from fluxgate_aggregator.offsets import ProgressCommitter
 from fluxgate_aggregator.progress import ProgressListener
-from fluxgate_aggregator.settings import SERVICE, AggregatorSettings
+from fluxgate_aggregator.settings import ENV_PREFIX, SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.supervise import Supervisor
@@ -70,6 +71,8 @@ class AggregatorJob:
         """Start the queries and block until ``stop``, then stop them gracefully; False when
         they kept failing."""
         settings = self.settings
+        # Wrong credentials stop the job here, named (exit 2), not in Spark's retries behind "ready".
+        verify_kafka(settings.kafka, ENV_PREFIX, topics=topic_variables(settings), groups=group_variables(settings))
         client = registry_client(settings.registry)
         contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
         spark = build_session(settings.spark)
@@ -90,6 +93,22 @@ class AggregatorJob:
             watermarks.close()
             if committer is not None:
                 committer.close()
+
+
+def topic_variables(settings: AggregatorSettings) -> dict[str, str]:
+    """The topics the job reads and writes, each with the variable naming it."""
+    named = {
+        settings.input_topic: "INPUT_TOPIC",
+        settings.output_topic: "OUTPUT_TOPIC",
+        settings.deadletter_topic: "DEADLETTER_TOPIC",
+    }
+    if settings.late_topic:
+        named[settings.late_topic] = "LATE_TOPIC"
+    return named
+
+
+def group_variables(settings: AggregatorSettings) -> dict[str, str]:
+    return {settings.progress_group: "PROGRESS_GROUP"} if settings.progress_group else {}
 
 
 async def _mirror(stop: asyncio.Event, halt: threading.Event) -> None:

@@ -23,6 +23,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from fluxgate_aggregator import checkpoints
 from fluxgate_aggregator.consumed import CONSUMED_FIELDS, IDENTITY
 from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.kafka_access import spark_kafka_options
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.losses import batch_starts
 from fluxgate_aggregator.routing import router
@@ -40,17 +41,11 @@ QUERY = "aggregates"
 
 
 def kafka_options(settings: AggregatorSettings) -> dict[str, str]:
-    """Options for Spark's Kafka connector (a Java client): bootstrap and security protocol,
-    plus ``kafka.extra`` passed through, where Java-only properties such as
-    ``sasl.jaas.config`` or ``ssl.truststore.location`` go."""
-    options = {
-        "kafka.bootstrap.servers": settings.kafka.bootstrap_servers,
-        "kafka.security.protocol": settings.kafka.security_protocol,
-    }
-    if settings.kafka.sasl_mechanism:
-        options["kafka.sasl.mechanism"] = settings.kafka.sasl_mechanism
-    options.update({f"kafka.{key}": value for key, value in settings.kafka.extra.items()})
-    return options
+    """Options for Spark's Kafka connector (a Java client): brokers, security protocol, the
+    credentials as ``sasl.jaas.config``, the CA as a PEM truststore, and ``kafka.java_extra``
+    (see :mod:`fluxgate_aggregator.kafka_access`). Built anew for each start of the query and
+    each write, so a rotated ``sasl_password_file`` is picked up."""
+    return spark_kafka_options(settings.kafka)
 
 
 def read_decoded(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
@@ -109,14 +104,14 @@ def starters(
     spark: SparkSession, settings: AggregatorSettings, contracts: Contracts, state: JobState
 ) -> dict[str, Callable[[], StreamingQuery]]:
     """How to start the query by name; calling it again resumes it from its checkpoint."""
-    frames = read_framed(spark, settings)
     if state.writers is None:
         state.writers = WriterSchemas(contracts.writers, contracts.listing)
     writers = state.writers
-    options = kafka_options(settings)
 
     def write(rows: DataFrame) -> None:
-        rows.write.format("kafka").options(**options).save()
+        # The aggregates, late readings and dead letters of a batch: one write, one producer
+        # (Spark caches it by its options; a rotated password makes a new one).
+        rows.write.format("kafka").options(**kafka_options(settings)).save()
 
     checkpoint = checkpoints.location(settings.checkpoint_dir, AGGREGATES_CHECKPOINT)
     if state.ledger is not None:
@@ -133,6 +128,8 @@ def starters(
         prepared_checkpoint(spark, settings, AGGREGATES_CHECKPOINT)
         # Each start reads the ledger back from the checkpoint: the query resumes from there.
         ledger.reset()
+        # The source's options (the password from its file) as they are now.
+        frames = read_framed(spark, settings)
         return (
             frames.writeStream.queryName(QUERY)
             .foreachBatch(router(settings, contracts, state, ledger, write, writers, check_losses))

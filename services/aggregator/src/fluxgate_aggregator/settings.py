@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import (
+    SECRET_PROPERTY,
     Group,
     HttpSettings,
     KafkaSettings,
@@ -23,6 +25,7 @@ from fluxgate_core.settings import (
 )
 
 SERVICE = "aggregator"
+ENV_PREFIX = "FLUXGATE_AGG_"
 _DURATION = re.compile(r"^\s*(\d+)\s*(millisecond|second|minute|hour|day)s?\s*$")
 _MS = {"millisecond": 1, "second": 1_000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 
@@ -73,6 +76,52 @@ class WindowSettings(Group):
         return duration_ms(self.slide) if self.slide else self.size_ms
 
 
+# Java client properties the job derives from a setting (``kafka_access.spark_kafka_options``).
+JAVA_FROM_SETTINGS = {
+    "bootstrap.servers": "bootstrap_servers",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+}
+JAVA_TRUSTSTORE = ("ssl.truststore.location", "ssl.truststore.type")
+
+
+class AggregatorKafkaSettings(KafkaSettings):
+    """fluxgate_core's Kafka settings, plus the plain properties of Spark's Java Kafka client.
+
+    ``extra`` goes to the job's librdkafka clients (the progress group's committer, the
+    watermark reader), which refuse the Java client's names; ``java_extra`` goes to Spark's
+    source and sinks only. The credentials and the CA reach both from their own settings."""
+
+    java_extra: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra properties of Spark's Java Kafka client (the source and the sinks), e.g. "
+        "ssl.endpoint.identification.algorithm; never a secret: the credentials come from sasl_password(_file), "
+        "the CA from ssl_ca_location. extra goes to the job's librdkafka clients only",
+    )
+
+    @field_validator("java_extra")
+    @classmethod
+    def _no_secret_in_java_extra(cls, extra: dict[str, str]) -> dict[str, str]:
+        """Plain like ``extra``: a secret here would show in the rendered config and Spark's plans."""
+        secret = sorted(key for key in extra if SECRET_PROPERTY.search(key) or key == "ssl.keystore.key")
+        if secret:
+            raise ValueError(f"{', '.join(secret)}: a secret does not go in java_extra; use sasl_password(_file)")
+        return extra
+
+    @model_validator(mode="after")
+    def _java_extra_sets_no_setting(self) -> AggregatorKafkaSettings:
+        """A property both a setting and ``java_extra`` give would make the Java client and the
+        librdkafka clients disagree; the setting is the one place."""
+        owned = dict(JAVA_FROM_SETTINGS)
+        if self.ssl_ca_location:
+            owned.update(dict.fromkeys(JAVA_TRUSTSTORE, "ssl_ca_location"))
+        clashes = sorted(key for key in self.java_extra if key in owned)
+        if clashes:
+            named = ", ".join(f"{key} (set {ENV_PREFIX}KAFKA__{owned[key].upper()})" for key in clashes)
+            raise ValueError(f"java_extra: {named}: given by a setting, not by java_extra")
+        return self
+
+
 class SparkSettings(Group):
     master: str = Field("local[*]", description="Spark master; spark-submit's --master wins when given")
     app_name: str = "fluxgate-aggregator"
@@ -93,9 +142,9 @@ class SparkSettings(Group):
 class AggregatorSettings(BaseSettings):
     """aggregator's settings; nested groups with ``__`` (``FLUXGATE_AGG_WINDOW__SIZE``)."""
 
-    model_config = service_config("FLUXGATE_AGG_")
+    model_config = service_config(ENV_PREFIX)
 
-    kafka: KafkaSettings = group(KafkaSettings)
+    kafka: AggregatorKafkaSettings = group(AggregatorKafkaSettings)
     registry: RegistrySettings = group(RegistrySettings)
     http: HttpSettings = group(HttpSettings, port=9103)
     log: LogSettings = group(LogSettings)
@@ -128,6 +177,15 @@ class AggregatorSettings(BaseSettings):
         description="consumer group each finished batch's input offsets are committed to, for lag monitoring "
         "(the job resumes from its checkpoint, not from the group); empty = none",
     )
+
+    @field_validator("kafka", mode="before")
+    @classmethod
+    def _aggregator_kafka(cls, value: Any) -> Any:
+        """fluxgate_core's ``KafkaSettings`` (as the benchmark and the tests build it) is taken as
+        this service's, with no Java properties."""
+        if isinstance(value, KafkaSettings) and not isinstance(value, AggregatorKafkaSettings):
+            return {name: getattr(value, name) for name in value.model_fields_set}
+        return value
 
     @field_validator("late_topic", "progress_group")
     @classmethod

@@ -9,6 +9,11 @@ from pyspark.sql import SparkSession
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.settings import SparkSettings
 
+# The password in a JAAS value (kafka_access.jaas_config), quoted, escapes included; an unclosed
+# quote (a plan string cut short) to its line's end.
+REDACT_JAAS = r'password="(?:[^"\\\n]|\\.)*"?'
+STRING_REDACTION = "spark.sql.redaction.string.regex"
+
 
 def connector_conf(settings: SparkSettings) -> tuple[str, str]:
     """``spark.jars.packages`` when asked for, else the Maven-resolved jar files."""
@@ -36,6 +41,10 @@ def build_session(settings: SparkSettings) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true")
     )
+    # Spark redacts the Kafka options' JAAS value (it holds "password=") in plans, the UI and the
+    # event log, but not where explain() prints the streaming source's DataSource: this does.
+    if STRING_REDACTION not in settings.conf:
+        builder = builder.config(STRING_REDACTION, REDACT_JAAS)
     for key, value in settings.conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
