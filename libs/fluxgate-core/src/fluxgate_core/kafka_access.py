@@ -15,6 +15,7 @@ anything about being ready:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,17 +62,7 @@ def verify_kafka(
     except (KafkaException, ValueError, TypeError) as exc:
         raise config_error(exc, "admin") from exc
     env = f"{env_prefix.upper()}KAFKA__"
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise _refusal(kafka, env, reports) or DeliveryError(
-            f"kafka.bootstrap_servers [env {env}BOOTSTRAP_SERVERS]: no broker answered at "
-            f"{kafka.bootstrap_servers} within {timeout:g}s ({describe(exc)})",
-            retriable=True,
-        ) from exc
-    refused = _refusal(kafka, env, reports)
-    if refused is not None:
-        raise refused
+    metadata = _cluster(admin, kafka, env, reports, timeout)
     problems = [
         problem
         for topic in sorted(set(topics) - set(metadata.topics))
@@ -79,6 +70,33 @@ def verify_kafka(
     ]
     if problems:
         raise ConfigError("Kafka topics this service needs:\n  " + "\n  ".join(problems))
+
+
+def _cluster(admin: AdminClient, kafka: KafkaSettings, env: str, reports: _Reports, timeout: float) -> Any:
+    """The cluster's metadata. Asked for a second at a time: librdkafka hands its error reports
+    to ``error_cb`` only from ``poll``, never while ``list_topics`` waits, so a refused login
+    is seen between two tries (and said within a second or two, not after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            metadata = admin.list_topics(timeout=min(1.0, timeout))
+        except KafkaException as exc:
+            admin.poll(0)
+            refused = _refusal(kafka, env, reports)
+            if refused is not None:
+                raise refused from None
+            if time.monotonic() >= deadline:
+                raise DeliveryError(
+                    f"kafka.bootstrap_servers [env {env}BOOTSTRAP_SERVERS]: no broker answered at "
+                    f"{kafka.bootstrap_servers} within {timeout:g}s ({describe(exc)})",
+                    retriable=True,
+                ) from exc
+            continue
+        admin.poll(0)
+        refused = _refusal(kafka, env, reports)
+        if refused is not None:
+            raise refused
+        return metadata
 
 
 def _refusal(kafka: KafkaSettings, env: str, reports: _Reports) -> ConfigError | None:
