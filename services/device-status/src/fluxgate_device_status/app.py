@@ -5,7 +5,7 @@ gracefully (agents finish the event in hand, offsets and the changelog are flush
 the consumer leaves its group). Its logs come out in fluxgate_core's format.
 
 Exit codes: 0 after a clean stop, 2 for bad configuration (one line naming the field),
-1 when the registry refused or could not be reached at start.
+1 when the registry or Kafka refused or could not be reached at start.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
+from fluxgate_device_status.credentials import broker_credentials, check_login
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
@@ -34,8 +35,6 @@ log = structlog.get_logger(__name__)
 
 def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
     """The faust app with its table, agents, timer and views; registers ``DeviceStatus``."""
-    if settings.kafka.security_protocol != "PLAINTEXT":
-        raise ConfigError("kafka.security_protocol [env FLUXGATE_STATUS_KAFKA__SECURITY_PROTOCOL]: only PLAINTEXT")
     status, http = settings.status, settings.http
     Path(status.data_dir).mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     client = registry_client(settings.registry)
@@ -50,6 +49,8 @@ def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
         status.app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka.bootstrap_servers.split(",")],
         broker_client_id=settings.kafka.client_id or SERVICE,
+        # SASL (PLAIN, SCRAM) and/or TLS for the consumer, the producer and the topic creation.
+        broker_credentials=broker_credentials(settings.kafka),
         store="memory://",  # the changelog is the state; restored into memory at start
         autodiscover=False,
         datadir=status.data_dir,
@@ -83,6 +84,10 @@ def main() -> None:
     configure_logging(SERVICE, settings.log)
     quiet(("httpx", "httpx2", "aiokafka"))  # a line per registry request or fetch otherwise
     try:
+        # A refused login or TLS handshake fails here, in one line naming the setting.
+        status = settings.status
+        topics = {status.input_topic: "status.input_topic", status.status_topic: "status.status_topic"}
+        check_login(settings.kafka, settings.kafka.client_id or SERVICE, topics)
         app, _ = build_app(settings)
     except ConfigError as exc:
         sys.exit(config_failed(SERVICE, exc))

@@ -1,0 +1,209 @@
+"""faust connects with the Kafka security settings (issue 35 §3): SASL (PLAIN, SCRAM) over
+TLS or not, TLS alone; the password read from its setting or file, never shown."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+from faust.auth import SASLCredentials, SSLCredentials
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+
+from fluxgate_core.errors import ConfigError, FluxgateError
+from fluxgate_core.settings import KafkaSettings
+from fluxgate_device_status import app as app_module
+from fluxgate_device_status.credentials import _refusal, _Reports, broker_credentials, check_login
+from fluxgate_device_status.offsets import EndOffsets
+from fluxgate_device_status.settings import StatusSettings
+
+
+def _ca_bundle() -> str:
+    """A CA bundle that exists on this machine (the system's), for ``ssl_ca_location``."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    pytest.skip("no CA bundle on this machine")
+
+
+def _settings(tmp_path: Path, **kafka: Any) -> StatusSettings:
+    return StatusSettings.model_validate(
+        {
+            "kafka": {"bootstrap_servers": "127.0.0.1:1", **kafka},
+            "status": {"data_dir": str(tmp_path / "data")},
+        }
+    )
+
+
+class FakeEncoder:
+    def encode(self, record: dict[str, Any]) -> bytes:
+        return b""
+
+
+@pytest.fixture
+def no_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """build_app without a registry (the DeviceStatus schema is not registered); its end-offsets
+    client (librdkafka, made with the same settings) closed after the test."""
+    monkeypatch.setattr(app_module, "registry_client", lambda registry: object())
+    monkeypatch.setattr(app_module.AvroEncoder, "registered", staticmethod(lambda *args: FakeEncoder()))
+    made: list[EndOffsets] = []
+
+    def end_offsets(*args: Any) -> EndOffsets:
+        made.append(EndOffsets(*args))
+        return made[-1]
+
+    monkeypatch.setattr(app_module, "EndOffsets", end_offsets)
+    yield
+    for client in made:
+        client._consumer.close()
+
+
+@pytest.mark.usefixtures("no_registry")
+def test_build_app_connects_faust_with_sasl_ssl_and_scram(tmp_path: Path) -> None:
+    password_file = tmp_path / "password"
+    password_file.write_text("s3cret-1\n")
+    settings = _settings(
+        tmp_path,
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="device-status",
+        sasl_password_file=str(password_file),
+        ssl_ca_location=_ca_bundle(),
+    )
+    app, _ = app_module.build_app(settings)  # refused anything but PLAINTEXT before
+    credentials = app.conf.broker_credentials
+    assert isinstance(credentials, SASLCredentials)
+    auth = credentials_to_aiokafka_auth(credentials, app.conf.ssl_context)
+    assert {k: v for k, v in auth.items() if k != "ssl_context"} == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "device-status",
+        "sasl_plain_password": "s3cret-1",
+    }
+    assert isinstance(auth["ssl_context"], ssl.SSLContext)
+    assert auth["ssl_context"].verify_mode == ssl.CERT_REQUIRED and auth["ssl_context"].check_hostname
+    # Read from the file each time faust makes a client: a rotated password is picked up.
+    password_file.write_text("s3cret-2\n")
+    assert credentials_to_aiokafka_auth(credentials, None)["sasl_plain_password"] == "s3cret-2"
+    assert "s3cret" not in repr(credentials) and "s3cret" not in repr(app.conf.broker_credentials)
+
+
+@pytest.mark.parametrize(
+    ("kafka", "expected"),
+    [
+        ({}, None),
+        (
+            {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"},
+            {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "ssl": False},
+        ),
+        (
+            {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256"},
+            {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "ssl": True},
+        ),
+        ({"security_protocol": "SSL"}, {"security_protocol": "SSL", "ssl": True}),
+    ],
+)
+def test_each_protocol_maps_onto_aiokafka(tmp_path: Path, kafka: dict[str, Any], expected: Any) -> None:
+    sasl = kafka.get("security_protocol", "").startswith("SASL_")
+    secret = {"sasl_username": "u", "sasl_password": "p"} if sasl else {}
+    credentials = broker_credentials(_settings(tmp_path, **kafka, **secret).kafka)
+    if expected is None:
+        assert credentials is None
+        return
+    auth = credentials_to_aiokafka_auth(credentials, None)
+    assert auth["security_protocol"] == expected["security_protocol"]
+    assert isinstance(auth.get("ssl_context"), ssl.SSLContext) is expected["ssl"]
+    if sasl:
+        assert auth["sasl_mechanism"] == expected["sasl_mechanism"]
+        assert (auth["sasl_plain_username"], auth["sasl_plain_password"]) == ("u", "p")
+    else:
+        assert isinstance(credentials, SSLCredentials)
+
+
+def test_the_system_trust_store_without_a_ca_location(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, security_protocol="SSL")
+    credentials = broker_credentials(settings.kafka)
+    assert isinstance(credentials, SSLCredentials)
+    assert credentials.context.verify_mode == ssl.CERT_REQUIRED
+    assert credentials.context.cert_store_stats()["x509_ca"] > 0 or ssl.get_default_verify_paths().capath
+
+
+def test_a_ca_location_that_is_no_ca_bundle_names_its_variable(tmp_path: Path) -> None:
+    (tmp_path / "not-a-ca.pem").write_text("hello\n")
+    for location in (tmp_path / "missing.pem", tmp_path / "not-a-ca.pem"):
+        settings = _settings(tmp_path, security_protocol="SSL", ssl_ca_location=str(location))
+        with pytest.raises(ConfigError, match="FLUXGATE_STATUS_KAFKA__SSL_CA_LOCATION"):
+            broker_credentials(settings.kafka)
+
+
+def _kafka(**values: Any) -> KafkaSettings:
+    return KafkaSettings.model_validate(values)
+
+
+TOPICS = {"readings": "status.input_topic"}
+
+
+def test_plaintext_is_not_checked() -> None:
+    started = time.monotonic()
+    check_login(_kafka(bootstrap_servers="127.0.0.1:1"), "test", TOPICS, timeout_s=5)
+    assert time.monotonic() - started < 1
+
+
+def test_no_broker_answering_names_the_bootstrap_servers_and_is_no_configuration_error() -> None:
+    kafka = _kafka(
+        bootstrap_servers="127.0.0.1:1",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_username="u",
+        sasl_password="p",
+    )
+    with pytest.raises(FluxgateError, match=r"FLUXGATE_STATUS_KAFKA__BOOTSTRAP_SERVERS.*refused") as caught:
+        check_login(kafka, "test", TOPICS, timeout_s=1.5)
+    assert not isinstance(caught.value, ConfigError)
+
+
+def test_a_failed_tls_handshake_names_the_ca_location() -> None:
+    """A listener that answers in plain text stands for one whose certificate is not trusted."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = server.accept()
+                with client:
+                    client.recv(1024)
+                    client.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        kafka = _kafka(bootstrap_servers=f"127.0.0.1:{server.getsockname()[1]}", security_protocol="SSL")
+        with pytest.raises(ConfigError, match=r"FLUXGATE_STATUS_KAFKA__SSL_CA_LOCATION.*handshake"):
+            check_login(kafka, "test", TOPICS, timeout_s=10)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(("password", "variable"), [("sasl_password", "SASL_PASSWORD"), ("file", "SASL_PASSWORD_FILE")])
+def test_a_refused_login_names_the_user_and_password_variables_on_one_line(
+    tmp_path: Path, password: str, variable: str
+) -> None:
+    file = tmp_path / "password"
+    file.write_text("wrong\n")
+    secret = {"sasl_password": "wrong"} if password == "sasl_password" else {"sasl_password_file": file}
+    kafka = _kafka(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", sasl_username="ds", **secret)
+    reports = _Reports()
+    reports(KafkaError(KafkaError._TRANSPORT, "connection reset"))
+    assert _refusal(kafka, reports) is None
+    reports(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed"))
+    refused = _refusal(kafka, reports)
+    assert refused is not None and "\n" not in str(refused)
+    assert f"FLUXGATE_STATUS_KAFKA__SASL_USERNAME, FLUXGATE_STATUS_KAFKA__{variable}]" in str(refused)
+    assert "'ds'" in str(refused) and "wrong" not in str(refused)
