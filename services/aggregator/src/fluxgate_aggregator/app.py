@@ -1,7 +1,8 @@
 """``fluxgate-aggregator run`` (the job) and ``fluxgate-aggregator prefetch`` (warm the jar cache).
 
 Exit codes of ``run``: 0 after a clean stop (SIGTERM/SIGINT), 2 for bad configuration
-(before Spark starts), 1 when the registry failed or the queries kept failing.
+(before Spark starts; Kafka refusing the credentials or access to a topic or the progress
+group too), 1 when no Kafka broker answered, the registry failed or the queries kept failing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.job import start
-from fluxgate_aggregator.kafka_access import verify_kafka
+from fluxgate_aggregator.kafka_access import verify_group
 from fluxgate_aggregator.losses import KafkaWatermarks, LossWatch
 from fluxgate_aggregator.offsets import ProgressCommitter
 from fluxgate_aggregator.progress import ProgressListener
@@ -24,6 +25,7 @@ from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.errors import FluxgateError
+from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import run_service
 from fluxgate_core.serde import registry_client
 from fluxgate_core.settings import load_settings
@@ -31,6 +33,7 @@ from fluxgate_core.settings import load_settings
 cli = typer.Typer(help=__doc__, add_completion=False, no_args_is_help=True)
 log = structlog.get_logger(__name__)
 CHATTY_LOGGERS = ("py4j", "httpx", "httpx2")
+SERVICE_CLIENT_ID = "fluxgate-aggregator"
 
 
 class QueriesFailed(FluxgateError):
@@ -71,8 +74,11 @@ class AggregatorJob:
         """Start the queries and block until ``stop``, then stop them gracefully; False when
         they kept failing."""
         settings = self.settings
-        # Wrong credentials stop the job here, named (exit 2), not in Spark's retries behind "ready".
-        verify_kafka(settings.kafka, ENV_PREFIX, topics=topic_variables(settings), groups=group_variables(settings))
+        # Wrong credentials, a CA that does not verify, a topic or the progress group out of the
+        # principal's reach stop the job here, named (exit 2), not in Spark's retries behind "ready".
+        verify_kafka(settings.kafka, SERVICE_CLIENT_ID, ENV_PREFIX, topics=job_topics(settings))
+        if settings.progress_group:
+            verify_group(settings.kafka, ENV_PREFIX, settings.progress_group)
         client = registry_client(settings.registry)
         contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
         spark = build_session(settings.spark)
@@ -95,20 +101,10 @@ class AggregatorJob:
                 committer.close()
 
 
-def topic_variables(settings: AggregatorSettings) -> dict[str, str]:
-    """The topics the job reads and writes, each with the variable naming it."""
-    named = {
-        settings.input_topic: "INPUT_TOPIC",
-        settings.output_topic: "OUTPUT_TOPIC",
-        settings.deadletter_topic: "DEADLETTER_TOPIC",
-    }
-    if settings.late_topic:
-        named[settings.late_topic] = "LATE_TOPIC"
-    return named
-
-
-def group_variables(settings: AggregatorSettings) -> dict[str, str]:
-    return {settings.progress_group: "PROGRESS_GROUP"} if settings.progress_group else {}
+def job_topics(settings: AggregatorSettings) -> list[str]:
+    """The topics the job reads and writes."""
+    topics = [settings.input_topic, settings.output_topic, settings.deadletter_topic]
+    return [*topics, settings.late_topic] if settings.late_topic else topics
 
 
 async def _mirror(stop: asyncio.Event, halt: threading.Event) -> None:

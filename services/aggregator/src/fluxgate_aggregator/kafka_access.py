@@ -1,5 +1,6 @@
 """How the job reaches Kafka: Spark's Java client's options from the settings, and a check at
-start that Kafka accepts the credentials.
+start that the principal may use the progress group (``fluxgate_core.kafka_access.verify_kafka``
+checks the login, the CA and the topics).
 
 Two kinds of client reach Kafka. Spark's Kafka source and sink (the Java client, in the driver
 and the executors) take ``kafka.``-prefixed options: the credentials go in as
@@ -16,13 +17,11 @@ when it logs its configuration.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import structlog
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from fluxgate_aggregator.settings import AggregatorKafkaSettings
@@ -74,108 +73,29 @@ def spark_kafka_options(kafka: AggregatorKafkaSettings) -> dict[str, str]:
 AdminFactory = Callable[[dict[str, Any]], Any]
 
 
-def verify_kafka(
+def verify_group(
     kafka: KafkaSettings,
     env_prefix: str,
+    group: str,
     *,
-    topics: Mapping[str, str] | None = None,
-    groups: Mapping[str, str] | None = None,
     timeout_s: float = 15.0,
     admin_client: AdminFactory = AdminClient,
 ) -> None:
-    """Connect once with ``kafka``'s credentials; raise :class:`ConfigError` naming the setting
-    when Kafka refuses them (SASL) or the CA does not verify its certificate (TLS), and when it
-    refuses the principal access to one of ``topics`` / ``groups`` (name -> the variable that
-    names it; DESCRIBE, which READ and WRITE grant). Kafka not answering within ``timeout_s`` is
-    only logged: the job's retries are for that.
-
-    librdkafka reports a refused login only through ``error_cb`` (served by ``poll``), and
-    retries it for ever; a metadata request meanwhile just times out. Hence short requests
-    with a look at the reported errors between them."""
-    refused: list[KafkaError] = []
-    lock = threading.Lock()
-
-    def on_error(error: KafkaError) -> None:
-        with lock:
-            refused.append(error)
-
-    # log_level 0: the refused logins are reported once, below, not by librdkafka on stderr.
-    admin = admin_client({**kafka.client_config("fluxgate-aggregator-check"), "error_cb": on_error, "log_level": 0})
-    deadline = time.monotonic() + timeout_s
-    reached = False
-    while not reached and time.monotonic() < deadline:
-        try:
-            admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
-            reached = True
-        except KafkaException:
-            pass
-        admin.poll(0)
-        with lock:
-            failure = next((error for error in refused if _named_settings(kafka, error)), None)
-        if failure is not None:
-            raise _refused(kafka, env_prefix, failure)
-    if not reached:
-        log.warning("kafka.unverified", bootstrap=kafka.bootstrap_servers, waited_s=timeout_s)
-        return
-    _check_access(admin, kafka, env_prefix, topics or {}, groups or {}, deadline)
-
-
-def _named_settings(kafka: KafkaSettings, error: KafkaError) -> list[str]:
-    """The settings a client error is about; none for an error that is not theirs (a broker down)."""
-    code, reason = error.code(), error.str()
-    if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
-        if "mechanism" in reason.lower() and "handshake" in reason.lower():
-            return ["security_protocol", "sasl_mechanism"]
-        password = "sasl_password_file" if kafka.sasl_password_file is not None else "sasl_password"
-        return ["sasl_username", password]
-    if code == KafkaError._SSL:
-        return ["ssl_ca_location", "security_protocol"]
-    return []
-
-
-def _refused(kafka: KafkaSettings, env_prefix: str, error: KafkaError) -> ConfigError:
-    settings = _named_settings(kafka, error)
-    named = " / ".join(f"kafka.{name} [env {env_prefix.upper()}KAFKA__{name.upper()}]" for name in settings)
-    if error.code() == KafkaError._SSL:
-        what = "failed the TLS handshake"
-    elif "sasl_mechanism" in settings:
-        what = "refused the SASL mechanism"
-    else:
-        what = "refused the credentials"
-    return ConfigError(
-        f"invalid configuration:\n  {named}: Kafka at {kafka.bootstrap_servers} {what}"
-        f" (user {kafka.sasl_username or '-'}): {error.str()}"
-    )
-
-
-def _check_access(
-    admin: Any,
-    kafka: KafkaSettings,
-    env_prefix: str,
-    topics: Mapping[str, str],
-    groups: Mapping[str, str],
-    deadline: float,
-) -> None:
-    """A ConfigError naming the variable of the first topic or group the principal may not describe."""
-    timeout = max(1.0, deadline - time.monotonic())
-    who = f"user {kafka.sasl_username}" if kafka.sasl_username else "this client"
-    checks: list[tuple[str, str, Any]] = []
-    if topics:
-        futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout)
-        checks += [("topic", name, futures[name]) for name in topics]
-    if groups:
-        futures = admin.describe_consumer_groups(list(groups), request_timeout=timeout)
-        checks += [("group", name, futures[name]) for name in groups]
-    for kind, name, future in checks:
-        try:
-            future.result()
-        except KafkaException as exc:
-            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED):
-                variable = env_prefix.upper() + (topics if kind == "topic" else groups)[name]
-                raise ConfigError(
-                    f"invalid configuration:\n  [env {variable}]: Kafka at {kafka.bootstrap_servers}"
-                    f" does not let {who} use {kind} {name!r} ({exc.args[0].name()})"
-                ) from None
-            # A topic not created yet, Kafka slow to answer: not the settings' fault.
-            log.info("kafka.access_unchecked", kind=kind, name=name, error=str(exc))
+    """A :class:`ConfigError` naming ``PROGRESS_GROUP`` when Kafka does not let the principal
+    use ``group`` (DESCRIBE, which READ grants): its commits would only be logged, batch after
+    batch, and lag tools would not see the job. Run after ``fluxgate_core``'s ``verify_kafka``
+    (the login and the topics); anything but a refusal is left to the committer's warnings."""
+    admin = admin_client({**kafka.client_config("fluxgate-aggregator-check"), "log_level": 0})
+    future = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+    try:
+        future.result()
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if error is None or error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+            log.warning("kafka.group_unchecked", group=group, error=str(exc))
+            return
+        who = f"user {kafka.sasl_username}" if kafka.sasl_username else "this client"
+        raise ConfigError(
+            f"progress_group [env {env_prefix.upper()}PROGRESS_GROUP]: Kafka at {kafka.bootstrap_servers} does not"
+            f" let {who} use group {group!r} ({error.name()}): grant it READ, or set the variable empty"
+        ) from None

@@ -211,16 +211,20 @@ def test_a_wrong_password_stops_the_job_at_start_naming_the_setting(
     assert "Not-The-Password-7" not in log_text
 
 
-def test_a_principal_without_a_topics_grant_stops_the_job_naming_the_topics_setting(
-    secured_kafka: Any, stack: Any, topics: Any, progress_group: str, tmp_path: Path
+@pytest.mark.parametrize("missing", ["late topic", "progress group"])
+def test_a_principal_without_a_grant_the_job_needs_stops_it_at_start_naming_what(
+    secured_kafka: Any, stack: Any, topics: Any, progress_group: str, tmp_path: Path, missing: str
 ) -> None:
-    principal = secured_kafka.principal("aggregator", aggregator_grants(topics, progress_group, without=topics.late))
+    without = topics.late if missing == "late topic" else progress_group
+    principal = secured_kafka.principal("aggregator", aggregator_grants(topics, progress_group, without=without))
     env = secured_env(principal, stack, topics, tmp_path, progress_group)
     with aggregator_process(env, tmp_path) as job:
         job.start(wait_ready=False)
         code = job.wait(timeout=60)
     log_text = job.log_text()
     assert code == 2, log_text[-3000:]
-    assert "FLUXGATE_AGG_LATE_TOPIC" in log_text
+    named = topics.late if missing == "late topic" else "FLUXGATE_AGG_PROGRESS_GROUP"
+    assert named in log_text, log_text[-3000:]
     assert principal.username in log_text
+    assert "SparkContext" not in log_text, "it failed before starting Spark"
     assert principal.password not in log_text

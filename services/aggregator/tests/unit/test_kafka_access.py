@@ -1,6 +1,6 @@
 """How the job reaches a secured Kafka: Spark's Java client gets its credentials from the secret
 settings (never from a plain one), the job's librdkafka clients get them from ``client_config``,
-and wrong credentials stop the job at start, naming the setting."""
+and Kafka's refusals stop the job at start, naming the setting."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
-from fluxgate_aggregator import kafka_access, losses, offsets
+from fluxgate_aggregator import losses, offsets
 from fluxgate_aggregator.job import kafka_options
-from fluxgate_aggregator.kafka_access import jaas_config, verify_kafka
+from fluxgate_aggregator.kafka_access import jaas_config, verify_group
 from fluxgate_aggregator.settings import AggregatorKafkaSettings, AggregatorSettings
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import KafkaSettings, load_settings
@@ -202,85 +202,45 @@ def test_the_progress_committer_and_the_watermark_reader_authenticate(monkeypatc
     assert FakeConsumer.configs[0]["group.id"] == "fluxgate-aggregator"
 
 
-# verify_kafka: the check at start.
+# The checks at start: fluxgate_core's verify_kafka (login, CA, topics), then the progress group.
+
+
+class FakeFuture:
+    def __init__(self, error: KafkaError | None) -> None:
+        self.error = error
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise KafkaException(self.error)
+        return object()
 
 
 class FakeAdmin:
-    """An AdminClient whose brokers answer with ``errors`` through error_cb (served on poll)."""
+    """An AdminClient whose group description fails with ``error`` (None: succeeds)."""
 
-    def __init__(self, errors: list[KafkaError], *, reachable: bool = True) -> None:
-        self.errors = errors
-        self.reachable = reachable
+    def __init__(self, error: KafkaError | None) -> None:
+        self.error = error
         self.config: dict[str, Any] = {}
 
     def __call__(self, config: dict[str, Any]) -> FakeAdmin:
         self.config = config
         return self
 
-    def poll(self, timeout: float) -> int:
-        for error in self.errors:
-            self.config["error_cb"](error)
-        return len(self.errors)
-
-    def list_topics(self, timeout: float) -> Any:
-        from confluent_kafka import KafkaException
-
-        if self.errors or not self.reachable:
-            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
-        return object()
+    def describe_consumer_groups(self, groups: list[str], request_timeout: float) -> dict[str, FakeFuture]:
+        return {group: FakeFuture(self.error) for group in groups}
 
 
-def verify(admin: FakeAdmin, settings: AggregatorSettings, timeout_s: float = 2.0) -> None:
-    verify_kafka(settings.kafka, "FLUXGATE_AGG_", timeout_s=timeout_s, admin_client=admin)
+def test_a_progress_group_the_principal_may_not_use_stops_the_job_naming_it() -> None:
+    admin = FakeAdmin(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "Group authorization failed"))
+    with pytest.raises(ConfigError, match="FLUXGATE_AGG_PROGRESS_GROUP") as error:
+        verify_group(secured().kafka, "FLUXGATE_AGG_", "fluxgate-aggregator", admin_client=admin)
+    assert "aggregator" in str(error.value) and "s3cret" not in str(error.value)
+    assert (admin.config["sasl.username"], admin.config["sasl.password"]) == ("aggregator", "s3cret")
 
 
-def test_credentials_kafka_refuses_stop_the_job_naming_the_settings(tmp_path: Path) -> None:
-    refused = KafkaError(
-        KafkaError._AUTHENTICATION,
-        "sasl_ssl://kafka-1:9094/bootstrap: SASL authentication error: Authentication failed during authentication "
-        "due to invalid credentials with SASL mechanism SCRAM-SHA-512",
-    )
-    with pytest.raises(ConfigError) as error:
-        verify(FakeAdmin([refused]), secured())
-    message = str(error.value)
-    assert "FLUXGATE_AGG_KAFKA__SASL_USERNAME" in message
-    assert "FLUXGATE_AGG_KAFKA__SASL_PASSWORD" in message
-    assert "invalid credentials" in message
-    assert "s3cret" not in message
-
-    secret = tmp_path / "password"
-    secret.write_text("s3cret")
-    with pytest.raises(ConfigError, match="FLUXGATE_AGG_KAFKA__SASL_PASSWORD_FILE"):
-        verify(FakeAdmin([refused]), secured(sasl_password=None, sasl_password_file=secret))
-
-
-def test_a_mechanism_the_broker_does_not_offer_names_the_mechanism() -> None:
-    refused = KafkaError(
-        KafkaError._AUTHENTICATION,
-        "SASL SCRAM-SHA-512 mechanism handshake failed: Broker: Unsupported SASL mechanism: "
-        "broker's supported mechanisms: SCRAM-SHA-256",
-    )
-    with pytest.raises(ConfigError, match="FLUXGATE_AGG_KAFKA__SASL_MECHANISM"):
-        verify(FakeAdmin([refused]), secured())
-
-
-def test_a_certificate_the_ca_does_not_verify_names_the_ca() -> None:
-    failed = KafkaError(KafkaError._SSL, "SSL handshake failed: certificate verify failed")
-    with pytest.raises(ConfigError, match="FLUXGATE_AGG_KAFKA__SSL_CA_LOCATION"):
-        verify(FakeAdmin([failed]), secured())
-
-
-def test_the_check_authenticates_as_the_job_does() -> None:
-    admin = FakeAdmin([])
-    verify(admin, secured())
-    assert admin.config["sasl.username"] == "aggregator"
-    assert admin.config["sasl.password"] == "s3cret"
-    assert admin.config["security.protocol"] == "SASL_SSL"
-
-
-def test_kafka_away_is_not_a_configuration_error() -> None:
-    # Kafka not answering yet is what the job's supervisor and Spark's retries are for.
-    verify(FakeAdmin([], reachable=False), secured(), timeout_s=0.3)
+@pytest.mark.parametrize("error", [None, KafkaError(KafkaError._TIMED_OUT, "timed out")])
+def test_a_group_kafka_lets_it_use_or_does_not_answer_for_is_no_configuration_error(error: KafkaError | None) -> None:
+    verify_group(secured().kafka, "FLUXGATE_AGG_", "fluxgate-aggregator", admin_client=FakeAdmin(error))
 
 
 def test_the_job_checks_its_credentials_before_the_registry_and_spark(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,12 +262,20 @@ def test_the_job_checks_its_credentials_before_the_registry_and_spark(monkeypatc
         return called
 
     monkeypatch.setattr(app, "verify_kafka", refused)
+    monkeypatch.setattr(app, "verify_group", later("verify_group"))
     monkeypatch.setattr(app, "registry_client", later("registry_client"))
     monkeypatch.setattr(app, "build_session", later("build_session"))
     with pytest.raises(ConfigError, match="FLUXGATE_AGG_KAFKA__SASL_PASSWORD"):
         app.AggregatorJob(secured()).serve(threading.Event())
     assert reached == ["verify_kafka"]
-    assert kafka_access.verify_kafka is verify_kafka
+
+
+def test_the_job_checks_every_topic_it_reads_and_writes() -> None:
+    from fluxgate_aggregator.app import job_topics
+
+    both = ["sensors.readings", "temperatures.aggregated", "sensors.deadletter"]
+    assert job_topics(secured()) == [*both, "temperatures.late"]
+    assert job_topics(AggregatorSettings(late_topic="")) == both, "no late topic: only counted"
 
 
 @pytest.mark.parametrize("password", ["plain", 'q"uo\\"te', "line\nbreak", "ends with \\", "x" * 300])
