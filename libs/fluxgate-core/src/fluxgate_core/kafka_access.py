@@ -14,11 +14,13 @@ anything about being ready:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import structlog
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
@@ -26,6 +28,11 @@ from fluxgate_core.errors import ConfigError, DeliveryError
 from fluxgate_core.kafka_errors import config_error, describe
 from fluxgate_core.settings import KafkaSettings
 
+log = structlog.get_logger(__name__)
+# librdkafka's own log lines of the check's client (it prints each failed try to stderr).
+_SILENT = logging.getLogger(f"{__name__}.librdkafka")
+_SILENT.propagate = False
+_SILENT.setLevel(logging.CRITICAL)
 LOGIN_REFUSED = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
@@ -50,26 +57,41 @@ def verify_kafka(
     kafka: KafkaSettings,
     client_id: str,
     env_prefix: str,
-    topics: Iterable[str] = (),
+    topics: Iterable[str] | Mapping[str, str] = (),
     timeout: float = 15.0,
 ) -> None:
     """Log in to Kafka with ``kafka``'s settings and look up ``topics``; raise an error naming
-    the setting at fault (``env_prefix``: the service's, e.g. ``FLUXGATE_MQTT_``)."""
+    the setting at fault (``env_prefix``: the service's, e.g. ``FLUXGATE_MQTT_``). ``topics``
+    may map each topic to the setting that names it (``{"sensors.readings": "status.input_topic"}``),
+    which a topic's problem then names too."""
     reports = _Reports()
     try:
-        config: dict[str, Any] = {**kafka.client_config(client_id), "error_cb": reports}
+        config: dict[str, Any] = {
+            **kafka.client_config(client_id),
+            "error_cb": reports,
+            "logger": _SILENT,  # what it would print, the error this raises says once
+            "allow.auto.create.topics": False,  # looking a topic up must never create it
+        }
         admin = AdminClient(config)
     except (KafkaException, ValueError, TypeError) as exc:
         raise config_error(exc, "admin") from exc
     env = f"{env_prefix.upper()}KAFKA__"
     metadata = _cluster(admin, kafka, env, reports, timeout)
+    log.info("kafka.verified", security_protocol=kafka.security_protocol, sasl_username=kafka.sasl_username)
+    settings = topics if isinstance(topics, Mapping) else dict.fromkeys(topics, "")
     problems = [
-        problem
-        for topic in sorted(set(topics) - set(metadata.topics))
+        _named(problem, settings[topic], env_prefix)
+        for topic in sorted(set(settings) - set(metadata.topics))
         if (problem := _topic_problem(admin, kafka, topic, timeout))
     ]
     if problems:
         raise ConfigError("Kafka topics this service needs:\n  " + "\n  ".join(problems))
+
+
+def _named(problem: str, setting: str, env_prefix: str) -> str:
+    if not setting:
+        return problem
+    return f"{setting} [env {env_prefix.upper()}{setting.upper().replace('.', '__')}]: {problem}"
 
 
 def _cluster(admin: AdminClient, kafka: KafkaSettings, env: str, reports: _Reports, timeout: float) -> Any:

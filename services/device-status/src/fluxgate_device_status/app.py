@@ -17,13 +17,14 @@ import faust
 import structlog
 
 from fluxgate_core.errors import ConfigError, FluxgateError
+from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import EXIT_FAILED, config_failed, quiet
 from fluxgate_core.logs import configure_logging
 from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
-from fluxgate_device_status.credentials import broker_credentials, check_login
+from fluxgate_device_status.credentials import broker_credentials
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
@@ -87,7 +88,7 @@ def main() -> None:
         # A refused login or TLS handshake fails here, in one line naming the setting.
         status = settings.status
         topics = {status.input_topic: "status.input_topic", status.status_topic: "status.status_topic"}
-        check_login(settings.kafka, settings.kafka.client_id or SERVICE, topics)
+        verify_kafka(settings.kafka, settings.kafka.client_id or SERVICE, "FLUXGATE_STATUS_", topics)
         app, _ = build_app(settings)
     except ConfigError as exc:
         sys.exit(config_failed(SERVICE, exc))

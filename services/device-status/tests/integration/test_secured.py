@@ -103,6 +103,8 @@ def test_a_principal_not_allowed_to_read_the_input_fails_the_start_naming_the_to
         code = service.wait(30)
     output = service.log_text()
     assert code == 2, output
-    line = output.splitlines()[-1]  # after kafka.login_checked
-    assert line.startswith("device-status: status.input_topic [env FLUXGATE_STATUS_STATUS__INPUT_TOPIC]: ")
-    assert f"{principal.username} may not use {fleet.readings_topic}" in line
+    line = output.splitlines()[-1]  # after kafka.verified
+    assert (
+        line.startswith("device-status: ") and "status.input_topic [env FLUXGATE_STATUS_STATUS__INPUT_TOPIC]: " in line
+    )
+    assert f"{fleet.readings_topic}: {principal.username} may not use it" in line

@@ -3,24 +3,18 @@ TLS or not, TLS alone; the password read from its setting or file, never shown."
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import ssl
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
 from faust.auth import SASLCredentials, SSLCredentials
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
-from fluxgate_core.errors import ConfigError, FluxgateError
-from fluxgate_core.settings import KafkaSettings
+from fluxgate_core.errors import ConfigError
 from fluxgate_device_status import app as app_module
-from fluxgate_device_status.credentials import _refusal, _Reports, broker_credentials, check_login
+from fluxgate_device_status.credentials import broker_credentials
 from fluxgate_device_status.offsets import EndOffsets
 from fluxgate_device_status.settings import StatusSettings
 
@@ -142,68 +136,3 @@ def test_a_ca_location_that_is_no_ca_bundle_names_its_variable(tmp_path: Path) -
         settings = _settings(tmp_path, security_protocol="SSL", ssl_ca_location=str(location))
         with pytest.raises(ConfigError, match="FLUXGATE_STATUS_KAFKA__SSL_CA_LOCATION"):
             broker_credentials(settings.kafka)
-
-
-def _kafka(**values: Any) -> KafkaSettings:
-    return KafkaSettings.model_validate(values)
-
-
-TOPICS = {"readings": "status.input_topic"}
-
-
-def test_plaintext_is_not_checked() -> None:
-    started = time.monotonic()
-    check_login(_kafka(bootstrap_servers="127.0.0.1:1"), "test", TOPICS, timeout_s=5)
-    assert time.monotonic() - started < 1
-
-
-def test_no_broker_answering_names_the_bootstrap_servers_and_is_no_configuration_error() -> None:
-    kafka = _kafka(
-        bootstrap_servers="127.0.0.1:1",
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="PLAIN",
-        sasl_username="u",
-        sasl_password="p",
-    )
-    with pytest.raises(FluxgateError, match=r"FLUXGATE_STATUS_KAFKA__BOOTSTRAP_SERVERS.*refused") as caught:
-        check_login(kafka, "test", TOPICS, timeout_s=1.5)
-    assert not isinstance(caught.value, ConfigError)
-
-
-def test_a_failed_tls_handshake_names_the_ca_location() -> None:
-    """A listener that answers in plain text stands for one whose certificate is not trusted."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def answer() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = server.accept()
-                with client:
-                    client.recv(1024)
-                    client.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
-
-    threading.Thread(target=answer, daemon=True).start()
-    try:
-        kafka = _kafka(bootstrap_servers=f"127.0.0.1:{server.getsockname()[1]}", security_protocol="SSL")
-        with pytest.raises(ConfigError, match=r"FLUXGATE_STATUS_KAFKA__SSL_CA_LOCATION.*handshake"):
-            check_login(kafka, "test", TOPICS, timeout_s=10)
-    finally:
-        server.close()
-
-
-@pytest.mark.parametrize(("password", "variable"), [("sasl_password", "SASL_PASSWORD"), ("file", "SASL_PASSWORD_FILE")])
-def test_a_refused_login_names_the_user_and_password_variables_on_one_line(
-    tmp_path: Path, password: str, variable: str
-) -> None:
-    file = tmp_path / "password"
-    file.write_text("wrong\n")
-    secret = {"sasl_password": "wrong"} if password == "sasl_password" else {"sasl_password_file": file}
-    kafka = _kafka(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", sasl_username="ds", **secret)
-    reports = _Reports()
-    reports(KafkaError(KafkaError._TRANSPORT, "connection reset"))
-    assert _refusal(kafka, reports) is None
-    reports(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed"))
-    refused = _refusal(kafka, reports)
-    assert refused is not None and "\n" not in str(refused)
-    assert f"FLUXGATE_STATUS_KAFKA__SASL_USERNAME, FLUXGATE_STATUS_KAFKA__{variable}]" in str(refused)
-    assert "'ds'" in str(refused) and "wrong" not in str(refused)
