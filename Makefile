@@ -51,7 +51,7 @@ status: ## What the local stack is running
 
 .PHONY: run
 run: install ## The whole pipeline on the local stack with simulated devices; Ctrl-C stops it
-	$(PY) tools/run_pipeline.py
+	$(PY) tools/run_pipeline.py $(if $(SECURED),--secured)
 
 .PHONY: test
 test: install ## Unit, integration, contract and static tests against real servers

@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -351,6 +352,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-persisters", action="store_true", help="skip the persisters")
     parser.add_argument("--status-port", type=int, default=9107, help="device-status's HTTP port (GET /devices)")
     parser.add_argument("--console-port", type=int, default=9108, help="the console's page (0: no console)")
+    parser.add_argument(
+        "--secured",
+        action="store_true",
+        help="every service on Kafka's SASL_SSL listener as its own principal, allowed only what it needs (ACLs)",
+    )
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
     parser.add_argument(
@@ -379,18 +385,20 @@ def start_all(
     ports: dict[str, int] | None = None,
     devices_when: Callable[[], None] | None = None,
     devices: bool = True,
+    kafka: Callable[[str], dict[str, str]] | None = None,
 ) -> None:
     """Every child, in order; ``simulator`` adds options of its own, ``ports`` gives
     services HTTP ports other than their defaults. With ``devices_when`` the simulated
     devices start last, once it returns (a soak run accounts for every reading sent);
-    without ``devices`` not at all (a benchmark starts them step by step)."""
+    without ``devices`` not at all (a benchmark starts them step by step). ``kafka`` gives a
+    service's own Kafka settings (``--secured``: its principal on the SASL_SSL listener)."""
     coap_resources = coap_resources_of(args, names)
     common = {"LOG__JSON_OUTPUT": "false"}
     http = {name: {"HTTP__PORT": str(port)} for name, port in (ports or {}).items()}
     http["device-status"] = {"HTTP__PORT": str(args.status_port)}
 
     def service(name: str, prefix: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        values = {**common, **names.env(name), **http.get(name, {}), **(env or {})}
+        values = {**common, **names.env(name), **http.get(name, {}), **(env or {}), **(kafka(name) if kafka else {})}
         pipeline.start(name, argv, prefixed(prefix, values))
 
     fleet = devices_argv(args, names, simulator)
@@ -435,14 +443,16 @@ def devices_argv(args: argparse.Namespace, names: Names, simulator: tuple[str, .
             "--mqtt-root", names.mqtt_root, *device_prefix(names), *simulator]  # fmt: skip
 
 
-def start_console(pipeline: Pipeline, port: int, names: Names = Names(), stores: bool = True) -> None:
+def start_console(
+    pipeline: Pipeline, port: int, names: Names = Names(), stores: bool = True, kafka: dict[str, str] | None = None
+) -> None:
     """The console on the local services' default ports, auth off (this machine only: loopback),
     asking the stores the persisters write under ``names`` (none without persisters)."""
     if not port:
         return
     env = {"WEB__HOST": "127.0.0.1", "WEB__PORT": str(port), "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(port + 1),
            "PAGE_AUTH__MODE": "none", "REPLAY_AUTH__MODE": "none", "LOG__JSON_OUTPUT": "false",
-           **console_stores(names, stores)}  # fmt: skip
+           **console_stores(names, stores), **(kafka or {})}  # fmt: skip
     pipeline.start("console", [str(BIN / "fluxgate-console")], prefixed("FLUXGATE_CONSOLE_", env))
     say(f"console: http://127.0.0.1:{port}/  (Kafka Connect API: http://127.0.0.1:{port}/connect/connectors)")
 
@@ -453,6 +463,43 @@ def console_stores(names: Names, shown: bool) -> dict[str, str]:
         return {"ELASTICSEARCH__HOSTS": "[]", "SCYLLA__CONTACT_POINTS": "[]", "HAZELCAST__MEMBERS": "[]"}
     return {"ELASTICSEARCH__ALIAS": names.es_alias, "SCYLLA__TABLE": names.scylla_table,
             "HAZELCAST__KCQL": names.hazelcast_kcql}  # fmt: skip
+
+
+# Topics and groups SERVICE_GRANTS names, by the default each service's settings give them.
+GRANTED_TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late",
+                  "devices.status", "persisters.deadletter")  # fmt: skip
+SECURED_SERVICES = ("mqtt-proxy", "coap-ingest", "aggregator", "device-status", *PERSISTERS, "console")
+
+
+def secured_kafka(names: Names, folder: Path) -> Callable[[str], dict[str, str]]:
+    """``--secured``: each service its own SCRAM principal on the stack's SASL_SSL listener,
+    allowed only what it needs (``fluxgate_stack.SERVICE_GRANTS``, on ``names``' topics and
+    groups), its password in a 0600 file under ``folder`` (what a mounted Secret gives a pod)."""
+    from fluxgate_stack import SERVICE_GRANTS, add_principal, endpoints, renamed
+
+    stack = endpoints()
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    renames = {topic: names.topic(topic) for topic in GRANTED_TOPICS}
+    renames |= {f"fluxgate-{service}": names.group(service) for service in SECURED_SERVICES}
+    renames["fluxgate-device-status-"] = names.group("device-status") + "-"  # faust's own topics
+    settings: dict[str, dict[str, str]] = {}
+    for service in SECURED_SERVICES:
+        username = f"{names.prefix}fluxgate-{service}"
+        grants = SERVICE_GRANTS[service] + (SERVICE_GRANTS["console-replay"] if service == "console" else ())
+        password = secrets.token_urlsafe(24)  # a new one each run: add_principal sets it
+        password_file = folder / f"{service}.password"
+        password_file.unlink(missing_ok=True)
+        with os.fdopen(os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(password)
+        add_principal(username, password, renamed(grants, renames))
+        settings[service] = {
+            "KAFKA__BOOTSTRAP_SERVERS": stack.secure_bootstrap, "KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+            "KAFKA__SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA__SASL_USERNAME": username,
+            "KAFKA__SASL_PASSWORD_FILE": str(password_file), "KAFKA__SSL_CA_LOCATION": str(stack.ca_file),
+        }  # fmt: skip
+    say(f"secured: every service logs in to {stack.secure_bootstrap} (SASL_SSL, SCRAM) as its own principal")
+    return lambda service: settings.get(service, {})
 
 
 def persisting(args: argparse.Namespace) -> bool:
@@ -593,8 +640,9 @@ def main() -> int:
     devices: dict[str, int] = {}
     died: list[str] = []
     try:
-        start_all(pipeline, args)
-        start_console(pipeline, args.console_port, stores=persisting(args))
+        kafka = secured_kafka(Names(), logs / "secrets") if args.secured else None
+        start_all(pipeline, args, kafka=kafka)
+        start_console(pipeline, args.console_port, stores=persisting(args), kafka=kafka("console") if kafka else None)
         say("watching Kafka (Ctrl-C stops everything)...")
         watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port)
         died = pipeline.dead()

@@ -1,9 +1,12 @@
-"""`make run` end to end: simulated devices over MQTT and CoAP, both gateways, the Spark
-job and the three persisters, on the local stack; readings, dead letters and aggregates
-must all reach Kafka, every aggregate must equal its window recomputed independently from
-the readings (a reading ends counted or late, never both, never neither), every store must
-hold what the topic holds once the run stops upstream first, and every service must stop
-cleanly on SIGTERM; and Ctrl-C stops every child even when stdout is already gone."""
+"""`make run SECURED=1` end to end: simulated devices over MQTT and CoAP, both gateways, the
+Spark job, the three persisters, device-status and the console, on the local stack, every
+service logging in to Kafka's SASL_SSL listener as its own principal allowed only what it
+needs (ACLs: a grant missing from `SERVICE_GRANTS` stops its service, and the run fails);
+readings, dead letters and aggregates must all reach Kafka, every aggregate must equal its
+window recomputed independently from the readings (a reading ends counted or late, never
+both, never neither), every store must hold what the topic holds once the run stops
+upstream first, and every service must stop cleanly on SIGTERM; and Ctrl-C stops every
+child even when stdout is already gone."""
 
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def test_make_run_moves_readings_to_aggregates(stack: Any, fates: Any, tmp_path:
     released, out, err = tmp_path / "browser-done", tmp_path / "run.out", tmp_path / "run.err"
     with out.open("w") as stdout, err.open("w") as stderr:
         run = subprocess.Popen(
-            [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--check", "--until-checked", "1001",
+            [sys.executable, str(ROOT / "tools" / "run_pipeline.py"), "--secured", "--check", "--until-checked", "1001",
              "--until-released", str(released),
              "--duration", "150", "--window", "5 seconds", "--watermark", "5 seconds", "--malformed", "0.05",
              # Late readings land in windows the aggregator has just closed, up to the run's end.
