@@ -42,11 +42,11 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.contracts import Contracts, load_contracts
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.job import aggregate, kafka_options, read_decoded, start
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
-from fluxgate_aggregator.state import JobState
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_stack import Endpoints
 

@@ -1,4 +1,4 @@
-"""The job's real ``foreachBatch`` function (``routing.router``) driven batch by batch on
+"""The job's real ``foreachBatch`` function (``micro_batch.router``) driven batch by batch on
 static DataFrames: the records are framed as the query hands them (``wire.framed``) and decoded by it, its
 ledger lives in a temporary folder, and what it writes is collected and decoded back into
 the reference model's terms. No Kafka; the registry is a fixed listing: SensorReading v1
@@ -20,10 +20,10 @@ from pyspark.sql import DataFrame, SparkSession
 from routing_model import Broken, Identity, Outputs, Reading, Record, Stats
 
 from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.ledger import Ledger
-from fluxgate_aggregator.routing import router
+from fluxgate_aggregator.micro_batch import router
 from fluxgate_aggregator.settings import AggregatorSettings
-from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.wire import compact, framed
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 

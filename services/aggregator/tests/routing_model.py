@@ -1,6 +1,6 @@
 """The job's routing decision as a plain-Python reference model (no Spark).
 
-Written from the rules, not from ``routing.py``: per micro-batch, against the watermark the
+Written from the rules, not from ``micro_batch.py``: per micro-batch, against the watermark the
 batch starts with,
 
 * a record that does not decode is dead-lettered; a reading written with a schema version

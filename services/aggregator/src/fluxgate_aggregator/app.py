@@ -15,15 +15,15 @@ import typer
 
 from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.contracts import load_contracts
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.job import start
 from fluxgate_aggregator.kafka_access import verify_group
 from fluxgate_aggregator.losses import KafkaWatermarks, LossWatch
-from fluxgate_aggregator.offsets import ProgressCommitter
 from fluxgate_aggregator.progress import ProgressListener
+from fluxgate_aggregator.progress_commits import ProgressCommitter
+from fluxgate_aggregator.query_supervisor import Supervisor
 from fluxgate_aggregator.settings import ENV_PREFIX, SERVICE, AggregatorSettings
 from fluxgate_aggregator.spark import build_session
-from fluxgate_aggregator.state import JobState
-from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import run_service

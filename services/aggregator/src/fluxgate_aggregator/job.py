@@ -1,6 +1,6 @@
 """The streaming job: one query over the input topic, each record read and decoded once.
 
-A ``foreachBatch`` (:mod:`fluxgate_aggregator.routing`) routes every micro-batch against
+A ``foreachBatch`` (:mod:`fluxgate_aggregator.micro_batch`) routes every micro-batch against
 the one watermark that batch uses: undecodable records to the dead-letter topic, readings
 at or behind the watermark to the late topic, the others counted once (redelivered copies
 dropped) into event-time windows per device, each window written once as a wire-format
@@ -23,13 +23,13 @@ from pyspark.sql.streaming.query import StreamingQuery
 from fluxgate_aggregator import checkpoints
 from fluxgate_aggregator.consumed import CONSUMED_FIELDS, IDENTITY
 from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.kafka_access import spark_kafka_options
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.losses import batch_starts
-from fluxgate_aggregator.routing import router
+from fluxgate_aggregator.micro_batch import router
 from fluxgate_aggregator.settings import AggregatorSettings
-from fluxgate_aggregator.state import JobState
-from fluxgate_aggregator.windows import encoded, window_stats
+from fluxgate_aggregator.window_stats import encoded, window_stats
 from fluxgate_aggregator.wire import framed, with_reading
 from fluxgate_aggregator.writers import WriterSchemas
 

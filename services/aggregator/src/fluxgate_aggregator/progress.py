@@ -8,8 +8,8 @@ import structlog
 from prometheus_client import Counter, Gauge
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from fluxgate_aggregator.offsets import ProgressCommitter
-from fluxgate_aggregator.state import JobState
+from fluxgate_aggregator.driver_state import JobState
+from fluxgate_aggregator.progress_commits import ProgressCommitter
 
 log = structlog.get_logger(__name__)
 INPUT_RATE = Gauge("fluxgate_aggregator_input_rows_per_second", "Input rate of the last batch", ["query"])

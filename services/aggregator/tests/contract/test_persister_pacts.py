@@ -1,8 +1,8 @@
 """The aggregator verifies every persister's pact for ``temperatures.aggregated``
 (``contracts-tests/pacts/*-persister-aggregator.json``) against bytes the running job
 writes: wire-format readings framed as the job's query hands them (``wire.framed``) to its
-``foreachBatch`` function (``routing.router``, with a ledger in a temporary folder), which decodes,
-windows and encodes them (``windows.window_stats`` and ``windows.encoded``; ``to_avro``
+``foreachBatch`` function (``micro_batch.router``, with a ledger in a temporary folder), which decodes,
+windows and encodes them (``window_stats.window_stats`` and ``window_stats.encoded``; ``to_avro``
 under the output schema) into what it hands the Kafka sink; those values are decoded from
 the Confluent wire format with the **writer's** schema by the real ``AvroDecoder`` and
 handed, as JSON, to the Pact verifier. The aggregation of the unchanged schema runs once
@@ -27,13 +27,13 @@ from pact.types import Message
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from fluxgate_aggregator import windows
+from fluxgate_aggregator import window_stats
 from fluxgate_aggregator.contracts import Contracts
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.ledger import Ledger
-from fluxgate_aggregator.routing import router
+from fluxgate_aggregator.micro_batch import router
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
-from fluxgate_aggregator.state import JobState
 from fluxgate_aggregator.wire import compact, framed
 from fluxgate_aggregator.wire import encode as wire_encode
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
@@ -143,7 +143,7 @@ def reshaped(rename: dict[str, str], drop: str | None) -> Iterator[None]:
         return wire_encode(struct, schema, schema_id)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(windows, "encode", encode)
+        patch.setattr(window_stats, "encode", encode)
         yield
 
 

@@ -14,13 +14,13 @@ from confluent_kafka import Producer
 from fluxgate_testing import Consumed, consume, unique_topic
 
 from fluxgate_aggregator.contracts import load_contracts
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.job import start
 from fluxgate_aggregator.losses import KafkaWatermarks, LossWatch
 from fluxgate_aggregator.progress import ProgressListener
+from fluxgate_aggregator.query_supervisor import Supervisor
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
 from fluxgate_aggregator.spark import build_session
-from fluxgate_aggregator.state import JobState
-from fluxgate_aggregator.supervise import Supervisor
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings

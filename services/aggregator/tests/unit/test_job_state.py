@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fluxgate_aggregator.state import JobState
+from fluxgate_aggregator.driver_state import JobState
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from fluxgate_aggregator import losses, offsets
+from fluxgate_aggregator import losses, progress_commits
 from fluxgate_aggregator.job import kafka_options
 from fluxgate_aggregator.kafka_access import jaas_config, verify_group
 from fluxgate_aggregator.settings import AggregatorKafkaSettings, AggregatorSettings
@@ -188,10 +188,10 @@ class FakeConsumer:
 
 def test_the_progress_committer_and_the_watermark_reader_authenticate(monkeypatch: pytest.MonkeyPatch) -> None:
     FakeConsumer.configs = []
-    monkeypatch.setattr(offsets, "Consumer", FakeConsumer)
+    monkeypatch.setattr(progress_commits, "Consumer", FakeConsumer)
     monkeypatch.setattr(losses, "Consumer", FakeConsumer)
     settings = secured()
-    offsets.ProgressCommitter(settings).close()
+    progress_commits.ProgressCommitter(settings).close()
     losses.KafkaWatermarks(settings).close()
     assert len(FakeConsumer.configs) == 2
     for config in FakeConsumer.configs:

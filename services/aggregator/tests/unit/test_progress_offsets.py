@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fluxgate_aggregator.offsets import processed
+from fluxgate_aggregator.progress_commits import processed
 
 
 def test_a_kafka_sources_end_offset_becomes_one_commit_per_partition() -> None:
@@ -26,8 +26,8 @@ def test_sparks_split_of_each_trigger_is_summed_by_part() -> None:
 
     from prometheus_client import REGISTRY
 
+    from fluxgate_aggregator.driver_state import JobState
     from fluxgate_aggregator.progress import ProgressListener
-    from fluxgate_aggregator.state import JobState
 
     def seconds(part: str) -> float:
         return REGISTRY.get_sample_value("fluxgate_aggregator_trigger_seconds_total", {"part": part}) or 0.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fluxgate_aggregator.routing import closing_ends, horizon_ms, next_watermark
+from fluxgate_aggregator.micro_batch import closing_ends, horizon_ms, next_watermark
 from fluxgate_aggregator.settings import AggregatorSettings, WindowSettings
 
 S = 1_000

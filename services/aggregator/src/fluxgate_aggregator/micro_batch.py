@@ -29,13 +29,13 @@ from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.deadletters import dead_letter_headers
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
-from fluxgate_aggregator.windows import encoded, window_stats
+from fluxgate_aggregator.window_stats import encoded, window_stats
 from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, with_reading
 from fluxgate_aggregator.writers import WriterSchemas
 from fluxgate_core.serde import value_subject
 
 if TYPE_CHECKING:
-    from fluxgate_aggregator.state import JobState
+    from fluxgate_aggregator.driver_state import JobState
 
 FIELDS = ("device_id", "event_time", "value", "sequence", "unit")
 # Where a batch's time goes, for the profile of the whole pipeline (bench/pipeline.py): each

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import structlog
 from pyspark.sql.streaming.query import StreamingQuery
 
+from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.settings import AggregatorSettings
-from fluxgate_aggregator.state import JobState
 from fluxgate_core.errors import RegistryError
 
 log = structlog.get_logger(__name__)
