@@ -25,7 +25,7 @@ from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
 from fluxgate_device_status.credentials import broker_credentials
-from fluxgate_device_status.offsets import EndOffsets
+from fluxgate_device_status.end_offsets import EndOffsets
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
 from fluxgate_device_status.transport import StatusApp

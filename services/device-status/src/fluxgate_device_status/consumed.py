@@ -3,7 +3,7 @@
 ``device_id`` keys the table (and, as the record key, the partition); ``metric``,
 ``value`` and ``unit`` are the device's last value per metric; ``event_time`` and
 ``ingest_time`` say when it was last heard of (silence is judged on the ingest time);
-``source_protocol`` and ``source`` say where it speaks from. ``state.Reading.from_record``
+``source_protocol`` and ``source`` say where it speaks from. ``device_state.Reading.from_record``
 reads exactly these.
 
 The consumer-driven contract (``tests/contract``) is written from this declaration and

@@ -21,9 +21,7 @@ from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
 from fluxgate_device_status.codec import AwaitingRegistry, TableStates, Undecodable
-from fluxgate_device_status.offsets import EndOffsets
-from fluxgate_device_status.settings import DeviceStatusSettings
-from fluxgate_device_status.state import (
+from fluxgate_device_status.device_state import (
     CatchUp,
     Reading,
     State,
@@ -36,6 +34,8 @@ from fluxgate_device_status.state import (
     transition_record,
     unreadable_because,
 )
+from fluxgate_device_status.end_offsets import EndOffsets
+from fluxgate_device_status.settings import DeviceStatusSettings
 
 log = structlog.get_logger(__name__)
 Clock = Callable[[], int]
@@ -65,7 +65,7 @@ class DeviceTracker:
         self.threshold_ms = int(settings.silence_threshold_s * 1000)
         self.clock = clock
         self.end_offsets = end_offsets
-        # partition -> when this instance started watching it (see state.py on restarts)
+        # partition -> when this instance started watching it (see device_state.py on restarts)
         self.watch_start: dict[int, int] = {}
         # Raw UTF-8 keys (bytes), as the gateways write them: faust routes ``GET /devices/{id}``
         # by partitioning the changelog's serialized key, which must equal the input's key.

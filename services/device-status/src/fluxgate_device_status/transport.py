@@ -18,7 +18,7 @@ group's offset past readings that were never applied, and the rewind after the r
 could not bring them back. Here an acknowledgement that comes while the flow is stopped or
 from an earlier generation is not recorded: the message is read again after the rewind.
 A message that was applied and whose acknowledgement is refused this way is recognised as
-a replay by its offset (``state.is_replay``) when it comes again.
+a replay by its offset (``device_state.is_replay``) when it comes again.
 
 **A partition without a committed offset is rewound too.** faust drops what it fetched
 while a rebalance stopped its flow (a fetch that returns while the flow is stopped, the
@@ -33,7 +33,7 @@ backlog: the backlog was never processed (about one restart in eight).
 Here a source partition without a committed offset goes back where the group starts one,
 ``consumer_auto_offset_reset``: the beginning of the log for this service. What was read
 and already counted is read again and recognised as a replay by its offset
-(``state.is_replay``). Changelog partitions are not rewound this way: they have no
+(``device_state.is_replay``). Changelog partitions are not rewound this way: they have no
 committed offsets (see next).
 
 **What a recovery had fetched is read again.** The same drop hits the changelogs: a fetch

@@ -16,7 +16,7 @@ import faust
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from fluxgate_device_status.state import view
+from fluxgate_device_status.device_state import view
 from fluxgate_device_status.tracker import DeviceTracker
 
 STATUSES = ("ONLINE", "OFFLINE")

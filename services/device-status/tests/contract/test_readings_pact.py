@@ -25,7 +25,7 @@ from fluxgate_testing.pact import READING_EXAMPLE, MessagePact, readings_pact
 from fluxgate_core.contract import schema_mismatches
 from fluxgate_core.schemas import DEVICE_STATUS, SENSOR_READING, schema_dict
 from fluxgate_device_status.consumed import CONSUMED_FIELDS
-from fluxgate_device_status.state import Reading, apply_reading, transition_record
+from fluxgate_device_status.device_state import Reading, apply_reading, transition_record
 
 PROVIDERS = ("mqtt-proxy", "coap-ingest")
 NOW_MS = 1486997195000

@@ -19,7 +19,7 @@ PREFIX = "FLUXGATE_STATUS_"
 
 def least_privilege(fleet: Fleet) -> tuple[Grant, ...]:
     """What device-status needs, and nothing more (the README's list). DESCRIBE comes with
-    READ and WRITE; the end-offsets client (offsets.py) never joins its group, and asks
+    READ and WRITE; the end-offsets client (end_offsets.py) never joins its group, and asks
     for nothing a READ on the input does not allow."""
     return (
         Grant("topic", fleet.readings_topic, ("READ",)),

@@ -15,7 +15,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from fluxgate_core.errors import ConfigError
 from fluxgate_device_status import app as app_module
 from fluxgate_device_status.credentials import broker_credentials
-from fluxgate_device_status.offsets import EndOffsets
+from fluxgate_device_status.end_offsets import EndOffsets
 from fluxgate_device_status.settings import StatusSettings
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import faust
 
 from fluxgate_core.errors import ConsumeError
+from fluxgate_device_status.device_state import Reading, apply_reading
 from fluxgate_device_status.settings import DeviceStatusSettings
-from fluxgate_device_status.state import Reading, apply_reading
 from fluxgate_device_status.tracker import DeviceTracker
 from fluxgate_device_status.transport import StatusApp
 

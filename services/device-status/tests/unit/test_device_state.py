@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fluxgate_device_status.state import (
+from fluxgate_device_status.device_state import (
     CatchUp,
     Reading,
     apply_reading,
