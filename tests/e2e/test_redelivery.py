@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 from aggregator_reference import distinct_readings, expected_aggregates
-from fluxgate_testing import Consumed, ServiceProcess, consume, free_port, unique_topic
+from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
 
@@ -111,7 +112,7 @@ def publish(stack: Any, prefix: str) -> None:
 def every_sequence(stack: Any, topic: str, decoder: AvroDecoder) -> list[dict[str, Any]]:
     """The readings in Kafka, read until every sequence number arrived at least once."""
 
-    def complete(got: list[Consumed]) -> bool:
+    def complete(got: list[ConsumedRecord]) -> bool:
         return len({item.record["sequence"] for item in got if item.record}) == COUNT
 
     got = consume(stack.bootstrap, topic, timeout=90, decoder=decoder, complete=complete)

@@ -10,9 +10,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from fluxgate_testing import Consumed
-
 from fluxgate_aggregator.consumed import IDENTITY
+from fluxgate_core.consumed_record import ConsumedRecord
 
 
 def reading(device: str, at_ms: int, value: float, metric: str = "temperature", unit: str = "Cel") -> dict[str, Any]:
@@ -105,7 +104,7 @@ def assert_aggregate_equal(got: dict[str, Any], want: dict[str, Any]) -> None:
             assert got[name] == value, f"{name}: got {got[name]!r}, want {value!r} in {got}"
 
 
-def by_window(records: Iterable[Consumed]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+def by_window(records: Iterable[ConsumedRecord]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Decoded aggregates grouped by (device, window start in ms); checks each is keyed by device."""
     out: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for item in records:

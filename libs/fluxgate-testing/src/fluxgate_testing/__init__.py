@@ -6,16 +6,19 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-# ConsumedRecord is also imported from here by services/device-status/tests/integration/conftest.py.
-from fluxgate_core.consumed_record import ConsumedRecord, Decoder
 from fluxgate_core.consumer import RecordConsumer
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_testing.process import ServiceProcess
 from fluxgate_testing.secured import Principal, SecuredKafka
 
-__all__ = ["Consumed", "Principal", "SecuredKafka", "ServiceProcess", "consume", "free_port", "unique_topic"]
+if TYPE_CHECKING:
+    # Not re-exported: tests import ConsumedRecord from its one home, fluxgate_core.consumed_record.
+    from fluxgate_core.consumed_record import ConsumedRecord, Decoder
+
+__all__ = ["Principal", "SecuredKafka", "ServiceProcess", "consume", "free_port", "unique_topic"]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -30,9 +33,6 @@ def unique_topic(prefix: str, bootstrap: str, partitions: int = 3, config: dict[
     name = f"{prefix}.{uuid.uuid4().hex[:10]}"
     ensure_topics({"bootstrap.servers": bootstrap}, {name: partitions}, replication=1, config=config)
     return name
-
-
-Consumed = ConsumedRecord  # what the tests have always called it
 
 
 def consume(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from fluxgate_testing import Consumed, consume, unique_topic
+from fluxgate_testing import consume, unique_topic
 
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.driver_state import JobState
@@ -21,6 +21,7 @@ from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.query_supervisor import Supervisor
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
 from fluxgate_aggregator.spark import build_session
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
@@ -156,11 +157,11 @@ def devices(stack: Any, registry_client: Any, topics: Topics) -> Devices:
 
 
 @pytest.fixture
-def read_aggregates(stack: Any, registry_client: Any) -> Callable[..., list[Consumed]]:
+def read_aggregates(stack: Any, registry_client: Any) -> Callable[..., list[ConsumedRecord]]:
     """Decoded TemperatureAggregates of a topic, once ``expected`` arrived and the topic went quiet."""
     decoder = AvroDecoder(registry_client, schema_dict(TEMPERATURE_AGGREGATE))
 
-    def read(topic: str, expected: int, timeout: float = 120.0) -> list[Consumed]:
+    def read(topic: str, expected: int, timeout: float = 120.0) -> list[ConsumedRecord]:
         return consume(stack.bootstrap, topic, expected=expected, timeout=timeout, decoder=decoder)
 
     return read

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fluxgate_testing import Consumed, ServiceProcess, consume, free_port, unique_topic
+from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.serde import AvroDecoder
 
 INGEST = Path(sys.executable).with_name("fluxgate-coap-ingest")
@@ -56,10 +57,10 @@ def decoder(registry_client: Any) -> AvroDecoder:
 
 
 @pytest.fixture
-def read_readings(stack: Any, topics: tuple[str, str], decoder: AvroDecoder) -> Callable[..., list[Consumed]]:
+def read_readings(stack: Any, topics: tuple[str, str], decoder: AvroDecoder) -> Callable[..., list[ConsumedRecord]]:
     """``consume`` of the test's readings topic, decoded, with its other keywords (timeout 30 s unless given)."""
 
-    def read(**options: Any) -> list[Consumed]:
+    def read(**options: Any) -> list[ConsumedRecord]:
         return consume(stack.bootstrap, topics[0], decoder=decoder, **{"timeout": 30.0, **options})
 
     return read

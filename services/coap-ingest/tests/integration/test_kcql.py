@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 from coap_payloads import T0, reading_json
-from fluxgate_testing import Consumed
+
+from fluxgate_core.consumed_record import ConsumedRecord
 
 pytestmark = pytest.mark.integration
 
 
 def test_kcql_and_source_uri_observe_the_resources_into_the_kcql_topic(
     topics: tuple[str, str],
-    read_readings: Callable[..., list[Consumed]],
+    read_readings: Callable[..., list[ConsumedRecord]],
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
 ) -> None:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from coap_payloads import T0, reading_json
-from fluxgate_testing import Consumed, consume
+from fluxgate_testing import consume
 
 from fluxgate_core import deadletter
+from fluxgate_core.consumed_record import ConsumedRecord
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +26,7 @@ def values(records: list[Any]) -> list[tuple[str, str, float]]:
 def test_dynamic_resources_and_the_time_resource(
     stack: Any,
     topics: tuple[str, str],
-    read_readings: Callable[..., list[Consumed]],
+    read_readings: Callable[..., list[ConsumedRecord]],
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
 ) -> None:
@@ -61,7 +62,7 @@ def test_dynamic_resources_and_the_time_resource(
 
 
 def test_observation_comes_back_after_the_server_restarts(
-    read_readings: Callable[..., list[Consumed]], start_ingest: Callable[..., Any], libcoap: Callable[..., Any]
+    read_readings: Callable[..., list[ConsumedRecord]], start_ingest: Callable[..., Any], libcoap: Callable[..., Any]
 ) -> None:
     server = libcoap()
     uri = f"coap://127.0.0.1:{server.port}/boiler"
@@ -86,7 +87,7 @@ def test_observation_comes_back_after_the_server_restarts(
 
 
 def test_dtls_with_a_pre_shared_key(
-    read_readings: Callable[..., list[Consumed]],
+    read_readings: Callable[..., list[ConsumedRecord]],
     start_ingest: Callable[..., Any],
     libcoap: Callable[..., Any],
     udp_pair: int,
@@ -125,7 +126,7 @@ def test_wrong_pre_shared_key_never_becomes_ready(
 
 
 def test_coap_over_tcp(
-    read_readings: Callable[..., list[Consumed]], start_ingest: Callable[..., Any], libcoap: Callable[..., Any]
+    read_readings: Callable[..., list[ConsumedRecord]], start_ingest: Callable[..., Any], libcoap: Callable[..., Any]
 ) -> None:
     server = libcoap()  # -p opens the same port for CoAP over TCP (RFC 8323)
     server.put("/tcp-1", body("tcp-1", 30.5, T0))

@@ -17,10 +17,11 @@ import aiocoap
 import aiocoap.resource as coap_resource
 import pytest
 from coap_payloads import T0
-from fluxgate_testing import Consumed, consume, free_port
+from fluxgate_testing import consume, free_port
 
 from fluxgate_coap_ingest.blockwise import ASSEMBLY_LIMIT_FACTOR
 from fluxgate_core import deadletter
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.limits import DEFAULT_HEAD_BYTES
 from fluxgate_core.serde import AvroDecoder
 from fluxgate_sim.coap import CoapDeviceServer
@@ -37,7 +38,7 @@ def payload(device: str, value: float, timestamp: int, note_bytes: int = 0) -> b
     return json.dumps(body).encode()
 
 
-def assert_bounded(letter: Consumed, whole: bytes, source: str, size: int, error_class: bytes) -> None:
+def assert_bounded(letter: ConsumedRecord, whole: bytes, source: str, size: int, error_class: bytes) -> None:
     """A bounded dead letter of ``whole``, whose first ``size`` bytes were known."""
     assert letter.value == whole[:DEFAULT_HEAD_BYTES]
     assert letter.header(deadletter.TRUNCATED) == b"true"

@@ -10,9 +10,10 @@ from typing import Any
 import cbor2
 import pytest
 from coap_payloads import T0, reading_json
-from fluxgate_testing import Consumed, consume, unique_topic
+from fluxgate_testing import consume, unique_topic
 
 from fluxgate_core import deadletter
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.serde import AvroDecoder
 from fluxgate_sim.coap import CoapDeviceServer
 
@@ -23,7 +24,7 @@ def ms(value: datetime) -> int:
     return round(value.timestamp() * 1000)
 
 
-async def consume_async(bootstrap: str, topic: str, **kwargs: Any) -> list[Consumed]:
+async def consume_async(bootstrap: str, topic: str, **kwargs: Any) -> list[ConsumedRecord]:
     # consume() blocks; the CoAP server under test lives on this event loop and must keep serving.
     return await asyncio.to_thread(consume, bootstrap, topic, **kwargs)
 

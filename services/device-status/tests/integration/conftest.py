@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from fluxgate_testing import ConsumedRecord, ServiceProcess, consume, free_port, unique_topic
+from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder
 from fluxgate_core.settings import KafkaSettings

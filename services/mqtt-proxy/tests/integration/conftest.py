@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fluxgate_testing import Consumed, ServiceProcess, consume, free_port, unique_topic
+from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroDecoder
 
@@ -78,14 +79,14 @@ class Setup:
                 input="\n".join(payloads) + "\n", text=True, check=True, timeout=60,
             )  # fmt: skip
 
-    def readings_in_kafka(self, expected: int, timeout: float = 60.0) -> list[Consumed]:
+    def readings_in_kafka(self, expected: int, timeout: float = 60.0) -> list[ConsumedRecord]:
         return consume(self.stack.bootstrap, self.readings, expected=expected, timeout=timeout, decoder=self.decoder)
 
     def sequences_in_kafka(self, sequences: set[int], timeout: float = 90.0) -> collections.Counter[int]:
         """How often each sequence number arrived, read until every one of ``sequences`` has
         (at least once delivery: duplicates are allowed, so a count alone proves nothing)."""
 
-        def every_one(got: list[Consumed]) -> bool:
+        def every_one(got: list[ConsumedRecord]) -> bool:
             return sequences <= {item.record["sequence"] for item in got if item.record}
 
         got = consume(self.stack.bootstrap, self.readings, timeout=timeout, decoder=self.decoder, complete=every_one)

@@ -16,9 +16,10 @@ import time
 from typing import Any
 
 import pytest
-from fluxgate_testing import Consumed, consume, unique_topic
+from fluxgate_testing import consume, unique_topic
 
 from fluxgate_core import deadletter
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.limits import DEFAULT_HEAD_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
 
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
@@ -36,7 +37,7 @@ def noise(size: int) -> str:
     return base64.b64encode(os.urandom(size * 3 // 4)).decode()[:size]
 
 
-def assert_bounded(letter: Consumed, payload: bytes, source: str, error_class: bytes) -> None:
+def assert_bounded(letter: ConsumedRecord, payload: bytes, source: str, error_class: bytes) -> None:
     """The dead letter keeps the payload's head and says what the whole was."""
     assert letter.value == payload[:DEFAULT_HEAD_BYTES]
     assert letter.header(deadletter.TRUNCATED) == b"true"
@@ -52,14 +53,14 @@ def sequences(setup: Setup, until: int) -> list[int]:
     """The readings' sequence numbers in Kafka, read until ``until`` arrived. Every reading
     here is device d1's, so one partition in order: nothing earlier can still be missing."""
 
-    def arrived(got: list[Consumed]) -> bool:
+    def arrived(got: list[ConsumedRecord]) -> bool:
         return until in [item.record["sequence"] for item in got if item.record]
 
     got = consume(setup.stack.bootstrap, setup.readings, decoder=setup.decoder, complete=arrived, idle=0, timeout=30)
     return [item.record["sequence"] for item in got if item.record]
 
 
-def dead_letters(setup: Setup, expected: int) -> list[Consumed]:
+def dead_letters(setup: Setup, expected: int) -> list[ConsumedRecord]:
     # idle=0: that none came twice is for assert_never_received_again to prove, not a timer.
     return consume(setup.stack.bootstrap, setup.deadletters, expected=expected, idle=0, timeout=30)
 
