@@ -20,7 +20,7 @@ from fluxgate_console.scrape import History, InstanceState, scrape_all
 from fluxgate_console.settings import ConsoleSettings
 from fluxgate_console.store_clients import elasticsearch_options, store_askers
 from fluxgate_console.stores import StoreView, elasticsearch
-from fluxgate_console.view import ServiceView, record_history, service_views
+from fluxgate_console.view import Alert, ServiceView, clock_alerts, record_history, service_views
 
 log = structlog.get_logger(__name__)
 
@@ -34,12 +34,14 @@ class Snapshot:
     kafka: KafkaState = field(default_factory=lambda: KafkaState(0.0, error="not asked yet"))
     topic_rates: Mapping[str, float | None] = field(default_factory=dict)
     stores: list[StoreView] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
 
     @property
     def failing(self) -> int:
         services = sum(1 for s in self.services if s.state != "ready")
         groups = sum(1 for g in self.kafka.groups.values() if g.error)
-        return services + groups + (self.kafka.error is not None) + sum(1 for s in self.stores if s.error)
+        stores = sum(1 for s in self.stores if s.error)
+        return services + groups + (self.kafka.error is not None) + stores + len(self.alerts)
 
 
 class Console:
@@ -75,12 +77,15 @@ class Console:
         for instance in instances.values():
             metrics.SCRAPES.labels(instance.state).inc()
         record_history(self._history, services, instances, kafka)
+        now, views = time.time(), service_views(services, instances, kafka, self._history)
+        limits = self.settings.attention
         self.snapshot = Snapshot(
-            time.time(),
-            service_views(services, instances, kafka, self._history),
+            now,
+            views,
             kafka,
             {topic: self._history.rate(f"topic:{topic}") for topic in sorted(kafka.ends)},
             stores,
+            clock_alerts(views, now, limits.clock_ahead_s, limits.late_share),
         )
         metrics.PARTS_FAILING.set(self.snapshot.failing)
         metrics.REFRESH_SECONDS.observe(time.monotonic() - started)

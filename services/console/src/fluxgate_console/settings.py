@@ -42,6 +42,9 @@ class WatchedService(Group):
     inputs: list[str] = Field(default_factory=list, description="topics it reads")
     outputs: list[str] = Field(default_factory=list, description="topics it writes")
     store: str | None = Field(None, description="the store it writes (persisters)")
+    late: str | None = Field(
+        None, description="its late-readings topic (the aggregator's): a share of its input far above normal is shown"
+    )
 
 
 def _local(name: str, port: int, role: Role, **placed: object) -> WatchedService:
@@ -56,7 +59,7 @@ def local_services() -> list[WatchedService]:
         _local("mqtt-proxy", 9101, "gateway", outputs=[readings, dead]),
         _local("coap-ingest", 9102, "gateway", outputs=[readings, dead]),
         _local("aggregator", 9103, "processor", group="fluxgate-aggregator", inputs=[readings],
-               outputs=[aggregated, "temperatures.late", dead]),
+               outputs=[aggregated, "temperatures.late", dead], late="temperatures.late"),
         _local("device-status", 9107, "processor", group="fluxgate-device-status", inputs=[readings],
                outputs=["devices.status"]),
         _local("es-persister", 9104, "persister", group="fluxgate-es-persister", store="elasticsearch", **persisted),
@@ -205,6 +208,17 @@ class HazelcastStoreSettings(HazelcastAccess):
     )
 
 
+class AttentionSettings(Group):
+    """When a processor's event time needs an operator's look, though every service is ready."""
+
+    clock_ahead_s: float = Field(
+        60.0, gt=0, description="a watermark this far ahead of the wall clock (a device's clock runs ahead) is shown"
+    )
+    late_share: float = Field(
+        0.1, gt=0, le=1, description="late readings above this share of the input, over the rate window, are shown"
+    )
+
+
 class ConsoleSettings(BaseSettings):
     """console settings; nested groups with ``__`` (``FLUXGATE_CONSOLE_PAGE_AUTH__MODE``)."""
 
@@ -223,6 +237,7 @@ class ConsoleSettings(BaseSettings):
     refresh_s: float = Field(5.0, gt=0, description="how often services, Kafka and stores are asked")
     request_timeout_s: float = Field(2.0, gt=0, description="a service or Kafka slower than this counts as down")
     rate_window_s: float = Field(60.0, gt=0, description="records/s are averaged over this long")
+    attention: AttentionSettings = group(AttentionSettings)
     elasticsearch: ElasticsearchStoreSettings = group(ElasticsearchStoreSettings)
     scylla: ScyllaStoreSettings = group(ScyllaStoreSettings)
     hazelcast: HazelcastStoreSettings = group(HazelcastStoreSettings)

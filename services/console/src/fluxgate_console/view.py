@@ -61,6 +61,12 @@ class ServiceView:
     rate_out: float | None = None
     lag_growth: float | None = None  # records/s the lag grew by over the window
     figures: tuple[Figure, ...] = field(default_factory=tuple)
+    late_share: float | None = None  # its late topic's rate over its input's, over the window
+
+    @property
+    def watermark(self) -> float | None:
+        """The event-time watermark it reports (epoch s), if it has one."""
+        return next((f.value for f in self.figures if f.kind == "epoch"), None)
 
     @property
     def name(self) -> str:
@@ -162,8 +168,56 @@ def service_views(
             service, services, history
         )  # fmt: skip
         growth = _lag_growth(history, service.group) if service.group else None
-        views.append(ServiceView(service, found, group, rate_in, rate_out, growth, figures(found)))
+        late = _late_share(service, history)
+        views.append(ServiceView(service, found, group, rate_in, rate_out, growth, figures(found), late))
     return sorted(views, key=lambda v: (SEVERITY[v.state], not v.piling_up, v.name))
+
+
+def _late_share(service: WatchedService, history: History) -> float | None:
+    """Records/s into its late topic over records/s into its inputs (Kafka's counts both)."""
+    if service.late is None or not service.inputs:
+        return None
+    late = history.rate(f"topic:{service.late}")
+    rates = [history.rate(f"topic:{topic}") for topic in service.inputs]
+    if late is None or any(r is None for r in rates):
+        return None
+    arriving = sum(r for r in rates if r is not None)
+    return late / arriving if arriving > 0 else None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """Something a ready pipeline still needs an operator to look at."""
+
+    kind: str
+    service: str
+    text: str
+
+
+def clock_alerts(views: Sequence[ServiceView], now: float, clock_ahead_s: float, late_share: float) -> list[Alert]:
+    """A watermark ahead of the wall clock (event time from a clock that runs ahead moved it),
+    and a late share far above normal (the same, or a stage stopped into a backlog): both are
+    invisible in every service's readiness."""
+    alerts = []
+    for view in views:
+        mark = view.watermark
+        if mark is not None and mark - now > clock_ahead_s:
+            text = f"watermark {span(mark - now)} ahead of the clock: a device's clock runs ahead"
+            alerts.append(Alert("clock ahead", view.name, text))
+        if view.late_share is not None and view.late_share > late_share:
+            text = f"{view.late_share:.0%} of its input went late over the rate window (above {late_share:.0%})"
+            alerts.append(Alert("late", view.name, text))
+    return alerts
+
+
+def span(seconds: float) -> str:
+    """``95`` -> ``1m 35s``; ``3700`` -> ``1h 1m``."""
+    whole = int(seconds)
+    if whole < 120:
+        return f"{whole}s"
+    if whole < 7200:
+        return f"{whole // 60}m {whole % 60}s"
+    return f"{whole // 3600}h {whole % 3600 // 60}m"
 
 
 def _sole_output_rate(service: WatchedService, services: Sequence[WatchedService], history: History) -> float | None:

@@ -27,7 +27,7 @@ from fluxgate_console.refresh import Console
 from fluxgate_console.replay import Replayer, ReplayError
 from fluxgate_console.security import CsrfTokens, SecurityMiddleware
 from fluxgate_console.sparkline import bar_px, sparkline
-from fluxgate_console.view import flow
+from fluxgate_console.view import flow, span
 
 log = structlog.get_logger(__name__)
 SECTIONS = ("summary", "flow", "services", "stores", "deadletters")  # the long list of letters last
@@ -45,9 +45,14 @@ def templates() -> Environment:
 
 
 def ago(at: float | None, now: float | None = None) -> str:
+    """How long before the wall clock ``at`` was; a time after it (a watermark moved by a
+    device's clock that runs ahead) says so, never "0s ago"."""
     if not at:
         return "never"
-    seconds = max(0, int((now or time.time()) - at))
+    seconds = int((now or time.time()) - at)
+    if seconds < -1:  # a second's difference is the two clocks' reading, not a time ahead
+        return f"{span(-seconds)} ahead of the clock"
+    seconds = max(0, seconds)
     if seconds < 120:
         return f"{seconds}s ago"
     return f"{seconds // 60}m ago" if seconds < 7200 else f"{seconds // 3600}h ago"
@@ -189,13 +194,16 @@ class Web:
                     {"topic": p.topic, "partition": p.partition, "committed": p.committed, "end": p.end, "lag": p.lag}
                     for p in (v.group.partitions if v.group else ())
                 ],
-                "figures": {f.label: f.value for f in v.figures},
+                "figures": {f.label: f.value for f in v.figures}, "late_share": v.late_share,
             }
             for v in s.services
         ]  # fmt: skip
         stores = [x.as_json() for x in s.stores]
         kafka = {"at": s.kafka.at, "error": s.kafka.error, "topic_rates": dict(s.topic_rates)}
-        return JSONResponse({"at": s.at, "failing": s.failing, "services": services, "kafka": kafka, "stores": stores})
+        alerts = [{"kind": a.kind, "service": a.service, "text": a.text} for a in s.alerts]
+        return JSONResponse(
+            {"at": s.at, "failing": s.failing, "services": services, "kafka": kafka, "stores": stores, "alerts": alerts}
+        )
 
     async def deadletters(self, request: Request) -> Response:
         limit = self.console.settings.deadletters.preview_bytes

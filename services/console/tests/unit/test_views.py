@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from console_recorded import RecordedKafka, Services
+import time
+
+from console_recorded import READY, RecordedKafka, Services, metrics_text
 
 from fluxgate_console.deadletters import DeadLetterBook
 from fluxgate_console.kafka_state import kafka_state
 from fluxgate_console.refresh import Console
 from fluxgate_console.settings import ConsoleSettings
 from fluxgate_console.view import flow, lag_growth
+from fluxgate_console.web import ago
 
 
 async def refreshed(settings: ConsoleSettings, kafka: RecordedKafka, services: Services) -> Console:
@@ -116,3 +119,52 @@ def test_a_micro_batch_consumers_sawtooth_lag_is_not_piling_up() -> None:
     growth = lag_growth(behind)
     assert growth is not None and growth > 10
     assert lag_growth([(0.0, 5.0)]) is None
+
+
+async def test_a_watermark_ahead_of_the_wall_clock_needs_attention_and_says_so(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    """A device whose clock runs an hour ahead moves the aggregator's watermark an hour past
+    the wall clock; every service stays ready. The page used to show it as "0s ago"."""
+    ahead = time.time() + 3600
+    services.answers[9103] = (200, READY, metrics_text("aggregator").replace("1.7000003e+09", f"{ahead:.3f}"))
+    console = await refreshed(settings, kafka, services)
+    [alert] = console.snapshot.alerts
+    assert (alert.kind, alert.service) == ("clock ahead", "aggregator")
+    assert alert.text.startswith("watermark 59m") or alert.text.startswith("watermark 1h 0m")
+    assert console.snapshot.failing == 5  # the four parts failing before, and this
+    assert ago(ahead).endswith("ahead of the clock") and "ago" not in ago(ahead)
+
+
+async def test_a_watermark_in_the_past_is_no_alert(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    console = await refreshed(settings, kafka, services)
+    assert console.snapshot.alerts == []
+
+
+async def test_a_late_share_far_above_normal_needs_attention(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    """Late readings counted from Kafka itself: the late topic's rate over the input's."""
+    kafka.ends["temperatures.late"] = {0: 0, 1: 0, 2: 0}
+    console = await refreshed(settings, kafka, services)
+    kafka.ends["sensors.readings"] = {0: 4100, 1: 4100, 2: 3980}  # 300 more readings
+    kafka.ends["temperatures.late"] = {0: 60, 1: 60, 2: 57}  # 177 of them late: 59 %
+    await console.refresh()
+    [alert] = console.snapshot.alerts
+    assert (alert.kind, alert.service) == ("late", "aggregator")
+    assert alert.text.startswith("59% of its input went late")
+
+
+async def test_a_normal_late_share_is_no_alert(
+    settings: ConsoleSettings, kafka: RecordedKafka, services: Services
+) -> None:
+    kafka.ends["temperatures.late"] = {0: 0, 1: 0, 2: 0}
+    console = await refreshed(settings, kafka, services)
+    kafka.ends["sensors.readings"] = {0: 4100, 1: 4100, 2: 3980}
+    kafka.ends["temperatures.late"] = {0: 1, 1: 1, 2: 1}  # 1 %
+    await console.refresh()
+    assert console.snapshot.alerts == []
+    views = {v.name: v for v in console.snapshot.services}
+    assert views["aggregator"].late_share == 3 / 300
