@@ -17,6 +17,10 @@ batch starts with,
   counted readings in it, each identity once, and written once.
 
 Readings of another metric are not the job's: they are ignored.
+
+:class:`DeviceClockModel` is the rule that replaces the fleet-wide watermark (decision 0011,
+proposed): lateness judged per device. The job does not follow it yet; the job's tests run
+against :class:`RoutingModel`.
 """
 
 from __future__ import annotations
@@ -36,10 +40,15 @@ class Reading:
     sequence: int | None = None
     unit: str | None = "Cel"
     metric: str = "temperature"
+    ingest_ms: int | None = None  # the gateway's clock at receipt; None: the device's clock is right
 
     @property
     def identity(self) -> Identity:
         return (self.device_id, self.event_ms, self.value, self.sequence)
+
+    @property
+    def received_ms(self) -> int:
+        return self.event_ms if self.ingest_ms is None else self.ingest_ms
 
 
 @dataclass(frozen=True)
@@ -148,3 +157,84 @@ def stats(readings: list[Reading]) -> Stats:
         last_ms=max(r.event_ms for r in readings),
         unit=max(units) if units else None,
     )
+
+
+@dataclass
+class DeviceClockModel(RoutingModel):
+    """The rule of decision 0011 (proposed; the job does not follow it yet): each device is
+    judged against its own watermark, ``W(d) = max(E(d), C - o(d)) - delay``, never moving
+    back, where ``E(d)`` is the newest event time of the device, ``C`` the newest ingest time
+    of any reading (the gateways' clock, which no device sets) and ``o(d)`` the ingest minus
+    event time of the device's last reading. A reading is late at or behind its own device's
+    watermark at the batch's start; a device's window is written once its own watermark
+    passes the window's end. A silent device's watermark still follows ``C``. The batch's
+    reported watermark is ``C - delay``."""
+
+    fleet_clock_ms: int | None = None
+    newest_event_ms: dict[str, int] = field(default_factory=dict)
+    offset_ms: dict[str, int] = field(default_factory=dict)
+    device_watermark_ms: dict[str, int] = field(default_factory=dict)
+
+    def batch(self, records: Sequence[Record]) -> Outputs:
+        readings = [r for r in records if isinstance(r, Reading) and r.metric == self.metric]
+        out = Outputs(dead=[r.value for r in records if isinstance(r, Broken)])
+        before = dict(self.device_watermark_ms)
+        for reading in readings:
+            mark = before.get(reading.device_id)
+            if mark is None or reading.event_ms > mark or reading.identity in out.late:
+                continue
+            if reading.identity not in self._remembered(reading.device_id, mark):
+                out.late.append(reading.identity)
+        self.recorded += [(r, self._counted(r, before), before.get(r.device_id, 0)) for r in readings]
+        self._learn(readings)
+        after = self._watermarks()
+        out.aggregates = {
+            key: value
+            for device, mark in after.items()
+            for key, value in self._closing_of(device, before.get(device), mark).items()
+        }
+        self.device_watermark_ms = after
+        clock = self.fleet_clock_ms
+        out.watermark_ms = self.watermark_ms = 0 if clock is None else max(self.watermark_ms, clock - self.delay_ms)
+        return out
+
+    @staticmethod
+    def _counted(reading: Reading, before: dict[str, int]) -> bool:
+        mark = before.get(reading.device_id)
+        return mark is None or reading.event_ms > mark
+
+    def _remembered(self, device: str, mark: int) -> set[Identity]:
+        oldest = mark - self.horizon_ms
+        return {
+            r.identity
+            for r, counted, arrived in self.recorded
+            if r.device_id == device and (r.event_ms if counted else arrived) > oldest
+        }
+
+    def _learn(self, readings: Sequence[Reading]) -> None:
+        for reading in readings:  # in arrival order: the last one's offset is the device's now
+            device = reading.device_id
+            self.newest_event_ms[device] = max(self.newest_event_ms.get(device, reading.event_ms), reading.event_ms)
+            self.offset_ms[device] = reading.received_ms - reading.event_ms
+            clock = self.fleet_clock_ms
+            self.fleet_clock_ms = reading.received_ms if clock is None else max(clock, reading.received_ms)
+
+    def _watermarks(self) -> dict[str, int]:
+        clock = self.fleet_clock_ms
+        marks = {}
+        for device, newest in self.newest_event_ms.items():
+            own = newest if clock is None else max(newest, clock - self.offset_ms[device])
+            marks[device] = max(self.device_watermark_ms.get(device, own - self.delay_ms), own - self.delay_ms)
+        return marks
+
+    def _closing_of(self, device: str, before: int | None, after: int) -> dict[WindowKey, Stats]:
+        members: dict[WindowKey, dict[Identity, Reading]] = {}
+        floor = before if before is not None else -(2**62)
+        for reading, counted, _ in self.recorded:
+            if not counted or reading.device_id != device:
+                continue
+            for start in self.window_starts(reading.event_ms):
+                end = start + self.size_ms
+                if floor < end <= after:
+                    members.setdefault((device, start, end), {}).setdefault(reading.identity, reading)
+        return {key: stats(list(window.values())) for key, window in members.items()}

@@ -1,0 +1,132 @@
+"""Decision 0011's lateness rule, in the reference model, before the job follows it: one
+device's clock changes no other device's aggregates or lateness, whatever its error.
+
+A fleet reports once a second for two minutes through gateways that stamp each reading on
+receipt (50 ms after it was made). The batches are what a 5-second trigger would cut. Each
+test compares a fleet with wrong clocks against the same fleet without those devices: every
+other device's windows and late readings must be the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from routing_model import DeviceClockModel, Outputs, Reading, RoutingModel
+
+HOUR = 3_600_000
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SIZE, DELAY = 10_000, 5_000
+TRANSIT = 50  # ms from a device to its gateway
+TRIGGER = 5_000
+
+
+def fleet(devices: int, seconds: int, skews: dict[str, int] | None = None, silent_after: dict[str, int] | None = None,
+          ) -> list[Reading]:  # fmt: skip
+    """Every device's readings in arrival order; ``skews``: how far a device's clock is off."""
+    readings = []
+    for second in range(seconds):
+        for number in range(devices):
+            device = f"d{number:03}"
+            if second >= (silent_after or {}).get(device, seconds):
+                continue
+            made = T0 + second * 1000 + number  # devices a millisecond apart
+            readings.append(
+                Reading(device, made + (skews or {}).get(device, 0), 20.0 + second % 7 + number / 100,
+                        ingest_ms=made + TRANSIT)
+            )  # fmt: skip
+    return readings
+
+
+def batches(readings: Sequence[Reading]) -> list[list[Reading]]:
+    """Cut by arrival time, one batch per trigger interval."""
+    cut: dict[int, list[Reading]] = {}
+    for reading in readings:
+        cut.setdefault((reading.received_ms - T0) // TRIGGER, []).append(reading)
+    return [cut[key] for key in sorted(cut)]
+
+
+def run(model: RoutingModel, readings: Sequence[Reading]) -> list[Outputs]:
+    return [model.batch(batch) for batch in batches(readings)]
+
+
+def outcome(outputs: Iterable[Outputs], devices: set[str]) -> tuple[dict[object, object], list[object]]:
+    """The aggregates and late readings of ``devices`` only."""
+    aggregates = {key: value for out in outputs for key, value in out.aggregates.items() if key[0] in devices}
+    late = [identity for out in outputs for identity in out.late if identity[0] in devices]
+    return aggregates, late
+
+
+def model() -> DeviceClockModel:
+    return DeviceClockModel(size_ms=SIZE, slide_ms=SIZE, delay_ms=DELAY)
+
+
+def others(devices: int, wrong: Iterable[str]) -> set[str]:
+    return {f"d{n:03}" for n in range(devices)} - set(wrong)
+
+
+SKEWED = {"d007": HOUR, "d042": -3 * HOUR}  # 1 % of the fleet hours ahead, 1 % hours behind
+
+
+def test_devices_hours_ahead_and_behind_change_no_other_devices_windows_or_lateness() -> None:
+    with_them = fleet(100, 120, skews=SKEWED)
+    without = [r for r in with_them if r.device_id not in SKEWED]
+    kept = others(100, SKEWED)
+    aggregates, late = outcome(run(model(), with_them), kept)
+    expected_aggregates, expected_late = outcome(run(model(), without), kept)
+    assert late == expected_late == []
+    assert aggregates == expected_aggregates
+    assert len(aggregates) == 98 * 11  # 120 s of 10 s windows: 11 closed by the last batch's watermark
+
+
+def test_a_device_with_a_wrong_clock_gets_its_windows_on_its_own_clock() -> None:
+    outputs = run(model(), fleet(100, 120, skews=SKEWED))
+    aggregates, late = outcome(outputs, set(SKEWED))
+    assert late == []
+    ahead = sorted(start for device, start, _ in aggregates if device == "d007")
+    assert ahead[0] == T0 + HOUR and len(ahead) == 11
+
+
+def test_under_the_fleet_wide_watermark_one_device_ahead_sends_everyone_late() -> None:
+    """Today's rule (the job's, RoutingModel): what the new one fixes."""
+    outputs = run(RoutingModel(size_ms=SIZE, slide_ms=SIZE, delay_ms=DELAY), fleet(100, 120, skews={"d007": HOUR}))
+    _, late = outcome(outputs, others(100, ["d007"]))
+    assert len(late) > 0.9 * 99 * 120  # nearly every other reading after the first batch
+
+
+def test_a_silent_device_holds_nothing_open() -> None:
+    outputs = run(model(), fleet(10, 120, silent_after={"d003": 30}))
+    aggregates, _ = outcome(outputs, {"d003"})
+    # its three windows of readings all closed, moved by the others' arrival (the gateways' clock)
+    assert sorted(start - T0 for _, start, _ in aggregates) == [0, 10_000, 20_000]
+    assert all(value.count == 10 for value in aggregates.values())
+
+
+def test_a_device_back_after_a_day_is_judged_like_the_others() -> None:
+    day = 24 * HOUR
+    later = [
+        Reading(r.device_id, r.event_ms + day, r.value, ingest_ms=r.received_ms + day)
+        for r in fleet(10, 60)
+        if r.device_id != "d005" or r.event_ms >= T0 + 30_000  # back for the last 30 s
+    ]
+    outputs = run(model(), fleet(10, 60) + later)
+    aggregates, late = outcome(outputs, {"d005"})
+    assert late == []
+    returned = sorted((key[1] - T0 - day, value.count) for key, value in aggregates.items() if key[1] >= T0 + day)
+    assert returned == [(30_000, 10), (40_000, 10)]  # its windows since it came back, closed like everyone's
+
+
+def test_a_clock_set_back_makes_only_that_device_late() -> None:
+    """An RTC an hour ahead, corrected after 60 s: that device's readings are behind its own
+    watermark for a while; no other device notices."""
+    wrong = [
+        r
+        for r in fleet(20, 120, skews={"d009": HOUR})
+        if not (r.device_id == "d009" and r.event_ms >= T0 + HOUR + 60_000)
+    ]
+    right = [r for r in fleet(20, 120) if r.device_id == "d009" and r.event_ms >= T0 + 60_000]
+    readings = sorted(wrong + right, key=lambda r: r.received_ms)
+    outputs = run(model(), readings)
+    kept = others(20, ["d009"])
+    assert outcome(outputs, kept) == outcome(run(model(), [r for r in readings if r.device_id != "d009"]), kept)
+    _, late = outcome(outputs, {"d009"})
+    assert len(late) == 60  # every reading after the correction, until its clock passes the old newest time
