@@ -16,19 +16,33 @@ TEST_DIRS := libs services tools contracts-tests tests
 # The longest files (tests/e2e's soak, minutes) first: started last, one worker ran them alone at the end.
 PARALLEL_FIRST := tests libs services tools contracts-tests
 PYTEST := $(PY) -m pytest --import-mode=importlib --durations=60
+ENSURE_UV := python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv || \
+	python3 -m pip install --quiet --break-system-packages uv  # Debian's own python3 is externally managed
 
 .PHONY: help
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements-dev.txt $(addsuffix /pyproject.toml,$(PACKAGES))
-	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv || \
-		python3 -m pip install --quiet --break-system-packages uv  # Debian's own python3 is externally managed
+UV_INSTALL := python3 -m uv pip install --quiet --python $(PY)
+# The hashed locks `make lock` writes: every file installed is checked against them. The build
+# tools first, so that the source distributions (pyspark, DTLSSocket) and the local packages
+# build without isolation, from locked tools only; the local packages last, editable, without deps.
+LOCKS := requirements.lock requirements-build.lock
+
+$(VENV)/.installed: $(LOCKS) $(addsuffix /pyproject.toml,$(PACKAGES))
+	@$(ENSURE_UV)
 	@test -x $(PY) || python3 -m uv venv --quiet --python 3.11 $(VENV)
 	@command -v autoreconf >/dev/null && command -v libtoolize >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq $(BUILD_DEPS) >/dev/null; }
-	python3 -m uv pip install --quiet --python $(PY) -r requirements-dev.txt $(addprefix -e ,$(INSTALL_SPECS))
+	$(UV_INSTALL) --require-hashes --no-deps -r requirements-build.lock
+	$(UV_INSTALL) --require-hashes --no-deps --no-build-isolation -r requirements.lock
+	$(UV_INSTALL) --no-deps --no-build-isolation $(addprefix -e ,$(INSTALL_SPECS))
 	@touch $@
+
+.PHONY: lock
+lock: ## Write the hashed lock files (requirements.lock, requirements-build.lock, each image's requirements.lock); UPGRADE=1 for the newest versions allowed
+	@$(ENSURE_UV)
+	python3 tools/lockfiles.py $(if $(UPGRADE),--upgrade)
 
 .PHONY: install
 install: $(VENV)/.installed ## Python packages (editable, one venv), the local stack's servers, Chromium for the console's browser test
