@@ -48,7 +48,7 @@ lock: ## Write the hashed lock files (requirements.lock, requirements-build.lock
 install: $(VENV)/.installed ## Python packages (editable, one venv), the local stack's servers, Chromium for the console's browser test
 	$(STACK) install
 	$(PY) -c 'from fluxgate_stack.fetch import ensure_debian_packages as get; get({"chromium": "chromium", "chromedriver": "chromium-driver"})'
-	$(VENV)/bin/fluxgate-aggregator prefetch
+	MAVEN_BASEDIR=$(CURDIR) $(VENV)/bin/fluxgate-aggregator prefetch  # .mvn/maven.config: --strict-checksums
 	$(PY) tools/charts.py helm  # built from the Go module proxy into .local/bin (cached by Go)
 
 .PHONY: up

@@ -27,6 +27,10 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # apicurio-registry-app 3.0.9's parent pom was never published to Central; 2.8 (Maven
 # 3.8's default binding) copies the file without reading any pom.
 COPY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:2.8"
+# Every Maven call: batch mode, and a file whose .sha1 (published beside it on Central) does
+# not match is refused rather than warned about (Maven 3's default; Maven 4's is to refuse).
+# The repository's .mvn/maven.config says the same to every other mvn run in the checkout.
+MAVEN_FLAGS = ("-q", "-B", "--strict-checksums")
 # Daemons such as mosquitto live in sbin, which a non-root PATH often lacks.
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")
 # A download step that failed on the network is tried again this many times in all, after
@@ -39,6 +43,8 @@ TRANSIENT = re.compile(
     r"|Network is unreachable|No route to host|Unable to connect|status code: 5\d\d|\b50[234]\b",
     re.IGNORECASE,
 )
+# A file that does not match its published checksum: the resolver already fetched it twice.
+CHECKSUM_MISMATCH = re.compile(r"Checksum validation failed", re.IGNORECASE)
 URL = re.compile(r"https?://[^\s()\"'<>]+")
 # "Could not transfer artifact g:a:ext[:classifier]:v from/to central (https://…/maven2): …"
 MAVEN_ARTIFACT = re.compile(r"Could not (?:transfer|find) artifact (\S+) (?:from/to|in) \S+ \((https?://[^)\s]+)\)")
@@ -84,14 +90,14 @@ def maven_copy_dependencies(mvn: str, coordinates: list[str], work_dir: Path, ou
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "pom.xml").write_text(maven_pom(coordinates))
     goal = f"{DEPENDENCY_PLUGIN}:copy-dependencies"
-    command = [mvn, "-q", "-B", goal, "-DincludeScope=runtime", f"-DoutputDirectory={out_dir}"]
+    command = [mvn, *MAVEN_FLAGS, goal, "-DincludeScope=runtime", f"-DoutputDirectory={out_dir}"]
     _run_with_retries(command, f"mvn copy-dependencies {' '.join(coordinates)}", cwd=work_dir)
 
 
 def maven_copy_artifact(mvn: str, coordinate: str, work_dir: Path, out_dir: Path) -> Path:
     """Fetch one artifact (``g:a:v:type[:classifier]``) without dependencies; returns the file."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    command = [mvn, "-q", "-B", f"{COPY_PLUGIN}:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={out_dir}"]
+    command = [mvn, *MAVEN_FLAGS, f"{COPY_PLUGIN}:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={out_dir}"]
     _run_with_retries(command, f"mvn copy {coordinate}", cwd=work_dir)
     _group, artifact, version, kind, *classifier = coordinate.split(":")
     return out_dir / ("-".join([artifact, version, *classifier]) + f".{kind}")
@@ -154,7 +160,7 @@ def _run_with_retries(
         if result.returncode == 0:
             return
         output = result.stdout + result.stderr
-        if attempt == ATTEMPTS or not TRANSIENT.search(output):
+        if attempt == ATTEMPTS or not TRANSIENT.search(output) or CHECKSUM_MISMATCH.search(output):
             break
         sleep(RETRY_WAIT_S * 2 ** (attempt - 1))
     raise InstallError(failure(what, result.returncode, output, attempt))
