@@ -32,6 +32,11 @@ _SENML_CBOR_LABELS = {-1: "bver", -2: "bn", -3: "bt", -4: "bu", -5: "bv", -6: "b
 # SenML times below 2**28 are relative to now (RFC 8428 section 4.5.3).
 _SENML_RELATIVE_LIMIT = 2**28
 _CBOR_SELF_DESCRIBE = 55799  # RFC 8949 section 3.4.6: a magic number, not a meaning
+# Deeper CBOR is no device's payload (a SenML pack is three levels, a tag or two more): cbor2
+# refuses it by count (max_depth, 5.9.0 on, the fix of CVE-2026-26209), long before Python's
+# recursion limit. JSON has no such option: Python's json raises RecursionError at the
+# recursion limit, which _load_json turns into a PayloadError.
+_CBOR_MAX_DEPTH = 64
 
 
 NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})  # a read-only default, safe to share
@@ -168,7 +173,7 @@ def _object_alone(text: str) -> Any:
 def _load_cbor(payload: bytes) -> Any:
     stream = io.BytesIO(payload)
     try:
-        document = cbor2.CBORDecoder(stream).decode()
+        document = cbor2.CBORDecoder(stream, max_depth=_CBOR_MAX_DEPTH).decode()
     except Exception as exc:  # cbor2 raises several unrelated types on garbage
         raise PayloadError(f"payload is not valid CBOR: {exc}") from exc
     if stream.tell() != len(payload):  # cbor2.loads would ignore what follows the first item

@@ -8,7 +8,7 @@ import typing
 
 import cbor2
 import pytest
-from fluxgate_testing.hostile import DEVICE, LIMITS, METRIC, NOW, Case, cases
+from fluxgate_testing.hostile import DEVICE, METRIC, NOW, Case, cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ FORMATS = typing.get_args(PayloadFormat)
 
 def outcome(case: Case) -> list[tuple[object, ...]]:
     origin = Origin("MQTT", "sensors/dev-h/temperature", NOW_MS, device_id=DEVICE, metric=METRIC)
-    readings = [build_reading(m, origin) for m in parse_payload(case.payload, case.fmt, limits=LIMITS)]
+    readings = [build_reading(m, origin) for m in parse_payload(case.payload, case.fmt, limits=case.limits)]
     return [(r["device_id"], r["metric"], r["value"], r["unit"], r["event_time"]) for r in readings]
 
 
@@ -42,7 +42,7 @@ def test_hostile_input(case: Case) -> None:
         assert outcome(case) == expected(case)
         return
     if case.refused_as_records:  # parsing takes it; each gateway's converter refuses its records
-        assert len(outcome(case)) == LIMITS.max_readings
+        assert len(outcome(case)) == case.limits.max_readings
         return
     with pytest.raises((PayloadError, InvalidReading)) as error:
         outcome(case)

@@ -4,7 +4,8 @@ Both gateways' tests run this table (in-process through their converters, and a 
 through the real service): every case is either dead-lettered with a reason that
 contains ``reason``, or accepted as exactly ``readings``. The routing context is the
 same everywhere: device ``dev-h``, metric ``temperature`` when the payload says neither.
-Sizes are against :data:`LIMITS` (small, so that "at the limit" cases stay small).
+Sizes are against :data:`LIMITS` (small, so that "at the limit" cases stay small), except
+the deep cases', which need the bytes of 100,000 levels to reach a parser (:data:`DEEP_LIMITS`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,19 @@ from typing import Any
 
 import cbor2
 
-from fluxgate_core.limits import PayloadLimits
+from fluxgate_core.limits import DEFAULT_MAX_PAYLOAD_BYTES, PayloadLimits
 from fluxgate_core.payloads import PayloadFormat
 
 DEVICE, METRIC = "dev-h", "temperature"
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 NOW = -1  # "the ingest time": what a reading without a time of its own gets
 LIMITS = PayloadLimits(max_bytes=2048, max_readings=10, max_output_bytes=8192)
+# As deep as the parser CVEs' proofs nested: CVE-2026-26209 (cbor2 < 5.9.0, uncontrolled
+# recursion) used about 100,000 nested arrays. Far past Python's recursion limit (1,000).
+DEEP = 100_000
+# A byte limit an operator may set (FLUXGATE_*_LIMITS__MAX_BYTES) that lets every deep case
+# through to the parser: the default (256 KiB) refuses the 5-byte JSON levels by size first.
+DEEP_LIMITS = PayloadLimits(max_bytes=1024 * 1024, max_readings=10, max_output_bytes=8192)
 # CoAP Content-Format per parser (number has none of its own: text/plain, auto).
 CONTENT_FORMATS: dict[str, int | None] = {"auto": 50, "senml": 110, "cbor": 60, "senml-cbor": 112}
 
@@ -40,6 +47,7 @@ class Case:
     fmt: PayloadFormat = "auto"
     # Parsed fine, refused for the bytes of records it becomes: by the gateways' converters.
     refused_as_records: bool = False
+    limits: PayloadLimits = LIMITS  # what the gateway is configured with for this case
 
     @property
     def accepted(self) -> bool:
@@ -50,8 +58,8 @@ def ok(name: str, payload: bytes, *readings: Reading, fmt: PayloadFormat = "auto
     return Case(name, payload, readings=readings, fmt=fmt)
 
 
-def bad(name: str, payload: bytes, reason: str, fmt: PayloadFormat = "auto") -> Case:
-    return Case(name, payload, reason=reason, fmt=fmt)
+def bad(name: str, payload: bytes, reason: str, fmt: PayloadFormat = "auto", limits: PayloadLimits = LIMITS) -> Case:
+    return Case(name, payload, reason=reason, fmt=fmt, limits=limits)
 
 
 def js(document: Any) -> bytes:
@@ -137,6 +145,39 @@ def _nesting() -> list[Case]:
         bad("object in an object", js({"temperature": {"v": 1}}), "no numeric field"),
         bad("array of arrays", js([[1]]), "SenML record 0 is not an object"),
         bad("deep CBOR", b"\x81" * 1000 + b"\x01", "not valid CBOR", fmt="cbor"),
+    ]
+
+
+def _deep() -> list[Case]:
+    """Nesting past any recursion limit: each a dead letter (a PayloadError saying why), never a
+    RecursionError or a crash. cbor2 stops at the parser's depth limit (its max_depth, 5.9.0 on);
+    Python's json raises RecursionError at the recursion limit, which the parser turns into a
+    PayloadError."""
+    n, cbor, json_ = DEEP, "not valid CBOR: maximum container nesting depth (64) exceeded", "nested too deeply"
+
+    def deep(name: str, payload: bytes, reason: str, fmt: PayloadFormat = "auto") -> Case:
+        return bad(f"{name} nested {n}", payload, reason, fmt, DEEP_LIMITS)
+
+    deepest = DEFAULT_MAX_PAYLOAD_BYTES // 2  # as deep as the gateways' default byte limit lets in
+    return [
+        deep("CBOR arrays", b"\x81" * n + b"\x01", cbor, "cbor"),
+        deep("CBOR arrays as SenML", b"\x81" * n + b"\x01", cbor, "senml-cbor"),
+        deep("CBOR maps", b"\xa1\x61a" * n + b"\x01", cbor, "cbor"),
+        deep("CBOR maps as SenML", b"\x81" + b"\xa1\x02" * n + b"\x01", cbor, "senml-cbor"),
+        deep("CBOR indefinite arrays", b"\x9f" * n + b"\xff" * n, cbor, "cbor"),
+        deep("CBOR indefinite maps", b"\xbf\x61a" * n + b"\x01" + b"\xff" * n, cbor, "cbor"),
+        deep("CBOR tags", b"\xd8\x64" * n + b"\x01", cbor, "cbor"),
+        deep("CBOR self-describe tags", b"\xd9\xd9\xf7" * n + b"\x01", cbor, "senml-cbor"),
+        deep("CBOR in a map value", b"\xa2\x6btemperature\x01\x61x" + b"\x81" * n + b"\x01", cbor, "cbor"),
+        deep("JSON arrays", b"[" * n + b"]" * n, json_),
+        deep("JSON arrays as a number", b"[" * n + b"]" * n, json_, "number"),
+        deep("JSON objects", b'{"a":' * n + b"1" + b"}" * n, json_),
+        deep("JSON objects as JSON", b'{"a":' * n + b"1" + b"}" * n, json_, "json"),
+        deep("JSON in a field", b'{"temperature": 1, "x": ' + b"[" * n + b"]" * n + b"}", json_),
+        deep("SenML JSON records", b'[{"v":' * n + b"1" + b"}]" * n, json_, "senml"),
+        deep("SenML JSON value", b'[{"n": "t", "v": 1, "vs": ' + b"[" * n + b"]" * n + b"}]", json_, "senml"),
+        bad("CBOR arrays to the default limit", b"\x81" * (2 * deepest - 1) + b"\x01", cbor, "cbor", PayloadLimits()),
+        bad("JSON arrays to the default limit", b"[" * deepest + b"]" * deepest, json_, limits=PayloadLimits()),
     ]
 
 
@@ -347,4 +388,4 @@ def _senml() -> list[Case]:
 
 def cases() -> list[Case]:
     """Every payload case (both gateways); topic shapes are the MQTT tests' own."""
-    return [*_sizes(), *_encodings(), *_nesting(), *_numbers(), *_times(), *_senml()]
+    return [*_sizes(), *_encodings(), *_nesting(), *_deep(), *_numbers(), *_times(), *_senml()]

@@ -361,3 +361,23 @@ async def test_a_bug_in_deciding_leaves_the_whole_batch_undone_and_stops_the_ser
     await ingest.batcher.drain(timeout=5)
     assert [str(error) for error in ingest.fatal] == ["a bug", "a bug"]
     assert producer.sent == [] and ingest.inlet.undone == 0
+
+
+async def test_payloads_nested_past_any_recursion_limit_are_dead_lettered_and_ingest_goes_on() -> None:
+    """As deep as the parser CVEs' proofs (100,000 levels, within the default 256 KiB), as JSON
+    and as CBOR and SenML CBOR: each a dead letter that says why; the next reading goes to Kafka."""
+    producer = FakeProducer()
+    handler = make_handler(producer, device_id="dev-1")
+    deep = [
+        (b"[" * 100_000 + b"]" * 100_000, 50),
+        (b"\x81" * 100_000 + b"\x01", 60),
+        (b"\x81" * 100_000 + b"\x01", 112),
+    ]
+    for observe, (payload, cf) in enumerate(deep, start=1):
+        await handler.handle(notification(payload, observe=observe, cf=cf))
+    await handler.handle(notification(TIMED, observe=len(deep) + 1))
+    assert [topic for topic, *_ in producer.sent] == ["dlq", "dlq", "dlq", "sensors.readings"]
+    reasons = [dict(headers)[deadletter.REASON] for _, _, _, headers in producer.sent[:3]]
+    assert b"not valid JSON: nested too deeply" in reasons[0]
+    assert all(b"not valid CBOR: maximum container nesting depth (64) exceeded" in reason for reason in reasons[1:])
+    assert handler.fatal == []

@@ -6,7 +6,7 @@ import io
 
 import fastavro
 import pytest
-from fluxgate_testing.hostile import CONTENT_FORMATS, DEVICE, LIMITS, METRIC, NOW, Case, cases
+from fluxgate_testing.hostile import CONTENT_FORMATS, DEVICE, METRIC, NOW, Case, cases
 
 from fluxgate_coap_ingest.convert import NotificationConverter
 from fluxgate_coap_ingest.resource_settings import ResourceSettings
@@ -20,7 +20,7 @@ RESOURCE = ResourceSettings(uri="coap://127.0.0.1/sensors/x", device_id=DEVICE, 
 
 
 def readings(case: Case) -> list[tuple[object, ...]]:
-    converter = NotificationConverter(RESOURCE, AvroEncoder(SCHEMA, schema_id=1), limits=LIMITS)
+    converter = NotificationConverter(RESOURCE, AvroEncoder(SCHEMA, schema_id=1), limits=case.limits)
     parsed = fastavro.parse_schema(SCHEMA)
     out = []
     for record in converter.convert(RESOURCE.uri, case.payload, CONTENT_FORMATS.get(case.fmt), NOW_MS):

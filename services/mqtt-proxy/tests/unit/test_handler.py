@@ -30,7 +30,7 @@ from fluxgate_mqtt_proxy.client import SocketValve, route_publishes
 from fluxgate_mqtt_proxy.convert import MessageConverter
 from fluxgate_mqtt_proxy.handler import MessageHandler
 from fluxgate_mqtt_proxy.kcql import routes_from_kcql
-from fluxgate_mqtt_proxy.route_settings import default_routes
+from fluxgate_mqtt_proxy.route_settings import RouteSettings, default_routes
 
 GOOD = json.dumps({"sensorId": "d1", "temperature": 21.5}).encode()
 
@@ -344,3 +344,28 @@ async def test_a_malformed_publish_goes_to_gmqtts_parser_and_is_not_acknowledged
     await settle()
     assert harness.producer.sent == []
     assert harness.acks == []
+
+
+async def test_payloads_nested_past_any_recursion_limit_are_dead_lettered_and_the_proxy_goes_on() -> None:
+    """As deep as the parser CVEs' proofs (100,000 levels, within the default 256 KiB): each a
+    dead letter that says why, acknowledged, and the next reading goes to Kafka as ever."""
+    quiet_unacknowledged(asyncio.get_running_loop())
+    routes = [
+        *default_routes(),
+        RouteSettings(filter="cbor/+/+", device_from="topic:1", metric_from="topic:2", format="cbor"),
+    ]
+    harness = Harness(MessageConverter(routes, AvroEncoder(schema_dict(SENSOR_READING), schema_id=1)))
+    for mid, (topic, payload) in enumerate(
+        [("sensors/d1/temperature", b"[" * 100_000 + b"]" * 100_000), ("cbor/d1/temperature", b"\x81" * 100_000 + b"\x01"),
+         ("sensors/d1/temperature", GOOD)], start=1,
+    ):  # fmt: skip
+        harness.publish(topic, payload, qos=1, mid=mid)
+        await settle()
+    assert [topic for topic, *_ in harness.producer.sent] == ["dlq", "dlq", "sensors.readings"]
+    reasons = [dict(headers)["fluxgate.dlq.reason"] for topic, _, _, headers in harness.producer.sent[:2]]
+    assert b"not valid JSON: nested too deeply" in reasons[0]
+    assert b"not valid CBOR: maximum container nesting depth (64) exceeded" in reasons[1]
+    harness.producer.confirm(0)  # the reading (the dead letters are confirmed at once)
+    await settle()
+    assert harness.acks == [(PUBACK, 1, 0), (PUBACK, 2, 0), (PUBACK, 3, 0)]
+    assert harness.fatal == []

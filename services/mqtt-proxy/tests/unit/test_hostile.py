@@ -9,6 +9,7 @@ import pytest
 from fluxgate_testing.hostile import LIMITS, NOW, Case, cases
 
 from fluxgate_core.errors import InvalidReading, PayloadError
+from fluxgate_core.limits import PayloadLimits
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_core.serde import AvroEncoder
 from fluxgate_mqtt_proxy.convert import MessageConverter
@@ -18,16 +19,16 @@ NOW_MS = 1_700_000_100_000
 SCHEMA = schema_dict(SENSOR_READING)
 
 
-def converter(fmt: str) -> MessageConverter:
+def converter(fmt: str, limits: PayloadLimits = LIMITS) -> MessageConverter:
     route = RouteSettings(filter="sensors/+/+", device_from="topic:1", metric_from="topic:2", format=fmt)
-    return MessageConverter([route], AvroEncoder(SCHEMA, schema_id=1), LIMITS)
+    return MessageConverter([route], AvroEncoder(SCHEMA, schema_id=1), limits)
 
 
-def readings(topic: str, payload: bytes, fmt: str = "auto") -> list[tuple[object, ...]]:
+def readings(topic: str, payload: bytes, fmt: str = "auto", limits: PayloadLimits = LIMITS) -> list[tuple[object, ...]]:
     """What the proxy would produce, decoded back from the Avro bytes (5-byte wire header)."""
     parsed = fastavro.parse_schema(SCHEMA)
     out = []
-    for record in converter(fmt).convert(topic, payload, {}, NOW_MS):
+    for record in converter(fmt, limits).convert(topic, payload, {}, NOW_MS):
         r: dict[str, object] = fastavro.schemaless_reader(io.BytesIO(record.value[5:]), parsed, None)  # type: ignore[assignment]
         when = round(r["event_time"].timestamp() * 1000)  # type: ignore[attr-defined]
         out.append((r["device_id"], r["metric"], r["value"], r["unit"], when))
@@ -41,10 +42,10 @@ def expected(case: Case) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize("case", cases(), ids=lambda case: case.name)
 def test_hostile_payload(case: Case) -> None:
     if case.accepted:
-        assert readings("sensors/dev-h/temperature", case.payload, case.fmt) == expected(case)
+        assert readings("sensors/dev-h/temperature", case.payload, case.fmt, case.limits) == expected(case)
         return
     with pytest.raises((PayloadError, InvalidReading)) as error:
-        readings("sensors/dev-h/temperature", case.payload, case.fmt)
+        readings("sensors/dev-h/temperature", case.payload, case.fmt, case.limits)
     assert case.reason in str(error.value)
 
 
