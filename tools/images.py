@@ -2,11 +2,12 @@
 
 No Docker engine runs on our machines and no image registry is reachable, so this uses
 Debian's podman (its ``build`` is buildah's) and makes a stand-in for the Dockerfiles'
-``python:3.11-slim*`` base from Debian's packages with mmdebstrap: Debian bookworm's
+``python:3.11-slim-bookworm`` base from Debian's packages with mmdebstrap: Debian bookworm's
 Python is 3.11, put into a venv at ``/usr/local`` so that ``python`` and ``pip`` sit where
-the official image has them. The stand-in is tagged locally under the official names, so
-the Dockerfiles build unchanged (``docker build`` on a user's machine does the same with
-the official base; the published images are built from that).
+the official image has them. Each Dockerfile names its base in ``ARG BASE_IMAGE``, the
+official image pinned by digest (what ``docker build`` on a user's machine and the published
+images use); the build here passes the stand-in's local name instead (a digest names content,
+so no local tag can stand in for it). ``pin-base`` sets that digest in every Dockerfile.
 
 A TLS-intercepting proxy (as in many companies, and on our machines) needs its CA in the
 RUN steps that download. The Dockerfiles read it only through BuildKit secrets, which are
@@ -16,6 +17,7 @@ mounted for one RUN step and never written into a layer: ``ca.crt`` (a PEM bundl
 
     python tools/images.py build [SERVICE ...]   # the base stand-in if missing, then the images
     python tools/images.py sizes                 # each image's size, as JSON
+    python tools/images.py pin-base sha256:...   # the official base's digest, into every Dockerfile
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -35,7 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".local" / "images"
 CONTAINERS_CONF = WORK / "containers.conf"
 VERSION = "0.1.0"  # the charts' appVersion: an image's tag is what the chart pulls
-BASE_TAGS = ("docker.io/library/python:3.11-slim", "docker.io/library/python:3.11-slim-bookworm")
+# The stand-in, under a local name of its own: the Dockerfiles get it as --build-arg BASE_IMAGE.
+STAND_IN = "localhost/fluxgate/python-stand-in:3.11-slim-bookworm"
+# What every Dockerfile's `ARG BASE_IMAGE` names: the official image, by tag and (once pinned) digest.
+OFFICIAL_BASE = "docker.io/library/python:3.11-slim-bookworm"
+BASE_ARG = re.compile(r"^ARG BASE_IMAGE=(\S+)$", re.MULTILINE)
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # What a slim image leaves out: documentation, manual pages and translations.
 SLIM_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 # libpython3.11-dev: the official image carries the C headers, which C extensions built from source need.
@@ -118,14 +126,14 @@ def recipe_digest() -> str:
 
 def base_is_current() -> bool:
     try:
-        labels = json.loads(podman("image", "inspect", "--format", "{{json .Labels}}", BASE_TAGS[0]))
+        labels = json.loads(podman("image", "inspect", "--format", "{{json .Labels}}", STAND_IN))
     except ImageError:
         return False
     return (labels or {}).get("dev.fluxgate.base-recipe") == recipe_digest()
 
 
 def build_base() -> None:
-    """The ``python:3.11-slim`` stand-in, from a Debian bookworm root filesystem."""
+    """The ``python:3.11-slim-bookworm`` stand-in, from a Debian bookworm root filesystem."""
     if base_is_current():
         return
     rootfs = WORK / "rootfs.tar"
@@ -137,9 +145,8 @@ def build_base() -> None:
         raise ImageError(f"mmdebstrap failed ({result.returncode}):\n{result.stderr[-4000:]}")
     (WORK / "Containerfile.base").write_text(BASE_RECIPE)
     (WORK / "docker-clean").write_text(APT_CLEAN)
-    tags = [arg for tag in BASE_TAGS for arg in ("-t", tag)]
     podman("build", "--format", "docker", "--label", f"dev.fluxgate.base-recipe={recipe_digest()}",
-           "-f", str(WORK / "Containerfile.base"), *tags, str(WORK))  # fmt: skip
+           "-f", str(WORK / "Containerfile.base"), "-t", STAND_IN, str(WORK))  # fmt: skip
     rootfs.unlink()
 
 
@@ -185,6 +192,7 @@ def image_tags(name: str, rev: str) -> list[str]:
 def build_image(name: str) -> None:
     rev = revision()
     args = ["build", "--format", "docker", "-f", str(ROOT / IMAGES[name])]  # docker: keeps HEALTHCHECK
+    args += ["--build-arg", f"BASE_IMAGE={STAND_IN}"]  # the Dockerfile's default is the official image, by digest
     args += [arg for tag in image_tags(name, rev) for arg in ("-t", tag)]
     for key, value in (("VERSION", VERSION), ("REVISION", rev), ("SOURCE", source_url())):
         # The build args feed the Dockerfile's LABEL (what `docker build` sets); the labels
@@ -192,6 +200,25 @@ def build_image(name: str) -> None:
         # revision changed, so an image kept its previous commit's revision.
         args += ["--build-arg", f"{key}={value}", "--label", f"org.opencontainers.image.{key.lower()}={value}"]
     podman(*args, *build_secrets(), str(ROOT))
+
+
+def pin_base(digest: str) -> list[Path]:
+    """Set every Dockerfile's ``ARG BASE_IMAGE`` to the official image at ``digest`` (the image
+    index's, so that every platform resolves: ``docker buildx imagetools inspect
+    python:3.11-slim-bookworm`` prints it as Digest). The Dockerfiles that changed."""
+    if not DIGEST.match(digest):
+        raise ImageError(f"not an image digest: {digest!r} (expected sha256: and 64 hex digits)")
+    changed = []
+    for relative in IMAGES.values():
+        dockerfile = ROOT / relative
+        text = dockerfile.read_text()
+        pinned = BASE_ARG.sub(f"ARG BASE_IMAGE={OFFICIAL_BASE}@{digest}", text)
+        if len(BASE_ARG.findall(text)) != 1:
+            raise ImageError(f"{relative}: expected one `ARG BASE_IMAGE=` line")
+        if pinned != text:
+            dockerfile.write_text(pinned)
+            changed.append(dockerfile)
+    return changed
 
 
 def sizes() -> dict[str, int]:
@@ -217,9 +244,15 @@ def one_build_at_a_time() -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "base", "sizes"])
+    parser.add_argument("command", choices=["build", "base", "sizes", "pin-base"])
     parser.add_argument("services", nargs="*", metavar="SERVICE", help=f"default: all of {', '.join(IMAGES)}")
     options = parser.parse_args(argv)
+    if options.command == "pin-base":
+        if len(options.services) != 1:
+            parser.error("pin-base takes one digest: sha256:<64 hex digits>")
+        for dockerfile in pin_base(options.services[0]):
+            print(f"pinned {dockerfile.relative_to(ROOT)}")
+        return 0
     unknown = sorted(set(options.services) - set(IMAGES))
     if unknown:
         parser.error(f"no image named {', '.join(unknown)}; the images are {', '.join(IMAGES)}")
