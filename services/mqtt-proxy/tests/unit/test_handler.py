@@ -355,10 +355,13 @@ async def test_payloads_nested_past_any_recursion_limit_are_dead_lettered_and_th
         RouteSettings(filter="cbor/+/+", device_from="topic:1", metric_from="topic:2", format="cbor"),
     ]
     harness = Harness(MessageConverter(routes, AvroEncoder(schema_dict(SENSOR_READING), schema_id=1)))
-    for mid, (topic, payload) in enumerate(
-        [("sensors/d1/temperature", b"[" * 100_000 + b"]" * 100_000), ("cbor/d1/temperature", b"\x81" * 100_000 + b"\x01"),
-         ("sensors/d1/temperature", GOOD)], start=1,
-    ):  # fmt: skip
+    json_deep, cbor_deep = b"[" * 100_000 + b"]" * 100_000, b"\x81" * 100_000 + b"\x01"
+    published = [
+        ("sensors/d1/temperature", json_deep),
+        ("cbor/d1/temperature", cbor_deep),
+        ("sensors/d1/temperature", GOOD),
+    ]
+    for mid, (topic, payload) in enumerate(published, start=1):
         harness.publish(topic, payload, qos=1, mid=mid)
         await settle()
     assert [topic for topic, *_ in harness.producer.sent] == ["dlq", "dlq", "sensors.readings"]
