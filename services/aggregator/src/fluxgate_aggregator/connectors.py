@@ -68,6 +68,7 @@ def _download(target: Path, version: str) -> None:
         mvn,
         "--batch-mode",
         "--quiet",
+        "--strict-checksums",  # Maven 3.8 only warns when a jar does not match Central's published checksum
         "-f",
         str(target / "pom.xml"),
         "dependency:copy-dependencies",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,17 @@ def test_reference_aggregation_of_one_window() -> None:
     assert only["count"] == 2 and only["mean"] == 21.0 and only["stddev"] == 1.0
     assert (only["first_event_time"], only["last_event_time"]) == (1_000, 3_000)
     assert (only["window_start"], only["window_end"]) == (0, 10_000)
+
+
+def test_the_connectors_download_fails_on_a_checksum_mismatch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ran: list[list[str]] = []
+
+    def run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(connectors.shutil, "which", lambda _: "/usr/bin/mvn")
+    monkeypatch.setattr(connectors.subprocess, "run", run)
+    monkeypatch.setattr(connectors, "_drop_bundled", lambda _: None)
+    connectors._download(tmp_path / "jars", "4.1.1")
+    assert "--strict-checksums" in ran[0]
