@@ -96,7 +96,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/pipeline.py  # last: it sets the per-service legs above beside the whole
 
 .PHONY: images
-images: $(VENV)/.installed ## Every service's image, built with podman from its Dockerfile (on a python:3.11-slim stand-in from Debian's packages)
+images: $(VENV)/.installed ## Every service's image, built with podman from its Dockerfile (on a python:3.11-slim-bookworm stand-in from Debian's packages)
 	$(PY) tools/images.py build
 
 .PHONY: soak
