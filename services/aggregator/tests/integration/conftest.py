@@ -165,3 +165,23 @@ def read_aggregates(stack: Any, registry_client: Any) -> Callable[..., list[Cons
         return consume(stack.bootstrap, topic, expected=expected, timeout=timeout, decoder=decoder)
 
     return read
+
+
+@pytest.fixture
+def job_env(stack: Any, topics: Any, tmp_path: Path) -> dict[str, str]:
+    """The job as a process of its own (``fluxgate-aggregator run``) on this test's topics."""
+    return {
+        "FLUXGATE_AGG_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
+        "FLUXGATE_AGG_REGISTRY__URL": stack.registry_url,
+        "FLUXGATE_AGG_INPUT_TOPIC": topics.input,
+        "FLUXGATE_AGG_OUTPUT_TOPIC": topics.output,
+        "FLUXGATE_AGG_DEADLETTER_TOPIC": topics.deadletter,
+        "FLUXGATE_AGG_LATE_TOPIC": topics.late,
+        "FLUXGATE_AGG_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        "FLUXGATE_AGG_SPARK__MASTER": "local[2]",
+        "FLUXGATE_AGG_SPARK__SHUFFLE_PARTITIONS": "2",
+        "FLUXGATE_AGG_SPARK__TRIGGER_INTERVAL": "1 second",
+        "FLUXGATE_AGG_WINDOW__SIZE": "10 seconds",
+        "FLUXGATE_AGG_WINDOW__WATERMARK": "5 seconds",
+        "FLUXGATE_AGG_HTTP__HOST": "127.0.0.1",
+    }

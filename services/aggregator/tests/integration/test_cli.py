@@ -21,25 +21,6 @@ S = 1_000
 DEVICES = ("d1", "d2", "d3")
 
 
-@pytest.fixture
-def job_env(stack: Any, topics: Any, tmp_path: Path) -> dict[str, str]:
-    return {
-        "FLUXGATE_AGG_KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap,
-        "FLUXGATE_AGG_REGISTRY__URL": stack.registry_url,
-        "FLUXGATE_AGG_INPUT_TOPIC": topics.input,
-        "FLUXGATE_AGG_OUTPUT_TOPIC": topics.output,
-        "FLUXGATE_AGG_DEADLETTER_TOPIC": topics.deadletter,
-        "FLUXGATE_AGG_LATE_TOPIC": topics.late,
-        "FLUXGATE_AGG_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
-        "FLUXGATE_AGG_SPARK__MASTER": "local[2]",
-        "FLUXGATE_AGG_SPARK__SHUFFLE_PARTITIONS": "2",
-        "FLUXGATE_AGG_SPARK__TRIGGER_INTERVAL": "1 second",
-        "FLUXGATE_AGG_WINDOW__SIZE": "10 seconds",
-        "FLUXGATE_AGG_WINDOW__WATERMARK": "5 seconds",
-        "FLUXGATE_AGG_HTTP__HOST": "127.0.0.1",
-    }
-
-
 def readings_between(first_s: int, last_s: int) -> list[dict[str, Any]]:
     """One reading per device every second, values that differ per device and second."""
     return [

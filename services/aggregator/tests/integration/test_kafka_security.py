@@ -98,22 +98,11 @@ def aggregator_grants(topics: Any, progress_group: str, without: str | None = No
     return tuple(grant for grant in renamed(SERVICE_GRANTS["aggregator"], names) if grant.name != without)
 
 
-def secured_env(principal: Any, stack: Any, topics: Any, tmp_path: Path, progress_group: str) -> dict[str, str]:
+def secured_env(principal: Any, job_env: dict[str, str], progress_group: str) -> dict[str, str]:
     return {
+        **job_env,
         **principal.kafka_env("FLUXGATE_AGG_"),
-        "FLUXGATE_AGG_REGISTRY__URL": stack.registry_url,
-        "FLUXGATE_AGG_INPUT_TOPIC": topics.input,
-        "FLUXGATE_AGG_OUTPUT_TOPIC": topics.output,
-        "FLUXGATE_AGG_DEADLETTER_TOPIC": topics.deadletter,
-        "FLUXGATE_AGG_LATE_TOPIC": topics.late,
         "FLUXGATE_AGG_PROGRESS_GROUP": progress_group,
-        "FLUXGATE_AGG_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
-        "FLUXGATE_AGG_SPARK__MASTER": "local[2]",
-        "FLUXGATE_AGG_SPARK__SHUFFLE_PARTITIONS": "2",
-        "FLUXGATE_AGG_SPARK__TRIGGER_INTERVAL": "1 second",
-        "FLUXGATE_AGG_WINDOW__SIZE": "10 seconds",
-        "FLUXGATE_AGG_WINDOW__WATERMARK": "5 seconds",
-        "FLUXGATE_AGG_HTTP__HOST": "127.0.0.1",
         # Every line the job logs, to look for the password in.
         "FLUXGATE_AGG_LOG__LEVEL": "DEBUG",
     }
@@ -156,9 +145,10 @@ def test_the_job_reads_and_writes_over_sasl_ssl_with_only_its_grants(
     read_aggregates: Any,
     progress_group: str,
     tmp_path: Path,
+    job_env: dict[str, str],
 ) -> None:
     principal = secured_kafka.principal("aggregator", aggregator_grants(topics, progress_group))
-    env = secured_env(principal, stack, topics, tmp_path, progress_group)
+    env = secured_env(principal, job_env, progress_group)
     # The devices write on the lab's listener; the job has nothing but its principal.
     sent = readings_between(0, 25)  # watermark -> 19.2 s: [0,10) closes for every device
     devices.send(sent)
@@ -189,12 +179,12 @@ def test_the_job_reads_and_writes_over_sasl_ssl_with_only_its_grants(
 
 
 def test_a_wrong_password_stops_the_job_at_start_naming_the_setting(
-    secured_kafka: Any, stack: Any, topics: Any, progress_group: str, tmp_path: Path
+    secured_kafka: Any, stack: Any, topics: Any, progress_group: str, tmp_path: Path, job_env: dict[str, str]
 ) -> None:
     principal = secured_kafka.principal("aggregator", aggregator_grants(topics, progress_group))
     wrong = tmp_path / "wrong.password"
     wrong.write_text("Not-The-Password-7\n")
-    env = secured_env(principal, stack, topics, tmp_path, progress_group)
+    env = secured_env(principal, job_env, progress_group)
     env["FLUXGATE_AGG_KAFKA__SASL_PASSWORD_FILE"] = str(wrong)
     with aggregator_process(env, tmp_path) as job:
         started = time.monotonic()
@@ -213,11 +203,17 @@ def test_a_wrong_password_stops_the_job_at_start_naming_the_setting(
 
 @pytest.mark.parametrize("missing", ["late topic", "progress group"])
 def test_a_principal_without_a_grant_the_job_needs_stops_it_at_start_naming_what(
-    secured_kafka: Any, stack: Any, topics: Any, progress_group: str, tmp_path: Path, missing: str
+    secured_kafka: Any,
+    stack: Any,
+    topics: Any,
+    progress_group: str,
+    tmp_path: Path,
+    missing: str,
+    job_env: dict[str, str],
 ) -> None:
     without = topics.late if missing == "late topic" else progress_group
     principal = secured_kafka.principal("aggregator", aggregator_grants(topics, progress_group, without=without))
-    env = secured_env(principal, stack, topics, tmp_path, progress_group)
+    env = secured_env(principal, job_env, progress_group)
     with aggregator_process(env, tmp_path) as job:
         job.start(wait_ready=False)
         code = job.wait(timeout=60)
