@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import ssl
 from typing import Any
 
 import structlog
@@ -18,7 +19,7 @@ from gmqtt.mqtt.handler import MQTTConnectError
 
 from fluxgate_core.backoff import Backoff, sleep_unless
 from fluxgate_core.deadletter import DeadLetterWriter
-from fluxgate_core.errors import FluxgateError
+from fluxgate_core.errors import ConfigError, FluxgateError
 from fluxgate_core.gateway import open_gateway_output, register_targets
 from fluxgate_core.kafka import AsyncProducer
 from fluxgate_mqtt_proxy import metrics
@@ -152,6 +153,9 @@ class MqttProxy:
             except MQTTConnectError as exc:
                 raise BrokerRefused(f"broker {mqtt.host}:{mqtt.port} refused the connection: {exc}") from exc
             except (OSError, TimeoutError) as exc:
+                refused = tls_refusal(exc)  # retrying cannot fix a certificate: name the setting instead
+                if refused is not None:
+                    raise refused from exc
                 retry_in_s = round(backoff.ceiling(backoff.attempts), 2)
                 log.warning("mqtt.connect.failed", error=str(exc) or type(exc).__name__, retry_in_s=retry_in_s)
             await sleep_unless(self._stop, backoff.next_delay())
@@ -177,3 +181,35 @@ class MqttProxy:
         if self.fatal is None:
             self.fatal = exc
         self._stop.set()
+
+
+# What a broker's TLS alert in the handshake means for our settings: it refused the certificate
+# we sent (or that we sent none), so the fix is ours; anything else (a reset, a timeout) is
+# retried. Under TLS 1.3 a broker that wants a certificate says so only after the handshake,
+# in an alert gmqtt does not pass on (its connect times out): that case is retried and logged.
+CLIENT_CERTIFICATE_REFUSED = frozenset(
+    {
+        "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+        "SSLV3_ALERT_HANDSHAKE_FAILURE",
+        "SSLV3_ALERT_BAD_CERTIFICATE",
+        "TLSV1_ALERT_UNKNOWN_CA",
+        "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+    }
+)
+
+
+def tls_refusal(exc: BaseException | None) -> ConfigError | None:
+    """The setting a failed TLS handshake with the broker names, if retrying cannot help."""
+    if not isinstance(exc, ssl.SSLError):
+        return None
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return ConfigError(
+            f"mqtt.ca_file [env FLUXGATE_MQTT_MQTT__CA_FILE]: the broker's certificate does not verify "
+            f"against it: {exc.verify_message}"
+        )
+    if exc.reason in CLIENT_CERTIFICATE_REFUSED:
+        return ConfigError(
+            "mqtt.cert_file / mqtt.key_file [env FLUXGATE_MQTT_MQTT__CERT_FILE, FLUXGATE_MQTT_MQTT__KEY_FILE]: "
+            f"the broker refused the client certificate, or wants one ({exc.reason})"
+        )
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import socket
@@ -24,10 +25,14 @@ class SecureBroker:
     port: int
     ca_file: Path
     users: dict[str, str]
+    folder: Path
+    mutual: bool = False  # the broker wants a client certificate too
 
     def publish(self, topic: str, payload: str, user: str) -> None:
+        certificate = ["--cert", str(self.folder / "client.crt"), "--key", str(self.folder / "client.key")]
         subprocess.run(
             ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), "--cafile", str(self.ca_file),
+             *(certificate if self.mutual else []),
              "-u", user, "-P", self.users[user], "-q", "1", "-t", topic, "-m", payload],
             check=True, timeout=30, capture_output=True,
         )  # fmt: skip
@@ -46,10 +51,28 @@ def make_certificates(folder: Path) -> None:
     (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "server.crt", "-days", "2", "-extfile", "san.ext", cwd=folder)  # fmt: skip
+    # A client certificate signed by the same CA, for a broker that asks for one (mutual TLS).
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr",
+            "-subj", "/CN=fluxgate-mqtt-proxy", cwd=folder)  # fmt: skip
+    (folder / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "client.crt", "-days", "2", "-extfile", "client.ext", cwd=folder)  # fmt: skip
 
 
 @pytest.fixture
 def secure_broker(tmp_path: Path) -> Iterator[SecureBroker]:
+    with running_broker(tmp_path, mutual=False) as broker:
+        yield broker
+
+
+@pytest.fixture
+def mutual_tls_broker(tmp_path: Path) -> Iterator[SecureBroker]:
+    with running_broker(tmp_path, mutual=True) as broker:
+        yield broker
+
+
+@contextlib.contextmanager
+def running_broker(tmp_path: Path, mutual: bool) -> Iterator[SecureBroker]:
     folder = tmp_path / "broker"
     folder.mkdir()
     make_certificates(folder)
@@ -67,6 +90,7 @@ def secure_broker(tmp_path: Path) -> Iterator[SecureBroker]:
                 f"certfile {folder / 'server.crt'}",
                 f"keyfile {folder / 'server.key'}",
                 "allow_anonymous false",
+                f"require_certificate {'true' if mutual else 'false'}",
                 f"password_file {folder / 'passwd'}",
                 "persistence false",
                 f"log_dest file {folder / 'mosquitto.log'}",
@@ -85,22 +109,23 @@ def secure_broker(tmp_path: Path) -> Iterator[SecureBroker]:
             except OSError:
                 assert time.monotonic() < deadline, "mosquitto never listened"
                 time.sleep(0.05)
-        yield SecureBroker(port, folder / "ca.crt", users)
+        yield SecureBroker(port, folder / "ca.crt", users, folder, mutual)
     finally:
         broker.terminate()
         broker.wait(timeout=10)
 
 
-def secure_proxy(setup: Setup, broker: SecureBroker, password: str) -> Any:
-    return setup.proxy(
-        MQTT__HOST="127.0.0.1",
-        MQTT__PORT=str(broker.port),
-        MQTT__TLS="true",
-        MQTT__CA_FILE=str(broker.ca_file),
-        MQTT__USERNAME="proxy",
-        MQTT__PASSWORD=password,
-        MQTT__RECONNECT_MAX_S="1",
-    )
+def secure_proxy(setup: Setup, broker: SecureBroker, password: str, **more: str) -> Any:
+    settings = {
+        "MQTT__HOST": "127.0.0.1",
+        "MQTT__PORT": str(broker.port),
+        "MQTT__TLS": "true",
+        "MQTT__CA_FILE": str(broker.ca_file),
+        "MQTT__USERNAME": "proxy",
+        "MQTT__PASSWORD": password,
+        "MQTT__RECONNECT_MAX_S": "1",
+    }
+    return setup.proxy(**{**settings, **more})
 
 
 def test_tls_and_password_authentication(setup: Setup, secure_broker: SecureBroker) -> None:
@@ -119,3 +144,27 @@ def test_wrong_password_is_fatal_and_says_why(setup: Setup, secure_broker: Secur
     log = proxy.log_text()
     assert "refused" in log.lower(), log[-2000:]
     assert "not-the-password" not in log
+
+
+def test_mutual_tls_with_the_proxys_client_certificate(setup: Setup, mutual_tls_broker: SecureBroker) -> None:
+    broker = mutual_tls_broker
+    certificate = {
+        "MQTT__CERT_FILE": str(broker.folder / "client.crt"),
+        "MQTT__KEY_FILE": str(broker.folder / "client.key"),
+    }
+    secure_proxy(setup, broker, broker.users["proxy"], **certificate).start()
+    payload = json.dumps({"sensorId": "s2", "timestamp": int(time.time() * 1000), "temperature": 21.5})
+    broker.publish(f"{setup.prefix}/s2/temperature", payload, user="device")
+    [got] = setup.readings_in_kafka(expected=1)
+    assert got.record is not None and (got.record["device_id"], got.record["value"]) == ("s2", 21.5)
+
+
+def test_a_broker_certificate_the_ca_file_does_not_verify_stops_the_proxy_naming_the_setting(
+    setup: Setup, secure_broker: SecureBroker
+) -> None:
+    other_ca = "/etc/ssl/certs/ca-certificates.crt"  # Debian's bundle: it never signed the test broker
+    proxy = secure_proxy(setup, secure_broker, secure_broker.users["proxy"], MQTT__CA_FILE=other_ca)
+    proxy.start(wait_ready=False)
+    assert proxy.process is not None
+    assert proxy.process.wait(timeout=60) == 2, proxy.log_text()[-2000:]
+    assert "[env FLUXGATE_MQTT_MQTT__CA_FILE]" in proxy.log_text()

@@ -208,3 +208,18 @@ async def test_acknowledgements_for_a_lost_connection_are_dropped() -> None:
     client.acknowledge([])  # nothing to send: nothing written, no empty write
     await asyncio.sleep(0)
     assert client._connection.written == []
+
+
+def test_a_certificate_refused_in_the_handshake_names_the_setting_and_a_reset_does_not() -> None:
+    from fluxgate_mqtt_proxy.service import tls_refusal
+
+    unverified = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    unverified.verify_message = "self-signed certificate in certificate chain"
+    refused = tls_refusal(unverified)
+    assert refused is not None and "[env FLUXGATE_MQTT_MQTT__CA_FILE]" in str(refused)
+    alert = ssl.SSLError(1, "sslv3 alert bad certificate")
+    alert.reason = "SSLV3_ALERT_BAD_CERTIFICATE"
+    refused = tls_refusal(alert)
+    assert refused is not None and "FLUXGATE_MQTT_MQTT__CERT_FILE" in str(refused)
+    assert tls_refusal(ConnectionResetError(104, "reset")) is None
+    assert tls_refusal(TimeoutError()) is None
