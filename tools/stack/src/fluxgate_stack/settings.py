@@ -37,6 +37,12 @@ class StackSettings(BaseSettings):
     topics: str = Field(default=DEFAULT_TOPICS, description="name[:partitions],... created by `up`")
     registry_port: int = Field(default=8081, ge=1, le=65535, description="Apicurio Registry HTTP port")
     registry_version: str = Field(default="3.0.9", description="io.apicurio:apicurio-registry-app version")
+    registry_secure_port: int = Field(
+        default=8444, ge=1, le=65535, description="HTTPS port of the secured registry (TLS and authentication)"
+    )
+    keycloak_port: int = Field(
+        default=8543, ge=1, le=65535, description="HTTPS port of Keycloak, the secured registry's OIDC provider"
+    )
     registry_heap: str = Field(default="512m", description="-Xmx of the registry")
     registry_journal_topic: str = Field(
         default="kafkasql-journal", description="Kafka topic holding the registry's schemas (KafkaSQL storage)"
@@ -46,6 +52,12 @@ class StackSettings(BaseSettings):
     mqtt_max_queued_messages: int = Field(default=100_000, ge=0, description="per-client queue of a persistent session")
     coap_port: int = Field(default=15683, ge=1, le=65535, description="libcoap coap-server (UDP and TCP)")
     es_port: int = Field(default=9200, ge=1, le=65535, description="Elasticsearch HTTP port")
+    es_secure_port: int = Field(
+        default=9201, ge=1, le=65535, description="HTTPS port of the secured Elasticsearch node (TLS and users)"
+    )
+    es_secure_transport_port: int = Field(
+        default=9301, ge=1, le=65535, description="transport port of the secured Elasticsearch node"
+    )
     es_transport_port: int = Field(default=9300, ge=1, le=65535, description="Elasticsearch transport port")
     es_version: str = Field(
         default="8.19.21", description="org.elasticsearch.distribution.integ-test-zip:elasticsearch version (8.x)"
@@ -63,6 +75,12 @@ class StackSettings(BaseSettings):
     )
     cassandra_port: int = Field(default=9042, ge=1, le=65535, description="Cassandra native protocol (CQL) port")
     cassandra_storage_port: int = Field(default=7000, ge=1, le=65535, description="Cassandra internode (gossip) port")
+    cassandra_secure_port: int = Field(
+        default=9043, ge=1, le=65535, description="CQL port of the secured Cassandra node (passwords and client TLS)"
+    )
+    cassandra_secure_storage_port: int = Field(
+        default=7001, ge=1, le=65535, description="internode port of the secured Cassandra node"
+    )
     cassandra_version: str = Field(default="5.0.9", description="org.apache.cassandra:cassandra-all version (5.0.x)")
     cassandra_heap: str = Field(default="1g", description="-Xms/-Xmx of Cassandra")
     cassandra_user: str = Field(default="fluxgate", description="unprivileged user Cassandra runs as when we are root")

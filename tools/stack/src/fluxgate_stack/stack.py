@@ -47,6 +47,11 @@ class Endpoints:
     # endpoints saved as JSON (tools/soak_check.py) before these existed still load, and save.
     secure_bootstrap: str = ""
     ca_path: str = ""
+    # The secured stores (servers elasticsearch-secured, cassandra-secured, registry-secured):
+    # TLS from the same CA, and users; see fluxgate_stack.security.
+    secure_elasticsearch_url: str = ""
+    secure_cassandra_port: int = 0
+    secure_registry_url: str = ""
 
     @property
     def ca_file(self) -> Path:
@@ -74,6 +79,9 @@ class Endpoints:
             hazelcast_cluster=settings.hazelcast_cluster,
             secure_bootstrap=f"{host}:{settings.kafka_secure_port}",
             ca_path=str(Pki(settings.pki_dir).ca_cert),
+            secure_elasticsearch_url=f"https://{host}:{settings.es_secure_port}",
+            secure_cassandra_port=settings.cassandra_secure_port,
+            secure_registry_url=f"https://{host}:{settings.registry_secure_port}{CCOMPAT_PATH}",
         )
 
 
