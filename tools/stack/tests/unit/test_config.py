@@ -113,6 +113,9 @@ def test_endpoints_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         hazelcast_cluster="fluxgate",
         secure_bootstrap="127.0.0.1:9094",
         ca_path=str(tmp_path / ".local" / "pki" / "ca.crt"),
+        secure_elasticsearch_url="https://127.0.0.1:9201",
+        secure_cassandra_port=9043,
+        secure_registry_url="https://127.0.0.1:8444/apis/ccompat/v7",
     )
     assert Endpoints.from_settings(settings).cassandra_contact_point == "127.0.0.1:9042"
     assert Endpoints.from_settings(settings).ca_file == tmp_path / ".local" / "pki" / "ca.crt"
