@@ -22,6 +22,28 @@ class ConfigError(FluxgateError):
     """A setting is missing or invalid; raised at start, names the field."""
 
 
+class SettingRefused(ConfigError):
+    """A server refused what some settings say (a password, a cluster name, a CA), found by
+    code that does not know the service's environment prefix (a sink, a store client).
+    ``settings`` are dotted paths (``hazelcast.cluster_name``); :meth:`named` is the error
+    the service says, naming the variables to fix."""
+
+    def __init__(self, message: str, settings: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.settings = settings
+
+    def named(self, env_prefix: str) -> ConfigError:
+        """``hazelcast.cluster_name [env FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME]: <message>``."""
+        variables = ", ".join(env_variable(env_prefix, setting) for setting in self.settings)
+        return ConfigError(f"{' / '.join(self.settings)} [env {variables}]: {self}")
+
+
+def env_variable(env_prefix: str, setting: str) -> str:
+    """The variable of a dotted setting: ``("FLUXGATE_HZ_", "hazelcast.cluster_name")`` ->
+    ``FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME`` (nested groups are joined with ``__``)."""
+    return env_prefix.upper() + setting.upper().replace(".", "__")
+
+
 class PayloadError(FluxgateError):
     """Input bytes could not be parsed into measurements (never retriable)."""
 

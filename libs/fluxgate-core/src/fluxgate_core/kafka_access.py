@@ -24,7 +24,7 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from fluxgate_core.errors import ConfigError, DeliveryError
+from fluxgate_core.errors import ConfigError, DeliveryError, env_variable
 from fluxgate_core.kafka_errors import config_error, describe
 from fluxgate_core.settings import KafkaSettings
 
@@ -91,7 +91,7 @@ def verify_kafka(
 def _named(problem: str, setting: str, env_prefix: str) -> str:
     if not setting:
         return problem
-    return f"{setting} [env {env_prefix.upper()}{setting.upper().replace('.', '__')}]: {problem}"
+    return f"{setting} [env {env_variable(env_prefix, setting)}]: {problem}"
 
 
 def _cluster(admin: AdminClient, kafka: KafkaSettings, env: str, reports: _Reports, timeout: float) -> Any:

@@ -24,7 +24,7 @@ import structlog
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.deadletter import DeadLetterWriter
-from fluxgate_core.errors import FluxgateError
+from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, make_producer
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.serde import AvroDecoder, registry_client
@@ -99,7 +99,10 @@ class SinkRunner:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
         if self._source_factory == self._kafka_source:  # a wrong password or a missing topic: say so now
             await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, self._router.topics)
-        await self._sink.setup(self._router.statements)
+        try:
+            await self._sink.setup(self._router.statements)
+        except SettingRefused as exc:  # the sink knows the setting, the service its variable
+            raise exc.named(self._env_prefix) from exc
         self._set_store_up(True)  # it answered the setup; before, the gauge read 0 (down) until a first write
         async with contextlib.AsyncExitStack() as resources:
             dead_letters = self._dead_letters or await self._open_dead_letters(resources)

@@ -29,10 +29,10 @@ from typing import Any, cast
 
 import structlog
 from hazelcast import errors as hz
-from hazelcast.asyncio import HazelcastClient
 from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVERWRITE
 
+from fluxgate_hazelcast_persister.connect import connect
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
 from fluxgate_hazelcast_persister.values import Value, add_all_json_request, json_bytes, json_documents, value_of
@@ -126,10 +126,6 @@ class _Group:
         self.indices = kept
 
 
-async def connect(settings: ConnectionSettings) -> HazelcastClient:
-    return await HazelcastClient.create_and_start(**settings.client_options())
-
-
 class HazelcastSink(Sink):
     """Writes :class:`SinkItem` batches with the asyncio ``hazelcast-python-client``."""
 
@@ -160,9 +156,7 @@ class HazelcastSink(Sink):
         members = ", ".join(self._settings.members)
         try:
             self._client = await self._factory(self._settings)
-        except (hz.HazelcastError, OSError) as exc:
-            if isinstance(exc, hz.AuthenticationError | hz.ClientNotAllowedInClusterError):
-                raise SinkError(f"Hazelcast at {members} refused the client: {_describe(exc)}") from exc
+        except (hz.HazelcastError, OSError) as exc:  # a refusal is SettingRefused (see connect.py)
             raise StoreUnavailable(f"Hazelcast at {members} does not answer: {_describe(exc)}") from exc
         self._proxies.clear()
         log.info("hazelcast.connected", members=members, cluster=self._settings.cluster_name)

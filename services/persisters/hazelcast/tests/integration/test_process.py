@@ -97,3 +97,25 @@ def test_a_bad_setting_exits_2_naming_the_variable(tmp_path: Path) -> None:
     process.start(wait_ready=False)
     assert process.wait(30) == 2
     assert "FLUXGATE_HZ_SINK__KCQL" in process.log_text() and "STOREAS CACHE" in process.log_text()
+
+
+def test_a_wrong_cluster_name_exits_2_at_once_naming_the_variable(hz_member: Any, tmp_path: Path) -> None:
+    """The member answers and refuses the name: a setting to fix, said at the first refusal, not
+    an outage said after the whole connect timeout (the client only logs the refusal)."""
+    port = free_port()
+    env = {f"FLUXGATE_HZ_{name}": value for name, value in hz_member.env().items()}
+    env |= {"FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME": "not-this-cluster", "FLUXGATE_HZ_HTTP__PORT": str(port)}
+    # Long enough that a run which waited for it would not end within the test's wait.
+    env["FLUXGATE_HZ_HAZELCAST__CONNECT_TIMEOUT_S"] = "300"
+    process = ServiceProcess(
+        [sys.executable, "-m", "fluxgate_hazelcast_persister"],
+        env,
+        health_port=port,
+        log_path=tmp_path / "wrong-cluster.log",
+        isolate_prefix="FLUXGATE_HZ_",
+    )
+    process.start(wait_ready=False)
+    assert process.wait(60) == 2, process.log_text()[-3000:]
+    said = process.log_text()
+    assert "hazelcast.cluster_name [env FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME]" in said, said[-3000:]
+    assert "refused the cluster name 'not-this-cluster'" in said
