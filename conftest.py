@@ -36,6 +36,18 @@ def secured_kafka(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture(scope="session")
+def secured_elasticsearch() -> Any:
+    """Elasticsearch with security on (server ``elasticsearch-secured``): HTTPS on
+    ``.url`` (``https://127.0.0.1:9201``) with the stack's CA (``.ca_file``), no anonymous
+    access, and a user per role (``es-persister``, ``console``, ``admin``): ``.user(role)``
+    is ``(username, password)``, ``.env("FLUXGATE_ES_", role)`` a service's environment for it
+    (hosts, username, password file, CA). See ``fluxgate_stack.servers.elasticsearch_secured``."""
+    from fluxgate_stack.servers.elasticsearch_secured import secured_elasticsearch
+
+    return secured_elasticsearch()
+
+
+@pytest.fixture(scope="session")
 def registry_client(stack: Any) -> Any:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 

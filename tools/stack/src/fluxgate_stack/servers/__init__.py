@@ -5,8 +5,10 @@ from __future__ import annotations
 from fluxgate_stack.errors import UnknownServer
 from fluxgate_stack.servers.base import JavaServer, Port, Server
 from fluxgate_stack.servers.cassandra import CassandraServer
+from fluxgate_stack.servers.cassandra_secured import SecuredCassandraServer
 from fluxgate_stack.servers.coap import CoapServer
 from fluxgate_stack.servers.elasticsearch import ElasticsearchServer
+from fluxgate_stack.servers.elasticsearch_secured import ElasticsearchSecuredServer
 from fluxgate_stack.servers.hazelcast import HazelcastServer
 from fluxgate_stack.servers.kafka import KafkaServer
 from fluxgate_stack.servers.mosquitto import MosquittoServer
@@ -20,7 +22,9 @@ SERVER_TYPES: dict[str, type[Server]] = {
         RegistryServer,
         MosquittoServer,
         ElasticsearchServer,
+        ElasticsearchSecuredServer,
         CassandraServer,
+        SecuredCassandraServer,
         HazelcastServer,
         CoapServer,
     )
