@@ -159,6 +159,11 @@ def test_hazelcast_matches_the_local_stack(stack: StackSettings) -> None:
     local = {key: value for key, value in local.items() if not key.endswith("}properties[]")}
     assert {key: value for key, value in hazelcast_data_structures(compose_xml).items() if key in local} == local
     ns = "{http://www.hazelcast.com/schema/config}"
+    rest_groups = [
+        {group.get("name"): group.get("enabled") for group in ET.fromstring(xml).iter(f"{ns}endpoint-group")}
+        for xml in (compose_xml, hazelcast_xml(stack))
+    ]
+    assert rest_groups[0] == rest_groups[1]  # the same REST endpoint groups, open and closed
     port = ET.fromstring(compose_xml).find(f"{ns}network/{ns}port")
     assert port is not None and (port.text, port.get("auto-increment")) == ("5701", "false")
     assert f"{stack.hazelcast_port}:5701" in spec["ports"]

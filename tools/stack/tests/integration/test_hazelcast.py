@@ -12,8 +12,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from hazelcast import HazelcastClient
+from hazelcast.errors import IllegalStateError
 
 from fluxgate_stack import Stack, kill, probes, start
 from fluxgate_stack.servers.hazelcast import HEALTH_PATH
@@ -53,6 +55,21 @@ def test_declared_capacities(client: Any) -> None:
     assert client.get_queue(f"stack-test-{name}").blocking().remaining_capacity() >= 2**31 - 1
     bounded.destroy()
     ringbuffer.destroy()
+
+
+def test_what_the_open_source_member_guards(hazelcast: tuple[str, str], client: Any) -> None:
+    """The open-source member has no authentication and no TLS (Enterprise features): what it
+    does offer is a cluster name every client must present, the loopback interface only, and
+    REST limited to the health check, so no HTTP client reads or writes its data."""
+    address, _ = hazelcast
+    client.get_map("stack-test-guarded").blocking().put("k", "v")
+    with pytest.raises(IllegalStateError):  # refused (AuthenticationError) on every attempt, then given up
+        HazelcastClient(cluster_members=[address], cluster_name="not-fluxgate", cluster_connect_timeout=2)
+    for path in ("/hazelcast/rest/maps/stack-test-guarded/k", "/hazelcast/rest/cluster"):
+        # A disabled endpoint group gets no answer at all: the member closes the connection.
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.get(f"http://{address}{path}", timeout=10)
+    client.get_map("stack-test-guarded").blocking().destroy()
 
 
 @pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others

@@ -103,6 +103,14 @@ class HazelcastServer(JavaServer):
         return found[0] if found else None
 
 
+# The open-source member has no authentication or TLS: its REST answers the health check
+# only. CLUSTER_READ (on by default) would tell any HTTP client the members and versions.
+REST_API = """    <rest-api enabled="true">
+      <endpoint-group name="HEALTH_CHECK" enabled="true"/>
+      <endpoint-group name="CLUSTER_READ" enabled="false"/>
+    </rest-api>"""
+
+
 def hazelcast_xml(settings: StackSettings) -> str:
     """The member's configuration: one member on loopback, no discovery, fixed port."""
     host, port = settings.host, settings.hazelcast_port
@@ -115,9 +123,7 @@ def hazelcast_xml(settings: StackSettings) -> str:
       <tcp-ip enabled="true"><member>{host}:{port}</member></tcp-ip>
     </join>
     <interfaces enabled="true"><interface>{host}</interface></interfaces>
-    <rest-api enabled="true">
-      <endpoint-group name="HEALTH_CHECK" enabled="true"/>
-    </rest-api>
+{REST_API}
   </network>"""
     return member_xml(settings.hazelcast_cluster, network, {"hazelcast.socket.bind.any": "false"})
 
