@@ -82,6 +82,21 @@ def cassandra() -> tuple[str, int]:
 
 
 @pytest.fixture(scope="session")
+def secured_cassandra() -> Any:
+    """Cassandra with security on (server ``cassandra-secured``): CQL on ``.host``/``.port``
+    (``127.0.0.1:9043``) through TLS only (the stack's CA, ``.ca_file``), passwords and
+    grants; ``.user(role)`` is ``(username, password)`` of "scylla-persister", "console" or
+    "admin", ``.env("FLUXGATE_SCYLLA_", role)`` a service's ``SCYLLA__*`` environment for it.
+    See ``fluxgate_stack.secured_cassandra``."""
+    from fluxgate_stack import Stack
+    from fluxgate_stack.secured_cassandra import SecuredCassandra
+
+    stack = Stack()
+    stack.up(["cassandra-secured"])
+    return SecuredCassandra(stack.settings)
+
+
+@pytest.fixture(scope="session")
 def hazelcast() -> tuple[str, str]:
     """A Hazelcast 5.x member on loopback: ``(address, cluster_name)``, ``("127.0.0.1:5701",
     "fluxgate")`` by default. Clients must present that cluster name.

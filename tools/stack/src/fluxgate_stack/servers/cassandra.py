@@ -138,11 +138,9 @@ class CassandraServer(JavaServer):
         jamm = self._jamm_jar()
         if jamm is None:
             raise InstallError(f"cassandra: no jamm jar under {self.home}; run `fluxgate-stack install cassandra`")
-        heap = self.settings.cassandra_heap
         java = [
             self.java(),
-            f"-Xms{heap}",
-            f"-Xmx{heap}",
+            *self.heap_options(),
             "-Xss256k",
             "-XX:+UseG1GC",
             "-XX:+ParallelRefProcEnabled",
@@ -159,6 +157,10 @@ class CassandraServer(JavaServer):
             "org.apache.cassandra.service.CassandraDaemon",
         ]
         return [*run_as(self.settings.cassandra_user), *java] if os.geteuid() == 0 else java
+
+    def heap_options(self) -> list[str]:
+        heap = self.settings.cassandra_heap
+        return [f"-Xms{heap}", f"-Xmx{heap}"]
 
     def probe(self) -> bool:
         return probes.cql_ready(self.settings.host, self.settings.cassandra_port)
