@@ -11,8 +11,10 @@ from fluxgate_stack.servers.elasticsearch import ElasticsearchServer
 from fluxgate_stack.servers.elasticsearch_secured import ElasticsearchSecuredServer
 from fluxgate_stack.servers.hazelcast import HazelcastServer
 from fluxgate_stack.servers.kafka import KafkaServer
+from fluxgate_stack.servers.keycloak import KeycloakServer
 from fluxgate_stack.servers.mosquitto import MosquittoServer
 from fluxgate_stack.servers.registry import RegistryServer
+from fluxgate_stack.servers.registry_secured import SecuredRegistryServer
 from fluxgate_stack.settings import StackSettings
 
 SERVER_TYPES: dict[str, type[Server]] = {
@@ -20,6 +22,8 @@ SERVER_TYPES: dict[str, type[Server]] = {
     for server in (
         KafkaServer,
         RegistryServer,
+        KeycloakServer,
+        SecuredRegistryServer,
         MosquittoServer,
         ElasticsearchServer,
         ElasticsearchSecuredServer,

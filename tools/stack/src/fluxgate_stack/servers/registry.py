@@ -14,8 +14,10 @@ Tests that want a clean registry use subjects of their own.
 
 from __future__ import annotations
 
+import ssl
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 
@@ -30,7 +32,7 @@ class RegistryServer(JavaServer):
     """Apicurio Registry (Confluent-compatible API)."""
 
     name = "registry"
-    requires = ("kafka",)  # the journal lives there; started and ready first
+    requires: ClassVar[tuple[str, ...]] = ("kafka",)  # the journal lives there; started and ready first
     ready_timeout = 90.0
     stop_grace = 20.0
 
@@ -114,13 +116,21 @@ class RegistryServer(JavaServer):
         return None
 
 
-def set_compatibility(url: str, level: str, patience: float = 15.0) -> None:
+def set_compatibility(
+    url: str,
+    level: str,
+    patience: float = 15.0,
+    *,
+    auth: tuple[str, str] | None = None,
+    verify: ssl.SSLContext | bool = True,
+) -> None:
     """Set the global compatibility level (PUT /config), which Apicurio then enforces.
 
     On a registry restarted over its journal, readiness (subjects answering) can come before
     the journal's replay has reached the existing rule: the PUT then tries to create the rule
     and answers 409 "already exists". Once the replay is through, the same PUT is an update,
-    so a 409 is asked again until ``patience`` runs out."""
+    so a 409 is asked again until ``patience`` runs out. ``auth`` and ``verify``: for the
+    secured registry (an admin's client credentials, the stack's CA)."""
     deadline = time.monotonic() + patience
     while True:
         response = httpx.put(
@@ -128,6 +138,8 @@ def set_compatibility(url: str, level: str, patience: float = 15.0) -> None:
             json={"compatibility": level},
             headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
             timeout=10,
+            auth=auth,
+            verify=verify,
         )
         if response.status_code == 200:
             return
