@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -475,7 +474,7 @@ def secured_kafka(names: Names, folder: Path) -> Callable[[str], dict[str, str]]
     """``--secured``: each service its own SCRAM principal on the stack's SASL_SSL listener,
     allowed only what it needs (``fluxgate_stack.SERVICE_GRANTS``, on ``names``' topics and
     groups), its password in a 0600 file under ``folder`` (what a mounted Secret gives a pod)."""
-    from fluxgate_stack import SERVICE_GRANTS, add_principal, endpoints, renamed
+    from fluxgate_stack import SERVICE_GRANTS, add_principal, endpoints, new_credentials, renamed
 
     stack = endpoints()
     folder.mkdir(parents=True, exist_ok=True)
@@ -485,19 +484,10 @@ def secured_kafka(names: Names, folder: Path) -> Callable[[str], dict[str, str]]
     renames["fluxgate-device-status-"] = names.group("device-status") + "-"  # faust's own topics
     settings: dict[str, dict[str, str]] = {}
     for service in SECURED_SERVICES:
-        username = f"{names.prefix}fluxgate-{service}"
         grants = SERVICE_GRANTS[service] + (SERVICE_GRANTS["console-replay"] if service == "console" else ())
-        password = secrets.token_urlsafe(24)  # a new one each run: add_principal sets it
-        password_file = folder / f"{service}.password"
-        password_file.unlink(missing_ok=True)
-        with os.fdopen(os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-            handle.write(password)
-        add_principal(username, password, renamed(grants, renames))
-        settings[service] = {
-            "KAFKA__BOOTSTRAP_SERVERS": stack.secure_bootstrap, "KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
-            "KAFKA__SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA__SASL_USERNAME": username,
-            "KAFKA__SASL_PASSWORD_FILE": str(password_file), "KAFKA__SSL_CA_LOCATION": str(stack.ca_file),
-        }  # fmt: skip
+        principal = new_credentials(f"{names.prefix}fluxgate-{service}", folder)  # a new password each run
+        add_principal(principal.username, principal.password, renamed(grants, renames))
+        settings[service] = principal.kafka_env("")
     say(f"secured: every service logs in to {stack.secure_bootstrap} (SASL_SSL, SCRAM) as its own principal")
     return lambda service: settings.get(service, {})
 

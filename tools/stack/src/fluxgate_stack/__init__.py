@@ -15,7 +15,15 @@ Kafka's SASL_SSL listener (``.secure_bootstrap``, ``.ca_file``) and its principa
 """
 
 from fluxgate_stack.api import endpoints, ensure_up, kill, restart, start, stop
-from fluxgate_stack.security import SERVICE_GRANTS, Grant, add_principal, remove_principal, renamed
+from fluxgate_stack.security import (
+    SERVICE_GRANTS,
+    Grant,
+    Principal,
+    add_principal,
+    new_credentials,
+    remove_principal,
+    renamed,
+)
 from fluxgate_stack.settings import StackSettings
 from fluxgate_stack.stack import Endpoints, Stack
 
@@ -23,12 +31,14 @@ __all__ = [
     "SERVICE_GRANTS",
     "Endpoints",
     "Grant",
+    "Principal",
     "Stack",
     "StackSettings",
     "add_principal",
     "endpoints",
     "ensure_up",
     "kill",
+    "new_credentials",
     "remove_principal",
     "renamed",
     "restart",

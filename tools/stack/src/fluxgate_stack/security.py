@@ -10,9 +10,12 @@ each service needs on the stack's default topics, and no more.
 
 from __future__ import annotations
 
+import os
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal, cast
 
 from confluent_kafka import KafkaError, KafkaException
@@ -35,7 +38,16 @@ from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki
 from fluxgate_stack.settings import StackSettings
 
-__all__ = ["SERVICE_GRANTS", "Grant", "add_principal", "remove_principal", "renamed", "sasl_ssl_config"]
+__all__ = [
+    "SERVICE_GRANTS",
+    "Grant",
+    "Principal",
+    "add_principal",
+    "new_credentials",
+    "remove_principal",
+    "renamed",
+    "sasl_ssl_config",
+]
 
 Resource = Literal["topic", "group", "cluster", "transactional_id"]
 CLUSTER = "kafka-cluster"  # the one name of the cluster resource
@@ -188,6 +200,60 @@ SERVICE_GRANTS: dict[str, tuple[Grant, ...]] = {
         _unjoined("console-audit"),  # reads the audit topic back by assigned partitions
     ),
 }
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A SCRAM user of the SASL_SSL listener and how to connect as it."""
+
+    username: str
+    password: str
+    password_file: Path  # holds the password, mode 0600
+    bootstrap: str  # the SASL_SSL listener's host:port
+    ca_file: Path  # the stack's CA certificate (PEM)
+    mechanism: str = "SCRAM-SHA-512"
+
+    def kafka_env(self, prefix: str) -> dict[str, str]:
+        """A service's Kafka settings for this principal, e.g. for prefix ``FLUXGATE_MQTT_``:
+        ``FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS``, ``..._SECURITY_PROTOCOL`` (SASL_SSL),
+        ``..._SASL_MECHANISM``, ``..._SASL_USERNAME``, ``..._SASL_PASSWORD_FILE``, ``..._SSL_CA_LOCATION``; an empty prefix gives ``KAFKA__...``."""
+        separator = "_" if prefix and not prefix.endswith("_") else ""
+        group = f"{prefix}{separator}KAFKA__"
+        return {
+            f"{group}BOOTSTRAP_SERVERS": self.bootstrap,
+            f"{group}SECURITY_PROTOCOL": "SASL_SSL",
+            f"{group}SASL_MECHANISM": self.mechanism,
+            f"{group}SASL_USERNAME": self.username,
+            f"{group}SASL_PASSWORD_FILE": str(self.password_file),
+            f"{group}SSL_CA_LOCATION": str(self.ca_file),
+        }
+
+    def kafka_config(self) -> dict[str, Any]:
+        """librdkafka (confluent-kafka) properties for this principal."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+            "ssl.ca.location": str(self.ca_file),
+        }
+
+
+def new_credentials(
+    username: str, folder: Path, mechanism: str = "SCRAM-SHA-512", settings: StackSettings | None = None
+) -> Principal:
+    """``username`` with a new random password, also written to ``<folder>/<username>.password``
+    (mode 0600: what a mounted Secret gives a pod). Not on the broker yet: :func:`add_principal`
+    puts it there with its grants."""
+    settings = settings or StackSettings()
+    password = secrets.token_urlsafe(24)
+    password_file = folder / f"{username}.password"
+    password_file.unlink(missing_ok=True)
+    with os.fdopen(os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(password)
+    bootstrap = f"{settings.host}:{settings.kafka_secure_port}"
+    return Principal(username, password, password_file, bootstrap, Pki(settings.pki_dir).ca_cert, mechanism)
 
 
 def sasl_ssl_config(

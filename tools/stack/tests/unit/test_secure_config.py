@@ -200,7 +200,7 @@ def test_renamed_moves_grants_to_other_names() -> None:
 
 
 def test_principal_kafka_env(tmp_path: Path) -> None:
-    from fluxgate_testing.secured import Principal
+    from fluxgate_stack import Principal
 
     principal = Principal("svc-1234abcd", "pw", tmp_path / "pw", "127.0.0.1:9094", tmp_path / "ca.crt")
     assert principal.kafka_env("FLUXGATE_MQTT_") == {
@@ -212,3 +212,17 @@ def test_principal_kafka_env(tmp_path: Path) -> None:
         "FLUXGATE_MQTT_KAFKA__SSL_CA_LOCATION": str(tmp_path / "ca.crt"),
     }
     assert principal.kafka_env("FLUXGATE_MQTT") == principal.kafka_env("FLUXGATE_MQTT_")
+    assert set(principal.kafka_env("")) == {name.removeprefix("X_") for name in principal.kafka_env("X_")}
+
+
+def test_new_credentials_keep_the_password_in_a_private_file(tmp_path: Path) -> None:
+    from fluxgate_stack import StackSettings, new_credentials
+
+    settings = StackSettings(home=tmp_path)
+    first = new_credentials("svc", tmp_path, settings=settings)
+    again = new_credentials("svc", tmp_path, settings=settings)  # a new run: a new password, same file
+
+    assert again.password_file == first.password_file == tmp_path / "svc.password"
+    assert again.password != first.password and again.password_file.read_text() == again.password
+    assert again.password_file.stat().st_mode & 0o777 == 0o600
+    assert (again.bootstrap, again.ca_file) == ("127.0.0.1:9094", tmp_path / ".local" / "pki" / "ca.crt")
