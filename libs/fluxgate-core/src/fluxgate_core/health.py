@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import structlog
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Gauge, generate_latest
 
 from fluxgate_core.settings import HttpSettings
 
@@ -100,7 +100,8 @@ class HealthServer:
                     body = json.dumps({"ready": ready, "checks": checks}).encode()
                     self._reply(200 if ready else 503, "application/json", body)
                 elif path == "/metrics":
-                    self._reply(200, CONTENT_TYPE_LATEST, generate_latest(server._registry))
+                    body = generate_latest(server._registry) + readiness_metrics(server.readiness())
+                    self._reply(200, CONTENT_TYPE_LATEST, body)
                 else:
                     self._reply(404, "text/plain", b"not found\n")
 
@@ -115,3 +116,17 @@ class HealthServer:
                 return  # scrapes every few seconds would drown the service's own logs
 
         return Handler
+
+
+def readiness_metrics(checks: Mapping[str, bool]) -> bytes:
+    """``fluxgate_ready``: 1 when ``/readyz`` answers 200, as of this scrape, so an alert can
+    page on a service that runs but is not ready (Prometheus sees only ``/metrics``), and
+    ``fluxgate_ready_check`` per check (a reason needing attention is a failing check)."""
+    registry = CollectorRegistry()  # per scrape: the checks are asked now, not cached in a global
+    Gauge("fluxgate_ready", "1 when /readyz answers 200 (every check passes)", registry=registry).set(
+        all(checks.values())
+    )
+    check = Gauge("fluxgate_ready_check", "Each /readyz check, 1 when it passes", ["check"], registry=registry)
+    for name, passed in checks.items():
+        check.labels(name).set(passed)
+    return generate_latest(registry)

@@ -31,7 +31,7 @@ def test_liveness_readiness_and_metrics(server: HealthServer) -> None:
     assert get(server, "/healthz")[0] == 200
     assert get(server, "/readyz") == (200, b'{"ready": true, "checks": {"kafka": true}}')
     status, body = get(server, "/metrics")
-    assert status == 200 and b"fluxgate_kafka_in_flight" in body
+    assert status == 200 and b"python_info" in body  # the process-wide registry (another test may register more)
 
 
 def test_failing_and_raising_checks_make_it_unready(server: HealthServer) -> None:
@@ -60,3 +60,14 @@ def test_each_reason_for_attention_is_a_failing_check_named_by_it() -> None:
 def test_attention_that_raises_is_a_failing_check() -> None:
     health = HealthServer(HttpSettings(host="127.0.0.1", port=0), {"ready": lambda: True}, attention=lambda: [1 / 0])
     assert health.readiness() == {"ready": True, "attention": False}
+
+
+def test_metrics_say_readiness_as_of_the_scrape(server: HealthServer) -> None:
+    """Prometheus reads only /metrics: an alert on a service that runs but is not ready needs it there."""
+    body = get(server, "/metrics")[1].decode()
+    assert "fluxgate_ready 1.0" in body and 'fluxgate_ready_check{check="kafka"} 1.0' in body
+
+    server.state["kafka"] = False  # type: ignore[attr-defined]
+
+    body = get(server, "/metrics")[1].decode()
+    assert "fluxgate_ready 0.0" in body and 'fluxgate_ready_check{check="kafka"} 0.0' in body

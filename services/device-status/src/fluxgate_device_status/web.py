@@ -16,6 +16,7 @@ import faust
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from fluxgate_core.health import readiness_metrics
 from fluxgate_device_status.device_state import view
 from fluxgate_device_status.tracker import DeviceTracker
 
@@ -66,7 +67,8 @@ def install_views(app: faust.App, tracker: DeviceTracker, ready: Callable[[], di
     @app.page("/metrics")
     class Metrics(View):
         async def get(self, request: Request) -> Response:
-            return self.bytes(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST.split(";")[0])
+            body = generate_latest(REGISTRY) + readiness_metrics(ready())
+            return self.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
 
 async def _from_other_instances(app: faust.App, request: Request) -> list[dict[str, Any]]:
