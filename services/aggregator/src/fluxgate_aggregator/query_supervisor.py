@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 import structlog
+from prometheus_client import Counter
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.driver_state import JobState
@@ -14,6 +15,7 @@ from fluxgate_aggregator.settings import AggregatorSettings
 from fluxgate_core.errors import RegistryError
 
 log = structlog.get_logger(__name__)
+RESTARTS = Counter("fluxgate_aggregator_query_restarts_total", "Failed streaming queries resumed from their checkpoint")
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Supervisor:
         restart, not the job."""
         error = str(query.exception())
         log.warning("aggregator.query_restarting", name=query.name, error=error, attempt=self.restarts)
+        RESTARTS.inc()
         time.sleep(min(2.0**self.restarts, 30.0))
         self.state.restart(query)
 

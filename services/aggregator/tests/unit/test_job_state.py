@@ -34,3 +34,26 @@ def test_a_failed_query_is_restarted_in_its_place() -> None:
     assert state.queries == [aggregates, again] and again is not sides
     assert started == ["aggregates", "side-outputs", "side-outputs"]
     assert state.failed() == []
+
+
+def test_each_restart_of_a_failed_query_is_counted_for_the_alert(monkeypatch: Any) -> None:
+    from prometheus_client import REGISTRY
+
+    from fluxgate_aggregator import query_supervisor
+    from fluxgate_aggregator.query_supervisor import Supervisor
+    from fluxgate_aggregator.settings import AggregatorSettings
+
+    @dataclass
+    class Failed(StandIn):
+        def exception(self) -> str:
+            return "boom"
+
+    monkeypatch.setattr(query_supervisor.time, "sleep", lambda _: None)
+    state = JobState(starters={"q": lambda: StandIn("q")})
+    state.queries = [Failed("q", isActive=False)]
+    before = REGISTRY.get_sample_value("fluxgate_aggregator_query_restarts_total") or 0.0
+
+    assert Supervisor(AggregatorSettings(), state).tick()
+
+    assert REGISTRY.get_sample_value("fluxgate_aggregator_query_restarts_total") == before + 1
+    assert state.failed() == []
