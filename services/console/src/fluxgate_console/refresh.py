@@ -67,6 +67,11 @@ class Console:
         self._askers, self._closers = store_askers(settings)
         self.snapshot = Snapshot(time.time(), service_views(settings.services, {}, Snapshot(0).kafka, self._history))
 
+    @property
+    def es_client(self) -> httpx.AsyncClient:
+        """The client that asks Elasticsearch, with its CA and credentials."""
+        return self._es
+
     async def refresh(self) -> Snapshot:
         started = time.monotonic()
         services = self.settings.services

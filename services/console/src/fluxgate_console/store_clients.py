@@ -9,17 +9,22 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import structlog
 
 from fluxgate_console.hazelcast_store import ClientAnswers, hazelcast_view, structures
 from fluxgate_console.scylla_store import CassandraAnswers, scylla_view
 from fluxgate_console.settings import (
+    ENV_PREFIX,
     ConsoleSettings,
     ElasticsearchStoreSettings,
     HazelcastStoreSettings,
     ScyllaStoreSettings,
 )
-from fluxgate_console.stores import BlockingStore
-from fluxgate_core.errors import ConfigError
+from fluxgate_console.stores import BlockingStore, _es_get
+from fluxgate_core.errors import ConfigError, env_variable
+
+log = structlog.get_logger(__name__)
+ES_GROUP = "elasticsearch"  # ConsoleSettings' field: refusals name its variables
 
 
 def store_askers(settings: ConsoleSettings) -> tuple[list[BlockingStore], list[Callable[[], None]]]:
@@ -52,8 +57,8 @@ def elasticsearch_options(es: ElasticsearchStoreSettings, timeout_s: float) -> d
     options: dict[str, Any] = {"timeout": timeout_s, "verify": _es_tls(es)}
     if es.api_key is not None:
         options["headers"] = {"Authorization": f"ApiKey {es.api_key.get_secret_value()}"}
-    elif es.username and es.password:
-        options["auth"] = httpx.BasicAuth(es.username, es.password.get_secret_value())
+    elif (basic := es.basic_auth()) is not None:
+        options["auth"] = httpx.BasicAuth(*basic)
     return options
 
 
@@ -61,8 +66,46 @@ def _es_tls(es: ElasticsearchStoreSettings) -> ssl.SSLContext:
     try:
         return es.tls_context()
     except (OSError, ssl.SSLError) as exc:  # read once, at start: a wrong path is a configuration error
-        variable = "FLUXGATE_CONSOLE_ELASTICSEARCH__CA_CERTS"
-        raise ConfigError(f"invalid configuration:\n  elasticsearch.ca_certs [env {variable}]: {exc}") from exc
+        variable = env_variable(ENV_PREFIX, f"{ES_GROUP}.ca_certs")
+        message = f"elasticsearch.ca_certs [env {variable}]: {exc}: {es.ca_certs}"
+        raise ConfigError(f"invalid configuration:\n  {message}") from exc
+
+
+async def check_elasticsearch(client: httpx.AsyncClient, es: ElasticsearchStoreSettings) -> None:
+    """Ask Elasticsearch what the page asks, once, at start: a refused login or a certificate
+    the CA did not sign stops the console (exit 2, naming the settings); Elasticsearch away
+    does not (showing that is the page's job)."""
+    if not es.hosts:
+        return
+    hosts = ", ".join(es.hosts)
+    try:
+        answer = await _es_get(client, es.hosts, f"_cat/indices/{es.alias}", {"format": "json", "h": "index"})
+    except httpx.TransportError as exc:
+        if _tls_refused(exc):
+            raise es.handshake_refused(ES_GROUP, f"{hosts}: {exc}").named(ENV_PREFIX) from exc
+        log.warning("console.elasticsearch_unreachable", hosts=hosts, error=f"{type(exc).__name__}: {exc}")
+        return
+    if answer.status_code == 401:
+        refusal = es.login_refused(ES_GROUP, f"{hosts}: status 401 {_reason(answer)}")
+        raise refusal.named(ENV_PREFIX)
+
+
+def _tls_refused(exc: BaseException) -> bool:
+    """Whether a certificate check is what failed (httpx keeps ssl's error as the cause)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
+
+
+def _reason(answer: httpx.Response) -> str:
+    """Elasticsearch's reason for a refusal (it names the user, never the password)."""
+    try:
+        return str(answer.json()["error"]["reason"])[:300]
+    except (ValueError, KeyError, TypeError):
+        return answer.reason_phrase
 
 
 def scylla_options(scylla: ScyllaStoreSettings) -> dict[str, Any]:

@@ -6,9 +6,10 @@ error policy stopped the persister or Elasticsearch/Kafka failed it for good.
 
 from __future__ import annotations
 
+from fluxgate_core.errors import SettingRefused
 from fluxgate_es_persister.retention import Retention
 from fluxgate_es_persister.settings import SERVICE, ElasticsearchSettings
-from fluxgate_es_persister.sink import ElasticsearchSink, families
+from fluxgate_es_persister.sink import GROUP, ElasticsearchSink, families
 from fluxgate_sink.cli import persister_main
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.runner import Task
@@ -19,6 +20,10 @@ QUIET_LOGGERS = ("elastic_transport.transport", "elasticsearch", "httpx")
 
 
 def make_sink(settings: ElasticsearchSettings) -> ElasticsearchSink:
+    try:  # the client reads the CA file when made: a missing one is a setting to fix, not a crash
+        settings.elasticsearch.check_ca_file(GROUP)
+    except SettingRefused as exc:
+        raise exc.named(str(ElasticsearchSettings.model_config.get("env_prefix", ""))) from exc
     return ElasticsearchSink(settings.elasticsearch)
 
 

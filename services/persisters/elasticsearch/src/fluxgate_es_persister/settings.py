@@ -69,8 +69,8 @@ class ConnectionSettings(ElasticsearchAccess):
             options["ssl_show_warn"] = False
         if self.api_key is not None:
             options["api_key"] = self.api_key.get_secret_value()
-        elif self.username and self.password:
-            options["basic_auth"] = (self.username, self.password.get_secret_value())
+        elif (basic := self.basic_auth()) is not None:
+            options["basic_auth"] = basic
         return options
 
 

@@ -22,6 +22,7 @@ from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, TlsError, TransportError
 from elasticsearch import ApiError, AsyncElasticsearch
 
+from fluxgate_core.errors import SettingRefused
 from fluxgate_es_persister.mapping import IndexFamily, index_template
 from fluxgate_es_persister.settings import ConnectionSettings
 from fluxgate_sink.errors import SinkError, StoreUnavailable
@@ -49,6 +50,7 @@ BULK_FILTER = "errors,items.*.status,items.*.error"
 #: failure (400, an ``_id`` too long ...) or a body too large (413). Not 401/403: writing
 #: fewer items changes nothing about the credentials.
 ITEM_CAUSED_STATUSES = frozenset({400, 413})
+GROUP = "elasticsearch"  # the settings group of ConnectionSettings: refusals name its fields
 
 
 class RequestRefused(SinkError):
@@ -80,7 +82,7 @@ class ElasticsearchSink(Sink):
         about an unclosed session."""
         try:
             await self._setup(statements)
-        except SinkError:
+        except (SinkError, SettingRefused):
             await self.close()
             raise
 
@@ -90,7 +92,13 @@ class ElasticsearchSink(Sink):
             # Not ``GET /`` (info, ping): that lives in the rest-root module, which minimal
             # distributions (the integ-test zip) leave out; cluster health is always there.
             health = await self._client.cluster.health()
-        except (TransportError, ApiError) as exc:
+        except TlsError as exc:  # the node answered with a certificate this CA did not sign
+            raise self._settings.handshake_refused(GROUP, f"{hosts}: {_tls_reason(exc)}") from exc
+        except ApiError as exc:
+            if _status(exc) == 401:  # said now, or the runner would wait for a store that is up
+                raise self._settings.login_refused(GROUP, f"{hosts}: {_describe(exc)}") from exc
+            raise StoreUnavailable(f"Elasticsearch at {hosts} does not answer: {_describe(exc)}") from exc
+        except TransportError as exc:
             raise StoreUnavailable(f"Elasticsearch at {hosts} does not answer: {_describe(exc)}") from exc
         log.info("elasticsearch.connected", hosts=hosts, cluster=health["cluster_name"], status=health["status"])
         for family in families(statements):
@@ -228,3 +236,14 @@ def _status(exc: ApiError) -> int:
 
 def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _tls_reason(exc: TlsError) -> str:
+    """What the TLS library said (``TlsError`` itself only says "TLS error"): the innermost cause."""
+    reason, seen = _describe(exc), exc.__cause__ or exc.__context__
+    while seen is not None:
+        reason = str(seen) or reason
+        seen = seen.__cause__ or seen.__context__
+    for error in getattr(exc, "errors", ()):  # elastic-transport keeps each node's error here
+        reason = str(error) or reason
+    return reason

@@ -87,3 +87,22 @@ def test_username_without_password(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__USERNAME", "writer")
     with pytest.raises(ConfigError, match=r"username and password"):
         load_settings(ElasticsearchSettings)
+
+
+def test_basic_auth_password_from_a_file(clean_env: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> None:
+    """A Kubernetes Secret mounted as a file: the password never sits in the environment."""
+    secret = os.path.join(tmp_path, "es.password")
+    with open(secret, "w") as handle:
+        handle.write("from-the-secret\n")
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__USERNAME", "writer")
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__PASSWORD_FILE", secret)
+    options = load_settings(ElasticsearchSettings).elasticsearch.client_options()
+    assert options["basic_auth"] == ("writer", "from-the-secret")
+
+
+def test_a_missing_ca_file_stops_the_persister_naming_the_variable(clean_env: pytest.MonkeyPatch) -> None:
+    from fluxgate_es_persister.app import make_sink
+
+    clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__CA_CERTS", "/nowhere/ca.crt")
+    with pytest.raises(ConfigError, match=r"\[env FLUXGATE_ES_ELASTICSEARCH__CA_CERTS\]: cannot read /nowhere/ca.crt"):
+        make_sink(load_settings(ElasticsearchSettings))

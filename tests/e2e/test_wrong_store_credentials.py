@@ -1,0 +1,120 @@
+"""Every service given a wrong Elasticsearch password or CA stops at start, naming the settings.
+
+Each service below is started as it is deployed (its console script, settings from the
+environment) against the secured Elasticsearch node (``elasticsearch-secured``: HTTPS from
+the stack's CA, a user per service), with Kafka on the stack's lab listener: as its own user
+with a password that is not its own, or trusting a CA that did not sign the node's
+certificate, or a CA file that is not there. Exit 2 is a configuration error (see
+``tests/e2e/test_wrong_credentials.py`` for Kafka's).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import certifi
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+SERVICES = {  # console script: (env prefix, role on the secured node, what else it needs to start)
+    "fluxgate-es-persister": ("FLUXGATE_ES_", "es-persister", {}),
+    "fluxgate-console": (
+        "FLUXGATE_CONSOLE_",
+        "console",
+        # Only Elasticsearch among the stores: the others are not what is tested here.
+        {
+            "PAGE_AUTH__MODE": "none",
+            "REPLAY_AUTH__MODE": "none",
+            "WEB__PORT": "0",
+            "SCYLLA__CONTACT_POINTS": "[]",
+            "HAZELCAST__MEMBERS": "[]",
+        },
+    ),
+}
+EXIT_CONFIG = 2
+START_TIMEOUT = 60.0
+
+
+def start(script: str, stack: Any, env: dict[str, str]) -> tuple[int | None, str]:
+    """Run ``script`` until it exits (or ``START_TIMEOUT``: then it is stopped, code None)."""
+    prefix, _role, needs = SERVICES[script]
+    variables = {name: value for name, value in os.environ.items() if not name.startswith("FLUXGATE_")}
+    variables |= {f"{prefix}KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap, f"{prefix}REGISTRY__URL": stack.registry_url}
+    variables |= {f"{prefix}HTTP__PORT": "0", f"{prefix}HTTP__HOST": "127.0.0.1"}
+    variables |= {prefix + name: value for name, value in needs.items()} | env
+    try:
+        done = subprocess.run(
+            [str(BIN / script)], env=variables, capture_output=True, text=True, timeout=START_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # still running: it never said what was wrong
+        said = (exc.stdout or b"") + (exc.stderr or b"")
+        return None, said.decode(errors="replace") if isinstance(said, bytes) else str(said)
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("script", sorted(SERVICES))
+def test_a_wrong_password_stops_the_service_at_start_naming_the_settings(
+    script: str, stack: Any, secured_elasticsearch: Any, tmp_path: Path
+) -> None:
+    prefix, role, _needs = SERVICES[script]
+    username, password = secured_elasticsearch.user(role)
+    wrong = tmp_path / "password"
+    wrong.write_text(password[::-1])
+    env = secured_elasticsearch.env(prefix, role) | {f"{prefix}ELASTICSEARCH__PASSWORD_FILE": str(wrong)}
+
+    code, output = start(script, stack, env)
+
+    assert code == EXIT_CONFIG, output[-3000:]
+    group = f"{prefix}ELASTICSEARCH__"
+    assert f"[env {group}USERNAME, {group}PASSWORD_FILE]" in output, output[-3000:]
+    assert f"refused the login of {username!r}" in output, output[-3000:]
+    assert password not in output and password[::-1] not in output
+
+
+@pytest.mark.parametrize("script", sorted(SERVICES))
+def test_a_password_given_inline_is_named_as_such(script: str, stack: Any, secured_elasticsearch: Any) -> None:
+    prefix, role, _needs = SERVICES[script]
+    _username, password = secured_elasticsearch.user(role)
+    env = {key: value for key, value in secured_elasticsearch.env(prefix, role).items() if not key.endswith("_FILE")}
+    env[f"{prefix}ELASTICSEARCH__PASSWORD"] = "not-" + password
+
+    code, output = start(script, stack, env)
+
+    assert code == EXIT_CONFIG, output[-3000:]
+    assert f"{prefix}ELASTICSEARCH__USERNAME, {prefix}ELASTICSEARCH__PASSWORD]" in output, output[-3000:]
+    assert password not in output
+
+
+@pytest.mark.parametrize("script", sorted(SERVICES))
+def test_a_ca_that_did_not_sign_the_node_stops_the_service_naming_the_ca_setting(
+    script: str, stack: Any, secured_elasticsearch: Any
+) -> None:
+    prefix, role, _needs = SERVICES[script]
+    env = secured_elasticsearch.env(prefix, role) | {f"{prefix}ELASTICSEARCH__CA_CERTS": certifi.where()}
+
+    code, output = start(script, stack, env)
+
+    assert code == EXIT_CONFIG, output[-3000:]
+    assert f"[env {prefix}ELASTICSEARCH__CA_CERTS]" in output, output[-3000:]
+    assert "certificate" in output
+
+
+@pytest.mark.parametrize("script", sorted(SERVICES))
+def test_a_missing_ca_file_stops_the_service_naming_the_ca_setting(
+    script: str, stack: Any, secured_elasticsearch: Any, tmp_path: Path
+) -> None:
+    prefix, role, _needs = SERVICES[script]
+    missing = tmp_path / "no-such-ca.crt"
+    env = secured_elasticsearch.env(prefix, role) | {f"{prefix}ELASTICSEARCH__CA_CERTS": str(missing)}
+
+    code, output = start(script, stack, env)
+
+    assert code == EXIT_CONFIG, output[-3000:]
+    assert f"[env {prefix}ELASTICSEARCH__CA_CERTS]" in output, output[-3000:]
+    assert str(missing) in output
