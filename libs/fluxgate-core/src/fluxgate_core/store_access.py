@@ -10,10 +10,12 @@ here: the groups give the standard library's ``ssl`` objects or plain keyword ar
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 
+from fluxgate_core.errors import SettingRefused
 from fluxgate_core.settings import Group
 
 
@@ -26,17 +28,73 @@ class ElasticsearchAccess(Group):
     """TLS and either an API key or basic auth, as ``elasticsearch-py`` takes them."""
 
     api_key: SecretStr | None = Field(None, description="API key (the base64 'id:key' form); excludes username")
-    username: str | None = Field(None, description="basic auth user; needs password")
-    password: SecretStr | None = Field(None, description="basic auth password")
+    username: str | None = Field(None, description="basic auth user; needs password or password_file")
+    password: SecretStr | None = Field(None, description="basic auth password; excludes password_file")
+    password_file: Path | None = Field(
+        None,
+        description="file holding the basic auth password (a mounted Secret), read at start; excludes password",
+    )
     ca_certs: str | None = Field(None, description="CA bundle to verify https nodes (default: system CAs)")
     verify_certs: bool = Field(True, description="false skips certificate verification (tests only)")
 
     @model_validator(mode="after")
     def _one_way_to_authenticate(self) -> ElasticsearchAccess:
-        if self.api_key is not None and (self.username or self.password):
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("password_file: set either it or password, not both")
+        given = self.password is not None or self.password_file is not None
+        if self.api_key is not None and (self.username or given):
             raise ValueError("api_key and username/password are exclusive: set one way to authenticate")
-        _paired(self.username, self.password)
+        if bool(self.username) != given:
+            raise ValueError("username and password go together")
+        if self.password_file is not None:
+            self._read_password_file()
         return self
+
+    def _read_password_file(self) -> str:
+        """The password in ``password_file``, without the trailing newline an editor adds."""
+        assert self.password_file is not None
+        try:
+            password = self.password_file.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ValueError(f"password_file: cannot read {self.password_file}: {exc.strerror}") from None
+        if not password:
+            raise ValueError(f"password_file: {self.password_file} is empty")
+        return password
+
+    def basic_auth(self) -> tuple[str, str] | None:
+        """``(username, password)``, the password from its setting or read from its file now; None without."""
+        if not self.username:
+            return None
+        if self.password is not None:
+            return self.username, self.password.get_secret_value()
+        return self.username, self._read_password_file()
+
+    @property
+    def credential_settings(self) -> tuple[str, ...]:
+        """The settings (in this group) a refused login is about, e.g. ``("username", "password_file")``."""
+        if self.api_key is not None:
+            return ("api_key",)
+        return ("username", "password_file" if self.password_file is not None else "password")
+
+    def login_refused(self, group: str, detail: str) -> SettingRefused:
+        """The error a service says when Elasticsearch refuses these credentials (401)."""
+        who = "the API key" if self.api_key is not None else f"the login of {self.username or 'anonymous'!r}"
+        settings = tuple(f"{group}.{name}" for name in self.credential_settings)
+        return SettingRefused(f"Elasticsearch refused {who}: {detail}", settings)
+
+    def handshake_refused(self, group: str, detail: str) -> SettingRefused:
+        """The error a service says when the TLS handshake fails (the node's certificate is not the CA's)."""
+        message = f"the TLS handshake with Elasticsearch failed (is its certificate signed by this CA?): {detail}"
+        return SettingRefused(message, (f"{group}.ca_certs",))
+
+    def check_ca_file(self, group: str) -> None:
+        """Read ``ca_certs`` now (not at settings load: a chart's path exists only in its pod), so a
+        missing or unreadable bundle is a setting to fix, said at start."""
+        try:
+            self.tls_context()
+        except (OSError, ssl.SSLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise SettingRefused(f"cannot read {self.ca_certs}: {reason}", (f"{group}.ca_certs",)) from exc
 
     def tls_context(self) -> ssl.SSLContext:
         """For a client other than ``elasticsearch-py`` (which takes ``ca_certs`` and
