@@ -110,3 +110,9 @@ def test_a_services_environment_names_hosts_user_password_file_and_ca(settings: 
     assert console["FLUXGATE_CONSOLE_ELASTICSEARCH__USERNAME"] == "fluxgate-console"
     with pytest.raises(StackError, match="no Elasticsearch role 'spark'"):
         elasticsearch_user("spark", settings)
+
+
+def test_probing_a_node_never_started_makes_no_password(settings: StackSettings) -> None:
+    """``fluxgate-stack status`` probes every server, started or not."""
+    assert not ElasticsearchSecuredServer(settings).probe()
+    assert not credentials_dir(settings).exists()

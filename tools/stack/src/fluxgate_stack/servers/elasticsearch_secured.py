@@ -147,7 +147,10 @@ class ElasticsearchSecuredServer(ElasticsearchServer):
         super().prepare()  # hands config/ (and so the files above) to the node's user
 
     def probe(self) -> bool:
-        admin = ensure_credentials(self.settings)["admin"]
+        # Only read: `status` probes every server, and must not make passwords for one never started.
+        admin = _load(credentials_dir(self.settings), ROLES["admin"])
+        if admin is None:
+            return False
         try:
             with self._client(admin.auth) as client:
                 return client.get(HEALTH_PATH).status_code == 200
