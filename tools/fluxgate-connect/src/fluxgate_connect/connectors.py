@@ -16,14 +16,19 @@ from functools import partial
 from pydantic_settings import BaseSettings
 
 from fluxgate_coap_ingest.settings import CoapIngestSettings
+from fluxgate_connect import client_ssl
+from fluxgate_connect.client_ssl import TlsTargets
 from fluxgate_connect.rules import (
     Covered,
     Rule,
     Setting,
     Unsupported,
+    also_true,
     boolean,
     elastic_urls,
     error_policy,
+    error_throw,
+    ignore_errors_mode,
     integer,
     json_list,
     mqtt_broker,
@@ -75,6 +80,8 @@ def _aliases(rule: Rule, *keys: str) -> dict[str, Rule]:
     return dict.fromkeys(keys, rule)
 
 
+# Kafka Connect's error handling of converters and transforms (KIP-298): our services never
+# stop on a record they cannot decode and never drop one; they dead-letter it with the reason.
 _SOURCE_ERRORS = Covered(
     "a payload the gateway cannot turn into a record goes to the dead-letter topic with the reason in its "
     "headers and the gateway goes on; Kafka errors are retried until the record is delivered"
@@ -116,6 +123,13 @@ def _framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
         "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
         "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
         "connect.progress.enabled": _PROGRESS,
+        **_aliases(
+            Covered("records are retried, dead-lettered and logged by the service itself, never dropped"),
+            "errors.retry.timeout",
+            "errors.retry.delay.max.ms",
+            "errors.log.enable",
+            "errors.log.include.messages",
+        ),
     }
     if sink:
         rules |= {
@@ -127,21 +141,27 @@ def _framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             "topics": Covered("the topics must be the ones the KCQL reads (checked): the KCQL is what is read"),
             "topics.regex": Unsupported("list the topics in the KCQL (one statement per topic)"),
             "key.converter": Covered("the record key is not read: a document's id comes from the KCQL PK"),
-            "errors.tolerance": Covered("an undecodable record always goes to the dead-letter topic"),
+            "errors.tolerance": Covered(
+                "none or all, a record that cannot be decoded goes to the dead-letter topic "
+                "(errors.deadletterqueue.topic.name, else sink.deadletter_topic) with the reason in its headers, "
+                "and the sink goes on: it neither stops (none) nor drops the record (all without a topic)"
+            ),
             "errors.deadletterqueue.topic.name": to("sink.deadletter_topic", text),
+            "errors.deadletterqueue.topic.replication.factor": Covered(
+                "the dead-letter topic is created with the cluster's topic defaults, or by you beforehand"
+            ),
             "errors.deadletterqueue.context.headers.enable": Covered("the reason is always in the headers"),
-            "errors.log.enable": Covered("every dead-lettered record is logged"),
-            "errors.log.include.messages": Covered("the log names topic, partition and offset"),
         }
     else:
         rules |= {
+            "errors.tolerance": _SOURCE_ERRORS,
             "name": to("kafka.client_id", text, note="the Kafka client id"),
             "key.converter": Covered("the gateway writes its own record key (the device id)"),
         }
     return rules
 
 
-def _sink_options(prefix: str, *, legacy_sink_prefix: bool) -> dict[str, Rule]:
+def _sink_options(prefix: str, *, legacy_sink_prefix: bool, export_route: bool = False) -> dict[str, Rule]:
     """KCQL, error policy, retries and batch size: Stream-Reactor's names, our shared sink settings."""
     rules: dict[str, Rule] = {
         "kcql": to("sink.kcql", text),
@@ -153,6 +173,8 @@ def _sink_options(prefix: str, *, legacy_sink_prefix: bool) -> dict[str, Rule]:
     named = _both(prefix, rules)
     if legacy_sink_prefix:  # before 1.0: connect.<system>.sink.kcql and friends
         named |= _both(f"{prefix}.sink", rules)
+    if export_route:  # 2016's first releases named the KCQL export.route.query (datamountaineer docs)
+        named[f"{prefix}.export.route.query"] = rules["kcql"]
     return named
 
 
@@ -171,6 +193,7 @@ MQTT_SOURCE = Connector(
     settings=ProxySettings,
     classes=(
         "com.datamountaineer.streamreactor.connect.mqtt.source.MqttSourceConnector",
+        "com.datamountaineer.streamreactor.common.mqtt.source.MqttSourceConnector",
         "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector",
     ),
     sink=False,
@@ -197,27 +220,37 @@ MQTT_SOURCE = Connector(
             f"{_MQTT}.timeout",
             f"{_MQTT}.connection.timeout",
         ),
-        f"{_MQTT}.ssl.ca.cert": Setting(
-            ("mqtt.ca_file", "mqtt.tls"), lambda v: {"mqtt.ca_file": text(v), "mqtt.tls": "true"}, note="PEM; sets tls"
-        ),
-        f"{_MQTT}.ssl.cert": Setting(
-            ("mqtt.cert_file", "mqtt.tls"), lambda v: {"mqtt.cert_file": text(v), "mqtt.tls": "true"}, note="PEM"
-        ),
-        f"{_MQTT}.ssl.key": Setting(
-            ("mqtt.key_file", "mqtt.tls"), lambda v: {"mqtt.key_file": text(v), "mqtt.tls": "true"}, note="PEM"
-        ),
+        # connect.mqtt.connection.ssl.*: the 2016 releases' names (datamountaineer docs, mqtt.rst)
+        **_aliases(also_true("mqtt.ca_file", "mqtt.tls"), f"{_MQTT}.ssl.ca.cert", f"{_MQTT}.connection.ssl.ca.cert"),
+        **_aliases(also_true("mqtt.cert_file", "mqtt.tls"), f"{_MQTT}.ssl.cert", f"{_MQTT}.connection.ssl.cert"),
+        **_aliases(also_true("mqtt.key_file", "mqtt.tls"), f"{_MQTT}.ssl.key", f"{_MQTT}.connection.ssl.key"),
         f"{_MQTT}.service.quality": Covered("KCQL subscriptions are made at QoS 1 (at least once)", accept=("1",)),
         **_aliases(_SOURCE_ERRORS, f"{_MQTT}.error.policy", f"{_MQTT}.max.retries", f"{_MQTT}.retry.interval"),
+        # true asks the task to stop on a payload it cannot convert, false to drop it (MqttConfigConstants):
+        # either way mqtt-proxy dead-letters it with the reason and goes on, which loses nothing and stops nothing.
         f"{_MQTT}.converter.throw.on.error": Covered(
-            "a payload that does not convert is dead-lettered with the reason, never dropped", accept=("false",)
+            "a payload that does not convert is dead-lettered with the reason and the proxy goes on: "
+            "neither stopped on (true) nor dropped (false)"
+        ),
+        f"{_MQTT}.process.duplicates": Covered(
+            "a message the broker redelivers (DUP) is processed again: delivery is at least once, and the "
+            "persisters' writes are idempotent"
+        ),
+        f"{_MQTT}.source.converters": Unsupported(
+            "write the converter into the KCQL: INSERT INTO <topic> SELECT * FROM <mqtt topic> WITHCONVERTER=`<class>`"
         ),
         f"{_MQTT}.polling.timeout": Covered("nothing is polled: the broker pushes messages"),
         f"{_MQTT}.share.replicate": Covered(
             "replicas share the subscriptions through one $share group (the chart's shareGroup)", accept=("false",)
         ),
         f"{_MQTT}.log.message": Covered("messages are counted on /metrics, not logged one by one", accept=("false",)),
-        "connect.converter.avro.schemas": Unsupported(
-            "mqtt-proxy writes SensorReading records (schemas/sensor_reading.avsc) from JSON, SenML or CBOR payloads"
+        **_aliases(
+            Unsupported(
+                "mqtt-proxy writes SensorReading records (schemas/sensor_reading.avsc) from JSON, SenML or CBOR "
+                "payloads"
+            ),
+            "connect.converter.avro.schemas",
+            "connect.source.converter.avro.schemas",  # the 2016 releases' name
         ),
     },
 )
@@ -225,8 +258,9 @@ MQTT_SOURCE = Connector(
 _COAP = "connect.coap"
 _COAP_STORES = ("truststore.path", "truststore.pass", "keystore.path", "keystore.pass", "certs", "cert.chain.key")
 _COAP_DTLS = Unsupported(
-    "coap-ingest secures CoAP with DTLS pre-shared keys (coaps:// with FLUXGATE_COAP_DTLS__PSK_IDENTITY and "
-    "FLUXGATE_COAP_DTLS__PSK_KEY), not certificates from Java key stores"
+    "coap-ingest secures CoAP with DTLS pre-shared keys (coaps:// with connect.coap.username and "
+    "connect.coap.password, or FLUXGATE_COAP_DTLS__PSK_IDENTITY and FLUXGATE_COAP_DTLS__PSK_KEY), not "
+    "certificates, raw public keys or Java key stores"
 )
 COAP_SOURCE = Connector(
     title="CoAP source",
@@ -235,6 +269,7 @@ COAP_SOURCE = Connector(
     settings=CoapIngestSettings,
     classes=(
         "com.datamountaineer.streamreactor.connect.coap.source.CoapSourceConnector",
+        "com.datamountaineer.streamreactor.common.coap.source.CoapSourceConnector",
         "io.lenses.streamreactor.connect.coap.source.CoapSourceConnector",
     ),
     sink=False,
@@ -244,6 +279,20 @@ COAP_SOURCE = Connector(
         **_aliases(to(COAP_KCQL, text), f"{_COAP}.kcql", f"{_COAP}.source.kcql"),
         **_aliases(to(COAP_SOURCE_URI, text), f"{_COAP}.uri", f"{_COAP}.source.uri"),
         **{f"{_COAP}.{where}{name}": _COAP_DTLS for name in _COAP_STORES for where in ("", "source.")},
+        # CoapConstants: username is the PSK identity, password the PSK secret (its UTF-8 bytes, as
+        # Californium's StaticPskStore takes String.getBytes; coap-ingest encodes the key the same way).
+        **_aliases(to("dtls.psk_identity", text, note="PSK identity"), f"{_COAP}.username", f"{_COAP}.source.username"),
+        **_aliases(
+            to("dtls.psk_key", text, secret=True, note="PSK secret; the URI must be coaps://"),
+            f"{_COAP}.password",
+            f"{_COAP}.source.password",
+        ),
+        **_aliases(_COAP_DTLS, f"{_COAP}.public.key.file", f"{_COAP}.private.key.file"),
+        **_aliases(
+            Covered("each notification is produced at once; the Kafka producer batches (linger_ms)"),
+            f"{_COAP}.batch.size",
+            "connect.source.linger.ms",
+        ),
         **_aliases(
             Unsupported("coap-ingest is a client only: it binds an ephemeral local port"),
             f"{_COAP}.host",
@@ -270,6 +319,7 @@ HAZELCAST_SINK = Connector(
     settings=HazelcastSettings,
     classes=(
         "com.datamountaineer.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
+        "com.datamountaineer.streamreactor.common.hazelcast.sink.HazelCastSinkConnector",
         "io.lenses.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
     ),
     sink=True,
@@ -281,10 +331,22 @@ HAZELCAST_SINK = Connector(
             f"{_HZ}.cluster.members",
             f"{_HZ}.sink.cluster.members",
         ),
+        # The Hazelcast 4/5 client's releases renamed group.name to cluster.name and dropped
+        # "connection." from the socket options (HazelCastSinkConfigConstants, io.lenses and 2.x).
         **_aliases(
             to("hazelcast.cluster_name", text, note="Hazelcast 3's group is 4+'s cluster"),
+            f"{_HZ}.cluster.name",
             f"{_HZ}.group.name",
             f"{_HZ}.sink.group.name",
+        ),
+        f"{_HZ}.ssl.enabled": to("hazelcast.ssl_enabled", boolean, note="TLS to the members (Enterprise)"),
+        **client_ssl.rules(
+            TlsTargets(
+                ca="hazelcast.ssl_cafile",
+                flag="hazelcast.ssl_enabled",
+                cert="hazelcast.ssl_certfile",
+                key_password="hazelcast.ssl_password",  # noqa: S106 - a field path, not a password
+            )
         ),
         **_aliases(
             Covered(
@@ -294,13 +356,23 @@ HAZELCAST_SINK = Connector(
             f"{_HZ}.group.password",
             f"{_HZ}.sink.group.password",
         ),
-        f"{_HZ}.connection.timeout": to("hazelcast.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
-        f"{_HZ}.connection.retries": Covered("the client retries connecting for connect_timeout_s"),
+        **_aliases(
+            to("hazelcast.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
+            f"{_HZ}.timeout",
+            f"{_HZ}.connection.timeout",
+        ),
+        **_aliases(
+            Covered("the client retries connecting for connect_timeout_s"),
+            f"{_HZ}.retries",
+            f"{_HZ}.connection.retries",
+        ),
         **_aliases(
             _SOCKET,
-            *(f"{_HZ}.connection.{option}" for option in ("keep.alive", "tcp.no.delay", "reuse.address")),
-            f"{_HZ}.connection.linger.seconds",
-            f"{_HZ}.connection.buffer.size",
+            *(
+                f"{_HZ}.{where}{option}"
+                for where in ("", "connection.")
+                for option in ("keep.alive", "tcp.no.delay", "reuse.address", "linger.seconds", "buffer.size")
+            ),
         ),
         **_aliases(
             Covered("each partition's batch is written as one; tasks.max (replicas) adds writers"),
@@ -313,9 +385,17 @@ HAZELCAST_SINK = Connector(
 
 _ES = "connect.elastic"
 _TRANSPORT = Unsupported("a transport-client option: es-persister speaks HTTP(S) with basic auth or an API key")
+# Every class the Elastic modules shipped: kafka-connect-elastic (Elasticsearch 2, 2016), elastic5,
+# elastic6/7/8 under com.datamountaineer (connect, and common in the 2.x line), then io.lenses, where
+# 6 and 7 kept ElasticSinkConnector (docs.lenses.io's Elasticsearch page) and 8 is Elastic8SinkConnector.
 _ES_CLASSES = (
+    "com.datamountaineer.streamreactor.connect.elastic.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic5.ElasticSinkConnector",
     "com.datamountaineer.streamreactor.connect.elastic6.ElasticSinkConnector",
     "com.datamountaineer.streamreactor.connect.elastic7.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic8.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.common.elastic6.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.common.elastic7.ElasticSinkConnector",
     "io.lenses.streamreactor.connect.elastic6.ElasticSinkConnector",
     "io.lenses.streamreactor.connect.elastic7.ElasticSinkConnector",
     "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector",
@@ -329,8 +409,19 @@ ELASTIC_SINK = Connector(
     sink=True,
     rules={
         **_framework(sink=True, tasks=_SINK_TASKS),
-        **_sink_options(_ES, legacy_sink_prefix=True),
-        f"{_ES}.url": to("elasticsearch.hosts", elastic_urls, note="host:port list; http:// unless given"),
+        **_sink_options(_ES, legacy_sink_prefix=True, export_route=True),
+        f"{_ES}.url": to(
+            "elasticsearch.hosts",
+            elastic_urls,
+            note="host:port list; http:// unless given; the transport client's elasticsearch://host:9300 "
+            "(or host:9300) is the same node's HTTP API on 9200, another transport port is refused",
+        ),
+        f"{_ES}.url.prefix": Covered(
+            "the transport client's scheme (elasticsearch://): read with connect.elastic.url", accept=("elasticsearch",)
+        ),
+        f"{_ES}.error.throw": Setting(
+            ("sink.error_policy",), error_throw, note="the first releases' switch: true is THROW, false NOOP"
+        ),
         **_aliases(
             Setting(("elasticsearch.hosts",), lambda _: {}, note="<protocol>://<host>:<port> for each host"),
             f"{_ES}.hosts",
@@ -349,39 +440,83 @@ ELASTIC_SINK = Connector(
         f"{_ES}.tableprefix": Unsupported("write the prefix into the KCQL target (INSERT INTO <prefix><index>)"),
         f"{_ES}.index.suffix": Unsupported("use KCQL's WITHINDEXSUFFIX"),
         f"{_ES}.document.type": Unsupported("mapping types are gone since Elasticsearch 7"),
-        **_aliases(_TRANSPORT, f"{_ES}.xpack.settings", f"{_ES}.xpack.plugins", f"{_ES}.url.prefix"),
-        **_aliases(
-            _jks("FLUXGATE_ES_ELASTICSEARCH__CA_CERTS"),
-            *(
-                f"ssl.{store}.{what}"
-                for store in ("truststore", "keystore")
-                for what in ("location", "password", "type")
-            ),
-            "ssl.key.password",
+        **_aliases(_TRANSPORT, f"{_ES}.xpack.settings", f"{_ES}.xpack.plugins"),
+        **client_ssl.rules(
+            TlsTargets(
+                ca="elasticsearch.ca_certs",
+                no_cert="es-persister authenticates with a password or an API key, not a client certificate "
+                "(connect.elastic.use.http.username/password)",
+            )
         ),
     },
 )
 
 _CASS = "connect.cassandra"
+_CLIENT_CERT = Unsupported(
+    "client certificates are not supported: the nodes are verified (TLS_CA_FILE), the client uses a password"
+)
+# The 10.x sink's own keys (CassandraConfigConstants of io.lenses.streamreactor.connect.cassandra):
+# the DataStax driver's authentication, SSL, load balancing and request options.
+_CASSANDRA_10: dict[str, Rule] = {
+    f"{_CASS}.auth.provider": Covered(
+        "a password (PLAIN: connect.cassandra.auth.username/password) or none; Kerberos (GSSAPI) is not supported: "
+        "give the persister a password role",
+        accept=("None", "PLAIN"),
+    ),
+    **_aliases(
+        Unsupported("Kerberos (GSSAPI) is not supported: give the persister a password role (auth.username/password)"),
+        *(f"{_CASS}.auth.gssapi.{what}" for what in ("keytab", "principal", "service")),
+    ),
+    f"{_CASS}.ssl.provider": Covered("TLS is OpenSSL's, through Python's ssl module (JDK or OpenSSL alike)"),
+    **_aliases(
+        _jks("FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),
+        f"{_CASS}.ssl.truststore.path",
+        f"{_CASS}.ssl.truststore.password",
+    ),
+    **_aliases(
+        _CLIENT_CERT,
+        f"{_CASS}.ssl.keystore.path",
+        f"{_CASS}.ssl.keystore.password",
+        f"{_CASS}.ssl.openssl.key.cert.chain",
+        f"{_CASS}.ssl.openssl.private.key",
+    ),
+    f"{_CASS}.ssl.cipher.suites": Unsupported(
+        "not configurable: the driver uses OpenSSL's default ciphers (TLS 1.2+); remove the key"
+    ),
+    f"{_CASS}.ssl.hostname.verification": to("scylla.tls_check_hostname", boolean),
+    f"{_CASS}.load.balancing.local.dc": to("scylla.local_datacenter", text),
+    f"{_CASS}.max.concurrent.requests": to("scylla.max_in_flight", integer),
+    f"{_CASS}.connection.pool.size": Covered("the driver keeps its own connection pool per node"),
+    f"{_CASS}.compression": Covered("the connection runs uncompressed (writes are small rows)"),
+    f"{_CASS}.max.batch.size": to("sink.batch_size", integer, note="records per write"),
+    f"{_CASS}.ignore.errors.mode": Setting(
+        ("sink.error_policy",),
+        ignore_errors_mode,
+        note="all or driver: NOOP, the failed record dead-lettered rather than ignored; none: the error policy",
+    ),
+}
 CASSANDRA_SINK = Connector(
     title="Cassandra sink",
     service="scylla-persister",
     script="fluxgate-scylla-persister",
     settings=ScyllaSettings,
     classes=(
+        "com.datamountaineer.streamreactor.connect.cassandra.CassandraSinkConnector",  # 2016's first
         "com.datamountaineer.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        "com.datamountaineer.streamreactor.common.cassandra.sink.CassandraSinkConnector",
         "io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
-        "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",
+        "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",  # 10.x, the DataStax driver's
     ),
     sink=True,
     rules={
         **_framework(sink=True, tasks=_SINK_TASKS),
-        **_sink_options(_CASS, legacy_sink_prefix=True),
+        **_sink_options(_CASS, legacy_sink_prefix=True, export_route=True),
+        **_CASSANDRA_10,
         f"{_CASS}.contact.points": to("scylla.contact_points", json_list, note="comma list"),
         f"{_CASS}.port": to("scylla.port", integer),
         f"{_CASS}.key.space": to("scylla.keyspace", text),
-        f"{_CASS}.username": to("scylla.username", text),
-        f"{_CASS}.password": to("scylla.password", text, secret=True),
+        **_aliases(to("scylla.username", text), f"{_CASS}.username", f"{_CASS}.auth.username"),
+        **_aliases(to("scylla.password", text, secret=True), f"{_CASS}.password", f"{_CASS}.auth.password"),
         f"{_CASS}.ssl.enabled": to("scylla.tls", boolean),
         f"{_CASS}.consistency.level": to("scylla.consistency", lambda v: text(v).upper()),
         **_aliases(
@@ -389,9 +524,25 @@ CASSANDRA_SINK = Connector(
             *(f"{_CASS}.trust.store.{what}" for what in ("path", "password", "type")),
         ),
         **_aliases(
-            Unsupported("client certificates are not supported: the nodes are verified, the client uses a password"),
+            _CLIENT_CERT,
             *(f"{_CASS}.key.store.{what}" for what in ("path", "password", "type")),
             f"{_CASS}.ssl.client.cert.auth",
+        ),
+        **_aliases(
+            to("scylla.request_timeout_s", ms_to_seconds, note="ms to seconds"),
+            f"{_CASS}.read.timeout.ms",
+            f"{_CASS}.query.timeout.ms",
+        ),
+        f"{_CASS}.connect.timeout.ms": to("scylla.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
+        # CassandraConfigConstants' default.value: NULL (its default) writes null into the columns a
+        # record lacks, UNSET leaves them as they are; scylla-persister always leaves them (table.py).
+        f"{_CASS}.default.value": Covered(
+            "a field the record lacks leaves its column as it is (UNSET); NULL, clearing it, is not supported",
+            accept=("UNSET",),
+        ),
+        f"{_CASS}.load.balancing.policy": Covered(
+            "the driver routes each write token-aware to a replica in the local datacenter "
+            "(connect.cassandra.load.balancing.local.dc)"
         ),
         f"{_CASS}.threadpool.size": Covered("statements in flight are bounded by scylla.max_in_flight"),
         f"{_CASS}.delete.enabled": Covered("scylla-persister never deletes rows", accept=("false",)),

@@ -149,14 +149,61 @@ def mqtt_broker(value: str) -> dict[str, str]:
 
 
 def elastic_urls(value: str, protocol: str = "http") -> str:
-    """``connect.elastic.url`` (``host:9200``, ``http://host:9200``, a comma list) as our JSON list of node URLs."""
-    urls = []
-    for url in items(value):
-        parts = urlsplit(url if "://" in url else f"{protocol}://{url}")
-        if parts.scheme not in ("http", "https") or parts.port == 9300:
-            raise RuleError(
-                f"{url}: the transport protocol (port 9300, elasticsearch://) is gone from Elasticsearch 8; "
-                "es-persister speaks HTTP(S) to port 9200"
-            )
-        urls.append(f"{parts.scheme}://{parts.hostname}:{parts.port or 9200}{parts.path.rstrip('/')}")
-    return json.dumps(urls)
+    """``connect.elastic.url`` (``host:9200``, ``http://host:9200``, a comma list, the transport
+    client's ``elasticsearch://host:9300``) as our JSON list of node URLs."""
+    return json.dumps([_http_url(url, protocol) for url in items(value)])
+
+
+TRANSPORT_PORT = 9300  # Elasticsearch's transport.port default; http.port's is 9200
+
+
+def is_transport(url: str) -> bool:
+    """Whether ``url`` is the transport client's address: ``elasticsearch://`` or port 9300."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return parts.scheme == "elasticsearch" or parts.port == TRANSPORT_PORT
+
+
+def _http_url(url: str, protocol: str) -> str:
+    parts = urlsplit(url if "://" in url else f"{protocol}://{url}")
+    if is_transport(url):
+        return _transport_to_http(url, parts.hostname or "", parts.port, protocol)
+    if parts.scheme not in ("http", "https"):
+        raise RuleError(f"{url}: scheme {parts.scheme!r}: es-persister speaks HTTP(S) (http:// or https://)")
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 9200}{parts.path.rstrip('/')}"
+
+
+def _transport_to_http(url: str, host: str, port: int | None, protocol: str) -> str:
+    """The HTTP address of the node a transport-client URL names.
+
+    Stream-Reactor's Elastic sinks before 6 used the transport client (``connect.elastic.url``
+    default ``localhost:9300``, ``connect.elastic.url.prefix`` ``elasticsearch``; ElasticSinkConfig
+    of kafka-connect-elastic); its own quickstart then reads the documents back from the same
+    node's HTTP API on 9200 (datamountaineer docs, elastic.rst). A node on the default transport
+    port is taken to serve HTTP on the default 9200: one unambiguous address. A transport port of
+    its own says nothing of its HTTP port, so the user is told exactly what to set.
+    """
+    if port in (None, TRANSPORT_PORT):
+        return f"{protocol}://{host}:9200"
+    raise RuleError(
+        f"{url}: the transport protocol is gone from Elasticsearch 8 and es-persister speaks HTTP(S); "
+        f"set connect.elastic.url=http://{host}:<its http.port> (9200 unless the node sets http.port)"
+    )
+
+
+def error_throw(value: str) -> dict[str, str]:
+    """The first Elastic sink's ``connect.elastic.error.throw``: true stops, false goes on."""
+    return {"sink.error_policy": "THROW" if boolean(value) == "true" else "NOOP"}
+
+
+def ignore_errors_mode(value: str) -> dict[str, str]:
+    """The Cassandra 10.x sink's ``ignore.errors.mode``: ``none`` stops on an error (the error
+    policy decides), ``all``/``driver`` go on; ours dead-letters instead of ignoring."""
+    mode = value.strip().lower()
+    if mode not in ("none", "all", "driver"):
+        raise RuleError(f"expected none, all or driver, got {value!r}")
+    return {} if mode == "none" else {"sink.error_policy": "NOOP"}
+
+
+def also_true(field: str, flag: str) -> Setting:
+    """A file setting that only means something with TLS on: it sets ``flag`` too."""
+    return Setting((field, flag), lambda value: {field: text(value), flag: "true"}, note="PEM file; turns TLS on")

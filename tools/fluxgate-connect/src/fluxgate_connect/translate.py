@@ -10,9 +10,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
+from fluxgate_connect.client_ssl import store_errors
 from fluxgate_connect.connectors import CONNECTORS, ELASTIC_SINK, Connector, by_class
 from fluxgate_connect.errors import ConnectError
-from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer
+from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer, is_transport, items
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.kcql import parse
 
@@ -65,6 +66,7 @@ def translate(config: Mapping[str, str]) -> Translation:
         if key != "connector.class":
             errors += _apply(result, key, config[key])
     errors += _combine(result, config)
+    errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
     errors += _check_kcql(result, config)
     if errors:
@@ -138,6 +140,12 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
         result.values["elasticsearch.hosts"] = elastic_urls(hosts, protocol)
     except RuleError as exc:
         return [f"{prefix}hosts/port/protocol: {exc}"]
+    if transport := [url for url in items(hosts) if is_transport(url)]:
+        result.notes.append(
+            f"{prefix}url: {', '.join(transport)} is the transport client's address (gone from Elasticsearch 8): "
+            f"es-persister writes to the same node's HTTP API, {result.values['elasticsearch.hosts']}; if the "
+            "node sets its own http.port, set connect.elastic.url=http://<host>:<http.port> instead"
+        )
     return []
 
 

@@ -142,11 +142,12 @@ def test_a_url_without_a_scheme_takes_the_protocol() -> None:
     assert hosts == ["https://es-0:9200", "https://es-1:9243"]
 
 
-def test_the_transport_client_port_is_refused() -> None:
+def test_the_transport_client_port_is_the_same_nodes_http_port() -> None:
     config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
               "connect.elastic.url": "es:9300"}  # fmt: skip
-    with pytest.raises(ConnectError, match="transport protocol"):
-        translate(config)
+    result = translate(config)
+    assert json.loads(result.env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"]) == ["http://es:9200"]
+    assert any("transport client" in note for note in result.notes)
 
 
 def test_an_unknown_connector_class_lists_the_known_ones() -> None:
