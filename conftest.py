@@ -48,6 +48,22 @@ def secured_elasticsearch() -> Any:
 
 
 @pytest.fixture(scope="session")
+def secured_registry() -> Any:
+    """The schema registry behind TLS with authentication (server ``registry-secured``, with
+    its OIDC provider ``keycloak``): ``.url`` (``https://127.0.0.1:8444/apis/ccompat/v7``),
+    ``.ca_file`` (the stack's CA), ``.client(role)`` (``(client_id, secret)`` of a service's
+    Keycloak client, e.g. "mqtt-proxy" (sr-developer), "es-persister" (sr-readonly), "admin"),
+    ``.client_config(role)`` (a ``SchemaRegistryClient``'s) and ``.env(prefix, role)`` (a
+    service's ``REGISTRY__*`` environment). See ``fluxgate_stack.secured_registry``."""
+    from fluxgate_stack import Stack
+    from fluxgate_stack.secured_registry import SecuredRegistry
+
+    stack = Stack()
+    stack.up(["registry-secured"])
+    return SecuredRegistry(stack.settings)
+
+
+@pytest.fixture(scope="session")
 def registry_client(stack: Any) -> Any:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 

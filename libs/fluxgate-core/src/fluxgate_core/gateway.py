@@ -25,6 +25,7 @@ from fluxgate_core.errors import InvalidReading, RegistryError
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.limits import LimitSettings
+from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
@@ -110,6 +111,7 @@ async def open_gateway_output(
     service's, for errors that name the setting to fix."""
     topics = list(topics)
     await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, [*topics, deadletter_topic])
+    await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
     encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
     every_topic = [*encoders, deadletter_topic]
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)

@@ -182,16 +182,68 @@ class KafkaSettings(Group):
 
 
 class RegistrySettings(Group):
-    """A Confluent-compatible schema registry (Confluent, Karapace, Apicurio's ccompat API)."""
+    """A Confluent-compatible schema registry (Confluent, Karapace, Apicurio's ccompat API),
+    over HTTP or HTTPS, anonymous or with HTTP basic auth."""
 
     url: str = Field("http://127.0.0.1:8081/apis/ccompat/v7", min_length=1)
-    basic_auth_user_info: SecretStr | None = Field(None, description="user:password")
+    basic_auth_user_info: SecretStr | None = Field(
+        None, description="user:password (from a Secret); excludes basic_auth_user_info_file"
+    )
+    basic_auth_user_info_file: Path | None = Field(
+        None,
+        description="file holding user:password (a mounted Secret), read whenever a registry client is made; "
+        "excludes basic_auth_user_info",
+    )
+    ca_file: Path | None = Field(
+        None, description="CA bundle (PEM) that an https registry's certificate must chain to; default: certifi's"
+    )
     compatibility: Compatibility = "BACKWARD"
 
+    @model_validator(mode="after")
+    def _usable(self) -> RegistrySettings:
+        """Each message starts with the field it is about (see :func:`_describe`), and never
+        holds the secret."""
+        if self.basic_auth_user_info is not None and self.basic_auth_user_info_file is not None:
+            raise ValueError("basic_auth_user_info_file: set either it or basic_auth_user_info, not both")
+        if self.basic_auth_user_info is not None and ":" not in self.basic_auth_user_info.get_secret_value():
+            raise ValueError("basic_auth_user_info: want user:password (no ':' in it)")
+        if self.basic_auth_user_info_file is not None:
+            self._read_user_info_file()
+        if self.ca_file is not None and not self.ca_file.is_file():
+            raise ValueError(f"ca_file: {self.ca_file} is not a file")
+        return self
+
+    def _read_user_info_file(self) -> str:
+        """``user:password`` from ``basic_auth_user_info_file``, without an editor's trailing newline."""
+        assert self.basic_auth_user_info_file is not None
+        path = self.basic_auth_user_info_file
+        try:
+            user_info = path.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ValueError(f"basic_auth_user_info_file: cannot read {path}: {exc.strerror}") from None
+        if ":" not in user_info:
+            raise ValueError(f"basic_auth_user_info_file: {path} does not hold user:password")
+        return user_info
+
+    def user_info(self) -> str | None:
+        """``user:password``, from the secret setting or read from its file now."""
+        if self.basic_auth_user_info is not None:
+            return self.basic_auth_user_info.get_secret_value()
+        return self._read_user_info_file() if self.basic_auth_user_info_file is not None else None
+
+    @property
+    def user_info_setting(self) -> str:
+        """The setting that holds the credentials: the one to fix when the registry refuses them."""
+        return "basic_auth_user_info_file" if self.basic_auth_user_info_file is not None else "basic_auth_user_info"
+
     def client_config(self) -> dict[str, Any]:
+        """confluent-kafka ``SchemaRegistryClient`` settings."""
         config: dict[str, Any] = {"url": self.url}
-        if self.basic_auth_user_info:
-            config["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
+        user_info = self.user_info()
+        if user_info is not None:
+            config["basic.auth.user.info"] = user_info
+        if self.ca_file is not None:
+            config["ssl.ca.location"] = str(self.ca_file)
         return config
 
 

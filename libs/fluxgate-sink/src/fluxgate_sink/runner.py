@@ -27,6 +27,7 @@ from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, make_producer
 from fluxgate_core.kafka_access import verify_kafka
+from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
@@ -99,6 +100,8 @@ class SinkRunner:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
         if self._source_factory == self._kafka_source:  # a wrong password or a missing topic: say so now
             await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, self._router.topics)
+            # A refused secret or CA stops it now; a registry away is waited for while reading, as before.
+            await asyncio.to_thread(verify_registry, self._registry, self._env_prefix, away_ok=True)
         try:
             await self._sink.setup(self._router.statements)
         except SettingRefused as exc:  # the sink knows the setting, the service its variable
