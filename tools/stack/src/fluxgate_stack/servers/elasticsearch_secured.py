@@ -14,8 +14,10 @@ integ-test zip (its x-pack-security module has TLS, the file realm and file role
   ``down``/``up`` keeps them. :func:`elasticsearch_user` and :func:`elasticsearch_env` give
   them to tests and ``make run``.
 
-The reserved ``elastic`` user keeps the keystore's random seed as its password, which nobody
-knows: the file realm's ``fluxgate-admin`` is the superuser.
+The reserved ``elastic`` user gets no password from the stack and is not used: the file realm's
+``fluxgate-admin`` is the superuser. API keys and the native realm are not available: they live
+in the ``.security`` index, which this distribution cannot create (it lacks the analysis-common
+module; the node warns once at start that it failed to sync built-in roles to it).
 """
 
 from __future__ import annotations
