@@ -160,13 +160,36 @@ def _check_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:
         )
         return [f"no KCQL: set {' or '.join(keys)}"]
     try:
-        result.topics = list(dict.fromkeys(statement.topic for statement in parse(kcql)))
+        statements = parse(kcql)
     except KcqlError as exc:
         return [f"KCQL: {exc}"]
+    result.topics = list(dict.fromkeys(statement.topic for statement in statements))
+    result.notes += [_suffix_note(s.index_suffix) for s in statements if s.index_suffix and _java_only(s.index_suffix)]
     listed = [topic.strip() for topic in config.get("topics", "").split(",") if topic.strip()]
     if listed and set(listed) != set(result.topics):
         return [f"topics={','.join(listed)}: the KCQL reads {', '.join(result.topics)}: they must be the same"]
     return []
+
+
+def _java_only(suffix: str) -> bool:
+    return "YYYY" in suffix or "DD" in suffix
+
+
+def _suffix_note(suffix: str) -> str:
+    """Where an index name differs from Stream-Reactor's for the same WITHINDEXSUFFIX.
+
+    Stream-Reactor formats the suffix with Java's ``DateTimeFormatter.ofPattern`` at the time of
+    the write (``DateTimeFragment``: ``LocalDateTime.now(Clock.systemUTC())``, elastic
+    indexname/IndexNameFragment.scala), where ``YYYY`` is the week-based year and ``DD`` the day of
+    the year; es-persister reads them as the calendar year and the day of the month of the record's
+    event time (fluxgate_sink.dates), so a pattern written for a date files under that date.
+    """
+    return (
+        f"WITHINDEXSUFFIX {suffix}: Stream-Reactor formatted it with Java's DateTimeFormatter at write time "
+        "(YYYY the week-based year, DD the day of the year: -2026.11.330 on 26 November 2026); es-persister "
+        "reads YYYY as the year and DD as the day of the month of each record's event time (-2026.11.26): "
+        "indices the connector wrote keep their names, new documents go to the calendar-dated ones"
+    )
 
 
 def dumps_env(env: Mapping[str, str]) -> str:

@@ -85,6 +85,11 @@ def test_the_reference_config_runs_on_the_http_port_of_its_transport_node() -> N
     assert result.warnings == []
 
 
+def test_the_reference_configs_upper_case_dd_is_noted_where_its_index_names_differ() -> None:
+    notes = [note for note in fixture("elastic-sink-reference.properties").notes if "WITHINDEXSUFFIX" in note]
+    assert notes and "DD the day of the year" in notes[0] and "-2026.11.26" in notes[0]
+
+
 def test_the_reference_config_loads_into_the_es_persister(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _loaded(fixture("elastic-sink-reference.properties"), monkeypatch)
     assert settings.elasticsearch.hosts == ["http://localhost:9200"]
