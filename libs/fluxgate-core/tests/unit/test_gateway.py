@@ -43,7 +43,11 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
     def verify(kafka: KafkaSettings, client_id: str, env_prefix: str, topics: list[str]) -> None:
         steps.append(f"verified {client_id} ({env_prefix}) can reach {topics}")
 
+    def verify_registry(registry: RegistrySettings, env_prefix: str) -> None:
+        steps.append(f"verified the registry ({env_prefix})")
+
     monkeypatch.setattr(gateway, "verify_kafka", verify)
+    monkeypatch.setattr(gateway, "verify_registry", verify_registry)
     monkeypatch.setattr(gateway, "register_readings", register)
     monkeypatch.setattr(gateway, "fit_batches_to_topics", fit)
     monkeypatch.setattr(gateway, "make_producer", make)
@@ -52,6 +56,7 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
     )
     assert steps == [
         "verified demo (FX_) can reach ['b', 'a', 'b', 'dlq']",
+        "verified the registry (FX_)",
         "registered sensor_reading for ['a', 'b']",
         "fitted to ['a', 'b', 'dlq']",
         "producer started",
