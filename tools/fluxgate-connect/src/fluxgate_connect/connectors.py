@@ -148,7 +148,8 @@ def _framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             ),
             "errors.deadletterqueue.topic.name": to("sink.deadletter_topic", text),
             "errors.deadletterqueue.topic.replication.factor": Covered(
-                "the dead-letter topic is created with the cluster's topic defaults, or by you beforehand"
+                "a missing dead-letter topic is created with 3 partitions and the broker's default replication "
+                "(default.replication.factor); one created beforehand is used as it is"
             ),
             "errors.deadletterqueue.context.headers.enable": Covered("the reason is always in the headers"),
         }
