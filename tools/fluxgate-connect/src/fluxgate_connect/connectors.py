@@ -429,7 +429,12 @@ ELASTIC_SINK = Connector(
             f"{_ES}.port",
             f"{_ES}.protocol",
         ),
-        f"{_ES}.use.http": Covered("es-persister speaks HTTP(S)", accept=("http", "https", "true")),
+        # elastic5's client type: tcp (its default, the transport client) or http.
+        f"{_ES}.use.http": Covered(
+            "es-persister speaks HTTP(S); with tcp, the transport client, it writes to the same node's HTTP API "
+            "(see connect.elastic.url)",
+            accept=("http", "https", "true", "tcp"),
+        ),
         f"{_ES}.use.http.username": to("elasticsearch.username", text),
         f"{_ES}.use.http.password": to("elasticsearch.password", text, secret=True),
         f"{_ES}.cluster.name": Covered("the HTTP client does not need it (the transport client did)"),

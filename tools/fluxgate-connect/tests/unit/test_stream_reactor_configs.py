@@ -104,6 +104,13 @@ def test_a_transport_port_of_its_own_says_exactly_what_to_set(url: str) -> None:
         translate(config)
 
 
+def test_the_elastic5_transport_client_type_runs_on_the_http_port() -> None:
+    # elastic5's ElasticConfigConstants: connect.elastic.use.http is tcp (the default) or http.
+    config = {"connector.class": SHIPPED["es-persister"][1], "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
+              "connect.elastic.use.http": "tcp", "connect.elastic.url": "es-0:9300"}  # fmt: skip
+    assert json.loads(translate(config).env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"]) == ["http://es-0:9200"]
+
+
 def test_the_oldest_elastic_quickstart_runs() -> None:
     result = fixture("elastic-sink-datamountaineer-quickstart.properties")
     assert json.loads(result.env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"]) == ["http://localhost:9200"]
