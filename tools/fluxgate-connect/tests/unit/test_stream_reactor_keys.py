@@ -4,8 +4,9 @@ tables of docs/kafka-connect.md (generated from the rules) cover them all and no
 The lists are Stream-Reactor's, by release: lensesio/stream-reactor's ``*ConfigConstants.scala``
 and ``*ConfigDef.scala`` (the com.datamountaineer...connect, ...common and io.lenses packages),
 the 2016-2017 keys its datamountaineer documentation shows (hunterjackson/docs, a fork of
-datamountaineer/docs), and Kafka's client SSL keys the Elastic and Hazelcast sinks add
-(``withClientSslSupport``). Source-only Cassandra keys and the MQTT sink's are not listed.
+datamountaineer/docs) and the renames in its README's 0.3.0 notes, and Kafka's client SSL keys
+the Elastic and Hazelcast sinks add (``withClientSslSupport``). Source-only Cassandra keys and
+the MQTT sink's are not listed.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ STREAM_REACTOR_KEYS: dict[str, list[str]] = {
             "keep.alive ssl.ca.cert ssl.cert ssl.key converter.throw.on.error share.replicate "
             "error.policy retry.interval max.retries log.message process.duplicates source.kcql "
             "connection.clean connection.timeout connection.keep.alive user connection.ssl.ca.cert "
-            "connection.ssl.cert connection.ssl.key source.converters",
+            "connection.ssl.cert connection.ssl.key source.converters converters",
         ),
         "connect.converter.avro.schemas",
         "connect.source.converter.avro.schemas",
@@ -85,6 +86,7 @@ STREAM_REACTOR_KEYS: dict[str, list[str]] = {
     "scylla-persister": [
         *_prefixed(
             "connect.cassandra",
+            "sink.kcql sink.error.policy sink.max.retries sink.retry.interval "
             "key.space contact.points port username password ssl.enabled trust.store.path "
             "trust.store.password trust.store.type ssl.client.cert.auth key.store.path "
             "key.store.password key.store.type error.policy retry.interval max.retries kcql "
@@ -108,7 +110,8 @@ STREAM_REACTOR_KEYS: dict[str, list[str]] = {
             "cluster.members group.name group.password cluster.name parallel.write timeout retries "
             "keep.alive tcp.no.delay reuse.address linger.seconds buffer.size kcql error.policy "
             "retry.interval max.retries threadpool.size ssl.enabled sink.kcql sink.cluster.members "
-            "sink.group.name",
+            "sink.group.name sink.group.password sink.batch.size sink.error.policy sink.max.retries "
+            "sink.retry.interval",
         ),
         *KAFKA_CLIENT_SSL,
         *SINK_ERRORS,
