@@ -9,6 +9,7 @@ here: the groups give the standard library's ``ssl`` objects or plain keyword ar
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -109,19 +110,76 @@ class ElasticsearchAccess(Group):
 class ScyllaAccess(Group):
     """PasswordAuthenticator credentials and TLS to the nodes, as ``cassandra-driver`` takes them."""
 
-    username: str | None = Field(None, description="PasswordAuthenticator user; needs password")
-    password: SecretStr | None = Field(None, description="PasswordAuthenticator password")
+    username: str | None = Field(None, description="PasswordAuthenticator user; needs password or password_file")
+    password: SecretStr | None = Field(None, description="PasswordAuthenticator password; excludes password_file")
+    password_file: Path | None = Field(
+        None,
+        description="file holding the password (a mounted Secret), read at every connection so a rotated "
+        "password is picked up; excludes password",
+    )
     tls: bool = Field(False, description="connect with TLS (implied by tls_ca_file)")
     tls_ca_file: str | None = Field(None, description="CA bundle to verify the nodes (default: system CAs)")
     tls_check_hostname: bool = Field(True, description="false: verify the chain but not the node's name")
 
     @model_validator(mode="after")
     def _credentials_go_together(self) -> ScyllaAccess:
-        _paired(self.username, self.password)
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("password_file: set either it or password, not both")
+        if bool(self.username) != (self.password is not None or self.password_file is not None):
+            raise ValueError("username and password (or password_file) go together")
+        if self.password_file is not None:
+            self._read_password_file()
         if not self.tls_check_hostname and not self.uses_tls:
             # Said for a TLS connection that would not be made: the connection would be plain.
             raise ValueError("tls_check_hostname=false needs tls (or tls_ca_file)")
         return self
+
+    def _read_password_file(self) -> str:
+        """The password in ``password_file``, without the trailing newline an editor adds."""
+        assert self.password_file is not None
+        try:
+            password = self.password_file.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ValueError(f"password_file: cannot read {self.password_file}: {exc.strerror}") from None
+        if not password:
+            raise ValueError(f"password_file: {self.password_file} is empty")
+        return password
+
+    def credentials(self) -> tuple[str, str] | None:
+        """``(username, password)``, the password from its setting or read from its file now; None without."""
+        if not self.username:
+            return None
+        if self.password is not None:
+            return self.username, self.password.get_secret_value()
+        return self.username, self._read_password_file()
+
+    @property
+    def credential_settings(self) -> tuple[str, str]:
+        """The settings (in this group) a refused login is about."""
+        return ("username", "password_file" if self.password_file is not None else "password")
+
+    def login_refused(self, group: str, where: str, detail: str) -> SettingRefused:
+        """What a service says when the nodes at ``where`` refuse its login (or want one)."""
+        settings = tuple(f"{group}.{name}" for name in self.credential_settings)
+        if not self.username:
+            return SettingRefused(f"{where} requires a login: set username and password", settings)
+        # The driver's text quotes the server's ("Provided username ... are incorrect"): no secret in it.
+        return SettingRefused(f"{where} refused the login of {self.username!r}: {detail}", settings)
+
+    def handshake_refused(self, group: str, where: str, detail: str) -> SettingRefused:
+        """What a service says when the nodes' certificate does not verify with ``tls_ca_file``."""
+        message = f"{where}: the TLS handshake failed (is the node's certificate signed by this CA?): {detail}"
+        return SettingRefused(message, (f"{group}.tls_ca_file",))
+
+    def tls_required(self, group: str, where: str) -> SettingRefused:
+        """What a service connecting without TLS says when the nodes speak only TLS."""
+        message = f"{where} answers only TLS: set tls, and tls_ca_file to the CA of its certificate"
+        return SettingRefused(message, (f"{group}.tls", f"{group}.tls_ca_file"))
+
+    def unreadable_ca(self, group: str, error: OSError | ssl.SSLError) -> SettingRefused:
+        """What a service says when ``tls_ca_file`` cannot be read or holds no certificate."""
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return SettingRefused(f"cannot read {self.tls_ca_file}: {reason}", (f"{group}.tls_ca_file",))
 
     @property
     def uses_tls(self) -> bool:
@@ -134,6 +192,21 @@ class ScyllaAccess(Group):
         context = ssl.create_default_context(cafile=self.tls_ca_file)
         context.check_hostname = self.tls_check_hostname
         return context
+
+
+def speaks_tls(host: str, port: int, timeout: float) -> bool:
+    """Whether a TLS handshake (any certificate) completes with ``host:port``: a plain client
+    was refused there because the server wants TLS, not because it is down."""
+    anyone = ssl.create_default_context()
+    anyone.check_hostname, anyone.verify_mode = False, ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            anyone.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
 
 
 _HAZELCAST_TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")

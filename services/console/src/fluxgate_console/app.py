@@ -21,7 +21,7 @@ from fluxgate_console.reader import DeadLetterReader
 from fluxgate_console.refresh import Console
 from fluxgate_console.replay import AuditCodec, AuditLog, Replayer, transactional_config
 from fluxgate_console.settings import SERVICE, ConsoleSettings
-from fluxgate_console.store_clients import check_elasticsearch
+from fluxgate_console.store_clients import check_elasticsearch, check_scylla
 from fluxgate_console.web import Web
 from fluxgate_core.errors import DeliveryError, FluxgateError
 from fluxgate_core.kafka_access import verify_kafka
@@ -74,6 +74,7 @@ class ConsoleService:
         server = _Server(config)
         await self._check_kafka()
         await check_elasticsearch(self.console.es_client, self.settings.elasticsearch)
+        await check_scylla(self.settings.scylla, self.settings.request_timeout_s)
         self.reader.start()
         serving = asyncio.create_task(server.serve())
         refreshing = asyncio.create_task(self.console.run(stop))

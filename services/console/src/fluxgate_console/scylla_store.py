@@ -17,8 +17,11 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
 from fluxgate_console.stores import Held, StoreView, plain
+from fluxgate_core.errors import SettingRefused
+from fluxgate_core.store_access import ScyllaAccess, speaks_tls
 
 NAME = "scylla"
+GROUP = "scylla"  # ConsoleSettings' field: refusals name its variables
 DAY = "day"
 Key = tuple[Any, ...]
 
@@ -156,3 +159,34 @@ class CassandraAnswers:
         if self._cluster is not None:
             self._cluster.shutdown()
             self._cluster = self._session = None
+
+
+def auth_provider(access: ScyllaAccess) -> Any:
+    """cassandra-driver's PasswordAuthenticator login, the password read at every new
+    connection: a rotated ``password_file`` (a mounted Secret) is picked up."""
+    from cassandra.auth import AuthProvider, PlainTextAuthenticator
+
+    class _FromSettings(AuthProvider):  # type: ignore[misc]  # the driver is untyped
+        def new_authenticator(self, host: str) -> PlainTextAuthenticator:
+            return PlainTextAuthenticator(*(access.credentials() or ("", "")))
+
+    return _FromSettings()
+
+
+def refusal(error: BaseException, access: ScyllaAccess, contact_points: list[str], port: int,
+            timeout_s: float) -> SettingRefused | None:  # fmt: skip
+    """The setting to blame when the nodes refused the console (its login, TLS settings or CA);
+    None when nothing says a setting is wrong (the nodes are away)."""
+    from cassandra import AuthenticationFailed
+    from cassandra.cluster import NoHostAvailable
+
+    causes = list(error.errors.values()) if isinstance(error, NoHostAvailable) and error.errors else [error]
+    where = f"Scylla/Cassandra at {', '.join(contact_points)}:{port}"
+    for cause in causes:
+        if isinstance(cause, AuthenticationFailed):
+            return access.login_refused(GROUP, where, str(cause))
+        if "CERTIFICATE_VERIFY_FAILED" in str(cause):
+            return access.handshake_refused(GROUP, where, str(cause))
+    if not access.uses_tls and any(speaks_tls(host, port, timeout_s) for host in contact_points):
+        return access.tls_required(GROUP, where)
+    return None

@@ -4,6 +4,7 @@ credentials: Elasticsearch's HTTP client, and the stores asked through blocking 
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,8 @@ import httpx
 import structlog
 
 from fluxgate_console.hazelcast_store import ClientAnswers, hazelcast_view, structures
-from fluxgate_console.scylla_store import CassandraAnswers, scylla_view
+from fluxgate_console.scylla_store import GROUP as SCYLLA_GROUP
+from fluxgate_console.scylla_store import CassandraAnswers, auth_provider, refusal, scylla_view
 from fluxgate_console.settings import (
     ENV_PREFIX,
     ConsoleSettings,
@@ -111,17 +113,44 @@ def _reason(answer: httpx.Response) -> str:
 def scylla_options(scylla: ScyllaStoreSettings) -> dict[str, Any]:
     """``Cluster`` keyword arguments beyond the contact points: credentials, datacenter, TLS."""
     options: dict[str, Any] = {}
-    if scylla.username and scylla.password:
-        from cassandra.auth import PlainTextAuthProvider
-
-        options["auth_provider"] = PlainTextAuthProvider(scylla.username, scylla.password.get_secret_value())
+    if scylla.username:
+        options["auth_provider"] = auth_provider(scylla)
     if scylla.local_datacenter:
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
         options["load_balancing_policy"] = TokenAwarePolicy(DCAwareRoundRobinPolicy(scylla.local_datacenter))
-    if (context := scylla.tls_context()) is not None:
+    try:
+        context = scylla.tls_context()
+    except (OSError, ssl.SSLError) as exc:  # read once, at start: a wrong path is a configuration error
+        raise scylla.unreadable_ca(SCYLLA_GROUP, exc).named(ENV_PREFIX) from exc
+    if context is not None:
         options["ssl_context"] = context
     return options
+
+
+async def check_scylla(scylla: ScyllaStoreSettings, timeout_s: float) -> None:
+    """Connect to Scylla once, at start: a refused login or TLS handshake stops the console
+    (exit 2, naming the settings); Scylla away does not (showing that is the page's job)."""
+    if not scylla.contact_points:
+        return
+    try:
+        await asyncio.to_thread(_connect_once, scylla, timeout_s)
+    except Exception as exc:
+        refused = refusal(exc, scylla, scylla.contact_points, scylla.port, timeout_s)
+        if refused is not None:
+            raise refused.named(ENV_PREFIX) from exc
+        log.warning("console.scylla_unreachable", error=f"{type(exc).__name__}: {exc}")
+
+
+def _connect_once(scylla: ScyllaStoreSettings, timeout_s: float) -> None:
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(scylla.contact_points, port=scylla.port, connect_timeout=timeout_s,
+                      control_connection_timeout=timeout_s, **scylla_options(scylla))  # fmt: skip
+    try:
+        cluster.connect()
+    finally:
+        cluster.shutdown()
 
 
 def hazelcast_options(hazelcast: HazelcastStoreSettings, timeout_s: float) -> dict[str, Any]:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+from pathlib import Path
 from typing import Any
 
 import certifi
 import httpx
 import pytest
-from cassandra.auth import PlainTextAuthProvider
 from console_recorded import refused
 
 from fluxgate_console.app import main
@@ -97,11 +97,27 @@ def test_scylla_tls_and_credentials_reach_the_cluster_options(monkeypatch: pytes
         SCYLLA__TLS_CA_FILE=certifi.where(), SCYLLA__TLS_CHECK_HOSTNAME="false",
     ).scylla  # fmt: skip
     options = scylla_options(scylla)
-    assert isinstance(options["auth_provider"], PlainTextAuthProvider)
-    assert (options["auth_provider"].username, options["auth_provider"].password) == ("ops", "pw")
+    authenticator = options["auth_provider"].new_authenticator("127.0.0.1")
+    assert (authenticator.username, authenticator.password) == ("ops", "pw")
     context = options["ssl_context"]
     assert context.verify_mode == ssl.CERT_REQUIRED and not context.check_hostname and context.get_ca_certs()
     assert "ssl_context" not in scylla_options(ScyllaStoreSettings()), "plain without TLS settings"
+
+
+def test_scylla_password_file_is_read_at_each_new_connection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("first\n")
+    scylla = console_from(monkeypatch, SCYLLA__USERNAME="console", SCYLLA__PASSWORD_FILE=str(secret)).scylla
+    provider = scylla_options(scylla)["auth_provider"]
+    assert provider.new_authenticator("h").password == "first"
+    secret.write_text("rotated\n")
+    assert provider.new_authenticator("h").password == "rotated"
+
+
+def test_a_missing_scylla_ca_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    scylla = console_from(monkeypatch, SCYLLA__TLS_CA_FILE="/nowhere/ca.crt").scylla
+    with pytest.raises(ConfigError, match=r"\[env FLUXGATE_CONSOLE_SCYLLA__TLS_CA_FILE\]: cannot read /nowhere/ca.crt"):
+        scylla_options(scylla)
 
 
 def test_hazelcast_tls_and_credentials_reach_the_client_options(monkeypatch: pytest.MonkeyPatch) -> None:

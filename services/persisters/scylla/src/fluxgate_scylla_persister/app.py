@@ -7,6 +7,7 @@ or Scylla/Kafka failed it for good (Scylla never answered at start, a table miss
 
 from __future__ import annotations
 
+from fluxgate_core.errors import SettingRefused
 from fluxgate_scylla_persister.settings import SERVICE, ScyllaSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
 from fluxgate_sink.cli import persister_main
@@ -16,7 +17,10 @@ QUIET_LOGGERS = ("cassandra", "cassandra.cluster", "cassandra.connection", "cass
 
 
 def make_sink(settings: ScyllaSettings) -> ScyllaSink:
-    return ScyllaSink(settings.scylla)
+    try:
+        return ScyllaSink(settings.scylla)
+    except SettingRefused as exc:  # a CA file that cannot be read: said before anything connects
+        raise exc.named(str(ScyllaSettings.model_config.get("env_prefix", ""))) from exc
 
 
 main = persister_main(

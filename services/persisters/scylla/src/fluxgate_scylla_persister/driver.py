@@ -8,9 +8,10 @@ with a message that says what to do, instead of depending on ``asyncore``.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
-from fluxgate_core.errors import ConfigError
+from fluxgate_core.errors import ConfigError, SettingRefused
 
 try:
     from cassandra.io.libevreactor import LibevConnection
@@ -21,8 +22,8 @@ except ImportError as exc:  # DependencyException is an ImportError too: the C e
     ) from exc
 
 
-from cassandra import ConsistencyLevel, OperationTimedOut, RequestExecutionException
-from cassandra.auth import PlainTextAuthProvider
+from cassandra import AuthenticationFailed, ConsistencyLevel, OperationTimedOut, RequestExecutionException
+from cassandra.auth import AuthProvider, PlainTextAuthenticator
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.connection import ConnectionException
 from cassandra.policies import (
@@ -34,9 +35,11 @@ from cassandra.policies import (
 from cassandra.protocol import ErrorMessage, ServerError
 from cassandra.protocol import RequestExecutionException as ServerExecutionError
 
+from fluxgate_core.store_access import ScyllaAccess, speaks_tls
 from fluxgate_scylla_persister.settings import ConnectionSettings
 
 CONNECTION_CLASS = LibevConnection
+GROUP = "scylla"  # the settings group of the nodes' address and access (ScyllaSettings.scylla)
 
 #: Errors after which the same statement may well succeed: the store is away, overloaded or
 #: timing out. Everything else (InvalidRequest, a value the column cannot hold ...) never will.
@@ -82,11 +85,49 @@ def make_cluster(settings: ConnectionSettings) -> Cluster:
         "connect_timeout": settings.connect_timeout_s,
         "control_connection_timeout": settings.connect_timeout_s,
     }
-    if settings.username and settings.password:
-        options["auth_provider"] = PlainTextAuthProvider(settings.username, settings.password.get_secret_value())
-    if (context := settings.tls_context()) is not None:
+    if settings.username:
+        options["auth_provider"] = SettingsAuthProvider(settings)
+    if (context := tls_context(settings)) is not None:
         options["ssl_context"] = context
     return Cluster(**options)
 
 
-__all__ = ["CONNECTION_CLASS", "Cluster", "describe", "is_transient", "make_cluster"]
+class SettingsAuthProvider(AuthProvider):  # type: ignore[misc]  # the driver is untyped
+    """PasswordAuthenticator's login, the password read at every new connection: a rotated
+    ``password_file`` (a mounted Secret) is picked up without a restart."""
+
+    def __init__(self, access: ScyllaAccess) -> None:
+        self._access = access
+
+    def new_authenticator(self, host: str) -> PlainTextAuthenticator:
+        credentials = self._access.credentials()
+        if credentials is None:
+            raise AuthenticationFailed("no username set")
+        return PlainTextAuthenticator(*credentials)
+
+
+def tls_context(settings: ScyllaAccess) -> ssl.SSLContext | None:
+    """The settings' TLS context; a CA file that cannot be read is a setting to fix."""
+    try:
+        return settings.tls_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise settings.unreadable_ca(GROUP, exc) from exc
+
+
+def refusal(error: BaseException, settings: ConnectionSettings) -> SettingRefused | None:
+    """The setting to blame when the nodes refused to connect: the login, the TLS settings or
+    the CA; None when nothing says a setting is wrong (the nodes are away: an outage)."""
+    causes = list(error.errors.values()) if isinstance(error, NoHostAvailable) and error.errors else [error]
+    where = f"Scylla/Cassandra at {', '.join(settings.contact_points)}:{settings.port}"
+    for cause in causes:
+        if isinstance(cause, AuthenticationFailed):
+            return settings.login_refused(GROUP, where, str(cause))
+        if "CERTIFICATE_VERIFY_FAILED" in str(cause):
+            return settings.handshake_refused(GROUP, where, str(cause))
+    timeout = settings.connect_timeout_s
+    if not settings.uses_tls and any(speaks_tls(host, settings.port, timeout) for host in settings.contact_points):
+        return settings.tls_required(GROUP, where)
+    return None
+
+
+__all__ = ["CONNECTION_CLASS", "Cluster", "describe", "is_transient", "make_cluster", "refusal"]

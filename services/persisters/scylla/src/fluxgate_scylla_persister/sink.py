@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from cassandra.metadata import protect_name
 
-from fluxgate_scylla_persister.driver import Cluster, describe, is_transient, make_cluster
+from fluxgate_core.errors import SettingRefused
+from fluxgate_scylla_persister.driver import Cluster, describe, is_transient, make_cluster, refusal
 from fluxgate_scylla_persister.pump import Pump
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.table import Layout, RowBinder, TableName, autocreate_layout, table_name
@@ -81,7 +82,7 @@ class ScyllaSink(Sink):
         statement. A failed setup closes the cluster: the process is about to exit."""
         try:
             await asyncio.to_thread(self._setup, statements)
-        except (SinkError, KcqlError):
+        except (SinkError, KcqlError, SettingRefused):
             await self.close()
             raise
 
@@ -90,7 +91,10 @@ class ScyllaSink(Sink):
         try:
             self._session = self._cluster.connect()
         except Exception as exc:
-            raise StoreUnavailable(f"Scylla/Cassandra at {where} does not answer: {describe(exc)}") from exc
+            # A refused login or TLS handshake is a setting to fix, not an outage to wait out.
+            raise refusal(exc, self._settings) or StoreUnavailable(
+                f"Scylla/Cassandra at {where} does not answer: {describe(exc)}"
+            ) from exc
         hosts = self._cluster.metadata.all_hosts()
         log.info("scylla.connected", hosts=where, cluster=self._cluster.metadata.cluster_name, nodes=len(hosts))
         for statement in statements:
@@ -118,7 +122,10 @@ class ScyllaSink(Sink):
             per_dc = [f"'{dc}': {factor}" for dc in datacenters]
             replication = ", ".join(["'class': 'NetworkTopologyStrategy'", *per_dc])
         keyspace = protect_name(layout.name.keyspace)
-        self._ddl(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{{replication}}}", layout.name)
+        # Only when it is missing: CREATE KEYSPACE, even IF NOT EXISTS, needs CREATE on every
+        # keyspace, which a role held to its own keyspace (CREATE on it alone) does not have.
+        if layout.name.keyspace not in self._cluster.metadata.keyspaces:
+            self._ddl(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{{replication}}}", layout.name)
         self._ddl(layout.create_cql(), layout.name)
         log.info("scylla.table", table=str(layout.name), key=layout.partition_key, clustering=layout.clustering)
 
