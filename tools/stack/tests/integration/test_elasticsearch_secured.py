@@ -28,10 +28,11 @@ def client(node: SecuredElasticsearch, role: str | None = None) -> httpx.Client:
     return httpx.Client(base_url=node.url, verify=str(node.ca_file), auth=auth, timeout=30.0)
 
 
-@pytest.fixture
-def family(secured_elasticsearch: SecuredElasticsearch) -> Iterator[str]:
-    """A name of the test's own inside the roles' ``temperatures*``; its indices go at the end."""
-    name = f"temperatures_{uuid.uuid4().hex[:10]}"
+@pytest.fixture(params=["temperatures_{}", "soak_{}_temperature_aggregates"])
+def family(secured_elasticsearch: SecuredElasticsearch, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A name of the test's own inside the roles' patterns: the default alias's, and a prefixed
+    pipeline's (run_pipeline's ``Names``); its indices go at the end."""
+    name = str(request.param).format(uuid.uuid4().hex[:10])
     yield name
     with client(secured_elasticsearch, "admin") as admin:
         admin.delete(f"/{name}*", params={"expand_wildcards": "all"})
@@ -96,7 +97,7 @@ def test_the_persister_may_not_read_or_touch_other_indices(
     with client(secured_elasticsearch, "es-persister") as es:
         assert write_daily(es, family).status_code == 200
         assert es.get(f"/{family}/_search").status_code == 403  # it writes; reading is the console's
-        assert es.put(f"/other_{family}/_doc/1", json={"a": 1}).status_code == 403
+        assert es.put(f"/logs_{uuid.uuid4().hex[:10]}/_doc/1", json={"a": 1}).status_code == 403
         settings = {"persistent": {"cluster.routing.allocation.enable": "all"}}
         assert es.put("/_cluster/settings", json=settings).status_code == 403
         assert es.get("/_security/user").status_code == 403

@@ -58,6 +58,11 @@ class EsRole:
     definition: dict[str, object] | None = None  # None: a built-in role (superuser)
 
 
+# The aggregates' indices: the persisters' default alias (``temperatures``) and its daily
+# indices, and a prefixed pipeline's (``<prefix>temperature_aggregates``: run_pipeline's
+# Names, a soak run beside `make run`).
+INDEX_PATTERNS = ["temperatures*", "*temperature_aggregates*"]
+
 # What each service does to Elasticsearch, and no more. The es-persister checks health,
 # puts its index templates (with their alias), creates the daily indices by writing to them,
 # indexes and upserts, and its retention lists, deletes or closes expired indices. The
@@ -71,7 +76,7 @@ ROLES: dict[str, EsRole] = {
             "cluster": ["monitor", "manage_index_templates"],
             "indices": [
                 {
-                    "names": ["temperatures*"],
+                    "names": INDEX_PATTERNS,
                     "privileges": [
                         "create_index",
                         "index",
@@ -89,7 +94,7 @@ ROLES: dict[str, EsRole] = {
         "fluxgate_console",
         {
             "cluster": ["monitor"],
-            "indices": [{"names": ["temperatures*"], "privileges": ["read", "monitor", "view_index_metadata"]}],
+            "indices": [{"names": INDEX_PATTERNS, "privileges": ["read", "monitor", "view_index_metadata"]}],
         },
     ),
 }
