@@ -19,6 +19,7 @@ from typing import Any
 
 import certifi
 import pytest
+from fluxgate_testing import ServiceProcess, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +75,20 @@ def test_a_ca_the_registry_certificate_does_not_chain_to_stops_the_service_namin
     assert f"[env {prefix}REGISTRY__CA_FILE]" in output, output[-3000:]
     assert "does not verify" in output
     assert secured_registry.client(client)[1] not in output
+
+
+@pytest.mark.parametrize("script", ["fluxgate-mqtt-proxy", "fluxgate-hazelcast-persister"])
+def test_with_its_own_client_and_the_stack_ca_the_service_starts_ready(
+    script: str, secured_registry: Any, stack: Any, hazelcast: Any, tmp_path: Path
+) -> None:
+    """The other side of the two tests above: the same start, right secret and CA, is ready
+    (a writer registers its schema, a readonly persister lists subjects), and says no secret."""
+    prefix, client = SERVICES[script]
+    port = free_port()
+    env = secured_registry.env(prefix, client) | {f"{prefix}HTTP__PORT": str(port), f"{prefix}HTTP__HOST": "127.0.0.1"}
+    service = ServiceProcess([BIN / script], env, health_port=port, log_path=tmp_path / "service.log",
+                             isolate_prefix="FLUXGATE_")  # fmt: skip
+    with service.start(timeout=60):
+        assert service.ready()
+    assert "registry.verified" in service.log_text()
+    assert secured_registry.client(client)[1] not in service.log_text()
