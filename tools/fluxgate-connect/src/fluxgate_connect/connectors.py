@@ -237,8 +237,14 @@ MQTT_SOURCE = Connector(
             "a message the broker redelivers (DUP) is processed again: delivery is at least once, and the "
             "persisters' writes are idempotent"
         ),
-        f"{_MQTT}.source.converters": Unsupported(
-            "write the converter into the KCQL: INSERT INTO <topic> SELECT * FROM <mqtt topic> WITHCONVERTER=`<class>`"
+        # Stream-Reactor 0.3.0 replaced both with KCQL's WITHCONVERTER (its README's renames).
+        **_aliases(
+            Unsupported(
+                "write the converter into the KCQL: INSERT INTO <topic> SELECT * FROM <mqtt topic> "
+                "WITHCONVERTER=`<class>`"
+            ),
+            f"{_MQTT}.source.converters",
+            f"{_MQTT}.converters",
         ),
         f"{_MQTT}.polling.timeout": Covered("nothing is polled: the broker pushes messages"),
         f"{_MQTT}.share.replicate": Covered(
