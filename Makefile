@@ -45,9 +45,9 @@ lock: ## Write the hashed lock files (requirements.lock, requirements-build.lock
 	python3 tools/lockfiles.py $(if $(UPGRADE),--upgrade)
 
 .PHONY: install
-install: $(VENV)/.installed ## Python packages (editable, one venv), the local stack's servers, Chromium for the console's browser test
+install: $(VENV)/.installed ## Python packages (editable, one venv), the local stack's servers, Chromium for the console's browser test, promtool for the alerts
 	$(STACK) install
-	$(PY) -c 'from fluxgate_stack.fetch import ensure_debian_packages as get; get({"chromium": "chromium", "chromedriver": "chromium-driver"})'
+	$(PY) -c 'from fluxgate_stack.fetch import ensure_debian_packages as get; get({"chromium": "chromium", "chromedriver": "chromium-driver", "promtool": "prometheus"})'
 	MAVEN_BASEDIR=$(CURDIR) $(VENV)/bin/fluxgate-aggregator prefetch  # .mvn/maven.config: --strict-checksums
 	$(PY) tools/charts.py helm  # built from the Go module proxy into .local/bin (cached by Go)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ CRDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): (
         "github.com/prometheus-operator/prometheus-operator@v0.85.0",
         "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+    ),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): (
+        "github.com/prometheus-operator/prometheus-operator@v0.85.0",
+        "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
     ),
     # The operator's last release the proxy serves; v1beta2 is still the SparkApplication API.
     ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): (
@@ -55,12 +60,22 @@ def strict(schema: Any) -> Any:
     does: every object that lists its properties allows no others (kubeconform's -strict)."""
     if isinstance(schema, dict):
         schema = {key: strict(value) for key, value in schema.items()}
+        if isinstance(schema.get("pattern"), str):
+            schema["pattern"] = python_pattern(schema["pattern"])
         listed = "properties" in schema and schema.get("type", "object") == "object"
         if listed and "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
             schema["additionalProperties"] = False
     elif isinstance(schema, list):
         schema = [strict(item) for item in schema]
     return schema
+
+
+def python_pattern(pattern: str) -> str:
+    """A CRD's pattern is Go's RE2, where a flag group may follow ``^`` (PrometheusRule's
+    ``^(?i)(abort|warn)?$``); Python wants global flags first, meaning the same."""
+    if pattern.startswith("^(?") and (flags := re.match(r"\^(\(\?[a-z]+\))", pattern)):
+        return flags.group(1) + "^" + pattern[len(flags.group(0)) :]
+    return pattern
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ KUBERNETES = "1.37.0"  # the newest schemas kubernetes-validate ships
 EXAMPLES = sorted((ROOT / "deploy/charts/fluxgate/examples").glob("*.yaml"))
 EVERYTHING_ON: dict[str, Any] = {
     "global": {"existingSecret": "fluxgate-secrets"},
+    "alerts": {"enabled": True, "labels": {"release": "prometheus"}, "runbookBaseUrl": "https://runbooks.example/"},
     **{name: {"podMonitor": {"enabled": True}} for name in SERVICES},
     "mqtt-proxy": {"replicaCount": 2, "podMonitor": {"enabled": True}},
     "coap-ingest": {"replicaCount": 2, "podMonitor": {"enabled": True}},
@@ -121,7 +122,38 @@ def test_every_object_is_valid_kubernetes(
 @pytest.mark.downloads
 def test_custom_resources_are_all_checked(rendered: dict[str, list[dict[str, Any]]]) -> None:
     kinds = {obj["kind"] for obj in rendered["umbrella-everything-on"]}
-    assert {"ScaledObject", "PodMonitor", "ServiceMonitor", "SparkApplication"} <= kinds
+    assert {"ScaledObject", "PodMonitor", "ServiceMonitor", "SparkApplication", "PrometheusRule"} <= kinds
+
+
+@pytest.mark.downloads
+def test_the_alerts_are_the_rules_file_with_runbooks_where_they_are_served(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    rules = yaml.safe_load((ROOT / "deploy/charts/fluxgate/files/prometheus-rules.yaml").read_text())
+    [rule] = [obj for obj in rendered["umbrella-everything-on"] if obj["kind"] == "PrometheusRule"]
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    served = [r["annotations"]["runbook_url"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    in_file = [r["annotations"]["runbook_url"] for group in rules["groups"] for r in group["rules"]]
+    assert served == [url.replace("docs/runbooks/", "https://runbooks.example/") for url in in_file]
+    for group in rule["spec"]["groups"]:
+        for r in group["rules"]:
+            r["annotations"]["runbook_url"] = r["annotations"]["runbook_url"].replace(
+                "https://runbooks.example/", "docs/runbooks/"
+            )
+    assert rule["spec"] == rules  # otherwise the same, Prometheus's own {{ $labels }} templates included
+    assert not [obj for obj in rendered["umbrella-dev"] if obj["kind"] == "PrometheusRule"]  # off by default
+
+
+@pytest.mark.downloads
+def test_every_scrape_labels_its_series_with_the_service_the_alerts_name(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    monitors = [obj for obj in rendered["umbrella-everything-on"] if obj["kind"] in ("PodMonitor", "ServiceMonitor")]
+    assert len(monitors) == len(SERVICES)  # the console among them
+    for monitor in monitors:
+        service = monitor["metadata"]["labels"]["app.kubernetes.io/name"]
+        for endpoint in monitor["spec"].get("podMetricsEndpoints", monitor["spec"].get("endpoints")):
+            assert {"targetLabel": "fluxgate_service", "replacement": service} in endpoint["relabelings"]
 
 
 def settings_of(pod: Pod, env: dict[str, str]) -> type[Any]:

@@ -107,6 +107,10 @@ port: http
 path: /metrics
 interval: {{ .Values.podMonitor.interval }}
 scrapeTimeout: {{ .Values.podMonitor.scrapeTimeout }}
+# What the alerts (the umbrella's files/prometheus-rules.yaml) match each service's series by.
+relabelings:
+  - targetLabel: fluxgate_service
+    replacement: {{ .Chart.Name }}
 {{- end -}}
 
 {{/*
