@@ -71,19 +71,28 @@ def cassandra_user(role: str, settings: StackSettings | None = None) -> tuple[st
     return role_name(role), _passwords(users_file(settings))[role]
 
 
-def cassandra_env(prefix: str, role: str, settings: StackSettings | None = None) -> dict[str, str]:
+def cassandra_env(
+    prefix: str, role: str, settings: StackSettings | None = None, password_file: Path | None = None
+) -> dict[str, str]:
     """A service's ``SCYLLA__*`` environment for the secured node as ``role``, e.g.
-    ``cassandra_env("FLUXGATE_CONSOLE_", "console")``."""
+    ``cassandra_env("FLUXGATE_CONSOLE_", "console")``. With ``password_file`` the password is
+    written there (mode 0600) and given as ``SCYLLA__PASSWORD_FILE``, as a mounted Secret would
+    be, instead of inline."""
     settings = settings or StackSettings()
     username, password = cassandra_user(role, settings)
     group = f"{prefix}SCYLLA__"
-    return {
+    env = {
         f"{group}CONTACT_POINTS": json.dumps([settings.host]),
         f"{group}PORT": str(settings.cassandra_secure_port),
         f"{group}USERNAME": username,
         f"{group}PASSWORD": password,
         f"{group}TLS_CA_FILE": str(Pki(settings.pki_dir).ca_cert),
     }
+    if password_file is not None:
+        _write_private(password_file, password + "\n")
+        del env[f"{group}PASSWORD"]
+        env[f"{group}PASSWORD_FILE"] = str(password_file)
+    return env
 
 
 @dataclass(frozen=True)
@@ -108,8 +117,8 @@ class SecuredCassandra:
     def user(self, role: str) -> tuple[str, str]:
         return cassandra_user(role, self.settings)
 
-    def env(self, prefix: str, role: str) -> dict[str, str]:
-        return cassandra_env(prefix, role, self.settings)
+    def env(self, prefix: str, role: str, password_file: Path | None = None) -> dict[str, str]:
+        return cassandra_env(prefix, role, self.settings, password_file)
 
 
 def node(settings: StackSettings) -> Node:

@@ -81,3 +81,13 @@ def test_a_service_environment_for_the_secured_node(tmp_path: Path) -> None:
         "FLUXGATE_CONSOLE_SCYLLA__PASSWORD": cassandra_user("console", settings)[1],
         "FLUXGATE_CONSOLE_SCYLLA__TLS_CA_FILE": str(tmp_path / ".local" / "pki" / "ca.crt"),
     }
+
+
+def test_a_service_environment_with_the_password_in_a_file(tmp_path: Path) -> None:
+    settings = StackSettings(home=tmp_path)
+    secret = tmp_path / "scylla-persister.password"
+    env = cassandra_env("FLUXGATE_SCYLLA_", "scylla-persister", settings, password_file=secret)
+    assert "FLUXGATE_SCYLLA_SCYLLA__PASSWORD" not in env
+    assert env["FLUXGATE_SCYLLA_SCYLLA__PASSWORD_FILE"] == str(secret)
+    assert secret.read_text() == cassandra_user("scylla-persister", settings)[1] + "\n"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
