@@ -158,9 +158,11 @@ TRANSPORT_PORT = 9300  # Elasticsearch's transport.port default; http.port's is 
 
 
 def is_transport(url: str) -> bool:
-    """Whether ``url`` is the transport client's address: ``elasticsearch://`` or port 9300."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    return parts.scheme == "elasticsearch" or parts.port == TRANSPORT_PORT
+    """Whether ``url`` is the transport client's address: ``elasticsearch://``, or a bare
+    ``host:9300`` (the transport-era ``connect.elastic.url`` default). An ``http(s)://`` URL names an
+    HTTP listener, whatever its port."""
+    parts = urlsplit(url if "://" in url else f"none://{url}")
+    return parts.scheme == "elasticsearch" or (parts.scheme == "none" and parts.port == TRANSPORT_PORT)
 
 
 def _http_url(url: str, protocol: str) -> str:

@@ -135,7 +135,10 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
     port = config.get(f"{prefix}port", "9200").strip()
     listed = config.get(f"{prefix}hosts", "").split(",")
     # A URL without a scheme takes connect.elastic.protocol's, as the connector does.
-    hosts = config.get(f"{prefix}url") or ",".join(f"{host.strip()}:{port}" for host in listed if host.strip())
+    # The HTTP clients' hosts and port are an HTTP address even on 9300 (their ConfigDefs' default port).
+    hosts = config.get(f"{prefix}url") or ",".join(
+        f"{protocol}://{host.strip()}:{port}" for host in listed if host.strip()
+    )
     try:
         result.values["elasticsearch.hosts"] = elastic_urls(hosts, protocol)
     except RuleError as exc:

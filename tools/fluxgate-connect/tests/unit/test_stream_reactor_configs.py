@@ -104,6 +104,22 @@ def test_a_transport_port_of_its_own_says_exactly_what_to_set(url: str) -> None:
         translate(config)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"connect.elastic.hosts": "es-0", "connect.elastic.port": "9300"},  # Elastic8ConfigDef's default port
+        {"connect.elastic.url": "http://es-0:9300"},
+    ],
+)
+def test_an_http_address_on_9300_is_taken_as_it_is(config: dict[str, str]) -> None:
+    # Only the transport-era URL (elasticsearch://, or a bare host:9300) meant the transport client;
+    # the HTTP clients' hosts and port, or an http:// URL, name an HTTP listener even on 9300.
+    config |= {"connector.class": SHIPPED["es-persister"][-1], "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t"}
+    result = translate(config)
+    assert json.loads(result.env["FLUXGATE_ES_ELASTICSEARCH__HOSTS"]) == ["http://es-0:9300"]
+    assert not any("transport" in note for note in result.notes)
+
+
 def test_the_elastic5_transport_client_type_runs_on_the_http_port() -> None:
     # elastic5's ElasticConfigConstants: connect.elastic.use.http is tcp (the default) or http.
     config = {"connector.class": SHIPPED["es-persister"][1], "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t",
