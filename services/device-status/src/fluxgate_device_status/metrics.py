@@ -24,3 +24,9 @@ JUDGED_LATE = Gauge(
     "Owned input partitions whose silences the last tick judged as of their newest record processed "
     "(readings wait to be processed) or not at all (not caught up since the restore, Kafka not answering)",
 )
+CONSUMER_LAG = Gauge(
+    "fluxgate_status_consumer_lag",
+    "Input records not processed yet (the partition's end offset minus the next offset to read), per owned "
+    "partition, as of the last tick",
+    ["topic", "partition"],
+)

@@ -100,6 +100,7 @@ class DeviceTracker:
         self.restore_ends: dict[int, int] = {}  # partition -> input end offset first asked for after the restore
         self.newest_sent: dict[int, int] = {}  # partition -> Kafka timestamp of the newest input record processed
         self.resumed: set[int] = set()
+        self.lag_shown: set[int] = set()  # partitions with a fluxgate_status_consumer_lag series
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types receivers narrower than it calls them
         app.on_rebalance_complete.connect(self._on_restored)  # type: ignore[arg-type]
 
@@ -245,6 +246,7 @@ class DeviceTracker:
         now = self.clock()  # before asking where the input ends: what was sent by now lies before it
         active = self.active_partitions()
         ends = await self._input_ends(active)
+        self._show_lag(active, ends)
         self._start_watching(active, ends, now)
         as_of = {p: self._judged_as_of(p, ends, now) for p in active}
         metrics.JUDGED_LATE.set(sum(1 for at in as_of.values() if at != now))
@@ -260,6 +262,17 @@ class DeviceTracker:
                 await self.checks.send(key=key, value={"checked_at_ms": at}, partition=partition)
         for status, count in counts.items():
             metrics.DEVICES.labels(status).set(count)
+
+    def _show_lag(self, active: set[int], ends: dict[int, int]) -> None:
+        """The lag of each owned partition whose end Kafka just gave; a partition no longer
+        owned stops being shown (its new owner shows it)."""
+        topic = self.settings.input_topic
+        for partition in self.lag_shown - active:
+            metrics.CONSUMER_LAG.remove(topic, str(partition))
+        self.lag_shown &= active
+        for partition, end in ends.items():
+            metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - self.read.get(partition, -1) - 1))
+            self.lag_shown.add(partition)
 
     async def _input_ends(self, active: set[int]) -> dict[int, int]:
         """Where each owned input partition ends now; empty when Kafka does not answer (then

@@ -118,3 +118,22 @@ async def test_nothing_is_judged_while_kafka_does_not_say_where_the_input_ends()
     devices, checks = watched_silent_device(Ends(None), Clock(HEARD_MS + 10 * THRESHOLD_MS))
     await devices._tick()
     assert checks.sent == []
+
+
+async def test_each_owned_partitions_lag_is_shown_and_a_revoked_one_is_not() -> None:
+    from prometheus_client import REGISTRY
+
+    def lag(partition: int) -> float | None:
+        labels = {"topic": "sensors.readings", "partition": str(partition)}
+        return REGISTRY.get_sample_value("fluxgate_status_consumer_lag", labels)
+
+    devices, _ = watched_silent_device(Ends({0: 9, 1: 4}), Clock(HEARD_MS))
+    devices.active_partitions = lambda: {0, 1}  # type: ignore[method-assign]
+    devices.read = {0: 5}  # offsets 6, 7 and 8 wait; nothing of partition 1 was read yet
+    await devices._tick()
+    assert (lag(0), lag(1)) == (3, 4)
+
+    devices.active_partitions = lambda: {0}  # type: ignore[method-assign]  # 1 went to another instance
+    devices.read = {0: 8}
+    await devices._tick()
+    assert (lag(0), lag(1)) == (0, None)
