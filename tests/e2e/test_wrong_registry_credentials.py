@@ -29,15 +29,19 @@ SERVICES = {  # console script: (env prefix, registry client)
     "fluxgate-coap-ingest": ("FLUXGATE_COAP_", "coap-ingest"),
     "fluxgate-hazelcast-persister": ("FLUXGATE_HZ_", "hazelcast-persister"),
     "fluxgate-scylla-persister": ("FLUXGATE_SCYLLA_", "scylla-persister"),
+    "fluxgate-device-status": ("FLUXGATE_STATUS_", "device-status"),
+    "fluxgate-aggregator": ("FLUXGATE_AGG_", "aggregator"),
 }
+COMMANDS = {"fluxgate-aggregator": ["run"]}  # its console script's command for the job
 EXIT_CONFIG = 2
 
 
 def start(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     prefix = SERVICES[script][0]
     environment = {name: value for name, value in os.environ.items() if not name.startswith("FLUXGATE_")}
-    environment |= env | {f"{prefix}HTTP__PORT": "0", f"{prefix}HTTP__HOST": "127.0.0.1"}
-    return subprocess.run([str(BIN / script)], env=environment, capture_output=True, text=True, timeout=90, check=False)
+    environment |= env | {f"{prefix}HTTP__PORT": str(free_port()), f"{prefix}HTTP__HOST": "127.0.0.1"}
+    argv = [str(BIN / script), *COMMANDS.get(script, [])]
+    return subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=90, check=False)
 
 
 @pytest.mark.parametrize("script", sorted(SERVICES))

@@ -27,6 +27,7 @@ from fluxgate_aggregator.spark import build_session
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import run_service
+from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.serde import registry_client
 from fluxgate_core.settings import load_settings
 
@@ -79,6 +80,7 @@ class AggregatorJob:
         verify_kafka(settings.kafka, SERVICE_CLIENT_ID, ENV_PREFIX, topics=job_topics(settings))
         if settings.progress_group:
             verify_group(settings.kafka, ENV_PREFIX, settings.progress_group)
+        verify_registry(settings.registry, ENV_PREFIX)  # a refused secret or CA: named, before Spark starts
         client = registry_client(settings.registry)
         contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
         spark = build_session(settings.spark)
