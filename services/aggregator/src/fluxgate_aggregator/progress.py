@@ -9,7 +9,7 @@ from prometheus_client import Counter, Gauge
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from fluxgate_aggregator.driver_state import JobState
-from fluxgate_aggregator.progress_commits import ProgressCommitter
+from fluxgate_aggregator.progress_commits import ProgressCommitter, processed
 
 log = structlog.get_logger(__name__)
 INPUT_RATE = Gauge("fluxgate_aggregator_input_rows_per_second", "Input rate of the last batch", ["query"])
@@ -24,6 +24,11 @@ TRIGGER_SECONDS = Counter(
     "fluxgate_aggregator_trigger_seconds", "Spark's durationMs of every micro-batch, summed, by part", ["part"]
 )
 WATERMARK = Gauge("fluxgate_aggregator_watermark_seconds", "Event-time watermark of the aggregation (epoch s)")
+CONSUMER_LAG = Gauge(
+    "fluxgate_aggregator_consumer_lag",
+    "Input records not read yet after the last batch (the newest offset Kafka had minus the batch's end offset)",
+    ["topic", "partition"],
+)
 
 
 class ProgressListener(StreamingQueryListener):
@@ -50,8 +55,9 @@ class ProgressListener(StreamingQueryListener):
         STATE_ROWS.set(state.ledger_rows)
         if state.watermark_ms is not None:
             WATERMARK.set(state.watermark_ms / 1000)
-        if self._committer is not None:
-            for source in progress.sources:
+        for source in progress.sources:
+            show_lag(source.endOffset, getattr(source, "latestOffset", None))
+            if self._committer is not None:
                 self._committer.commit(source.endOffset)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
@@ -59,3 +65,14 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         log.info("query.terminated", id=str(event.id), error=event.exception)
+
+
+def show_lag(end_offset: str | None, latest_offset: str | None) -> None:
+    """A Kafka source's lag per partition, from its progress: ``latestOffset`` (what Kafka
+    had when the batch was planned) minus ``endOffset`` (where the batch stopped reading;
+    below the latest when ``max_offsets_per_trigger`` caps a batch). Another source has none."""
+    latest = {(tp.topic, tp.partition): tp.offset for tp in processed(latest_offset)}
+    for tp in processed(end_offset):
+        if (tp.topic, tp.partition) in latest:
+            lag = max(0, latest[(tp.topic, tp.partition)] - tp.offset)
+            CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(lag)

@@ -47,3 +47,20 @@ def test_sparks_split_of_each_trigger_is_summed_by_part() -> None:
     # Other tests in this process may have counted before: the difference, to float precision.
     assert seconds("addBatch") - before[0] == pytest.approx(1.5)
     assert seconds("triggerExecution") - before[1] == pytest.approx(1.9)
+
+
+def test_a_kafka_sources_lag_is_its_latest_offset_minus_where_the_batch_stopped() -> None:
+    from prometheus_client import REGISTRY
+
+    from fluxgate_aggregator.progress import show_lag
+
+    def lag(partition: int) -> float | None:
+        return REGISTRY.get_sample_value(
+            "fluxgate_aggregator_consumer_lag", {"topic": "lag-test", "partition": str(partition)}
+        )
+
+    # A batch capped by max_offsets_per_trigger stopped short of what Kafka had on partition 0.
+    show_lag('{"lag-test": {"0": 100, "1": 50}}', '{"lag-test": {"0": 160, "1": 50}}')
+    assert (lag(0), lag(1)) == (60, 0)
+    show_lag('{"logOffset": 3}', None)  # not Kafka: nothing shown, nothing changed
+    assert lag(0) == 60
