@@ -34,6 +34,8 @@ class TlsTargets:
     cert: str | None = None  # a PEM holding the client certificate (and its key)
     key_password: str | None = None
     no_cert: str = "client certificates are not supported"
+    # Why the node's name is not checked, where it is not (Kafka's default asks for the check).
+    no_hostname_check: str | None = None
 
 
 def rules(targets: TlsTargets) -> dict[str, Rule]:
@@ -50,8 +52,10 @@ def rules(targets: TlsTargets) -> dict[str, Rule]:
             if targets.key_password
             else Unsupported(targets.no_cert)
         ),
-        "ssl.endpoint.identification.algorithm": Covered(
-            "the node's certificate and name are always verified", accept=("https",)
+        "ssl.endpoint.identification.algorithm": (
+            Covered(targets.no_hostname_check, accept=("",))
+            if targets.no_hostname_check
+            else Covered("the node's certificate and name are always verified", accept=("https",))
         ),
     }
     for store in STORES:

@@ -353,6 +353,9 @@ HAZELCAST_SINK = Connector(
                 flag="hazelcast.ssl_enabled",
                 cert="hazelcast.ssl_certfile",
                 key_password="hazelcast.ssl_password",  # noqa: S106 - a field path, not a password
+                no_hostname_check="the client verifies a member's certificate chain, not its name: "
+                "hazelcast-persister has no setting for the client's ssl_check_hostname, so only an empty value "
+                "(no name check) can be honoured",
             )
         ),
         **_aliases(

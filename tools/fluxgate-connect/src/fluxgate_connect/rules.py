@@ -46,8 +46,12 @@ class Covered:
     def accepts(self, value: str) -> bool:
         return not self.accept or value.strip().lower() in {choice.lower() for choice in self.accept}
 
+    def choices(self) -> str:
+        """The accepted values as a reader sees them (an empty value by that name)."""
+        return " or ".join(choice or "an empty value" for choice in self.accept)
+
     def describe(self) -> str:
-        only = f" (only {' or '.join(self.accept)})" if self.accept else ""
+        only = f" (only {self.choices()})" if self.accept else ""
         return f"nothing to set{only}: {self.reason}"
 
 

@@ -93,7 +93,7 @@ def _apply(result: Translation, key: str, value: str) -> list[str]:
         return [f"{key}: not supported: {rule.reason}"]
     if isinstance(rule, Covered):
         if not rule.accepts(value):
-            return [f"{key}={value}: not supported: {rule.reason} (only {' or '.join(rule.accept)})"]
+            return [f"{key}={value}: not supported: {rule.reason} (only {rule.choices()})"]
         if key == "tasks.max":
             return _replicas(result, value)
         result.notes.append(f"{key}: nothing to set: {rule.reason}")
