@@ -1,0 +1,71 @@
+"""The corpus in tests/fixtures, as a whole: every config either translates with every key known
+(no warning) or is refused for a reason of the documented list (docs/kafka-connect.md), and every
+file says where it comes from. A new fixture must be added to one of the two tables below."""
+
+from __future__ import annotations
+
+import pytest
+from connect_fixtures import ELASTIC_ENV, FIXTURES, fixture
+
+from fluxgate_connect.errors import ConnectError
+
+# What the placeholders of the local-stack fixtures stand for here (any value of the right shape).
+ENVIRONMENT = ELASTIC_ENV | {
+    "AGGREGATES_TOPIC": "temperatures.aggregated",
+    "CASSANDRA_HOST": "cassandra",
+    "CASSANDRA_PORT": "9042",
+    "CASSANDRA_TABLE": "aggregates",
+    "MQTT_CLIENT_ID": "mqtt-source",
+    "MQTT_HOST": "mqtt",
+    "MQTT_PORT": "1883",
+    "MQTT_PREFIX": "sensors",
+    "READINGS_TOPIC": "sensors.readings",
+}
+
+TRANSLATED = [
+    "cassandra-sink-10x-secured.properties",
+    "cassandra-sink-datamountaineer-orders.properties",
+    "cassandra-sink-local.properties",
+    "cassandra-sink.properties",
+    "coap-source-dtls.properties",
+    "coap-source.properties",
+    "elastic-sink-datamountaineer-quickstart.properties",
+    "elastic-sink-reference.properties",
+    "elastic-sink.json",
+    "hazelcast-sink-hz5.properties",
+    "hazelcast-sink.properties",
+    "mqtt-source-datamountaineer-throw.properties",
+    "mqtt-source-local.properties",
+    "mqtt-source.properties",
+]
+# File -> the reason it is refused: an option Fluxgate has no such thing for (Avro payloads read
+# with a schema file) and a converter to move into the KCQL.
+REFUSED = {
+    "mqtt-source-datamountaineer-avro.properties": [
+        "connect.source.converter.avro.schemas: not supported: mqtt-proxy writes SensorReading records",
+        "connect.mqtt.source.converters: not supported: write the converter into the KCQL",
+    ],
+}
+
+
+def test_every_fixture_is_in_one_table() -> None:
+    assert sorted(path.name for path in FIXTURES.iterdir()) == sorted([*TRANSLATED, *REFUSED])
+
+
+@pytest.mark.parametrize("name", TRANSLATED)
+def test_a_translated_fixture_knows_every_key(name: str) -> None:
+    assert fixture(name, ENVIRONMENT).warnings == []
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_refused_fixture_says_why(name: str) -> None:
+    with pytest.raises(ConnectError) as raised:
+        fixture(name, ENVIRONMENT)
+    assert all(reason in str(raised.value) for reason in REFUSED[name])
+
+
+@pytest.mark.parametrize("name", [name for name in [*TRANSLATED, *REFUSED] if name.endswith(".properties")])
+def test_a_fixture_says_where_it_comes_from(name: str) -> None:
+    # A comment before the first key: its source, or the document it follows.
+    head = (FIXTURES / name).read_text().split("\n", 1)[0]
+    assert head.startswith("#") and any(word in head for word in ("Source", "document", "Stream-Reactor"))
