@@ -1,0 +1,153 @@
+"""What every connector of the table shares: the :class:`Connector` record, Kafka Connect's own
+keys (:func:`framework`), the sinks' KCQL, error policy, retries and batch size
+(:func:`sink_options`), and the helpers the tables of :mod:`fluxgate_connect.sources` and
+:mod:`fluxgate_connect.sinks` are written with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pydantic_settings import BaseSettings
+
+from fluxgate_connect.rules import Covered, Rule, Setting, Unsupported, error_policy, integer, text, to
+
+# Settings the gateways gain with issue #23's source KCQL and CoAP record (other branches):
+# the only names of the table that are not yet fields of the services' Settings classes.
+MQTT_KCQL = "kcql"
+COAP_KCQL = "kcql"
+COAP_SOURCE_URI = "source_uri"
+COAP_OUTPUT_FORMAT = "output_format"
+COAP_MESSAGE = "coap-message"  # Stream-Reactor's CoAP record, what its consumers read
+
+
+@dataclass(frozen=True)
+class Connector:
+    """One connector class family and the Fluxgate service doing its job."""
+
+    title: str
+    service: str  # the chart under deploy/charts has the same name
+    script: str  # the service's console script
+    settings: type[BaseSettings]
+    classes: tuple[str, ...]
+    rules: Mapping[str, Rule]
+    sink: bool
+    fixed: Mapping[str, str] = field(default_factory=dict)  # settings every such config implies
+    # Settings the service's chart sets per pod (an MQTT client id per replica): not in its values.
+    chart_owned: frozenset[str] = frozenset()
+
+    @property
+    def prefix(self) -> str:
+        return str(self.settings.model_config.get("env_prefix", ""))
+
+
+def both(prefix: str, names: Mapping[str, Rule]) -> dict[str, Rule]:
+    return {f"{prefix}.{name}": rule for name, rule in names.items()}
+
+
+def aliases(rule: Rule, *keys: str) -> dict[str, Rule]:
+    return dict.fromkeys(keys, rule)
+
+
+# Kafka Connect's error handling of converters and transforms (KIP-298): our services never
+# stop on a record they cannot decode and never drop one; they dead-letter it with the reason.
+SOURCE_ERRORS = Covered(
+    "a payload the gateway cannot turn into a record goes to the dead-letter topic with the reason in its "
+    "headers and the gateway goes on; Kafka errors are retried until the record is delivered"
+)
+PROGRESS = Covered("every service counts what it processed on /metrics (Prometheus)")
+AVRO = ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.converter.AvroConverter")
+
+
+def tasks(members: str) -> Covered:
+    """tasks.max: how ``fluxgate connect``'s members (:mod:`fluxgate_connect.tasks`) share the work."""
+    return Covered(
+        f"`fluxgate connect` runs tasks.max processes of the service, {members}, each serving health on "
+        "http.port + its index (0, 1, ...); --print-values sets the chart's replicaCount to it"
+    )
+
+
+SINK_TASKS = tasks(
+    "members of the consumer group, each a static member `<group>-<index>` (its KAFKA__GROUP_INSTANCE_ID)"
+)
+MQTT_TASKS = tasks(
+    "sharing the subscriptions as `$share/<name>/<filter>` (FLUXGATE_MQTT_MQTT__SHARE_GROUP, the connector's "
+    "name unless set; --print-values makes it the chart's shareGroup), each with the MQTT client id "
+    "`<client id>-<index>`"
+)
+COAP_TASKS = tasks(
+    "each observing every tasks.max-th resource (FLUXGATE_COAP_MEMBERS and FLUXGATE_COAP_MEMBER, its index)"
+)
+
+
+def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
+    """Kafka Connect's own keys, the same for every connector of a kind."""
+    rules: dict[str, Rule] = {
+        "tasks.max": tasks,
+        "value.converter": Covered("records are Avro in the Confluent wire format, schemas in a registry", accept=AVRO),
+        "value.converter.schema.registry.url": to("registry.url", text),
+        "key.converter.schema.registry.url": Covered("the registry is value.converter's"),
+        "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+        "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+        "connect.progress.enabled": PROGRESS,
+        **aliases(
+            Covered("records are retried, dead-lettered and logged by the service itself, never dropped"),
+            "errors.retry.timeout",
+            "errors.retry.delay.max.ms",
+            "errors.log.enable",
+            "errors.log.include.messages",
+        ),
+    }
+    if sink:
+        rules |= {
+            "name": Setting(
+                ("sink.group_id",),
+                lambda value: {"sink.group_id": f"connect-{text(value)}"},
+                note="connect-<name>, the sink connector's consumer group: the persister goes on from its offsets",
+            ),
+            "topics": Covered("the topics must be the ones the KCQL reads (checked): the KCQL is what is read"),
+            "topics.regex": Unsupported("list the topics in the KCQL (one statement per topic)"),
+            "key.converter": Covered("the record key is not read: a document's id comes from the KCQL PK"),
+            "errors.tolerance": Covered(
+                "none or all, a record that cannot be decoded goes to the dead-letter topic "
+                "(errors.deadletterqueue.topic.name, else sink.deadletter_topic) with the reason in its headers, "
+                "and the sink goes on: it neither stops (none) nor drops the record (all without a topic)"
+            ),
+            "errors.deadletterqueue.topic.name": to("sink.deadletter_topic", text),
+            "errors.deadletterqueue.topic.replication.factor": Covered(
+                "a missing dead-letter topic is created with 3 partitions and the broker's default replication "
+                "(default.replication.factor); one created beforehand is used as it is"
+            ),
+            "errors.deadletterqueue.context.headers.enable": Covered("the reason is always in the headers"),
+        }
+    else:
+        rules |= {
+            "errors.tolerance": SOURCE_ERRORS,
+            "name": to("kafka.client_id", text, note="the Kafka client id"),
+            "key.converter": Covered("the gateway writes its own record key (the device id)"),
+        }
+    return rules
+
+
+def sink_options(prefix: str, *, legacy_sink_prefix: bool, export_route: bool = False) -> dict[str, Rule]:
+    """KCQL, error policy, retries and batch size: Stream-Reactor's names, our shared sink settings."""
+    rules: dict[str, Rule] = {
+        "kcql": to("sink.kcql", text),
+        "error.policy": to("sink.error_policy", error_policy),
+        "max.retries": to("sink.max_retries", integer),
+        "retry.interval": to("sink.retry_interval_ms", integer),
+        "batch.size": to("sink.batch_size", integer),
+    }
+    named = both(prefix, rules)
+    if legacy_sink_prefix:  # before 1.0: connect.<system>.sink.kcql and friends
+        named |= both(f"{prefix}.sink", rules)
+    if export_route:  # 2016's first releases named the KCQL export.route.query (datamountaineer docs)
+        named[f"{prefix}.export.route.query"] = rules["kcql"]
+    return named
+
+
+def jks(instead: str) -> Unsupported:
+    return Unsupported(
+        f"Java key stores are not read: give {instead} a PEM file "
+        "(`keytool -exportcert -rfc -alias <alias> -keystore <store>` writes one)"
+    )

@@ -1,0 +1,279 @@
+"""The sinks of the table: Stream-Reactor's Hazelcast, Elastic and Cassandra sink connectors, run
+by the persisters. See :mod:`fluxgate_connect.connectors`."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from fluxgate_connect import client_ssl
+from fluxgate_connect.client_ssl import TlsTargets
+from fluxgate_connect.framework import SINK_TASKS, Connector, aliases, framework, jks, sink_options
+from fluxgate_connect.rules import (
+    Covered,
+    Rule,
+    Setting,
+    Unsupported,
+    boolean,
+    elastic_urls,
+    error_throw,
+    ignore_errors_mode,
+    integer,
+    json_list,
+    ms_to_seconds,
+    text,
+    to,
+    with_port,
+)
+from fluxgate_es_persister.settings import ElasticsearchSettings
+from fluxgate_hazelcast_persister.settings import HazelcastSettings
+from fluxgate_scylla_persister.settings import ScyllaSettings
+
+_HZ = "connect.hazelcast"
+_SOCKET = Covered("a socket option the Hazelcast Python client sets itself")
+HAZELCAST_SINK = Connector(
+    title="Hazelcast sink",
+    service="hazelcast-persister",
+    script="fluxgate-hazelcast-persister",
+    settings=HazelcastSettings,
+    classes=(
+        "com.datamountaineer.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
+        "com.datamountaineer.streamreactor.common.hazelcast.sink.HazelCastSinkConnector",
+        "io.lenses.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
+    ),
+    sink=True,
+    rules={
+        **framework(sink=True, tasks=SINK_TASKS),
+        **sink_options(_HZ, legacy_sink_prefix=True),
+        **aliases(
+            to("hazelcast.members", partial(json_list, each=with_port(5701)), note="host[:port] list, port 5701"),
+            f"{_HZ}.cluster.members",
+            f"{_HZ}.sink.cluster.members",
+        ),
+        # The Hazelcast 4/5 client's releases renamed group.name to cluster.name and dropped
+        # "connection." from the socket options (HazelCastSinkConfigConstants, io.lenses and 2.x).
+        **aliases(
+            to("hazelcast.cluster_name", text, note="Hazelcast 3's group is 4+'s cluster"),
+            f"{_HZ}.cluster.name",
+            f"{_HZ}.group.name",
+            f"{_HZ}.sink.group.name",
+        ),
+        f"{_HZ}.ssl.enabled": to("hazelcast.ssl_enabled", boolean, note="TLS to the members (Enterprise)"),
+        **client_ssl.rules(
+            TlsTargets(
+                ca="hazelcast.ssl_cafile",
+                flag="hazelcast.ssl_enabled",
+                cert="hazelcast.ssl_certfile",
+                key_password="hazelcast.ssl_password",  # noqa: S106 - a field path, not a password
+                no_hostname_check="the client verifies a member's certificate chain, not its name: "
+                "hazelcast-persister has no setting for the client's ssl_check_hostname, so only an empty value "
+                "(no name check) can be honoured",
+            )
+        ),
+        **aliases(
+            Covered(
+                "Hazelcast 4+ has no group password (3.11+ members ignored it); Enterprise credentials are "
+                "FLUXGATE_HZ_HAZELCAST__USERNAME and __PASSWORD"
+            ),
+            f"{_HZ}.group.password",
+            f"{_HZ}.sink.group.password",
+        ),
+        **aliases(
+            to("hazelcast.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
+            f"{_HZ}.timeout",
+            f"{_HZ}.connection.timeout",
+        ),
+        **aliases(
+            Covered("the client retries connecting for connect_timeout_s"),
+            f"{_HZ}.retries",
+            f"{_HZ}.connection.retries",
+        ),
+        **aliases(
+            _SOCKET,
+            *(
+                f"{_HZ}.{where}{option}"
+                for where in ("", "connection.")
+                for option in ("keep.alive", "tcp.no.delay", "reuse.address", "linger.seconds", "buffer.size")
+            ),
+        ),
+        **aliases(
+            Covered("each partition's batch is written as one; tasks.max (replicas) adds writers"),
+            f"{_HZ}.parallel.write",
+            f"{_HZ}.threadpool.size",
+            f"{_HZ}.sink.threadpool.size",
+        ),
+    },
+)
+
+_ES = "connect.elastic"
+_TRANSPORT = Unsupported("a transport-client option: es-persister speaks HTTP(S) with basic auth or an API key")
+# Every class the Elastic modules shipped: kafka-connect-elastic (Elasticsearch 2, 2016), elastic5,
+# elastic6/7/8 under com.datamountaineer (connect, and common in the 2.x line), then io.lenses, where
+# 6 and 7 kept ElasticSinkConnector (docs.lenses.io's Elasticsearch page) and 8 is Elastic8SinkConnector.
+_ES_CLASSES = (
+    "com.datamountaineer.streamreactor.connect.elastic.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic5.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic6.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic7.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.connect.elastic8.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.common.elastic6.ElasticSinkConnector",
+    "com.datamountaineer.streamreactor.common.elastic7.ElasticSinkConnector",
+    "io.lenses.streamreactor.connect.elastic6.ElasticSinkConnector",
+    "io.lenses.streamreactor.connect.elastic7.ElasticSinkConnector",
+    "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector",
+)
+ELASTIC_SINK = Connector(
+    title="Elastic sink (6, 7, 8)",
+    service="es-persister",
+    script="fluxgate-es-persister",
+    settings=ElasticsearchSettings,
+    classes=_ES_CLASSES,
+    sink=True,
+    rules={
+        **framework(sink=True, tasks=SINK_TASKS),
+        **sink_options(_ES, legacy_sink_prefix=True, export_route=True),
+        f"{_ES}.url": to(
+            "elasticsearch.hosts",
+            elastic_urls,
+            note="host:port list; http:// unless given; the transport client's elasticsearch://host:9300 "
+            "(or host:9300) is the same node's HTTP API on 9200, another transport port is refused",
+        ),
+        f"{_ES}.url.prefix": Covered(
+            "the transport client's scheme (elasticsearch://): read with connect.elastic.url", accept=("elasticsearch",)
+        ),
+        f"{_ES}.error.throw": Setting(
+            ("sink.error_policy",), error_throw, note="the first releases' switch: true is THROW, false NOOP"
+        ),
+        **aliases(
+            Setting(("elasticsearch.hosts",), lambda _: {}, note="<protocol>://<host>:<port> for each host"),
+            f"{_ES}.hosts",
+            f"{_ES}.port",
+            f"{_ES}.protocol",
+        ),
+        # elastic5's client type: tcp (its default, the transport client) or http.
+        f"{_ES}.use.http": Covered(
+            "es-persister speaks HTTP(S); with tcp, the transport client, it writes to the same node's HTTP API "
+            "(see connect.elastic.url)",
+            accept=("http", "https", "true", "tcp"),
+        ),
+        f"{_ES}.use.http.username": to("elasticsearch.username", text),
+        f"{_ES}.use.http.password": to("elasticsearch.password", text, secret=True),
+        f"{_ES}.cluster.name": Covered("the HTTP client does not need it (the transport client did)"),
+        f"{_ES}.index.auto.create": Covered(
+            "es-persister creates each daily index as it writes, with its own mapping", accept=("true",)
+        ),
+        f"{_ES}.write.timeout": to("elasticsearch.request_timeout", ms_to_seconds, note="ms to seconds"),
+        f"{_ES}.pk.separator": Unsupported("a document's id is its PK fields joined by '|', always"),
+        f"{_ES}.tableprefix": Unsupported("write the prefix into the KCQL target (INSERT INTO <prefix><index>)"),
+        f"{_ES}.index.suffix": Unsupported("use KCQL's WITHINDEXSUFFIX"),
+        f"{_ES}.document.type": Unsupported("mapping types are gone since Elasticsearch 7"),
+        **aliases(_TRANSPORT, f"{_ES}.xpack.settings", f"{_ES}.xpack.plugins"),
+        **client_ssl.rules(
+            TlsTargets(
+                ca="elasticsearch.ca_certs",
+                no_cert="es-persister authenticates with a password or an API key, not a client certificate "
+                "(connect.elastic.use.http.username/password)",
+            )
+        ),
+    },
+)
+
+_CASS = "connect.cassandra"
+_CLIENT_CERT = Unsupported(
+    "client certificates are not supported: the nodes are verified (TLS_CA_FILE), the client uses a password"
+)
+# The 10.x sink's own keys (CassandraConfigConstants of io.lenses.streamreactor.connect.cassandra):
+# the DataStax driver's authentication, SSL, load balancing and request options.
+_CASSANDRA_10: dict[str, Rule] = {
+    f"{_CASS}.auth.provider": Covered(
+        "a password (PLAIN: connect.cassandra.auth.username/password) or none; Kerberos (GSSAPI) is not supported: "
+        "give the persister a password role",
+        accept=("None", "PLAIN"),
+    ),
+    **aliases(
+        Unsupported("Kerberos (GSSAPI) is not supported: give the persister a password role (auth.username/password)"),
+        *(f"{_CASS}.auth.gssapi.{what}" for what in ("keytab", "principal", "service")),
+    ),
+    f"{_CASS}.ssl.provider": Covered("TLS is OpenSSL's, through Python's ssl module (JDK or OpenSSL alike)"),
+    **aliases(
+        jks("FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),
+        f"{_CASS}.ssl.truststore.path",
+        f"{_CASS}.ssl.truststore.password",
+    ),
+    **aliases(
+        _CLIENT_CERT,
+        f"{_CASS}.ssl.keystore.path",
+        f"{_CASS}.ssl.keystore.password",
+        f"{_CASS}.ssl.openssl.key.cert.chain",
+        f"{_CASS}.ssl.openssl.private.key",
+    ),
+    f"{_CASS}.ssl.cipher.suites": Unsupported(
+        "not configurable: the driver uses OpenSSL's default ciphers (TLS 1.2+); remove the key"
+    ),
+    f"{_CASS}.ssl.hostname.verification": to("scylla.tls_check_hostname", boolean),
+    f"{_CASS}.load.balancing.local.dc": to("scylla.local_datacenter", text),
+    f"{_CASS}.max.concurrent.requests": to("scylla.max_in_flight", integer),
+    f"{_CASS}.connection.pool.size": Covered("the driver keeps its own connection pool per node"),
+    f"{_CASS}.compression": Covered("the connection runs uncompressed (writes are small rows)"),
+    f"{_CASS}.max.batch.size": to("sink.batch_size", integer, note="records per write"),
+    f"{_CASS}.ignore.errors.mode": Setting(
+        ("sink.error_policy",),
+        ignore_errors_mode,
+        note="all or driver: NOOP, the failed record dead-lettered rather than ignored; none: the error policy",
+    ),
+}
+CASSANDRA_SINK = Connector(
+    title="Cassandra sink",
+    service="scylla-persister",
+    script="fluxgate-scylla-persister",
+    settings=ScyllaSettings,
+    classes=(
+        "com.datamountaineer.streamreactor.connect.cassandra.CassandraSinkConnector",  # 2016's first
+        "com.datamountaineer.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        "com.datamountaineer.streamreactor.common.cassandra.sink.CassandraSinkConnector",
+        "io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",  # 10.x, the DataStax driver's
+    ),
+    sink=True,
+    rules={
+        **framework(sink=True, tasks=SINK_TASKS),
+        **sink_options(_CASS, legacy_sink_prefix=True, export_route=True),
+        **_CASSANDRA_10,
+        f"{_CASS}.contact.points": to("scylla.contact_points", json_list, note="comma list"),
+        f"{_CASS}.port": to("scylla.port", integer),
+        f"{_CASS}.key.space": to("scylla.keyspace", text),
+        **aliases(to("scylla.username", text), f"{_CASS}.username", f"{_CASS}.auth.username"),
+        **aliases(to("scylla.password", text, secret=True), f"{_CASS}.password", f"{_CASS}.auth.password"),
+        f"{_CASS}.ssl.enabled": to("scylla.tls", boolean),
+        f"{_CASS}.consistency.level": to("scylla.consistency", lambda v: text(v).upper()),
+        **aliases(
+            jks("FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),
+            *(f"{_CASS}.trust.store.{what}" for what in ("path", "password", "type")),
+        ),
+        **aliases(
+            _CLIENT_CERT,
+            *(f"{_CASS}.key.store.{what}" for what in ("path", "password", "type")),
+            f"{_CASS}.ssl.client.cert.auth",
+        ),
+        **aliases(
+            to("scylla.request_timeout_s", ms_to_seconds, note="ms to seconds"),
+            f"{_CASS}.read.timeout.ms",
+            f"{_CASS}.query.timeout.ms",
+        ),
+        f"{_CASS}.connect.timeout.ms": to("scylla.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
+        # CassandraConfigConstants' default.value: NULL (its default) writes null into the columns a
+        # record lacks, UNSET leaves them as they are; scylla-persister always leaves them (table.py).
+        f"{_CASS}.default.value": Covered(
+            "a field the record lacks leaves its column as it is (UNSET); NULL, clearing it, is not supported",
+            accept=("UNSET",),
+        ),
+        f"{_CASS}.load.balancing.policy": Covered(
+            "the driver routes each write token-aware to a replica in the local datacenter "
+            "(connect.cassandra.load.balancing.local.dc)"
+        ),
+        f"{_CASS}.threadpool.size": Covered("statements in flight are bounded by scylla.max_in_flight"),
+        f"{_CASS}.delete.enabled": Covered("scylla-persister never deletes rows", accept=("false",)),
+        **aliases(
+            Unsupported("row deletion is not supported"), f"{_CASS}.delete.statement", f"{_CASS}.delete.struct_flds"
+        ),
+    },
+)
