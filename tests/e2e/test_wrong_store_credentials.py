@@ -118,3 +118,17 @@ def test_a_missing_ca_file_stops_the_service_naming_the_ca_setting(
     assert code == EXIT_CONFIG, output[-3000:]
     assert f"[env {prefix}ELASTICSEARCH__CA_CERTS]" in output, output[-3000:]
     assert str(missing) in output
+
+
+def test_a_user_whose_role_may_not_write_stops_the_persister_naming_the_user(
+    stack: Any, secured_elasticsearch: Any
+) -> None:
+    """Another service's user (the console's, read-only) logs in, but may not put the index
+    templates: a setting to fix (which user), said at start, not a store failure."""
+    env = secured_elasticsearch.env("FLUXGATE_ES_", "console")
+
+    code, output = start("fluxgate-es-persister", stack, env)
+
+    assert code == EXIT_CONFIG, output[-3000:]
+    assert "elasticsearch.username [env FLUXGATE_ES_ELASTICSEARCH__USERNAME]" in output, output[-3000:]
+    assert "'fluxgate-console' may not put the index template temperatures" in output, output[-3000:]

@@ -113,6 +113,12 @@ class ElasticsearchSink(Sink):
         except ApiError as exc:
             if _status(exc) >= 500 or _status(exc) == 429:
                 raise StoreUnavailable(f"index template {family.target}: {_describe(exc)}") from exc
+            if _status(exc) == 403 and self._settings.username:  # another service's user, or a role short
+                raise SettingRefused(
+                    f"Elasticsearch user {self._settings.username!r} may not put the index template "
+                    f"{family.target} (its roles lack manage_index_templates?): {_describe(exc)}",
+                    (f"{GROUP}.username",),
+                ) from exc
             raise SinkError(f"index template {family.target} refused: {_describe(exc)}") from exc
         except TransportError as exc:
             raise StoreUnavailable(f"index template {family.target}: {_describe(exc)}") from exc
