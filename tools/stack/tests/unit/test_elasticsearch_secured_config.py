@@ -116,3 +116,8 @@ def test_probing_a_node_never_started_makes_no_password(settings: StackSettings)
     """``fluxgate-stack status`` probes every server, started or not."""
     assert not ElasticsearchSecuredServer(settings).probe()
     assert not credentials_dir(settings).exists()
+
+
+def test_an_account_never_shows_its_password(settings: StackSettings) -> None:
+    account = ensure_credentials(settings)["es-persister"]
+    assert account.password not in repr(account) and account.password_hash not in repr(account)

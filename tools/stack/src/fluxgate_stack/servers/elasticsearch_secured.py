@@ -32,7 +32,7 @@ import os
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -247,9 +247,9 @@ class Account:
 
     username: str
     role: EsRole
-    password: str
+    password: str = field(repr=False)  # never in a test's failure output or a log line
     password_file: Path
-    password_hash: str
+    password_hash: str = field(repr=False)
 
     @property
     def auth(self) -> tuple[str, str]:
