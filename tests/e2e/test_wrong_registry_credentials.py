@@ -31,8 +31,10 @@ SERVICES = {  # console script: (env prefix, registry client)
     "fluxgate-scylla-persister": ("FLUXGATE_SCYLLA_", "scylla-persister"),
     "fluxgate-device-status": ("FLUXGATE_STATUS_", "device-status"),
     "fluxgate-aggregator": ("FLUXGATE_AGG_", "aggregator"),
+    "fluxgate-console": ("FLUXGATE_CONSOLE_", "console"),
 }
 COMMANDS = {"fluxgate-aggregator": ["run"]}  # its console script's command for the job
+NEEDS = {"fluxgate-console": {"PAGE_AUTH__MODE": "none", "REPLAY_AUTH__MODE": "none", "WEB__PORT": "0"}}
 EXIT_CONFIG = 2
 
 
@@ -40,6 +42,7 @@ def start(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     prefix = SERVICES[script][0]
     environment = {name: value for name, value in os.environ.items() if not name.startswith("FLUXGATE_")}
     environment |= env | {f"{prefix}HTTP__PORT": str(free_port()), f"{prefix}HTTP__HOST": "127.0.0.1"}
+    environment |= {prefix + name: value for name, value in NEEDS.get(script, {}).items()}
     argv = [str(BIN / script), *COMMANDS.get(script, [])]
     return subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=90, check=False)
 

@@ -26,6 +26,7 @@ from fluxgate_console.web import Web
 from fluxgate_core.errors import DeliveryError, FluxgateError
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import run_service
+from fluxgate_core.registry_access import verify_registry
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +74,8 @@ class ConsoleService:
         )  # fmt: skip
         server = _Server(config)
         await self._check_kafka()
+        # A refused secret or CA stops it (exit 2, named); a registry away only delays replay's audit.
+        await asyncio.to_thread(verify_registry, self.settings.registry, self._env_prefix(), away_ok=True)
         await check_elasticsearch(self.console.es_client, self.settings.elasticsearch)
         await check_scylla(self.settings.scylla, self.settings.request_timeout_s)
         self.reader.start()
@@ -94,11 +97,15 @@ class ConsoleService:
     async def _check_kafka(self) -> None:
         """A refused login or handshake stops the console at start (exit 2, naming the setting);
         Kafka away does not: showing that is the console's job, and /readyz says it."""
-        prefix = str(ConsoleSettings.model_config.get("env_prefix", ""))
+        prefix = self._env_prefix()
         try:
             await asyncio.to_thread(verify_kafka, self.settings.kafka, SERVICE, prefix, (), timeout=5.0)
         except DeliveryError as exc:
             log.warning("console.kafka_unreachable", error=str(exc))
+
+    @staticmethod
+    def _env_prefix() -> str:
+        return str(ConsoleSettings.model_config.get("env_prefix", ""))
 
 
 def main() -> None:
