@@ -31,7 +31,8 @@ from fluxgate_stack.settings import StackSettings
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StackSettings:
     for name in [name for name in os.environ if name.startswith("FLUXGATE_STACK_")]:
         monkeypatch.delenv(name)
-    return StackSettings(home=tmp_path)
+    # es_java_home: the JDK is named, not looked for (unit tests run where no java may be)
+    return StackSettings(home=tmp_path, es_java_home=tmp_path / "jdk")
 
 
 def test_it_is_started_only_when_asked_for_on_its_own_ports_and_folders(settings: StackSettings) -> None:
