@@ -122,3 +122,12 @@ def test_probing_a_node_never_started_makes_no_password(settings: StackSettings)
 def test_an_account_never_shows_its_password(settings: StackSettings) -> None:
     account = ensure_credentials(settings)["es-persister"]
     assert account.password not in repr(account) and account.password_hash not in repr(account)
+
+
+def test_the_same_settings_reuse_the_node_and_a_new_password_restarts_it(settings: StackSettings) -> None:
+    """``up`` reuses a node whose fingerprint is unchanged: the passwords, made once, keep it so;
+    one made anew (its file deleted) must reach the node's users file, so it restarts it."""
+    first = ElasticsearchSecuredServer(settings).fingerprint()
+    assert ElasticsearchSecuredServer(settings).fingerprint() == first
+    (credentials_dir(settings) / "fluxgate-console.password").unlink()
+    assert ElasticsearchSecuredServer(settings).fingerprint() != first
