@@ -41,8 +41,8 @@ def secured_elasticsearch() -> Any:
     ``.url`` (``https://127.0.0.1:9201``) with the stack's CA (``.ca_file``), no anonymous
     access, and a user per role (``es-persister``, ``console``, ``admin``): ``.user(role)``
     is ``(username, password)``, ``.env("FLUXGATE_ES_", role)`` a service's environment for it
-    (hosts, username, password file, CA). See ``fluxgate_stack.servers.elasticsearch_secured``."""
-    from fluxgate_stack.servers.elasticsearch_secured import secured_elasticsearch
+    (hosts, username, password file, CA). See ``fluxgate_stack.secured_elasticsearch``."""
+    from fluxgate_stack.secured_elasticsearch import secured_elasticsearch
 
     return secured_elasticsearch()
 

@@ -13,12 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from fluxgate_stack.servers.elasticsearch_secured import (
-    ROLES,
-    ElasticsearchSecuredServer,
-    SecuredElasticsearch,
-    credentials_dir,
-)
+from fluxgate_stack.secured_elasticsearch import ROLES, SecuredElasticsearch, credentials_dir
+from fluxgate_stack.servers.elasticsearch_secured import ElasticsearchSecuredServer
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,8 @@ import pytest
 
 from fluxgate_stack import servers
 from fluxgate_stack.errors import StackError
-from fluxgate_stack.servers.elasticsearch_secured import (
+from fluxgate_stack.secured_elasticsearch import (
     ROLES,
-    ElasticsearchSecuredServer,
     credentials_dir,
     elasticsearch_env,
     elasticsearch_password_file,
@@ -24,6 +23,7 @@ from fluxgate_stack.servers.elasticsearch_secured import (
     pbkdf2_hash,
     pbkdf2_matches,
 )
+from fluxgate_stack.servers.elasticsearch_secured import ElasticsearchSecuredServer
 from fluxgate_stack.settings import StackSettings
 
 
