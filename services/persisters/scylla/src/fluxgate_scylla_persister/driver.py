@@ -39,6 +39,7 @@ from fluxgate_core.store_access import ScyllaAccess, speaks_tls
 from fluxgate_scylla_persister.settings import ConnectionSettings
 
 CONNECTION_CLASS = LibevConnection
+TLS_PROBE_TIMEOUT = 3.0
 GROUP = "scylla"  # the settings group of the nodes' address and access (ScyllaSettings.scylla)
 
 #: Errors after which the same statement may well succeed: the store is away, overloaded or
@@ -124,7 +125,7 @@ def refusal(error: BaseException, settings: ConnectionSettings) -> SettingRefuse
             return settings.login_refused(GROUP, where, str(cause))
         if "CERTIFICATE_VERIFY_FAILED" in str(cause):
             return settings.handshake_refused(GROUP, where, str(cause))
-    timeout = settings.connect_timeout_s
+    timeout = min(settings.connect_timeout_s, TLS_PROBE_TIMEOUT)  # per contact point, on the way to exit 1
     if not settings.uses_tls and any(speaks_tls(host, settings.port, timeout) for host in settings.contact_points):
         return settings.tls_required(GROUP, where)
     return None
