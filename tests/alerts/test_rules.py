@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from fluxgate_stack.servers.prometheus import metrics_read
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/charts/fluxgate/files/prometheus-rules.yaml"
 TESTS = Path(__file__).with_name("rules_test.yaml")
@@ -86,15 +88,6 @@ def test_every_metric_a_rule_reads_is_exported_by_a_service() -> None:
         assert metrics, f"{rule['alert']}: reads no metric?"
         unknown = metrics - exported - PROMETHEUS_OWN
         assert not unknown, f"{rule['alert']} reads {sorted(unknown)}, which no service exports"
-
-
-def metrics_read(expr: str) -> set[str]:
-    """The metric names in a PromQL expression: its identifiers once label lists
-    (``by (...)``, ``on (...)``), matchers (``{...}``), ranges and calls' names are gone."""
-    expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
-    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr)
-    names = set(re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", expr))
-    return names - {"and", "or", "unless", "offset", "bool"} - {n for n in names if re.fullmatch(r"\d+[smhdwy]", n)}
 
 
 def test_metrics_read_finds_the_metrics_and_nothing_else() -> None:

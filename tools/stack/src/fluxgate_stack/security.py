@@ -216,7 +216,8 @@ class Principal:
     def kafka_env(self, prefix: str) -> dict[str, str]:
         """A service's Kafka settings for this principal, e.g. for prefix ``FLUXGATE_MQTT_``:
         ``FLUXGATE_MQTT_KAFKA__BOOTSTRAP_SERVERS``, ``..._SECURITY_PROTOCOL`` (SASL_SSL),
-        ``..._SASL_MECHANISM``, ``..._SASL_USERNAME``, ``..._SASL_PASSWORD_FILE``, ``..._SSL_CA_LOCATION``; an empty prefix gives ``KAFKA__...``."""
+        ``..._SASL_MECHANISM``, ``..._SASL_USERNAME``, ``..._SASL_PASSWORD_FILE``, ``..._SSL_CA_LOCATION``;
+        an empty prefix gives ``KAFKA__...``."""
         separator = "_" if prefix and not prefix.endswith("_") else ""
         group = f"{prefix}{separator}KAFKA__"
         return {

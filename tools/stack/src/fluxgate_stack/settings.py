@@ -88,6 +88,11 @@ class StackSettings(BaseSettings):
     hazelcast_version: str = Field(default="5.7.0", description="com.hazelcast:hazelcast version (5.x, Java 17)")
     hazelcast_heap: str = Field(default="256m", description="-Xms/-Xmx of the Hazelcast member")
     hazelcast_cluster: str = Field(default="fluxgate", description="Hazelcast cluster name clients must present")
+    prometheus_port: int = Field(default=9090, ge=1, le=65535, description="Prometheus HTTP port (API, /alerts)")
+    prometheus_scrape_interval: str = Field(
+        default="5s", description="Prometheus's scrape and rule evaluation interval (a Prometheus duration)"
+    )
+    prometheus_retention: str = Field(default="2d", description="how long Prometheus keeps samples")
     java: str = Field(default="java", description="java executable for every Java server (17+)")
     jvm_quick_start: bool = Field(
         default=True, description="C1-only JIT: faster start, lower peak throughput (set false for benchmarks)"

@@ -52,6 +52,7 @@ class Endpoints:
     secure_elasticsearch_url: str = ""
     secure_cassandra_port: int = 0
     secure_registry_url: str = ""
+    prometheus_url: str = ""  # the stack's Prometheus (its API, /alerts)
 
     @property
     def ca_file(self) -> Path:
@@ -82,6 +83,7 @@ class Endpoints:
             secure_elasticsearch_url=f"https://{host}:{settings.es_secure_port}",
             secure_cassandra_port=settings.cassandra_secure_port,
             secure_registry_url=f"https://{host}:{settings.registry_secure_port}{CCOMPAT_PATH}",
+            prometheus_url=f"http://{host}:{settings.prometheus_port}",
         )
 
 

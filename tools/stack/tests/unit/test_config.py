@@ -116,6 +116,7 @@ def test_endpoints_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         secure_elasticsearch_url="https://127.0.0.1:9201",
         secure_cassandra_port=9043,
         secure_registry_url="https://127.0.0.1:8444/apis/ccompat/v7",
+        prometheus_url="http://127.0.0.1:9090",
     )
     assert Endpoints.from_settings(settings).cassandra_contact_point == "127.0.0.1:9042"
     assert Endpoints.from_settings(settings).ca_file == tmp_path / ".local" / "pki" / "ca.crt"
@@ -147,9 +148,17 @@ def test_default_topics(settings: StackSettings) -> None:
 
 
 def test_server_selection(settings: StackSettings) -> None:
-    assert default_names() == ["kafka", "registry", "mosquitto", "elasticsearch", "cassandra", "hazelcast"]
+    assert default_names() == [
+        "kafka",
+        "registry",
+        "mosquitto",
+        "elasticsearch",
+        "cassandra",
+        "hazelcast",
+        "prometheus",
+    ]
     assert [s.name for s in build(["mosquitto", "kafka"], settings)] == ["kafka", "mosquitto"]  # start order
-    assert [s.name for s in build(None, settings, all_if_empty=True)][-1] == "coap-server"
+    assert [s.name for s in build(None, settings, all_if_empty=True)][-2:] == ["coap-server", "prometheus"]
     with pytest.raises(UnknownServer, match="nope"):
         build(["nope"], settings)
 

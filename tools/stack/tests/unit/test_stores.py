@@ -118,3 +118,27 @@ def test_cql_rows_result_parsing() -> None:
     assert _cql_first_text(struct.pack("!i", 1)) is None  # a Void result
     with pytest.raises(struct.error):
         _cql_first_text(metadata + column)  # cut short: cql_ready turns this into "not ready"
+
+
+def test_prometheus_evaluates_the_charts_rules_and_scrapes_the_targets_runs_write(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    from fluxgate_stack.servers.prometheus import PrometheusServer, remove_targets, targets_dir, write_targets
+
+    settings = StackSettings(home=tmp_path)
+    server = PrometheusServer(settings)
+    [config] = server.config_files().values()
+    loaded = yaml.safe_load(config)
+    assert loaded["rule_files"] == [str(tmp_path / "deploy/charts/fluxgate/files/prometheus-rules.yaml")]
+    [job] = loaded["scrape_configs"]
+    assert job["file_sd_configs"] == [{"files": [str(targets_dir(settings) / "*.json")], "refresh_interval": "5s"}]
+    assert f"--web.listen-address=127.0.0.1:{settings.prometheus_port}" in server.command()
+
+    path = write_targets("run-1", {"mqtt-proxy": "127.0.0.1:9101"}, settings)
+    assert json.loads(path.read_text()) == [
+        {"targets": ["127.0.0.1:9101"], "labels": {"fluxgate_service": "mqtt-proxy"}}
+    ]
+    remove_targets("run-1", settings)
+    assert not path.exists()

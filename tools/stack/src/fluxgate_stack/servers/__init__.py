@@ -13,6 +13,7 @@ from fluxgate_stack.servers.hazelcast import HazelcastServer
 from fluxgate_stack.servers.kafka import KafkaServer
 from fluxgate_stack.servers.keycloak import KeycloakServer
 from fluxgate_stack.servers.mosquitto import MosquittoServer
+from fluxgate_stack.servers.prometheus import PrometheusServer
 from fluxgate_stack.servers.registry import RegistryServer
 from fluxgate_stack.servers.registry_secured import SecuredRegistryServer
 from fluxgate_stack.settings import StackSettings
@@ -31,6 +32,7 @@ SERVER_TYPES: dict[str, type[Server]] = {
         SecuredCassandraServer,
         HazelcastServer,
         CoapServer,
+        PrometheusServer,
     )
 }
 
