@@ -99,3 +99,21 @@ def test_with_its_own_client_and_the_stack_ca_the_service_starts_ready(
         assert service.ready()
     assert "registry.verified" in service.log_text()
     assert secured_registry.client(client)[1] not in service.log_text()
+
+
+@pytest.mark.parametrize("script", ["fluxgate-mqtt-proxy", "fluxgate-device-status", "fluxgate-aggregator"])
+def test_a_client_that_may_only_read_stops_a_service_that_registers_naming_the_setting(
+    script: str, secured_registry: Any
+) -> None:
+    """The start check only reads; the registration right after it is refused (403) to a
+    readonly client, which is the credentials' fault too, not an outage to retry."""
+    prefix = SERVICES[script][0]
+    env = secured_registry.env(prefix, "es-persister")  # sr-readonly
+
+    done = start(script, env)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == EXIT_CONFIG, output[-3000:]
+    assert f"[env {prefix}REGISTRY__BASIC_AUTH_USER_INFO]" in output, output[-3000:]
+    assert "does not let 'registry-es-persister' register (403" in output
+    assert secured_registry.client("es-persister")[1] not in output

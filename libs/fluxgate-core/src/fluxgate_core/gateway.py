@@ -25,7 +25,7 @@ from fluxgate_core.errors import InvalidReading, RegistryError
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.limits import LimitSettings
-from fluxgate_core.registry_access import verify_registry
+from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
@@ -112,7 +112,8 @@ async def open_gateway_output(
     topics = list(topics)
     await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, [*topics, deadletter_topic])
     await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
-    encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
+    with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
+        encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
     every_topic = [*encoders, deadletter_topic]
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)
     producer = make_producer(config, max_in_flight=max_in_flight)

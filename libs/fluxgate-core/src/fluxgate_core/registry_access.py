@@ -13,12 +13,18 @@ credentials), and turns each failure into an error naming the setting to fix:
 - another 4xx (a wrong path): :class:`ConfigError` naming ``url``;
 - no answer, or a 5xx: :class:`RegistryError` (retriable) naming ``url``.
 
+Reading is all the check can try without changing the registry; a service that registers
+its schema at start does so inside :func:`registrations_named`, which names the credentials
+when the registry refuses them the write (a readonly client where a writer is needed).
+
 No message holds the secret: only the client's user name (the part before ``:``) is said.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import Iterator
 
 import structlog
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -97,3 +103,22 @@ def _certificate_refused(exc: BaseException) -> bool:
 def _user(registry: RegistrySettings) -> str | None:
     user_info = registry.user_info()
     return user_info.partition(":")[0] if user_info else None
+
+
+@contextlib.contextmanager
+def registrations_named(registry: RegistrySettings, env_prefix: str) -> Iterator[None]:
+    """Around a service's registrations at start: a registration refused with 401 or 403 is the
+    credentials' fault, not the registry's being away: :class:`ConfigError` naming them."""
+    try:
+        yield
+    except RegistryError as exc:
+        status = getattr(exc.__cause__, "http_status_code", None)
+        if status not in REFUSED:
+            raise
+        setting = registry.user_info_setting
+        who = repr(_user(registry)) if _user(registry) else "an anonymous client"
+        raise ConfigError(
+            f"registry.{setting} [env {env_prefix.upper()}REGISTRY__{setting.upper()}]: the registry at "
+            f"{registry.url} does not let {who} register ({status}; this service needs a client that may "
+            f"write schemas): {exc}"
+        ) from None

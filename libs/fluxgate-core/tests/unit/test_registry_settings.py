@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings
 
 from fluxgate_core import registry_access
 from fluxgate_core.errors import ConfigError, RegistryError
-from fluxgate_core.registry_access import verify_registry
+from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.settings import RegistrySettings, load_settings, service_config
 
 SECRET = "s3cret-not-to-be-shown"
@@ -135,3 +135,24 @@ def test_the_check_uses_the_service_s_own_client_settings(monkeypatch: pytest.Mo
     FakeClient.outcome = []
     verify_registry(WITH_SECRET, PREFIX)
     assert made[0]["basic.auth.user.info"] == f"registry-demo:{SECRET}" and made[0]["url"] == WITH_SECRET.url
+
+
+def refused_registration(status: int) -> RegistryError:
+    error = RegistryError("registry refused schema for subject 'a-value': no")
+    error.__cause__ = SchemaRegistryError(status, -1, "no")
+    return error
+
+
+def test_a_registration_refused_to_the_credentials_names_them() -> None:
+    with pytest.raises(ConfigError) as failed, registrations_named(WITH_SECRET, PREFIX):
+        raise refused_registration(403)
+    assert f"[env {PREFIX}REGISTRY__BASIC_AUTH_USER_INFO]" in str(failed.value)
+    assert "does not let 'registry-demo' register (403" in str(failed.value) and SECRET not in str(failed.value)
+
+
+@pytest.mark.parametrize("status", [409, 422, 503])
+def test_other_registration_failures_pass_through_unchanged(status: int) -> None:
+    error = refused_registration(status)
+    with pytest.raises(RegistryError) as failed, registrations_named(WITH_SECRET, PREFIX):
+        raise error
+    assert failed.value is error

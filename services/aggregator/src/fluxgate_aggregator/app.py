@@ -27,7 +27,7 @@ from fluxgate_aggregator.spark import build_session
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import run_service
-from fluxgate_core.registry_access import verify_registry
+from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.serde import registry_client
 from fluxgate_core.settings import load_settings
 
@@ -82,7 +82,10 @@ class AggregatorJob:
             verify_group(settings.kafka, ENV_PREFIX, settings.progress_group)
         verify_registry(settings.registry, ENV_PREFIX)  # a refused secret or CA: named, before Spark starts
         client = registry_client(settings.registry)
-        contracts = load_contracts(client, settings.input_topic, settings.output_topic, settings.registry.compatibility)
+        with registrations_named(settings.registry, ENV_PREFIX):  # its output schema: a readonly client, named
+            contracts = load_contracts(
+                client, settings.input_topic, settings.output_topic, settings.registry.compatibility
+            )
         spark = build_session(settings.spark)
         watermarks = KafkaWatermarks(settings)
         state = JobState(losses=LossWatch(watermarks, settings.data_loss_alert_seconds))

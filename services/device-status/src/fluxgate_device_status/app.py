@@ -20,7 +20,7 @@ from fluxgate_core.errors import ConfigError, FluxgateError
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.lifecycle import EXIT_FAILED, config_failed, quiet
 from fluxgate_core.logs import configure_logging
-from fluxgate_core.registry_access import verify_registry
+from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
@@ -91,7 +91,8 @@ def main() -> None:
         topics = {status.input_topic: "status.input_topic", status.status_topic: "status.status_topic"}
         verify_kafka(settings.kafka, settings.kafka.client_id or SERVICE, "FLUXGATE_STATUS_", topics)
         verify_registry(settings.registry, "FLUXGATE_STATUS_")  # a refused secret or CA, named alike
-        app, _ = build_app(settings)
+        with registrations_named(settings.registry, "FLUXGATE_STATUS_"):
+            app, _ = build_app(settings)
     except ConfigError as exc:
         sys.exit(config_failed(SERVICE, exc))
     except FluxgateError as exc:
