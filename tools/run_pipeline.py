@@ -28,13 +28,17 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 from confluent_kafka import Consumer, TopicPartition
 from containers import ContainerLauncher
 from pipeline_stores import Stores
 from rich.console import Console
 from rich.text import Text
 
-from fluxgate_stack import ensure_up
+from fluxgate_stack import Stack, ensure_up
+from fluxgate_stack.servers.prometheus import JOB as PROMETHEUS_JOB
+from fluxgate_stack.servers.prometheus import RULES as PROMETHEUS_RULES
+from fluxgate_stack.servers.prometheus import remove_targets, rule_metrics, write_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -614,7 +618,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     args = parse_args()
-    servers = ["kafka", "registry", "mosquitto"] + (STORE_SERVERS if persisting(args) else [])
+    servers = ["kafka", "registry", "mosquitto", "prometheus"] + (STORE_SERVERS if persisting(args) else [])
     endpoints = ensure_up(servers)
     stores = Stores(endpoints) if persisting(args) else None
     held_before = stores.counts() if stores else {}  # a store keeps what earlier runs wrote
@@ -633,11 +637,14 @@ def main() -> int:
         kafka = secured_kafka(Names(), logs / "secrets") if args.secured else None
         start_all(pipeline, args, kafka=kafka)
         start_console(pipeline, args.console_port, stores=persisting(args), kafka=kafka("console") if kafka else None)
+        scrape(args)
         say("watching Kafka (Ctrl-C stops everything)...")
         watch(pipeline, endpoints.bootstrap, args.duration, stores, checked(args, held_before), args.status_port)
         died = pipeline.dead()
         devices = device_states(args.status_port)
+        unscraped = unscraped_metrics() if args.check else {}
     finally:
+        remove_targets(SCRAPE_RUN)  # its services stop now: not "down" to Prometheus
         stopped = stop_upstream_first(pipeline, endpoints.bootstrap)
     stopped.report()
     for name in sorted({*died, *(n for n, code in stopped.exits.items() if code)}):
@@ -650,9 +657,47 @@ def main() -> int:
     say(json.dumps({**summary, "drained": stopped.waits, "exits": stopped.exits}))
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(stopped.exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
+    for alert, metrics in unscraped.items():
+        say(f"alert {alert} reads {', '.join(sorted(metrics))}, which no service of this run exported")
+    healthy = healthy and not unscraped
     agree = all(count == arrived["temperatures.aggregated"] for count in documents.values())
     healthy = healthy and agree and all(count > 0 for count in documents.values()) and devices.get("ONLINE", 0) > 0
     return 1 if args.check and not healthy else 0
+
+
+SCRAPE_RUN = "make-run"  # its targets file in the stack's Prometheus
+
+
+def scrape(args: argparse.Namespace) -> None:
+    """Have the stack's Prometheus scrape every service of the run, labelled as the alerts expect."""
+    from fluxgate_console.settings import local_services
+
+    targets = {service.name: service.urls[0].removeprefix("http://") for service in local_services()}
+    targets["device-status"] = f"127.0.0.1:{args.status_port}"
+    if args.console_port:
+        targets["console"] = f"127.0.0.1:{args.console_port + 1}"
+    if args.no_aggregator:
+        del targets["aggregator"]
+    if not persisting(args):
+        for name in PERSISTERS:
+            del targets[name]
+    write_targets(SCRAPE_RUN, targets)
+    say(f"prometheus: {Stack().endpoints().prometheus_url}/alerts  (Fluxgate's alerts, on every service of the run)")
+
+
+def unscraped_metrics() -> dict[str, set[str]]:
+    """Each alert with the metrics it reads that no service of the run has exported to the
+    stack's Prometheus (as a sample or only as a family, e.g. a counter nothing counted yet)."""
+    reply = httpx.get(
+        f"{Stack().endpoints().prometheus_url}/api/v1/targets/metadata",
+        params={"match_target": f'{{job="{PROMETHEUS_JOB}"}}'},
+        timeout=10,
+    )
+    reply.raise_for_status()
+    exported = {entry["metric"] for entry in reply.json()["data"]}
+    exported |= {f"{name}_total" for name in exported}  # a counter's family is named without it
+    wanted = rule_metrics(ROOT / PROMETHEUS_RULES)
+    return {alert: missing for alert, metrics in wanted.items() if (missing := metrics - exported - {"up"})}
 
 
 def stored(stores: Stores, held_before: dict[str, int], aggregates: int, timeout: float = 15.0) -> dict[str, int]:
