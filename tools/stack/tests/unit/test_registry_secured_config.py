@@ -91,3 +91,15 @@ def test_the_secured_registry_is_https_only_with_authentication_and_roles(tmp_pa
     assert flags["apicurio.kafkasql.topic"] == f"{settings.registry_journal_topic}-secured"
     assert flags["quarkus.oidc.auth-server-url"] == f"https://127.0.0.1:{settings.keycloak_port}/realms/fluxgate"
     assert [port.number for port in registry.ports()] == [settings.registry_secure_port]
+
+
+def test_a_renewed_certificate_restarts_both(tmp_path: Path) -> None:
+    settings = StackSettings(home=tmp_path)
+    registry = SecuredRegistryServer(settings)
+    jar = registry.home / f"apicurio-registry-app-{settings.registry_version}-runner.jar"
+    jar.parent.mkdir(parents=True)
+    jar.touch()
+    keycloak = KeycloakServer(settings)
+    before = (keycloak.command(), registry.command())
+    (settings.pki_dir / "ca.crt").unlink()  # the PKI is made anew, the server certificate with it
+    assert keycloak.command() != before[0] and registry.command() != before[1]

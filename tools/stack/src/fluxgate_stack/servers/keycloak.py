@@ -82,6 +82,7 @@ class KeycloakServer(JavaServer):
             str(self.home / "bin" / "kc.sh"),  # it execs java: the recorded pid is the server's
             f"-Dkeycloak.import={self.import_dir}",
             f"-Dfluxgate.realm={realm_hash}",  # read by no one: makes a changed realm a changed command
+            certificate_marker(pki),
             "start",
             "--optimized",
             "--cache=local",  # the default (ispn) clusters over the network
@@ -139,3 +140,10 @@ def token(token_url: str, client: tuple[str, str], ca_file: Path) -> str:
     if response.status_code != 200:
         raise StackError(f"keycloak: no token for {client[0]}: {response.status_code} {response.text[:200]}")
     return str(response.json()["access_token"])
+
+
+def certificate_marker(pki: Pki) -> str:
+    """A system property read by no one, naming the server certificate's hash: a renewed
+    certificate (same paths, new content) changes the command, which restarts the server."""
+    digest = hashlib.sha256(pki.server_cert.read_bytes()).hexdigest()[:16]
+    return f"-Dfluxgate.certificate={digest}"

@@ -27,6 +27,7 @@ from fluxgate_stack.errors import InstallError
 from fluxgate_stack.pki import Pki, ensure_pki
 from fluxgate_stack.secured_registry import ADMIN, keycloak_realm_url, registry_client, secure_url
 from fluxgate_stack.servers.base import Port
+from fluxgate_stack.servers.keycloak import certificate_marker
 from fluxgate_stack.servers.registry import RegistryServer, set_compatibility
 
 # Guards a public certificate's integrity, nothing secret.
@@ -56,11 +57,12 @@ class SecuredRegistryServer(RegistryServer):
         return [Port(self.settings.registry_secure_port)]
 
     def command(self) -> list[str]:
-        ensure_pki(self.settings.pki_dir, self.settings.host)  # before the fingerprint, as Kafka does
+        pki = ensure_pki(self.settings.pki_dir, self.settings.host)  # before the fingerprint, as Kafka does
         command = super().command()
         jar = command.index("-jar")
         # Later -D flags win over the plain registry's earlier ones (the JVM keeps the last).
-        return [*command[:jar], *self._trust(), *self._secured_properties(), *command[jar:]]
+        secured = [certificate_marker(pki), *self._trust(), *self._secured_properties()]
+        return [*command[:jar], *secured, *command[jar:]]
 
     def prepare(self) -> None:
         super().prepare()
