@@ -23,7 +23,6 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import RegistrySettings
-from fluxgate_stack import Stack
 from fluxgate_stack.secured_registry import ADMIN, secrets_file
 from fluxgate_stack.servers.keycloak import KeycloakServer, token
 
@@ -114,10 +113,10 @@ def test_a_bearer_token_from_keycloak_is_taken_as_well(secured_registry: Any) ->
     assert keycloak.probe()
 
 
-def test_its_journal_is_not_the_plain_registry_s(secured_registry: Any, subject: str) -> None:
+def test_its_journal_is_not_the_plain_registry_s(secured_registry: Any, stack: Any, subject: str) -> None:
     writer = SchemaRegistryClient(secured_registry.client_config(WRITER))
     writer.register_schema(subject, Schema(SCHEMA_TEXT, "AVRO"))
-    plain = SchemaRegistryClient({"url": Stack(secured_registry.settings).endpoints().registry_url})
+    plain = SchemaRegistryClient({"url": stack.registry_url})
     assert subject in writer.get_subjects()
     assert subject not in plain.get_subjects()
 
