@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -21,9 +23,14 @@ class Stores:
         es_alias: str = "temperatures",
         table: str = "fluxgate.temperature_aggregates",
         ringbuffer: str = "temperature_aggregates",
+        *,
+        secured: bool = False,
     ) -> None:
+        """``secured``: Elasticsearch and Cassandra are the stack's secured nodes (what
+        ``make run SECURED=1`` writes), read as their admin users over TLS."""
         self._endpoints = endpoints
         self._es_alias, self._table, self._ringbuffer = es_alias, table, ringbuffer
+        self._secured = secured
         self._scylla: Any = None
         self._hazelcast: Any = None
 
@@ -37,9 +44,19 @@ class Stores:
             self._hazelcast.shutdown()
 
     def _documents(self) -> int:
-        url = f"{self._endpoints.elasticsearch_url}/{self._es_alias}/_count"
+        base, headers, context = self._endpoints.elasticsearch_url, {}, None
+        if self._secured:
+            from fluxgate_stack.secured_elasticsearch import elasticsearch_user
+
+            base, context = (
+                self._endpoints.secure_elasticsearch_url,
+                ssl.create_default_context(cafile=self._endpoints.ca_path),
+            )
+            token = base64.b64encode(":".join(elasticsearch_user("admin")).encode()).decode()
+            headers = {"Authorization": f"Basic {token}"}
+        request = urllib.request.Request(f"{base}/{self._es_alias}/_count", headers=headers)  # noqa: S310 - loopback
         try:
-            with urllib.request.urlopen(url, timeout=5) as reply:  # noqa: S310 - the stack's own loopback URL
+            with urllib.request.urlopen(request, timeout=5, context=context) as reply:  # noqa: S310
                 return int(json.load(reply)["count"])
         except (urllib.error.URLError, OSError, ValueError, KeyError):
             return 0
@@ -69,13 +86,24 @@ class Stores:
 
         with contextlib.suppress(Exception):
             if self._scylla is None:
-                cluster = Cluster(
-                    [self._endpoints.cassandra_host],
-                    port=self._endpoints.cassandra_port,
-                    connection_class=CONNECTION_CLASS,
-                )
-                self._scylla = cluster.connect()
+                self._scylla = Cluster(
+                    [self._endpoints.cassandra_host], connection_class=CONNECTION_CLASS, **self._cassandra_access()
+                ).connect()
         return self._scylla
+
+    def _cassandra_access(self) -> dict[str, Any]:
+        if not self._secured:
+            return {"port": self._endpoints.cassandra_port}
+        from cassandra.auth import PlainTextAuthProvider
+
+        from fluxgate_stack.secured_cassandra import cassandra_user
+
+        username, password = cassandra_user("admin")
+        return {
+            "port": self._endpoints.secure_cassandra_port,
+            "auth_provider": PlainTextAuthProvider(username, password),
+            "ssl_context": ssl.create_default_context(cafile=self._endpoints.ca_path),
+        }
 
     def drop_hazelcast(self) -> None:
         """Forget a client that failed: one that gave up while the member was away (its

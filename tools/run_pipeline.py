@@ -358,7 +358,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--secured",
         action="store_true",
-        help="every service on Kafka's SASL_SSL listener as its own principal, allowed only what it needs (ACLs)",
+        help="every service on Kafka's SASL_SSL listener as its own principal, allowed only what it needs (ACLs), "
+        "the persisters and the console on the stack's secured Elasticsearch and Cassandra (TLS, own users), "
+        "and every service through the registry's HTTPS door as its own Keycloak client",
     )
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
@@ -496,6 +498,51 @@ def secured_kafka(names: Names, folder: Path) -> Callable[[str], dict[str, str]]
     return lambda service: settings.get(service, {})
 
 
+SECURED_SERVERS = ["elasticsearch-secured", "cassandra-secured", "registry-secured"]
+
+
+def secured_stores(folder: Path) -> dict[str, dict[str, str]]:
+    """``--secured``: the persisters and the console on the stack's secured Elasticsearch and
+    Cassandra (TLS from the stack's CA), each as its own user held to its role, the passwords
+    in 0600 files (what a mounted Secret gives a pod)."""
+    from fluxgate_stack.secured_cassandra import cassandra_env
+    from fluxgate_stack.secured_elasticsearch import elasticsearch_env
+
+    def cassandra(role: str) -> dict[str, str]:
+        return dict(cassandra_env("", role, password_file=folder / f"cassandra-{role}.password"))
+
+    say("secured: the persisters and the console reach Elasticsearch and Cassandra over TLS, each as its own user")
+    return {
+        "es-persister": elasticsearch_env("", "ELASTICSEARCH", "es-persister"),
+        "scylla-persister": cassandra("scylla-persister"),
+        "console": {**elasticsearch_env("", "ELASTICSEARCH", "console"), **cassandra("console")},
+    }
+
+
+def secured_registry(folder: Path) -> dict[str, dict[str, str]]:
+    """``--secured``: every service through the registry's HTTPS door (the same registry),
+    as its own Keycloak client held to its role (the persisters only read), the client's
+    ``id:secret`` in a 0600 file."""
+    from fluxgate_stack.secured_registry import registry_env
+
+    settings: dict[str, dict[str, str]] = {}
+    for service in SECURED_SERVICES:
+        env = registry_env("", service)
+        user_info = folder / f"registry-{service}.userinfo"
+        user_info.unlink(missing_ok=True)
+        with os.fdopen(os.open(user_info, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(env.pop("REGISTRY__BASIC_AUTH_USER_INFO"))
+        settings[service] = {**env, "REGISTRY__BASIC_AUTH_USER_INFO_FILE": str(user_info)}
+    say("secured: every service reaches the registry over HTTPS as its own Keycloak client")
+    return settings
+
+
+def secured(names: Names, folder: Path) -> Callable[[str], dict[str, str]]:
+    """``--secured``: each service's settings for every secured hop of the stack."""
+    kafka, stores, registry = secured_kafka(names, folder), secured_stores(folder), secured_registry(folder)
+    return lambda service: {**kafka(service), **stores.get(service, {}), **registry[service]}
+
+
 def persisting(args: argparse.Namespace) -> bool:
     return not (args.no_aggregator or args.no_persisters)
 
@@ -619,8 +666,9 @@ def _interrupt(signum: int, frame: object) -> None:
 def main() -> int:
     args = parse_args()
     servers = ["kafka", "registry", "mosquitto", "prometheus"] + (STORE_SERVERS if persisting(args) else [])
+    servers += SECURED_SERVERS if args.secured else []
     endpoints = ensure_up(servers)
-    stores = Stores(endpoints) if persisting(args) else None
+    stores = Stores(endpoints, secured=args.secured) if persisting(args) else None
     held_before = stores.counts() if stores else {}  # a store keeps what earlier runs wrote
     logs = ROOT / ".local/run/pipeline"
     logs.mkdir(parents=True, exist_ok=True)
@@ -634,7 +682,7 @@ def main() -> int:
     devices: dict[str, int] = {}
     died: list[str] = []
     try:
-        kafka = secured_kafka(Names(), logs / "secrets") if args.secured else None
+        kafka = secured(Names(), logs / "secrets") if args.secured else None
         start_all(pipeline, args, kafka=kafka)
         start_console(pipeline, args.console_port, stores=persisting(args), kafka=kafka("console") if kafka else None)
         scrape(args)

@@ -157,7 +157,8 @@ def elasticsearch_env(prefix: str, group: str, role: str, settings: StackSetting
     ``__PASSWORD_FILE`` (the password stays out of the environment) and ``__CA_CERTS``."""
     settings = settings or StackSettings()
     account = _account(role, settings)
-    head = f"{prefix if prefix.endswith('_') else prefix + '_'}{group.upper().rstrip('_')}__"
+    separator = "_" if prefix and not prefix.endswith("_") else ""  # "" gives the group's bare names
+    head = f"{prefix}{separator}{group.upper().rstrip('_')}__"
     return {
         f"{head}HOSTS": json.dumps([f"https://{settings.host}:{settings.es_secure_port}"]),
         f"{head}USERNAME": account.username,

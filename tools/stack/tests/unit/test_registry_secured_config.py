@@ -88,7 +88,7 @@ def test_the_secured_registry_is_https_only_with_authentication_and_roles(tmp_pa
     assert flags["quarkus.oidc.tenant-enabled"] == "true"
     assert flags["apicurio.authn.basic-client-credentials.enabled"] == "true"
     assert flags["apicurio.auth.role-based-authorization"] == "true"
-    assert flags["apicurio.kafkasql.topic"] == f"{settings.registry_journal_topic}-secured"
+    assert flags["apicurio.kafkasql.topic"] == settings.registry_journal_topic  # the plain one's: one registry
     assert flags["quarkus.oidc.auth-server-url"] == f"https://127.0.0.1:{settings.keycloak_port}/realms/fluxgate"
     assert [port.number for port in registry.ports()] == [settings.registry_secure_port]
 

@@ -8,8 +8,13 @@ speaks), and role-based authorization from the token's realm roles: ``sr-readonl
 ``sr-developer`` registers too, ``sr-admin`` also sets global rules. Clients and roles:
 :mod:`fluxgate_stack.secured_registry`.
 
-Its KafkaSQL journal is a topic of its own, so the plain registry's schemas (and ids) are not
-this one's. Apicurio reaches Keycloak over TLS with a JVM trust store holding the stack's CA
+It is the same registry as the plain one, a second door to it: both Apicurio instances
+replay and append to the one KafkaSQL journal (Apicurio's own way to run replicas), so a
+schema has one id whichever door registered it. A pipeline whose services go through this
+door (``make run SECURED=1``) therefore reads the records earlier runs wrote through the
+plain one, on the same topics, and the checks that decode through the plain one agree.
+
+Apicurio reaches Keycloak over TLS with a JVM trust store holding the stack's CA
 (PKCS12, made from the PEM with the JDK's keytool: Java 17 reads no PEM trust store).
 """
 
@@ -95,14 +100,6 @@ class SecuredRegistryServer(RegistryServer):
 
     def _verify(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.pki.ca_cert))
-
-    def _kafkasql_properties(self) -> dict[str, str]:
-        journal = f"{self.settings.registry_journal_topic}-secured"
-        return {
-            **super()._kafkasql_properties(),
-            "apicurio.kafkasql.topic": journal,
-            "apicurio.kafkasql.snapshots.topic": f"{journal}-snapshots",
-        }
 
     def _trust(self) -> list[str]:
         return [
