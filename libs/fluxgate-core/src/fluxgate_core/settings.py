@@ -114,15 +114,8 @@ class KafkaSettings(Group):
         return self
 
     def _read_password_file(self) -> str:
-        """The password in ``sasl_password_file``, without the trailing newline an editor adds."""
         assert self.sasl_password_file is not None
-        try:
-            password = self.sasl_password_file.read_text().rstrip("\r\n")
-        except OSError as exc:
-            raise ValueError(f"sasl_password_file: cannot read {self.sasl_password_file}: {exc.strerror}") from None
-        if not password:
-            raise ValueError(f"sasl_password_file: {self.sasl_password_file} is empty")
-        return password
+        return read_secret_file(self.sasl_password_file, "sasl_password_file")
 
     def password(self) -> str | None:
         """The SASL password, from the secret setting or read from its file now."""
@@ -181,6 +174,19 @@ class KafkaSettings(Group):
         return config
 
 
+def read_secret_file(path: Path, field: str) -> str:
+    """The secret in ``path`` (a mounted Secret), without the trailing newline an editor adds;
+    ``ValueError`` naming ``field`` when it cannot be read or is empty (pydantic then names the
+    variable). Read again at each use, so a rotated Secret is picked up."""
+    try:
+        secret = path.read_text().rstrip("\r\n")
+    except OSError as exc:
+        raise ValueError(f"{field}: cannot read {path}: {exc.strerror}") from None
+    if not secret:
+        raise ValueError(f"{field}: {path} is empty")
+    return secret
+
+
 class RegistrySettings(Group):
     """A Confluent-compatible schema registry (Confluent, Karapace, Apicurio's ccompat API),
     over HTTP or HTTPS, anonymous or with HTTP basic auth."""
@@ -214,15 +220,10 @@ class RegistrySettings(Group):
         return self
 
     def _read_user_info_file(self) -> str:
-        """``user:password`` from ``basic_auth_user_info_file``, without an editor's trailing newline."""
         assert self.basic_auth_user_info_file is not None
-        path = self.basic_auth_user_info_file
-        try:
-            user_info = path.read_text().rstrip("\r\n")
-        except OSError as exc:
-            raise ValueError(f"basic_auth_user_info_file: cannot read {path}: {exc.strerror}") from None
+        user_info = read_secret_file(self.basic_auth_user_info_file, "basic_auth_user_info_file")
         if ":" not in user_info:
-            raise ValueError(f"basic_auth_user_info_file: {path} does not hold user:password")
+            raise ValueError(f"basic_auth_user_info_file: {self.basic_auth_user_info_file} does not hold user:password")
         return user_info
 
     def user_info(self) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field, SecretStr, model_validator
 
 from fluxgate_core.errors import SettingRefused
-from fluxgate_core.settings import Group
+from fluxgate_core.settings import Group, read_secret_file
 
 
 def _paired(username: str | None, password: SecretStr | None) -> None:
@@ -52,15 +52,8 @@ class ElasticsearchAccess(Group):
         return self
 
     def _read_password_file(self) -> str:
-        """The password in ``password_file``, without the trailing newline an editor adds."""
         assert self.password_file is not None
-        try:
-            password = self.password_file.read_text().rstrip("\r\n")
-        except OSError as exc:
-            raise ValueError(f"password_file: cannot read {self.password_file}: {exc.strerror}") from None
-        if not password:
-            raise ValueError(f"password_file: {self.password_file} is empty")
-        return password
+        return read_secret_file(self.password_file, "password_file")
 
     def basic_auth(self) -> tuple[str, str] | None:
         """``(username, password)``, the password from its setting or read from its file now; None without."""
@@ -135,15 +128,8 @@ class ScyllaAccess(Group):
         return self
 
     def _read_password_file(self) -> str:
-        """The password in ``password_file``, without the trailing newline an editor adds."""
         assert self.password_file is not None
-        try:
-            password = self.password_file.read_text().rstrip("\r\n")
-        except OSError as exc:
-            raise ValueError(f"password_file: cannot read {self.password_file}: {exc.strerror}") from None
-        if not password:
-            raise ValueError(f"password_file: {self.password_file} is empty")
-        return password
+        return read_secret_file(self.password_file, "password_file")
 
     def credentials(self) -> tuple[str, str] | None:
         """``(username, password)``, the password from its setting or read from its file now; None without."""
