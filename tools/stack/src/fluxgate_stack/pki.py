@@ -15,12 +15,8 @@ Java's and OpenSSL's TLS alike.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import fcntl
 import ipaddress
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +25,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fluxgate_stack.private_files import locked, write_private
 
 VALIDITY = dt.timedelta(days=365)
 RENEW_BEFORE = dt.timedelta(days=1)  # made again when it expires sooner than this
@@ -76,7 +74,7 @@ def ensure_pki(folder: Path, host: str, now: dt.datetime | None = None) -> Pki:
     if _usable(pki, host, now):
         return pki
     folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder / ".lock"):
+    with locked(folder / ".lock"):
         if not _usable(pki, host, now):  # another process may have made it meanwhile
             _make(pki, host, now)
     return pki
@@ -137,11 +135,11 @@ def _make(pki: Pki, host: str, now: dt.datetime) -> None:
     ca_pem, server_pem = _pem(ca), _pem(server)
     server_key_pem = _key_pem(server_key)
     # Keys first, certificates last: a reader never finds new certificates beside an old key.
-    _write(pki.ca_key, _key_pem(ca_key), 0o600)
-    _write(pki.server_key, server_key_pem, 0o600)
-    _write(pki.keystore, server_key_pem + server_pem + ca_pem, 0o600)
-    _write(pki.server_cert, server_pem, 0o644)
-    _write(pki.ca_cert, ca_pem, 0o644)
+    write_private(pki.ca_key, _key_pem(ca_key), 0o600)
+    write_private(pki.server_key, server_key_pem, 0o600)
+    write_private(pki.keystore, server_key_pem + server_pem + ca_pem, 0o600)
+    write_private(pki.server_cert, server_pem, 0o644)
+    write_private(pki.ca_cert, ca_pem, 0o644)
 
 
 def _builder(
@@ -179,20 +177,3 @@ def _pem(cert: x509.Certificate) -> bytes:
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     pkcs8, unencrypted = serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     return key.private_bytes(serialization.Encoding.PEM, pkcs8, unencrypted)
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    """Atomically, created with ``mode`` (a key is never readable by others, not even briefly)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(data)
-    os.chmod(temporary, mode)  # the umask may have taken bits away from a certificate's 0644
-    os.replace(temporary, path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield

@@ -13,9 +13,7 @@ Passwords are random, made once and kept in ``.local/pki/cassandra-secured.json`
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from pathlib import Path
 from fluxgate_stack.cql import BAD_CREDENTIALS, CqlError, CqlSession, Node, quoted
 from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki
+from fluxgate_stack.private_files import locked, write_private
 from fluxgate_stack.settings import StackSettings
 
 __all__ = [
@@ -89,7 +88,7 @@ def cassandra_env(
         f"{group}TLS_CA_FILE": str(Pki(settings.pki_dir).ca_cert),
     }
     if password_file is not None:
-        _write_private(password_file, password + "\n")
+        write_private(password_file, password + "\n")
         del env[f"{group}PASSWORD"]
         env[f"{group}PASSWORD_FILE"] = str(password_file)
     return env
@@ -196,11 +195,11 @@ def _passwords(path: Path) -> dict[str, str]:
     if all(role in stored for role in wanted):
         return stored
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_name(".cassandra-secured.lock")):
+    with locked(path.with_name(".cassandra-secured.lock")):
         stored = _read(path)
         if not all(role in stored for role in wanted):
             stored |= {role: secrets.token_urlsafe(24) for role in wanted if role not in stored}
-            _write_private(path, json.dumps(stored, indent=1, sort_keys=True) + "\n")
+            write_private(path, json.dumps(stored, indent=1, sort_keys=True) + "\n")
     return stored
 
 
@@ -210,18 +209,3 @@ def _read(path: Path) -> dict[str, str]:
     except FileNotFoundError:
         return {}
     return {str(role): str(password) for role, password in loaded.items()}
-
-
-def _write_private(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield

@@ -11,19 +11,16 @@ them to tests and ``make run``; the node itself is ``servers/elasticsearch_secur
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
-import os
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki
+from fluxgate_stack.private_files import locked, write_private
 from fluxgate_stack.settings import StackSettings
 
 PBKDF2_ITERATIONS = 10_000  # Elasticsearch's default cost for {PBKDF2}: a login stays cheap
@@ -136,7 +133,7 @@ def ensure_credentials(settings: StackSettings) -> dict[str, Account]:
         return {role: account for role, account in accounts.items() if account}
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
-    with _locked(folder / ".lock"):
+    with locked(folder / ".lock"):
         return {role: load_account(folder, spec) or _make(folder, spec) for role, spec in ROLES.items()}
 
 
@@ -230,22 +227,6 @@ def _make(folder: Path, spec: EsRole) -> Account:
     write_private(hash_file, stored.encode())  # the hash first: a password is never without its hash
     write_private(password_file, password.encode())
     return Account(spec.username, spec, password, password_file, stored)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Atomically, mode 0600 from the start."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(data)
-    os.replace(temporary, path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 __all__ = [

@@ -17,18 +17,15 @@ beside the CA's key); the realm Keycloak imports is made from them. A service's 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki
+from fluxgate_stack.private_files import locked, write_private
 from fluxgate_stack.settings import StackSettings
 
 __all__ = [
@@ -136,7 +133,7 @@ def client_secrets(settings: StackSettings | None = None) -> dict[str, str]:
     if all(name in known for name in CLIENT_ROLES):
         return known
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_suffix(".lock")):
+    with locked(path.with_suffix(".lock")):
         known = _read(path)  # another process may have made them meanwhile
         missing = [name for name in CLIENT_ROLES if name not in known]
         if missing:
@@ -190,20 +187,3 @@ def _read(path: Path) -> dict[str, str]:
     except (OSError, ValueError) as exc:
         raise StackError(f"registry-secured: cannot read {path}: {exc}; delete it to make new secrets") from exc
     return {str(name): str(secret) for name, secret in data.items()}
-
-
-def write_private(path: Path, text: str) -> None:
-    """Atomically, created 0600: a secret is never readable by others, not even briefly."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield

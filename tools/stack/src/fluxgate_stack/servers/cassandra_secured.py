@@ -20,6 +20,7 @@ from pathlib import Path
 from fluxgate_stack import users
 from fluxgate_stack.cql import asks_for_password
 from fluxgate_stack.pki import ensure_pki
+from fluxgate_stack.private_files import write_private
 from fluxgate_stack.secured_cassandra import node, provision
 from fluxgate_stack.servers.base import Port
 from fluxgate_stack.servers.cassandra import CassandraServer, cassandra_yaml, node_config
@@ -68,14 +69,10 @@ class SecuredCassandraServer(CassandraServer):
     def _install_keystore(self) -> None:
         """The stack's key and chain, readable by the node's user alone."""
         source = ensure_pki(self.settings.pki_dir, self.settings.host).keystore
-        temporary = self.keystore.with_name(f".{self.keystore.name}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "wb") as handle, source.open("rb") as pem:
-            shutil.copyfileobj(pem, handle)
+        write_private(self.keystore, source.read_bytes())
         if os.geteuid() == 0:
             users.ensure_system_user(self.settings.cassandra_user)
-            shutil.chown(temporary, self.settings.cassandra_user, self.settings.cassandra_user)
-        os.replace(temporary, self.keystore)
+            shutil.chown(self.keystore, self.settings.cassandra_user, self.settings.cassandra_user)
 
     def probe(self) -> bool:
         return asks_for_password(node(self.settings))

@@ -27,6 +27,7 @@ import httpx
 
 from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki, ensure_pki
+from fluxgate_stack.private_files import write_private
 from fluxgate_stack.secured_elasticsearch import (
     ROLES,
     Account,
@@ -36,7 +37,6 @@ from fluxgate_stack.secured_elasticsearch import (
     roles_yml,
     users_file,
     users_roles,
-    write_private,
 )
 from fluxgate_stack.servers.base import Port
 from fluxgate_stack.servers.elasticsearch import HEALTH_PATH, ElasticsearchServer

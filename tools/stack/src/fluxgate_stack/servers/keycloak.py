@@ -25,7 +25,8 @@ import httpx
 from fluxgate_stack import fetch
 from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki, ensure_pki
-from fluxgate_stack.secured_registry import keycloak_realm_url, realm_json, write_private
+from fluxgate_stack.private_files import write_private
+from fluxgate_stack.secured_registry import keycloak_realm_url, realm_json
 from fluxgate_stack.servers.base import JavaServer, Port
 
 KEYCLOAK_VERSION = "25.0.6"
