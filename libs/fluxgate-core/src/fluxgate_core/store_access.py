@@ -25,6 +25,15 @@ def _paired(username: str | None, password: SecretStr | None) -> None:
         raise ValueError("username and password go together")
 
 
+def _login(username: str | None, password: SecretStr | None, password_file: Path | None) -> tuple[str, str] | None:
+    """``(username, password)``: the password from its setting, or read from its file now."""
+    if not username:
+        return None
+    if password is not None:
+        return username, password.get_secret_value()
+    return username, read_secret_file(password_file, "password_file") if password_file is not None else ""
+
+
 class ElasticsearchAccess(Group):
     """TLS and either an API key or basic auth, as ``elasticsearch-py`` takes them."""
 
@@ -57,11 +66,7 @@ class ElasticsearchAccess(Group):
 
     def basic_auth(self) -> tuple[str, str] | None:
         """``(username, password)``, the password from its setting or read from its file now; None without."""
-        if not self.username:
-            return None
-        if self.password is not None:
-            return self.username, self.password.get_secret_value()
-        return self.username, self._read_password_file()
+        return _login(self.username, self.password, self.password_file)
 
     @property
     def credential_settings(self) -> tuple[str, ...]:
@@ -133,11 +138,7 @@ class ScyllaAccess(Group):
 
     def credentials(self) -> tuple[str, str] | None:
         """``(username, password)``, the password from its setting or read from its file now; None without."""
-        if not self.username:
-            return None
-        if self.password is not None:
-            return self.username, self.password.get_secret_value()
-        return self.username, self._read_password_file()
+        return _login(self.username, self.password, self.password_file)
 
     @property
     def credential_settings(self) -> tuple[str, str]:
