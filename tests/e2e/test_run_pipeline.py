@@ -1,7 +1,10 @@
 """`make run SECURED=1` end to end: simulated devices over MQTT and CoAP, both gateways, the
 Spark job, the three persisters, device-status and the console, on the local stack, every
-service logging in to Kafka's SASL_SSL listener as its own principal allowed only what it
-needs (ACLs: a grant missing from `SERVICE_GRANTS` stops its service, and the run fails);
+hop secured: every service logging in to Kafka's SASL_SSL listener as its own principal
+allowed only what it needs (ACLs: a grant missing from `SERVICE_GRANTS` stops its service,
+and the run fails), to the registry over HTTPS as its own Keycloak client, and the persisters
+and the console to Elasticsearch and Cassandra over TLS as their own users; the run's
+Prometheus has scraped every metric an alert reads;
 readings, dead letters and aggregates must all reach Kafka, every aggregate must equal its
 window recomputed independently from the readings (a reading ends counted or late, never
 both, never neither), every store must hold what the topic holds once the run stops
