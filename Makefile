@@ -52,8 +52,9 @@ install: $(VENV)/.installed ## Python packages (editable, one venv), the local s
 	$(PY) tools/charts.py helm  # built from the Go module proxy into .local/bin (cached by Go)
 
 .PHONY: up
-up: $(VENV)/.installed ## Download, configure and start Kafka (KRaft), the schema registry, Mosquitto and Elasticsearch
+up: $(VENV)/.installed ## Download, configure and start the local stack (Kafka, the registry, Mosquitto, the stores, Prometheus); SECURED=1 adds the secured stores, Keycloak and the registry's HTTPS door
 	$(STACK) up
+	$(if $(SECURED),$(STACK) up elasticsearch-secured cassandra-secured registry-secured)
 
 .PHONY: down
 down: ## Stop exactly the processes `make up` started
