@@ -360,7 +360,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="every service on Kafka's SASL_SSL listener as its own principal, allowed only what it needs (ACLs), "
         "the persisters and the console on the stack's secured Elasticsearch and Cassandra (TLS, own users), "
-        "and every service through the registry's HTTPS door as its own Keycloak client",
+        "every service through the registry's HTTPS door as its own Keycloak client, and the MQTT devices and "
+        "mqtt-proxy on Mosquitto's TLS listener with client certificates and passwords",
     )
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
@@ -501,6 +502,14 @@ def secured_kafka(names: Names, folder: Path) -> Callable[[str], dict[str, str]]
 SECURED_SERVERS = ["elasticsearch-secured", "cassandra-secured", "registry-secured"]
 
 
+def secured_devices(folder: Path) -> tuple[str, ...]:
+    """``--secured``: the simulated MQTT devices on Mosquitto's TLS listener, with their
+    client certificate and password."""
+    from fluxgate_stack.secured_mqtt import device_args
+
+    return tuple(device_args(folder))
+
+
 def secured_stores(folder: Path) -> dict[str, dict[str, str]]:
     """``--secured``: the persisters and the console on the stack's secured Elasticsearch and
     Cassandra (TLS from the stack's CA), each as its own user held to its role, the passwords
@@ -539,7 +548,11 @@ def secured_registry(folder: Path) -> dict[str, dict[str, str]]:
 
 def secured(names: Names, folder: Path) -> Callable[[str], dict[str, str]]:
     """``--secured``: each service's settings for every secured hop of the stack."""
+    from fluxgate_stack.secured_mqtt import mqtt_proxy_env
+
     kafka, stores, registry = secured_kafka(names, folder), secured_stores(folder), secured_registry(folder)
+    stores["mqtt-proxy"] = mqtt_proxy_env()
+    say("secured: the devices and mqtt-proxy reach Mosquitto over TLS, each with a client certificate and a password")
     return lambda service: {**kafka(service), **stores.get(service, {}), **registry[service]}
 
 
@@ -683,7 +696,7 @@ def main() -> int:
     died: list[str] = []
     try:
         kafka = secured(Names(), logs / "secrets") if args.secured else None
-        start_all(pipeline, args, kafka=kafka)
+        start_all(pipeline, args, simulator=secured_devices(logs / "secrets") if args.secured else (), kafka=kafka)
         start_console(pipeline, args.console_port, stores=persisting(args), kafka=kafka("console") if kafka else None)
         scrape(args)
         say("watching Kafka (Ctrl-C stops everything)...")

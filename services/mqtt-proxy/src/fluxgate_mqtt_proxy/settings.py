@@ -69,6 +69,10 @@ class MqttSettings(Group):
     def _key_with_cert(self) -> MqttSettings:
         if self.key_file and not self.cert_file:
             raise ValueError("key_file needs cert_file")
+        given = [name for name in ("ca_file", "cert_file", "key_file", "tls_insecure") if getattr(self, name)]
+        if given and not self.tls:
+            # They only apply to a TLS connection: without tls it would be plain, the files unread.
+            raise ValueError(f"{', '.join(given)} set but tls is false")
         return self
 
 

@@ -223,3 +223,13 @@ def test_a_certificate_refused_in_the_handshake_names_the_setting_and_a_reset_do
     assert refused is not None and "FLUXGATE_MQTT_MQTT__CERT_FILE" in str(refused)
     assert tls_refusal(ConnectionResetError(104, "reset")) is None
     assert tls_refusal(TimeoutError()) is None
+
+
+def test_tls_files_without_tls_are_refused_as_they_would_go_unread() -> None:
+    """A CA (or a client certificate) given without MQTT__TLS connected in plain text, the
+    files unread: a broker's TLS listener then answered 'wrong version number' at every try."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="ca_file, cert_file, key_file set but tls is false"):
+        mqtt(ca_file="ca.pem", cert_file="client.pem", key_file="client.key")
+    assert mqtt(tls=True, ca_file="ca.pem").ca_file == "ca.pem"

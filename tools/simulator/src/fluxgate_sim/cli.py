@@ -15,6 +15,7 @@ import typer
 from fluxgate_sim.coap import CoapDeviceServer
 from fluxgate_sim.encoding import CoapFormat
 from fluxgate_sim.faults import Faults
+from fluxgate_sim.mqtt import MqttAccess
 from fluxgate_sim.runner import Simulation, SimulationConfig, coap_device_names
 from fluxgate_sim.signals import METRICS
 
@@ -53,6 +54,11 @@ def run(
     device_prefix: Annotated[str, typer.Option(help="prefix of every device name")] = "",
     mqtt_root: Annotated[str, typer.Option(help="MQTT topics are <root>/<device>/<metric>")] = "sensors",
     ledger: Annotated[Path | None, typer.Option(help="append every emission sent to this JSON-lines file")] = None,
+    mqtt_ca_file: Annotated[Path | None, typer.Option(help="TLS to the broker, verified with this CA")] = None,
+    mqtt_cert_file: Annotated[Path | None, typer.Option(help="the devices' client certificate (PEM)")] = None,
+    mqtt_key_file: Annotated[Path | None, typer.Option(help="its private key (PEM)")] = None,
+    mqtt_username: Annotated[str | None, typer.Option(help="the devices' broker user")] = None,
+    mqtt_password_file: Annotated[Path | None, typer.Option(help="file holding its password")] = None,
 ) -> None:
     """Run the simulated devices until --count ticks, --duration seconds or Ctrl-C."""
     logging.basicConfig(level=logging.WARNING)
@@ -64,6 +70,7 @@ def run(
             mqtt_host=mqtt_host, mqtt_port=mqtt_port, mqtt_qos=qos, mqtt_connections=mqtt_connections,
             mqtt_senml=mqtt_senml, coap_host=coap_host, coap_port=coap_port, coap_format=_coap_format(coap_format),
             device_prefix=device_prefix, mqtt_root=mqtt_root, ledger=ledger,
+            mqtt_access=MqttAccess(mqtt_ca_file, mqtt_cert_file, mqtt_key_file, mqtt_username, mqtt_password_file),
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -15,7 +15,7 @@ from typing import IO
 from fluxgate_sim.coap import CoapDeviceServer
 from fluxgate_sim.encoding import CoapFormat, coap_payload, json_object, malformed
 from fluxgate_sim.faults import Device, Emission, Faults
-from fluxgate_sim.mqtt import MqttFleet, reading_topic, senml_topic
+from fluxgate_sim.mqtt import MqttAccess, MqttFleet, reading_topic, senml_topic
 from fluxgate_sim.signals import METRICS
 
 
@@ -43,6 +43,7 @@ class SimulationConfig:
     device_prefix: str = ""
     mqtt_root: str = "sensors"
     ledger: Path | None = None
+    mqtt_access: MqttAccess = field(default_factory=MqttAccess)
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -112,7 +113,7 @@ class Simulation:
         stop = stop or asyncio.Event()
         fleet = MqttFleet(self.config.mqtt_host, self.config.mqtt_port, qos=self.config.mqtt_qos,
                           connections=self.config.mqtt_connections, root=self.config.mqtt_root,
-                          ) if self.mqtt else None  # fmt: skip
+                          access=self.config.mqtt_access) if self.mqtt else None  # fmt: skip
         if fleet is not None:
             await fleet.start()
         if self.coap:

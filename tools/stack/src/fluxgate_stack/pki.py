@@ -177,3 +177,47 @@ def _pem(cert: x509.Certificate) -> bytes:
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     pkcs8, unencrypted = serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     return key.private_bytes(serialization.Encoding.PEM, pkcs8, unencrypted)
+
+
+def client_certificate(folder: Path, host: str, name: str, now: dt.datetime | None = None) -> tuple[Path, Path]:
+    """A client certificate for ``name`` (its subject's common name; for TLS client
+    authentication only) from the stack's CA, and its key: ``clients/<name>.crt`` and ``.key``
+    (0600) in ``folder``. Reused while the CA that signed it is the current one and it is valid
+    for another day; made anew otherwise."""
+    pki = ensure_pki(folder, host, now)
+    now = now or dt.datetime.now(dt.UTC)
+    cert_path, key_path = folder / "clients" / f"{name}.crt", folder / "clients" / f"{name}.key"
+    with locked(folder / ".lock"):
+        if not _client_usable(pki, cert_path, key_path, now):
+            cert_path.parent.mkdir(exist_ok=True)
+            _make_client(pki, name, cert_path, key_path, now)
+    return cert_path, key_path
+
+
+def _client_usable(pki: Pki, cert_path: Path, key_path: Path, now: dt.datetime) -> bool:
+    if not (cert_path.is_file() and key_path.is_file()):
+        return False
+    try:
+        ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return cert.not_valid_after_utc - RENEW_BEFORE > now >= cert.not_valid_before_utc
+
+
+def _make_client(pki: Pki, name: str, cert_path: Path, key_path: Path, now: dt.datetime) -> None:
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (
+        _builder(subject, ca.subject, key.public_key(), now)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    write_private(key_path, _key_pem(key), 0o600)
+    write_private(cert_path, _pem(cert), 0o644)

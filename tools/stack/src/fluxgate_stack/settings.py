@@ -49,6 +49,9 @@ class StackSettings(BaseSettings):
     )
     registry_compatibility: str = Field(default="BACKWARD", description="global compatibility level set by `up`")
     mqtt_port: int = Field(default=1883, ge=1, le=65535, description="Mosquitto listener")
+    mqtt_secure_port: int = Field(
+        default=8883, ge=1, le=65535, description="Mosquitto's TLS listener (client certificate and password required)"
+    )
     mqtt_max_queued_messages: int = Field(default=100_000, ge=0, description="per-client queue of a persistent session")
     coap_port: int = Field(default=15683, ge=1, le=65535, description="libcoap coap-server (UDP and TCP)")
     es_port: int = Field(default=9200, ge=1, le=65535, description="Elasticsearch HTTP port")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import getpass
+import subprocess
 from pathlib import Path
 
-from fluxgate_stack import probes
+from fluxgate_stack import probes, secured_mqtt
 from fluxgate_stack.errors import InstallError
 from fluxgate_stack.fetch import find_binary
+from fluxgate_stack.pki import Pki, ensure_pki
+from fluxgate_stack.private_files import write_private
 from fluxgate_stack.servers.base import Port, Server
 from fluxgate_stack.settings import StackSettings
 
@@ -29,14 +32,31 @@ class MosquittoServer(Server):
     def config_file(self) -> Path:
         return self.run_dir / "mosquitto.conf"
 
+    @property
+    def password_file(self) -> Path:
+        return self.run_dir / "passwords"
+
+    @property
+    def acl_file(self) -> Path:
+        return self.run_dir / "acl"
+
     def ports(self) -> list[Port]:
-        return [Port(self.settings.mqtt_port)]
+        return [Port(self.settings.mqtt_port), Port(self.settings.mqtt_secure_port)]
 
     def config_files(self) -> dict[Path, str]:
-        return {self.config_file: mosquitto_conf(self.settings, str(self.data_dir), str(self.log_file))}
+        conf = mosquitto_conf(self.settings, str(self.data_dir), str(self.log_file))
+        secured = secured_listener(self.settings, self.password_file, self.acl_file)
+        return {self.config_file: conf + secured, self.acl_file: secured_mqtt.acl(self.settings)}
 
     def prepare(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        ensure_pki(self.settings.pki_dir, self.settings.host)
+        # Plain "user:password" lines, hashed in place by Mosquitto's own tool: never kept plain.
+        write_private(self.password_file, secured_mqtt.plain_passwords(self.settings))
+        tool = find_binary("mosquitto_passwd")
+        if tool is None:
+            raise InstallError("mosquitto_passwd: not found; run `fluxgate-stack install mosquitto`")
+        subprocess.run([tool, "-U", str(self.password_file)], check=True, capture_output=True, timeout=30)
 
     def command(self) -> list[str]:
         binary = find_binary("mosquitto")
@@ -52,8 +72,27 @@ class MosquittoServer(Server):
         return {"FLUXGATE_MQTT_HOST": self.settings.host, "FLUXGATE_MQTT_PORT": str(self.settings.mqtt_port)}
 
 
+def secured_listener(settings: StackSettings, password_file: Path, acl_file: Path) -> str:
+    """The TLS listener: the stack's server certificate, a client certificate from the stack's
+    CA and a password required, every user held to its ACL (:mod:`fluxgate_stack.secured_mqtt`)."""
+    pki = Pki(settings.pki_dir)
+    lines = [
+        f"listener {settings.mqtt_secure_port} {settings.host}",
+        f"cafile {pki.ca_cert}",
+        f"certfile {pki.server_cert}",
+        f"keyfile {pki.server_key}",
+        "require_certificate true",
+        f"password_file {password_file}",
+        f"acl_file {acl_file}",
+        "allow_anonymous false",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def mosquitto_conf(settings: StackSettings, data_dir: str, log_file: str) -> str:
     lines = [
+        # Each listener its own authentication: the lab's plain one open, the TLS one not.
+        "per_listener_settings true",
         # Started as root, mosquitto would switch to the "mosquitto" user and lose access to
         # our data folder; naming the current user keeps it (ignored when not root).
         f"user {getpass.getuser()}",
