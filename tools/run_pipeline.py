@@ -532,15 +532,14 @@ def secured_registry(folder: Path) -> dict[str, dict[str, str]]:
     """``--secured``: every service through the registry's HTTPS door (the same registry),
     as its own Keycloak client held to its role (the persisters only read), the client's
     ``id:secret`` in a 0600 file."""
+    from fluxgate_stack.private_files import write_private
     from fluxgate_stack.secured_registry import registry_env
 
     settings: dict[str, dict[str, str]] = {}
     for service in SECURED_SERVICES:
         env = registry_env("", service)
         user_info = folder / f"registry-{service}.userinfo"
-        user_info.unlink(missing_ok=True)
-        with os.fdopen(os.open(user_info, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-            handle.write(env.pop("REGISTRY__BASIC_AUTH_USER_INFO"))
+        write_private(user_info, env.pop("REGISTRY__BASIC_AUTH_USER_INFO"))
         settings[service] = {**env, "REGISTRY__BASIC_AUTH_USER_INFO_FILE": str(user_info)}
     say("secured: every service reaches the registry over HTTPS as its own Keycloak client")
     return settings

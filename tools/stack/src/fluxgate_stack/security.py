@@ -10,7 +10,6 @@ each service needs on the stack's default topics, and no more.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Iterable, Mapping
@@ -36,6 +35,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from fluxgate_stack.errors import StackError
 from fluxgate_stack.pki import Pki
+from fluxgate_stack.private_files import write_private
 from fluxgate_stack.settings import StackSettings
 
 __all__ = [
@@ -250,9 +250,7 @@ def new_credentials(
     settings = settings or StackSettings()
     password = secrets.token_urlsafe(24)
     password_file = folder / f"{username}.password"
-    password_file.unlink(missing_ok=True)
-    with os.fdopen(os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-        handle.write(password)
+    write_private(password_file, password)
     bootstrap = f"{settings.host}:{settings.kafka_secure_port}"
     return Principal(username, password, password_file, bootstrap, Pki(settings.pki_dir).ca_cert, mechanism)
 

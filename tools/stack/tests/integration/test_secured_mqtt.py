@@ -70,30 +70,26 @@ def test_the_tls_listener_refuses(settings: object, role: str | None, certificat
     assert run(argv).returncode != 0
 
 
+def received(settings: object, reader: str, writer: str, topic: str) -> str:
+    """What ``reader``'s subscription to ``topic`` got while ``writer`` published on it four times."""
+    with subprocess.Popen(
+        client(settings, "mosquitto_sub", reader, "-t", topic, "-C", "1", "-W", "4", "-q", "1"),
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as subscriber:
+        for _ in range(4):
+            run(client(settings, "mosquitto_pub", writer, "-t", topic, "-m", "1", "-q", "1"))
+            subprocess.run(["sleep", "0.5"], check=True)
+        out, _ = subscriber.communicate(timeout=10)
+    return out
+
+
 def test_a_device_may_not_subscribe_nor_the_proxy_publish(settings: object) -> None:
     topic = f"sensors/dev-{uuid.uuid4().hex[:8]}/temperature"
     # The broker accepts the SUBSCRIBE but grants nothing: no message reaches the device.
-    with subprocess.Popen(
-        client(settings, "mosquitto_sub", "device", "-t", topic, "-C", "1", "-W", "4", "-q", "1"),
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as spy:
-        for _ in range(4):
-            run(client(settings, "mosquitto_pub", "device", "-t", topic, "-m", "1", "-q", "1"))
-            subprocess.run(["sleep", "0.5"], check=True)
-        out, _ = spy.communicate(timeout=10)
-    assert out == ""
+    assert received(settings, "device", "device", topic) == ""
     # The proxy's publish is dropped by the ACL: its own subscription gets nothing.
-    with subprocess.Popen(
-        client(settings, "mosquitto_sub", "mqtt-proxy", "-t", topic, "-C", "1", "-W", "4", "-q", "1"),
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as listener:
-        for _ in range(4):
-            run(client(settings, "mosquitto_pub", "mqtt-proxy", "-t", topic, "-m", "2", "-q", "1"))
-            subprocess.run(["sleep", "0.5"], check=True)
-        out, _ = listener.communicate(timeout=10)
-    assert out == ""
+    assert received(settings, "mqtt-proxy", "mqtt-proxy", topic) == ""
 
 
 def test_passwords_are_private_and_stored_hashed(settings: object, tmp_path: Path) -> None:
