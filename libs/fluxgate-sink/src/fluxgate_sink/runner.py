@@ -28,9 +28,9 @@ from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, make_producer
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.registry_access import verify_registry
-from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
+from fluxgate_sink.formats import value_decoder
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.partitions import PAUSE_AFTER_S, PartitionState
@@ -100,8 +100,9 @@ class SinkRunner:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
         if self._source_factory == self._kafka_source:  # a wrong password or a missing topic: say so now
             await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, self._router.topics)
-            # A refused secret or CA stops it now; a registry away is waited for while reading, as before.
-            await asyncio.to_thread(verify_registry, self._registry, self._env_prefix, away_ok=True)
+            if self._settings.value_format == "avro":  # JSON topics need no registry
+                # A refused secret or CA stops it now; a registry away is waited for while reading, as before.
+                await asyncio.to_thread(verify_registry, self._registry, self._env_prefix, away_ok=True)
         try:
             await self._sink.setup(self._router.statements)
         except SettingRefused as exc:  # the sink knows the setting, the service its variable
@@ -326,7 +327,7 @@ class SinkRunner:
     def _kafka_source(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> Source:
         group = self._settings.group_id or f"fluxgate-{self._service}"
         config = self._kafka.consumer_config(group, self._service)
-        decoder = AvroDecoder(registry_client(self._registry))
+        decoder = value_decoder(self._settings.value_format, self._settings.value_schemas_enable, self._registry)
         replayed: set[PartitionKey] = set()
 
         def assigned(partitions: list[PartitionKey]) -> None:

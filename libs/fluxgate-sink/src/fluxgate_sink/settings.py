@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 
 from fluxgate_core.settings import Group
 from fluxgate_sink.errors import KcqlError
+from fluxgate_sink.formats import RecordFormat
 
 ErrorPolicy = Literal["NOOP", "THROW", "RETRY"]
 
@@ -36,6 +37,16 @@ class SinkSettings(Group):
     poll_max_records: int = Field(2000, ge=1, description="records taken from Kafka per poll")
     group_id: str | None = Field(None, description="consumer group; default fluxgate-<service>")
     deadletter_topic: str = Field("persisters.deadletter", min_length=1, description="where refused records go")
+    value_format: RecordFormat = Field(
+        "avro",
+        description="how the topics' record values are written: avro (Confluent wire format, schemas in the "
+        "registry) or json (Kafka Connect's JsonConverter; see value_schemas_enable)",
+    )
+    value_schemas_enable: bool = Field(
+        True,
+        description='json: each value is JsonConverter\'s envelope {"schema": ..., "payload": ...} and is read '
+        "through its schema (JsonConverter's schemas.enable); false: the bare JSON value",
+    )
     from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
 
     @field_validator("kcql")

@@ -11,10 +11,12 @@ import pytest
 from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
 
 from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_core.errors import FluxgateError
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
 from fluxgate_sink import runner as runner_module
 from fluxgate_sink.errors import PolicyStop
+from fluxgate_sink.formats import ConnectJsonDecoder
 from fluxgate_sink.runner import SinkRunner
 from fluxgate_sink.settings import SinkSettings
 from fluxgate_sink.sink import ItemFailure, SinkItem
@@ -109,6 +111,24 @@ async def test_a_record_that_does_not_decode_is_always_dead_lettered(policy: str
     assert payload == b"\x07raw" and "magic byte" in str(error) and source == "aggs/0/2"
     assert ("fluxgate.dlq.offset", b"2") in headers and ("fluxgate.dlq.topic", b"aggs") in headers
     assert [v for k, v in headers if k == "trace"] == [b"1", b"2"]  # repeated original headers kept
+
+
+def json_record(offset: int, value: bytes) -> ConsumedRecord:
+    """A JSON value through the decoder as the consumer hands it out: decoded, or with its error."""
+    try:
+        decoded, error = ConnectJsonDecoder(schemas_enable=False).decode(value), None
+    except FluxgateError as exc:
+        decoded, error = None, exc
+    return ConsumedRecord("aggs", 0, offset, b"dev-0", value, (), 0, decoded, error)
+
+
+async def test_a_json_value_that_does_not_decode_is_dead_lettered_with_its_reason() -> None:
+    good = b'{"device_id": "dev-0", "metric": "temperature", "window_start": 1795435200000}'
+    h = Harness([json_record(0, good), json_record(1, b'{"device_id": '), json_record(2, good)])
+    await h.run_until(lambda: h.committed(0) == 3)
+    assert h.sink.docs["temps"][ID0]["window_start"] == 1795435200000  # epoch millis, dated like Avro's
+    [(payload, error, source, _)] = h.dead.sent
+    assert payload == b'{"device_id": ' and str(error).startswith("not JSON: ") and source == "aggs/0/1"
 
 
 async def test_noop_dead_letters_the_refused_item_and_writes_the_rest() -> None:

@@ -10,7 +10,18 @@ from dataclasses import dataclass, field
 
 from pydantic_settings import BaseSettings
 
-from fluxgate_connect.rules import Covered, Rule, Setting, Unsupported, error_policy, integer, text, to
+from fluxgate_connect.rules import (
+    Covered,
+    Rule,
+    RuleError,
+    Setting,
+    Unsupported,
+    boolean,
+    error_policy,
+    integer,
+    text,
+    to,
+)
 
 # Settings the gateways gain with issue #23's source KCQL and CoAP record (other branches):
 # the only names of the table that are not yet fields of the services' Settings classes.
@@ -59,6 +70,50 @@ PROGRESS = Covered("every service counts what it processed on /metrics (Promethe
 AVRO = ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.converter.AvroConverter")
 
 
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
+BYTES_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+def value_format(value: str) -> dict[str, str]:
+    """A sink's ``value.converter`` as the format its values are read in (Avro is the default)."""
+    name = value.strip()
+    if name in AVRO:
+        return {}
+    if name == JSON_CONVERTER:
+        return {"sink.value_format": "json"}
+    if name in (STRING_CONVERTER, BYTES_CONVERTER):
+        raise RuleError(
+            "a sink writes records with fields, and this converter gives text or bytes; JSON text reads as "
+            f"records with value.converter={JSON_CONVERTER} and value.converter.schemas.enable=false"
+        )
+    raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER))}")
+
+
+# A sink's converters: only the value is read, in a format that is the shared sink runtime's
+# (fluxgate_sink.formats), the same for every persister.
+SINK_CONVERTERS: dict[str, Rule] = {
+    "value.converter": Setting(
+        ("sink.value_format",),
+        value_format,
+        note=f"{AVRO[0]} (or Apicurio's): Avro in the Confluent wire format, schemas in the registry (the default); "
+        f"{JSON_CONVERTER}: JSON, read as Kafka Connect reads it (see value.converter.schemas.enable); "
+        "a value that does not decode goes to the dead-letter topic with the reason",
+    ),
+    "value.converter.schemas.enable": to(
+        "sink.value_schemas_enable",
+        boolean,
+        note="JsonConverter's: true (its default) reads each value as the {schema, payload} envelope, through "
+        "its schema; false reads the bare JSON; with Avro values it means nothing and is not set",
+    ),
+    "key.converter": Covered(
+        "the record key is not read, whatever its converter (Avro, JsonConverter, StringConverter, "
+        "ByteArrayConverter): a document's id comes from the KCQL PK; a dead letter keeps the key's bytes"
+    ),
+    "key.converter.schemas.enable": Covered("the record key is not read"),
+}
+
+
 def tasks(members: str) -> Covered:
     """tasks.max: how ``fluxgate connect``'s members (:mod:`fluxgate_connect.tasks`) share the work."""
     return Covered(
@@ -84,11 +139,8 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
     """Kafka Connect's own keys, the same for every connector of a kind."""
     rules: dict[str, Rule] = {
         "tasks.max": tasks,
-        "value.converter": Covered("records are Avro in the Confluent wire format, schemas in a registry", accept=AVRO),
         "value.converter.schema.registry.url": to("registry.url", text),
         "key.converter.schema.registry.url": Covered("the registry is value.converter's"),
-        "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
-        "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
         "connect.progress.enabled": PROGRESS,
         **aliases(
             Covered("records are retried, dead-lettered and logged by the service itself, never dropped"),
@@ -107,7 +159,7 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             ),
             "topics": Covered("the topics must be the ones the KCQL reads (checked): the KCQL is what is read"),
             "topics.regex": Unsupported("list the topics in the KCQL (one statement per topic)"),
-            "key.converter": Covered("the record key is not read: a document's id comes from the KCQL PK"),
+            **SINK_CONVERTERS,
             "errors.tolerance": Covered(
                 "none or all, a record that cannot be decoded goes to the dead-letter topic "
                 "(errors.deadletterqueue.topic.name, else sink.deadletter_topic) with the reason in its headers, "
@@ -125,6 +177,11 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             "errors.tolerance": SOURCE_ERRORS,
             "name": to("kafka.client_id", text, note="the Kafka client id"),
             "key.converter": Covered("the gateway writes its own record key (the device id)"),
+            "value.converter": Covered(
+                "records are Avro in the Confluent wire format, schemas in a registry", accept=AVRO
+            ),
+            "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+            "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
         }
     return rules
 

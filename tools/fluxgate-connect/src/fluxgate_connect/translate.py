@@ -66,6 +66,7 @@ def translate(config: Mapping[str, str]) -> Translation:
         if key != "connector.class":
             errors += _apply(result, key, config[key])
     errors += _combine(result, config)
+    _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
     errors += _check_kcql(result, config)
@@ -150,6 +151,14 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
             "node sets its own http.port, set connect.elastic.url=http://<host>:<http.port> instead"
         )
     return []
+
+
+def _json_only(result: Translation) -> None:
+    """``value.converter.schemas.enable`` is JsonConverter's: with Avro values it sets nothing."""
+    if result.values.get("sink.value_format") == "json" or "sink.value_schemas_enable" not in result.values:
+        return
+    del result.values["sink.value_schemas_enable"]
+    result.notes.append("value.converter.schemas.enable: nothing to set: the values are Avro, not JSON")
 
 
 def _check_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:

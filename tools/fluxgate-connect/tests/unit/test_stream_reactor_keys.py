@@ -27,7 +27,8 @@ def _prefixed(prefix: str, names: str) -> list[str]:
     return [f"{prefix}.{name}" for name in names.split()]
 
 
-FRAMEWORK = ["name", "tasks.max", "key.converter", "value.converter", "connect.progress.enabled"]
+FRAMEWORK = ["name", "tasks.max", "key.converter", "value.converter", "connect.progress.enabled",
+             "value.converter.schemas.enable", "key.converter.schemas.enable"]  # fmt: skip
 SINK_ERRORS = ["errors.tolerance", "errors.deadletterqueue.topic.name", "errors.retry.timeout",
                "errors.deadletterqueue.topic.replication.factor", "errors.deadletterqueue.context.headers.enable",
                "errors.retry.delay.max.ms", "errors.log.enable", "errors.log.include.messages"]  # fmt: skip

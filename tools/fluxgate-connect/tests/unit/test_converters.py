@@ -1,0 +1,82 @@
+"""A sink config's converters: JsonConverter values (with or without schemas) become the persister's
+value format, any key converter is accepted (the key is not read), text or bytes values are refused
+naming what to write instead, and the sources still write Avro."""
+
+from __future__ import annotations
+
+import pytest
+from connect_fixtures import load_env
+
+from fluxgate_connect.connectors import CASSANDRA_SINK, ELASTIC_SINK, HAZELCAST_SINK, Connector
+from fluxgate_connect.errors import ConnectError
+from fluxgate_connect.translate import Translation, translate
+
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+STRING = "org.apache.kafka.connect.storage.StringConverter"
+ES = "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector"
+MQTT = "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector"
+KCQL = {
+    ELASTIC_SINK.service: ("connect.elastic.kcql", "INSERT INTO readings SELECT * FROM readings.json"),
+    CASSANDRA_SINK.service: ("connect.cassandra.kcql", "INSERT INTO readings SELECT * FROM readings.json"),
+    HAZELCAST_SINK.service: (
+        "connect.hazelcast.kcql",
+        "INSERT INTO readings SELECT * FROM readings.json STOREAS QUEUE",
+    ),
+}
+
+
+def sink(connector: Connector, **converters: str) -> Translation:
+    key, kcql = KCQL[connector.service]
+    config = {"connector.class": connector.classes[-1], key: kcql, "connect.cassandra.key.space": "k"}
+    if connector is not CASSANDRA_SINK:
+        config.pop("connect.cassandra.key.space")
+    return translate(config | {name.replace("_", "."): value for name, value in converters.items()})
+
+
+@pytest.mark.parametrize("connector", [ELASTIC_SINK, CASSANDRA_SINK, HAZELCAST_SINK], ids=lambda c: c.service)
+@pytest.mark.parametrize("schemas", ["true", "false"])
+def test_json_values_with_or_without_schemas_on_every_sink(
+    connector: Connector, schemas: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = sink(connector, value_converter=JSON, value_converter_schemas_enable=schemas, key_converter=STRING)
+    assert result.values["sink.value_format"] == "json"
+    assert result.values["sink.value_schemas_enable"] == schemas
+    settings = load_env(connector.settings, result.env, monkeypatch)  # the persister takes what it is given
+    assert (settings.sink.value_format, settings.sink.value_schemas_enable) == ("json", schemas == "true")
+
+
+def test_json_values_read_the_envelope_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = sink(ELASTIC_SINK, value_converter=JSON)  # JsonConverter's schemas.enable defaults to true
+    settings = load_env(ELASTIC_SINK.settings, result.env, monkeypatch)
+    assert settings.sink.value_format == "json" and settings.sink.value_schemas_enable is True
+
+
+def test_avro_values_set_nothing_and_ignore_schemas_enable() -> None:
+    result = sink(ELASTIC_SINK, value_converter="io.confluent.connect.avro.AvroConverter",
+                  value_converter_schemas_enable="false", key_converter_schemas_enable="false")  # fmt: skip
+    assert "sink.value_format" not in result.values and "sink.value_schemas_enable" not in result.values
+    assert any(note.startswith("value.converter.schemas.enable: nothing to set") for note in result.notes)
+
+
+@pytest.mark.parametrize("key", [STRING, JSON, "org.apache.kafka.connect.converters.ByteArrayConverter"])
+def test_any_key_converter_runs(key: str) -> None:
+    result = sink(ELASTIC_SINK, value_converter=JSON, key_converter=key, key_converter_schemas_enable="true")
+    assert result.warnings == [] and any(note.startswith("key.converter: nothing to set") for note in result.notes)
+
+
+@pytest.mark.parametrize("value", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter"])
+def test_text_or_bytes_values_are_refused_naming_json_without_schemas(value: str) -> None:
+    with pytest.raises(ConnectError) as raised:
+        sink(ELASTIC_SINK, value_converter=value)
+    assert f"value.converter={value}: a sink writes records with fields" in str(raised.value)
+    assert f"value.converter={JSON} and value.converter.schemas.enable=false" in str(raised.value)
+
+
+def test_an_unknown_value_converter_names_the_known_ones() -> None:
+    with pytest.raises(ConnectError, match=r"value.converter=org.example.X: expected io.confluent.*JsonConverter"):
+        sink(ELASTIC_SINK, value_converter="org.example.X")
+
+
+def test_the_sources_still_write_avro() -> None:
+    with pytest.raises(ConnectError, match=r"value.converter=.*JsonConverter: not supported: records are Avro"):
+        translate({"connector.class": MQTT, "connect.mqtt.hosts": "tcp://mqtt:1883", "value.converter": JSON})
