@@ -109,6 +109,10 @@ soak: install ## The pipeline under faults (every server and service, killed and
 charts: $(VENV)/.installed ## helm (built into .local/bin from the Go module proxy) and deploy/charts' dependencies
 	$(PY) tools/charts.py build
 
+.PHONY: chart-schemas
+chart-schemas: $(VENV)/.installed ## Write every chart's values.schema.json from the Settings classes (tests/static checks they are current)
+	$(PY) tools/chart_schemas.py
+
 .PHONY: clean
 clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
 	@test -x $(STACK) && $(STACK) purge || true
