@@ -113,6 +113,10 @@ charts: $(VENV)/.installed ## helm (built into .local/bin from the Go module pro
 chart-schemas: $(VENV)/.installed ## Write every chart's values.schema.json from the Settings classes (tests/static checks they are current)
 	$(PY) tools/chart_schemas.py
 
+.PHONY: dashboards
+dashboards: $(VENV)/.installed ## Write the Grafana dashboards (deploy/charts/fluxgate/files/dashboards/) from tools/dashboard_panels.py
+	$(PY) tools/dashboards.py
+
 .PHONY: clean
 clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
 	@test -x $(STACK) && $(STACK) purge || true

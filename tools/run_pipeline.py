@@ -9,7 +9,8 @@ last. Nothing a stage produced is then left unprocessed by the next, and the sum
 the aggregates on the topic beside what each store holds. A service that dies is started
 again after a back-off (1 s, doubling to 60 s), its restarts counted on the status line. With --check the exit code says
 whether readings, dead letters and aggregates all arrived, every store holds what the topic
-holds, and every service ran to a clean exit (the end-to-end test uses that).
+holds, every service ran to a clean exit, every metric an alert or a dashboard reads was scraped,
+and every dashboard panel's query returns data (the end-to-end test uses that).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Consumer, TopicPartition
 from containers import ContainerLauncher
+from dashboard_queries import failing_panels, panel_metrics
 from pipeline_stores import Stores
 from rich.console import Console
 from rich.text import Text
@@ -703,6 +705,8 @@ def main() -> int:
         died = pipeline.dead()
         devices = device_states(args.status_port)
         unscraped = unscraped_metrics() if args.check else {}
+        # The dashboards show the whole pipeline: asked only when all of it runs.
+        unqueryable = failing_panels(endpoints.prometheus_url) if args.check and persisting(args) else []
     finally:
         remove_targets(SCRAPE_RUN)  # its services stop now: not "down" to Prometheus
         stopped = stop_upstream_first(pipeline, endpoints.bootstrap)
@@ -718,8 +722,10 @@ def main() -> int:
     wanted = ["sensors.readings", "sensors.deadletter"] + ([] if args.no_aggregator else ["temperatures.aggregated"])
     healthy = not died and not any(stopped.exits.values()) and all(arrived.get(t, 0) > 0 for t in wanted)
     for alert, metrics in unscraped.items():
-        say(f"alert {alert} reads {', '.join(sorted(metrics))}, which no service of this run exported")
-    healthy = healthy and not unscraped
+        say(f"{alert} reads {', '.join(sorted(metrics))}, which no service of this run exported")
+    for panel in unqueryable:
+        say(panel)
+    healthy = healthy and not unscraped and not unqueryable
     agree = all(count == arrived["temperatures.aggregated"] for count in documents.values())
     healthy = healthy and agree and all(count > 0 for count in documents.values()) and devices.get("ONLINE", 0) > 0
     return 1 if args.check and not healthy else 0
@@ -746,8 +752,9 @@ def scrape(args: argparse.Namespace) -> None:
 
 
 def unscraped_metrics() -> dict[str, set[str]]:
-    """Each alert with the metrics it reads that no service of the run has exported to the
-    stack's Prometheus (as a sample or only as a family, e.g. a counter nothing counted yet)."""
+    """Each alert and dashboard panel with the metrics it reads that no service of the run has
+    exported to the stack's Prometheus (as a sample or only as a family, e.g. a counter nothing
+    counted yet)."""
     reply = httpx.get(
         f"{Stack().endpoints().prometheus_url}/api/v1/targets/metadata",
         params={"match_target": f'{{job="{PROMETHEUS_JOB}"}}'},
@@ -756,7 +763,8 @@ def unscraped_metrics() -> dict[str, set[str]]:
     reply.raise_for_status()
     exported = {entry["metric"] for entry in reply.json()["data"]}
     exported |= {f"{name}_total" for name in exported}  # a counter's family is named without it
-    wanted = rule_metrics(ROOT / PROMETHEUS_RULES)
+    wanted = {f"alert {alert}": metrics for alert, metrics in rule_metrics(ROOT / PROMETHEUS_RULES).items()}
+    wanted |= panel_metrics()
     return {alert: missing for alert, metrics in wanted.items() if (missing := metrics - exported - {"up"})}
 
 
