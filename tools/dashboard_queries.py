@@ -53,12 +53,13 @@ def panel_queries(model: dict[str, Any], name: str | None = None) -> list[PanelQ
     return found
 
 
-def committed(folder: Path = FOLDER) -> list[PanelQuery]:
-    """Every panel query of the dashboards in the repository."""
-    return [q for path in sorted(folder.glob("*.json")) for q in panel_queries(json.loads(path.read_text()), path.stem)]
+def committed(folder: Path | None = None) -> list[PanelQuery]:
+    """Every panel query of the dashboards in ``folder`` (the repository's by default)."""
+    paths = sorted((folder or FOLDER).glob("*.json"))
+    return [query for path in paths for query in panel_queries(json.loads(path.read_text()), path.stem)]
 
 
-def panel_metrics(folder: Path = FOLDER) -> dict[str, set[str]]:
+def panel_metrics(folder: Path | None = None) -> dict[str, set[str]]:
     """Each panel (``dashboard X, panel 'Y'``) and the metric families its queries read."""
     found: dict[str, set[str]] = {}
     for query in committed(folder):
@@ -88,21 +89,22 @@ def failing(client: httpx.Client, queries: list[PanelQuery], rate_interval: str 
     return [found for query in queries if (found := problem(client, query, rate_interval, at, need_data))]
 
 
-def failing_panels(prometheus_url: str, rate_interval: str = "1m", wait: float = 30.0) -> list[str]:
+def failing_panels(prometheus_url: str, rate_interval: str = "1m", wait: float = 30.0, every: float = 2.5,
+                   folder: Path | None = None) -> list[str]:  # fmt: skip
     """:func:`failing` for every committed dashboard, against the Prometheus at ``prometheus_url``.
     A query without series is asked again for up to ``wait`` seconds: a series set just before
     the check is not scraped yet, and a counter's rate needs two scrapes. An error is final."""
     deadline = time.monotonic() + wait
     with httpx.Client(base_url=prometheus_url, timeout=10) as client:
         errors: list[str] = []
-        pending = committed()
+        pending = committed(folder)
         while True:
             found = {query: problem(client, query, rate_interval) for query in pending}
             errors += [text for text in found.values() if text and not text.endswith(NO_SERIES)]
             pending = [query for query, text in found.items() if text and text.endswith(NO_SERIES)]
             if not pending or time.monotonic() >= deadline:
                 return errors + [str(found[query]) for query in pending]
-            time.sleep(2.5)
+            time.sleep(every)
 
 
 def query_range(client: httpx.Client, query: PanelQuery, start: float, end: float, rate_interval: str = "1m",
