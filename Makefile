@@ -109,6 +109,10 @@ soak: install ## The pipeline under faults (every server and service, killed and
 charts: $(VENV)/.installed ## helm (built into .local/bin from the Go module proxy) and deploy/charts' dependencies
 	$(PY) tools/charts.py build
 
+.PHONY: charts-package
+charts-package: $(VENV)/.installed ## Every chart as a versioned archive (its Chart.yaml's version, dependencies inside) in .local/charts, ready for helm push
+	$(PY) tools/charts.py package
+
 .PHONY: chart-schemas
 chart-schemas: $(VENV)/.installed ## Write every chart's values.schema.json from the Settings classes (tests/static checks they are current)
 	$(PY) tools/chart_schemas.py

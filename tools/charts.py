@@ -5,19 +5,25 @@ helm is built from the Go module proxy (`go install`) into `.local/bin` the firs
 it is needed; Go's module and build caches make later runs take a second. The service
 charts depend on the library chart and the umbrella chart on the service charts, all as
 `file://` dependencies: `build` packages them in that order (`make charts` does it in
-place; the tests do it in a copy of their own).
+place; the tests do it in a copy of their own). `package` writes every chart as a versioned
+archive, ready for `helm push` to an OCI registry (`make charts-package`: `.local/charts/`).
+`install_dry_run` runs `helm install --dry-run=client` without a cluster, NOTES included.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -26,6 +32,7 @@ CHARTS = ROOT / "deploy" / "charts"
 HELM_VERSION = "v3.19.5"
 LOCAL_BIN = ROOT / ".local" / "bin"  # the Go-built tools (helm, compose-check)
 HELM = LOCAL_BIN / "helm"
+PACKAGED = ROOT / ".local" / "charts"  # `make charts-package`: every chart's archive
 GO_TARBALL = "/usr/local/go/bin/go"
 LIBRARY = "fluxgate-lib"
 UMBRELLA = "fluxgate"
@@ -134,6 +141,101 @@ def lint(chart: Path, values: Sequence[Values] = ()) -> subprocess.CompletedProc
         )  # fmt: skip
 
 
+def version(chart: Path) -> str:
+    """The chart's version, from its Chart.yaml."""
+    return str(yaml.safe_load((chart / "Chart.yaml").read_text())["version"])
+
+
+def package(dest: Path = PACKAGED) -> list[Path]:
+    """Every chart as ``<name>-<version>.tgz`` in ``dest`` (the library, each service chart
+    with the library inside, the umbrella with the service charts), built from a copy."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archives = []
+    with tempfile.TemporaryDirectory() as folder:
+        built = copy_built(Path(folder) / "charts")
+        for name in (LIBRARY, *SERVICES, UMBRELLA):
+            subprocess.run(
+                [str(helm()), "package", str(built / name), "--destination", str(dest)],
+                check=True, capture_output=True, timeout=120,
+            )  # fmt: skip
+            archives.append(dest / f"{name}-{version(built / name)}.tgz")
+    return archives
+
+
+class Installed(NamedTuple):
+    """What ``helm install --dry-run=client`` shows: the manifest and the chart's NOTES."""
+
+    manifest: str
+    notes: str
+
+
+class _Discovery(BaseHTTPRequestHandler):
+    """A stand-in Kubernetes API server: only discovery (a version, the core group)."""
+
+    ANSWERS: dict[str, Any] = {
+        "/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.0"},
+        "/api": {"kind": "APIVersions", "versions": ["v1"]},
+        "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+        "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": []},
+    }
+
+    def do_GET(self) -> None:
+        answer = self.ANSWERS.get(self.path.split("?", 1)[0])
+        body = json.dumps(answer or {"kind": "Status", "code": 404}).encode()
+        self.send_response(200 if answer else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@contextmanager
+def offline_cluster() -> Iterator[dict[str, str]]:
+    """The environment in which ``helm install --dry-run=client`` runs without a cluster:
+    its kubeconfig names a stand-in that answers discovery alone (helm asks the version
+    first, even for a client-side dry run), and releases are kept in memory."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Discovery)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            kubeconfig, releases = Path(folder) / "kubeconfig", Path(folder) / "releases.yaml"
+            kubeconfig.write_text(
+                yaml.safe_dump({
+                    "apiVersion": "v1", "kind": "Config", "current-context": "offline",
+                    "clusters": [{"name": "offline", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+                    "contexts": [{"name": "offline", "context": {"cluster": "offline", "user": "offline"}}],
+                    "users": [{"name": "offline", "user": {}}],
+                })
+            )  # fmt: skip
+            releases.write_text("")
+            yield {"KUBECONFIG": str(kubeconfig), "HELM_DRIVER": "memory", "HELM_MEMORY_DRIVER_DATA": str(releases)}
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def install_dry_run(
+    chart: Path, release: str = "fluxgate", values: Sequence[Values] = (), namespace: str = "fluxgate"
+) -> Installed:
+    """``helm install --dry-run=client``'s manifest and NOTES; raises with helm's message
+    when the chart refuses the values (its schema, a template's ``fail``)."""
+    with tempfile.TemporaryDirectory() as folder, offline_cluster() as env:
+        result = subprocess.run(
+            [str(helm()), "install", release, str(chart), "--namespace", namespace, "--dry-run=client",
+             "--output", "json", *helm_args(values, Path(folder))],
+            capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+    if result.returncode:
+        raise ChartError(result.stderr.strip())
+    installed = json.loads(result.stdout)
+    return Installed(installed.get("manifest", ""), installed.get("info", {}).get("notes", ""))
+
+
 class ChartError(Exception):
     """helm refused to render (a chart's `fail`, a template error): its message."""
 
@@ -144,5 +246,10 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["build"]:
         build()
         print(f"{HELM} {HELM_VERSION}; dependencies built under {CHARTS}/*/charts")
+    elif sys.argv[1:] == ["package"]:  # `make charts-package`
+        print("\n".join(str(archive.relative_to(ROOT)) for archive in package()))
     else:
-        sys.exit("usage: charts.py helm | build   (helm alone, or helm then deploy/charts' dependencies in place)")
+        sys.exit(
+            "usage: charts.py helm | build | package   (helm alone; helm then deploy/charts' dependencies in place;"
+            " every chart packaged into .local/charts)"
+        )
