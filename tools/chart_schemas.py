@@ -39,7 +39,8 @@ DRAFT = "http://json-schema.org/draft-07/schema#"
 INTEGER = r"^\s*[-+]?[0-9][0-9_]*(\.0*)?\s*$"
 NUMBER = r"^\s*[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$|^\s*[-+]?(?i:inf|infinity|nan)\s*$"
 BOOLEAN = r"^(?i:0|off|f|false|n|no|1|on|t|true|y|yes)$"
-# The umbrella's blocks that other charts' work adds keys to: typed where known, never closed.
+# The umbrella's blocks whose keys other work adds: only these typed, the rest open, and none
+# read from values.yaml (a key added there changes no schema).
 OPEN_BLOCKS = {"dashboards": {"enabled": {"type": "boolean", "description": "install the Grafana dashboards"}}}
 BOUNDS: dict[type, tuple[str, str]] = {
     annotated_types.Ge: ("ge", "minimum"),
@@ -251,8 +252,7 @@ def umbrella_schema() -> dict[str, Any]:
         key: inferred(value) for key, value in values.items() if key not in charts and key != "global"
     }
     for key, known in OPEN_BLOCKS.items():
-        block = properties.get(key, {"type": "object", "properties": {}})
-        properties[key] = {"type": "object", "properties": {**block.get("properties", {}), **known}}
+        properties[key] = {"type": "object", "properties": known}
     properties["global"] = global_schema(next(iter(SERVICES.values())))
     for name in charts:
         properties[name] = {
