@@ -79,6 +79,8 @@ DEVICES = PanelSpec(
     kind="stat",
     width=6,
 )
+# 0 until the first window closes: no point then, rather than "55 years behind".
+WATERMARK_BEHIND = "time() - max by (fluxgate_service) (fluxgate_aggregator_watermark_seconds{{{selector}}} > 0)"
 LAG = "fluxgate_sink_consumer_lag or fluxgate_aggregator_consumer_lag or fluxgate_status_consumer_lag"
 
 
@@ -109,12 +111,11 @@ def overview() -> DashboardSpec:
         unit="rps",
     )
     latency = PanelSpec(
-        "Latency to store",
-        "The legs from a window's end to its store: how long after its end a window closes (the clock "
-        "minus the watermark), the aggregator's micro-batch that emits it, and each persister's write "
-        "(95th percentile); Kafka's own hop shows as consumer lag.",
+        "Latency from window close to store",
+        "The legs after a window closes: the aggregator's micro-batch that emits it and each persister's "
+        "write (95th percentile); Kafka's hop between them shows as consumer lag, the wait before the "
+        "window closes as the watermark.",
         (
-            q("time() - max by (fluxgate_service) (fluxgate_aggregator_watermark_seconds)", "window end to close"),
             q("max by (fluxgate_service) (fluxgate_aggregator_batch_duration_seconds)", "aggregator micro-batch"),
             q(p95("fluxgate_sink_write_seconds", "fluxgate_service"), "{{fluxgate_service}} write p95"),
         ),
@@ -122,9 +123,10 @@ def overview() -> DashboardSpec:
     )
     watermark = PanelSpec(
         "Watermark",
-        "The aggregator's event-time watermark, as a time: windows that end before it are closed.",
-        (q("max by (fluxgate_service) (fluxgate_aggregator_watermark_seconds) * 1000", "watermark"),),
-        unit="dateTimeAsIso",
+        "How far the aggregator's event-time watermark trails the clock: how long after its end a window "
+        "closes (FluxgateWatermarkStalled pages when it stops moving).",
+        (q(WATERMARK_BEHIND.format(selector=""), "behind the clock"),),
+        unit="s",
     )
     return DashboardSpec(
         "fluxgate-overview",
@@ -226,8 +228,7 @@ def aggregator(selector: str) -> dict[str, tuple[PanelSpec, ...]]:
     )  # fmt: skip
     time_ = (
         PanelSpec("Watermark behind the clock", "How long after its end a window closes.",
-                  (q(f"time() - max by (fluxgate_service) (fluxgate_aggregator_watermark_seconds{{{selector}}})",
-                     "behind"),), unit="s"),
+                  (q(WATERMARK_BEHIND.format(selector=selector), "behind the clock"),), unit="s"),
         PanelSpec("Micro-batches", "Each query's last micro-batch duration, and the mean time per phase.",
                   (q(f"max by (query) (fluxgate_aggregator_batch_duration_seconds{{{selector}}})", "{{query}}"),
                    q(f"{rate('fluxgate_aggregator_phase_seconds_sum', 'phase', selector)} / "

@@ -13,6 +13,7 @@ committed files equal to what this writes.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "deploy/charts/fluxgate/files/dashboards"
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 PANEL_HEIGHT = 8
+UNIT_NAMES = {"rps": "per second", "s": "seconds", "bytes": "bytes"}  # Grafana's units, for the PNG
 
 
 def panel(spec: PanelSpec, panel_id: int) -> timeseries.Panel | stat.Panel:
@@ -80,8 +82,8 @@ def write(folder: Path = FOLDER) -> list[Path]:
     return [folder / name for name in texts]
 
 
-def render(prometheus_url: str, out: Path, minutes: float, rate_interval: str) -> Path:
-    """The overview's panels over the last ``minutes``, each query a line per series, as one PNG."""
+def render(prometheus_url: str, out: Path, minutes: float, rate_interval: str, end: float | None = None) -> Path:
+    """The overview's panels over the ``minutes`` before ``end`` (now), a line per series, as one PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,29 +92,50 @@ def render(prometheus_url: str, out: Path, minutes: float, rate_interval: str) -
     from dashboard_queries import panel_queries, query_range
 
     overview = json.loads((FOLDER / "fluxgate-overview.json").read_text())
+    units = {p["title"]: p.get("fieldConfig", {}).get("defaults", {}).get("unit", "") for p in overview["panels"]}
     panels: dict[str, list[Any]] = {}
     for query in panel_queries(overview):
         panels.setdefault(query.panel, []).append(query)
-    end = time.time()
-    figure, axes = plt.subplots((len(panels) + 1) // 2, 2, figsize=(14, 3.2 * ((len(panels) + 1) // 2)))
+    end = time.time() if end is None else end
+    start, rows = end - minutes * 60, (len(panels) + 1) // 2
+    figure, axes = plt.subplots(rows, 2, figsize=(14, 3.2 * rows))
     with httpx.Client(base_url=prometheus_url, timeout=30) as client:
         for ax, (title, queries) in zip(axes.flat, panels.items(), strict=False):
             for query in queries:
-                for label, points in query_range(client, query, end - minutes * 60, end, rate_interval):
-                    ax.plot([(t - end) / 60 for t, _ in points], [v for _, v in points], label=label)
+                for label, points in query_range(client, query, start, end, rate_interval):
+                    ax.plot(*with_gaps(points, end), label=label)
             ax.set_title(title)
-            ax.set_xlabel("minutes before now")
+            ax.set_xlabel("minutes before the end")
+            ax.set_ylabel(UNIT_NAMES.get(units.get(title, ""), ""))
+            ax.set_xlim(-minutes, 0)
             if ax.has_data():
                 ax.legend(fontsize=6, loc="upper left")
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
-    figure.suptitle(f"{overview['title']} ({prometheus_url}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(end))})")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(end))
+    figure.suptitle(f"{overview['title']}: its panels' queries on {prometheus_url}, up to {when}")
     figure.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     path = out / "fluxgate-overview.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def with_gaps(points: list[tuple[float, float]], end: float) -> tuple[list[float], list[float]]:
+    """A series' minutes before ``end`` and values, broken (NaN) where samples are missing, as
+    Grafana leaves a gap rather than drawing a line across a time nothing was scraped."""
+    steps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points))
+    usual = steps[len(steps) // 2] if steps else 0.0
+    xs: list[float] = []
+    ys: list[float] = []
+    for number, (at, value) in enumerate(points):
+        if number and at - points[number - 1][0] > 2 * usual:
+            xs.append((at - end) / 60)
+            ys.append(float("nan"))
+        xs.append((at - end) / 60)
+        ys.append(value)
+    return xs, ys
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     drawing.add_argument("--out", type=Path, default=ROOT / "bench-results", help="folder for the PNG")
     drawing.add_argument("--minutes", type=float, default=30.0, help="how far back the charts go")
     drawing.add_argument("--rate-interval", default="1m", help="what $__rate_interval stands for")
+    drawing.add_argument("--end", type=float, default=None, help="the charts' end, epoch seconds (default: now)")
     args = parser.parse_args(argv)
     if args.command == "render":
-        print(render(args.prometheus, args.out, args.minutes, args.rate_interval))
+        print(render(args.prometheus, args.out, args.minutes, args.rate_interval, args.end))
     else:
         for path in write():
             print(path.relative_to(ROOT))

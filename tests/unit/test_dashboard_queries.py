@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 from dashboard_queries import PanelQuery, failing, failing_panels, legend_of, panel_metrics, panel_queries, query_range
+from dashboards import with_gaps
 
 SERIES = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"a": "b"}, "value": [1, "2"]}]}}
 EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
@@ -154,3 +155,9 @@ def test_query_range_fills_in_grafanas_legends() -> None:
                                      0, 100, rate_interval="2m")  # fmt: skip
     assert legend == "t in" and points[0] == (10.0, 1.5)
     assert legend_of("", {"a": "b"}) == '{"a": "b"}'
+
+
+def test_the_rendered_lines_break_where_nothing_was_scraped() -> None:
+    xs, ys = with_gaps([(0.0, 1.0), (60.0, 2.0), (120.0, 3.0), (600.0, 4.0)], end=600.0)
+    assert xs == [-10.0, -9.0, -8.0, 0.0, 0.0]
+    assert ys[:3] == [1.0, 2.0, 3.0] and ys[3] != ys[3] and ys[4] == 4.0  # NaN: the gap
