@@ -10,7 +10,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from charts import UMBRELLA, render
+from charts import UMBRELLA, lint, render
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "deploy/charts/fluxgate/files/dashboards"
@@ -44,3 +44,8 @@ def test_the_configmap_carries_every_dashboard_for_grafanas_sidecar(built_charts
     assert configmap["data"] == committed
     assert all(json.loads(text)["uid"] == name.removesuffix(".json") for name, text in configmap["data"].items())
     kubernetes_validate.validate(configmap, "1.37.0", strict=True)
+
+
+def test_the_chart_lints_with_the_dashboards_on(built_charts: Path, dev: Path) -> None:
+    result = lint(built_charts / UMBRELLA, [dev, {"dashboards": {"enabled": True}}])
+    assert result.returncode == 0, result.stdout + result.stderr
