@@ -5,7 +5,7 @@ from __future__ import annotations
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kcql import KcqlError
 
-__all__ = ["FieldMissing", "KcqlError", "PolicyStop", "SinkError", "StoreUnavailable"]
+__all__ = ["FieldMissing", "KcqlError", "PolicyStop", "SinkError", "StoreUnavailable", "UndecodableKey"]
 
 
 class SinkError(FluxgateError):
@@ -27,5 +27,12 @@ class PolicyStop(SinkError):
 class FieldMissing(SinkError, ValueError):
     """A record lacks a field its KCQL statement selects, keys or dates it by (or the field
     has the wrong shape): writing it again can never help, so the runner dead-letters it."""
+
+    retriable = False
+
+
+class UndecodableKey(SinkError):
+    """The record key, which a statement reads (``PK _key``), does not decode in its format: like a
+    value that does not decode, the record always goes to the dead letters, whatever the policy."""
 
     retriable = False

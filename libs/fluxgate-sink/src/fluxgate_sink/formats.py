@@ -31,6 +31,8 @@ from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import RegistrySettings
 
 RecordFormat = Literal["avro", "json"]
+KeyFormat = Literal["string", "json"]
+KEY_FIELD = "_key"  # KCQL's name for the record key (Stream-Reactor's ``PK _key``)
 ENVELOPE_REQUIRED = (
     'schemas.enable is true, so each value must be a JSON object of exactly two fields, "schema" and '
     '"payload" (Kafka Connect\'s envelope); for plain JSON set schemas.enable to false'
@@ -47,6 +49,19 @@ def value_decoder(value_format: RecordFormat, schemas_enable: bool, registry: Re
     return AvroDecoder(registry_client(registry))
 
 
+def key_reader(key_format: KeyFormat, schemas_enable: bool) -> Callable[[bytes | None], Any]:
+    """How a record key is read where a statement asks for it (``PK _key``): as Kafka Connect's
+    StringConverter reads it (UTF-8 text, the default, what our gateways write) or its JsonConverter."""
+    if key_format == "json":
+        return ConnectJsonDecoder(schemas_enable).read
+    return _string_key
+
+
+def _string_key(key: bytes | None) -> str | None:
+    # StringConverter decodes with Java's new String(bytes, UTF_8): a malformed sequence becomes U+FFFD.
+    return None if key is None else key.decode("utf-8", "replace")
+
+
 class ConnectJsonDecoder:
     """Record values as Kafka Connect's JsonConverter reads them; a sink needs an object (a struct
     or a map), so any other value, a tombstone included, does not decode."""
@@ -60,7 +75,7 @@ class ConnectJsonDecoder:
             raise SerializationError(f"the value is {_kind(value)}, not an object: a sink writes records with fields")
         return value
 
-    def read(self, data: bytes) -> Any:
+    def read(self, data: bytes | None) -> Any:
         """The value as Kafka Connect holds it (None for a null or empty value, a tombstone)."""
         if not data:
             return None

@@ -11,9 +11,12 @@ from typing import Any
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
-from fluxgate_sink.errors import FieldMissing, SinkError
+from fluxgate_sink.errors import FieldMissing, SinkError, UndecodableKey
+from fluxgate_sink.formats import KEY_FIELD, key_reader
 from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem
+
+ReadKey = Callable[[bytes | None], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +38,20 @@ class Routed:
 class Router:
     """Routes records through the statements; what cannot be routed is reported, never raised."""
 
-    def __init__(self, statements: Sequence[Statement], needs_ids: Callable[[Statement], bool] | None = None) -> None:
+    def __init__(
+        self,
+        statements: Sequence[Statement],
+        needs_ids: Callable[[Statement], bool] | None = None,
+        read_key: ReadKey | None = None,
+    ) -> None:
         self.statements = list(statements)
+        read_key = read_key or key_reader("string", schemas_enable=False)
         # Decided once per statement, not per record: a statement without a PK whose store
         # never keys by the id (a ringbuffer, a queue) gets the Kafka coordinates, as a record
         # without the default key fields always did, instead of an id derived from each record.
         keyed = needs_ids or (lambda _: True)
         self._plans = {
-            s.topic: [_Plan.of(t, bool(t.pk) or keyed(t)) for t in statements_for(self.statements, s.topic)]
+            s.topic: [_Plan.of(t, bool(t.pk) or keyed(t), read_key) for t in statements_for(self.statements, s.topic)]
             for s in self.statements
         }
 
@@ -78,12 +87,15 @@ class _Plan:
     whole: bool  # SELECT * without IGNORE: the document is the decoded record itself
     dated: bool  # the target's name depends on the event time (WITHINDEXSUFFIX)
     time_fields: tuple[str, ...]  # top-level fields that may hold the event time, in order
+    read_key: ReadKey | None  # only for a statement whose PK names the record key (_key)
 
     @classmethod
-    def of(cls, statement: Statement, keyed: bool) -> _Plan:
+    def of(cls, statement: Statement, keyed: bool, read_key: ReadKey) -> _Plan:
         named = statement.properties.get(EVENT_TIME_PROPERTY)
         fields = EVENT_TIME_FIELDS if named is None else () if "." in named else (named,)
-        return cls(statement, keyed, statement.selects_everything, bool(statement.index_suffix), fields)
+        by_key = any(path[0] == KEY_FIELD for path in statement.pk)
+        dated = bool(statement.index_suffix)
+        return cls(statement, keyed, statement.selects_everything, dated, fields, read_key if by_key else None)
 
     def route_into(self, records: list[ConsumedRecord], routed: Routed) -> None:
         """:meth:`route`'s results sorted into ``routed``: when every record routes (the usual
@@ -126,10 +138,21 @@ class _Plan:
             record,
             statement,
             statement.target_for(event_time) if self.dated else statement.target,
-            _document_id(record, statement) if self.keyed else "",
+            _document_id(record, statement, self.with_key(record, value)) if self.keyed else "",
             value if self.whole else statement.project(value),
             event_time,
         )
+
+    def with_key(self, record: ConsumedRecord, value: dict[str, Any]) -> dict[str, Any]:
+        """What the PK is looked up in: the value, and the decoded key as ``_key`` when the PK names it
+        (Stream-Reactor's ``PK _key``: the record key is the document id)."""
+        if self.read_key is None:
+            return value
+        try:
+            key = self.read_key(record.key)
+        except FluxgateError as exc:
+            raise UndecodableKey(f"the record key does not decode: {exc}") from exc
+        return {**value, KEY_FIELD: key}
 
     def event_time(self, record: ConsumedRecord, value: dict[str, Any]) -> datetime:
         """A top-level UTC datetime (what a decoded aggregate holds) is taken as it is; anything
@@ -159,7 +182,9 @@ def _decoded(records: Iterable[ConsumedRecord], undecodable: list[ConsumedRecord
 
 def _sort(routed_items: Iterable[SinkItem | Unroutable], routed: Routed) -> None:
     for entry in routed_items:
-        if isinstance(entry, Unroutable):
+        if isinstance(entry, Unroutable) and isinstance(entry.error, UndecodableKey):  # as a value that does not decode
+            routed.undecodable.append(entry.source._replace(error=entry.error))
+        elif isinstance(entry, Unroutable):
             routed.unroutable.append(entry)
         else:
             routed.items.append(entry)
@@ -177,11 +202,11 @@ def _event_time(record: ConsumedRecord, statement: Statement) -> datetime:
         return datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
 
 
-def _document_id(record: ConsumedRecord, statement: Statement) -> str:
+def _document_id(record: ConsumedRecord, statement: Statement, value: dict[str, Any]) -> str:
     """The PK's values; without a PK and without the default key fields (a ringbuffer of plain
     readings), the record's Kafka coordinates, which are as stable across a replay."""
     try:
-        return statement.document_id(record.record or {})
+        return statement.document_id(value)
     except FieldMissing:
         if statement.pk:
             raise

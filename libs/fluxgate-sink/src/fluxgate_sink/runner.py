@@ -30,7 +30,7 @@ from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_sink import metrics
-from fluxgate_sink.formats import value_decoder
+from fluxgate_sink.formats import key_reader, value_decoder
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.partitions import PAUSE_AFTER_S, PartitionState
@@ -83,7 +83,9 @@ class SinkRunner:
         self._tasks = tasks
         self._source_factory = source_factory or self._kafka_source
         self._dead_letters = dead_letters
-        self._router = Router(parse(settings.kcql), sink.needs_ids)
+        self._router = Router(
+            parse(settings.kcql), sink.needs_ids, key_reader(settings.key_format, settings.key_schemas_enable)
+        )
         self._partitions: dict[PartitionKey, PartitionState] = {}
         self._running = False
         self._store_up = True

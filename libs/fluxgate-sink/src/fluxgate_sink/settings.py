@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from fluxgate_core.settings import Group
 from fluxgate_sink.errors import KcqlError
-from fluxgate_sink.formats import RecordFormat
+from fluxgate_sink.formats import KeyFormat, RecordFormat
 
 ErrorPolicy = Literal["NOOP", "THROW", "RETRY"]
 
@@ -47,6 +47,12 @@ class SinkSettings(Group):
         description='json: each value is JsonConverter\'s envelope {"schema": ..., "payload": ...} and is read '
         "through its schema (JsonConverter's schemas.enable); false: the bare JSON value",
     )
+    key_format: KeyFormat = Field(
+        "string",
+        description="how record keys are read where a KCQL PK names _key: string (UTF-8 text, Kafka Connect's "
+        "StringConverter) or json (its JsonConverter; see key_schemas_enable); nothing else reads the key",
+    )
+    key_schemas_enable: bool = Field(True, description="json keys: the {schema, payload} envelope, as for values")
     from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
 
     @field_validator("kcql")

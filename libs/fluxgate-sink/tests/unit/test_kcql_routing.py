@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from fluxgate_testing.sink.memory import aggregate, record
 
+from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_sink.formats import key_reader
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router, Unroutable
 from fluxgate_sink.sink import SinkItem
@@ -140,3 +142,35 @@ def test_whole_records_to_a_fixed_target_route_at_once_as_record_by_record(odd: 
     routed = router.route(records)
     assert routed.items == plan.route(records) == [plan.item(r) for r in records]
     assert all(item.event_time.tzinfo is not None and item.id == "" for item in routed.items)
+
+
+# ---- PK _key: the record key, read as Kafka Connect's StringConverter or JsonConverter reads it ----
+
+
+def keyed(key: bytes | None, offset: int = 5) -> ConsumedRecord:
+    return record("t", 0, offset, aggregate("d1", 0))._replace(key=key)
+
+
+def test_pk_key_is_the_string_key() -> None:
+    routed = Router(parse("UPSERT INTO i SELECT * FROM t PK _key")).route([keyed(b"sensor-7"), keyed(b"\xffx")])
+    assert [item.id for item in routed.items] == ["sensor-7", "\ufffdx"]  # as Java's UTF-8 decoder replaces
+    assert "_key" not in routed.items[0].document  # read for the id only
+
+
+def test_pk_key_fields_of_a_json_key_with_or_without_schemas() -> None:
+    kcql = parse("UPSERT INTO i SELECT * FROM t PK _key.site, device_id")
+    bare = Router(kcql, read_key=key_reader("json", schemas_enable=False)).route([keyed(b'{"site": "s1"}')])
+    envelope = b'{"schema": {"type": "struct", "fields": [{"field": "site", "type": "int32"}]}, "payload": {"site": 4}}'
+    read = key_reader("json", schemas_enable=True)
+    assert [item.id for item in bare.items] == ["s1|d1"]
+    assert [item.id for item in Router(kcql, read_key=read).route([keyed(envelope)]).items] == ["4|d1"]
+
+
+def test_a_key_that_does_not_decode_is_dead_lettered_and_a_null_key_goes_through_the_policy() -> None:
+    router = Router(parse("UPSERT INTO i SELECT * FROM t PK _key"), read_key=key_reader("json", schemas_enable=False))
+    routed = router.route([keyed(b'{"site": '), keyed(None, offset=6), keyed(b'"k"', offset=7)])
+    assert [item.id for item in routed.items] == ["k"]
+    [undecodable] = routed.undecodable  # always dead-lettered, as a value that does not decode
+    assert undecodable.offset == 5 and str(undecodable.error).startswith("the record key does not decode: not JSON")
+    [null_key] = routed.unroutable
+    assert null_key.source.offset == 6 and "_key is null" in str(null_key.error)

@@ -90,8 +90,18 @@ def value_format(value: str) -> dict[str, str]:
     raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER))}")
 
 
-# A sink's converters: only the value is read, in a format that is the shared sink runtime's
-# (fluxgate_sink.formats), the same for every persister.
+def key_format(value: str) -> dict[str, str]:
+    """A sink's ``key.converter`` as the format ``PK _key`` reads keys in (text is the default)."""
+    name = value.strip()
+    if name == JSON_CONVERTER:
+        return {"sink.key_format": "json"}
+    if name in (STRING_CONVERTER, BYTES_CONVERTER, *AVRO):  # an Avro key with PK _key: see translate
+        return {}
+    raise RuleError(f"expected {' or '.join((STRING_CONVERTER, JSON_CONVERTER, BYTES_CONVERTER, *AVRO))}")
+
+
+# A sink's converters: the formats are the shared sink runtime's (fluxgate_sink.formats), the same
+# for every persister; the key is read only for a PK that names it.
 SINK_CONVERTERS: dict[str, Rule] = {
     "value.converter": Setting(
         ("sink.value_format",),
@@ -106,11 +116,19 @@ SINK_CONVERTERS: dict[str, Rule] = {
         note="JsonConverter's: true (its default) reads each value as the {schema, payload} envelope, through "
         "its schema; false reads the bare JSON; with Avro values it means nothing and is not set",
     ),
-    "key.converter": Covered(
-        "the record key is not read, whatever its converter (Avro, JsonConverter, StringConverter, "
-        "ByteArrayConverter): a document's id comes from the KCQL PK; a dead letter keeps the key's bytes"
+    "key.converter": Setting(
+        ("sink.key_format",),
+        key_format,
+        note="read only where a KCQL PK names _key (the record key as the id, as Stream-Reactor's PK _key): "
+        f"{STRING_CONVERTER} or ByteArrayConverter as UTF-8 text (the default), {JSON_CONVERTER} as JSON (see "
+        "key.converter.schemas.enable); an Avro key is accepted where no PK names _key",
     ),
-    "key.converter.schemas.enable": Covered("the record key is not read"),
+    "key.converter.schemas.enable": to(
+        "sink.key_schemas_enable",
+        boolean,
+        note="JsonConverter's, for keys: true (its default) reads the {schema, payload} envelope, false the bare "
+        "JSON; with other keys it means nothing and is not set",
+    ),
 }
 
 

@@ -1,7 +1,8 @@
 """JSON topics through ``fluxgate connect``: an Elastic sink config with Kafka Connect's JsonConverter
-(string keys), once without schemas (bare JSON) and once with them (the {schema, payload}
-envelope), moves the topic's records into Elasticsearch; a record that does not decode reaches the
-config's dead-letter topic with the reason, and the consumer group commits past it."""
+(string keys, each record's document id by ``PK _key``), once without schemas (bare JSON) and
+once with them (the {schema, payload} envelope), moves the topic's records into Elasticsearch; a
+record that does not decode reaches the config's dead-letter topic with the reason, and the
+consumer group commits past it."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def config(folder: Path, name: str, topic: str, index: str, schemas: bool, elast
         "tasks.max=1\n"
         f"topics={topic}\n"
         f"connect.elastic.url={elasticsearch}\n"
-        f"connect.elastic.kcql=INSERT INTO {index} SELECT * FROM {topic} PK device_id\n"
+        f"connect.elastic.kcql=INSERT INTO {index} SELECT * FROM {topic} PK _key\n"  # the string key is the id
         "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
         "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
         f"value.converter.schemas.enable={str(schemas).lower()}\n"
@@ -84,7 +85,7 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
     bad = json.dumps(values[0]).encode() if schemas else b'{"device_id": "json-broken", '
     topic = unique_topic("connect.json", stack.bootstrap, partitions=1)
     dead = unique_topic("connect.json.deadletter", stack.bootstrap, partitions=1)
-    records = [(v["device_id"], e) for v, e in zip(values, encoded, strict=True)]
+    records = [(f"key-{v['device_id']}", e) for v, e in zip(values, encoded, strict=True)]
     produce(stack.bootstrap, topic, [*records[:2], ("json-broken", bad), *records[2:]])
     index, name = f"connect-json-{run}", f"connect-json-{run}"
 
@@ -104,8 +105,10 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
         documents = found()
     finally:
         httpx.delete(f"{elasticsearch}/{index}")
-    assert documents == {v["device_id"]: {**v, "at": documents[v["device_id"]]["at"]} for v in values}
-    first = documents[values[0]["device_id"]]["at"]  # a Timestamp is a date; bare JSON keeps the number
+    by_key = {f"key-{value['device_id']}": value for value in values}  # PK _key: each record's key is its id
+    assert documents.keys() == by_key.keys()
+    assert all({**documents[key], "at": value["at"]} == value for key, value in by_key.items())
+    first = documents[f"key-{values[0]['device_id']}"]["at"]  # a Timestamp is a date; bare JSON keeps the number
     assert str(first).startswith("2026-03-14T09:00:00") if schemas else first == AT
     [letter] = consume(stack.bootstrap, dead, expected=1, idle=1.0)
     assert letter.value == bad and letter.key == b"json-broken"

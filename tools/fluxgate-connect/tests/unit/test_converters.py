@@ -1,6 +1,6 @@
 """A sink config's converters: JsonConverter values (with or without schemas) become the persister's
-value format, any key converter is accepted (the key is not read), text or bytes values are refused
-naming what to write instead, and the sources still write Avro."""
+value format, a JsonConverter key its key format (read where a PK names _key), text or bytes values
+are refused naming what to write instead, and the sources still write Avro."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from fluxgate_connect.translate import Translation, translate
 
 JSON = "org.apache.kafka.connect.json.JsonConverter"
 STRING = "org.apache.kafka.connect.storage.StringConverter"
+AVRO = "io.confluent.connect.avro.AvroConverter"
 ES = "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector"
 MQTT = "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector"
 KCQL = {
@@ -52,16 +53,30 @@ def test_json_values_read_the_envelope_unless_told_not_to(monkeypatch: pytest.Mo
 
 
 def test_avro_values_set_nothing_and_ignore_schemas_enable() -> None:
-    result = sink(ELASTIC_SINK, value_converter="io.confluent.connect.avro.AvroConverter",
+    result = sink(ELASTIC_SINK, value_converter=AVRO,
                   value_converter_schemas_enable="false", key_converter_schemas_enable="false")  # fmt: skip
     assert "sink.value_format" not in result.values and "sink.value_schemas_enable" not in result.values
     assert any(note.startswith("value.converter.schemas.enable: nothing to set") for note in result.notes)
 
 
-@pytest.mark.parametrize("key", [STRING, JSON, "org.apache.kafka.connect.converters.ByteArrayConverter"])
-def test_any_key_converter_runs(key: str) -> None:
+@pytest.mark.parametrize("key", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter", AVRO])
+def test_a_text_bytes_or_avro_key_sets_nothing(key: str) -> None:
     result = sink(ELASTIC_SINK, value_converter=JSON, key_converter=key, key_converter_schemas_enable="true")
-    assert result.warnings == [] and any(note.startswith("key.converter: nothing to set") for note in result.notes)
+    assert result.warnings == [] and not {"sink.key_format", "sink.key_schemas_enable"} & result.values.keys()
+
+
+def test_a_json_key_is_read_as_json_where_pk_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "UPSERT INTO r SELECT * FROM t PK _key.id",
+              "key.converter": JSON, "key.converter.schemas.enable": "false"}  # fmt: skip
+    settings = load_env(ELASTIC_SINK.settings, translate(config).env, monkeypatch)
+    assert (settings.sink.key_format, settings.sink.key_schemas_enable) == ("json", False)
+
+
+def test_pk_key_with_an_avro_key_is_refused() -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "UPSERT INTO r SELECT * FROM t PK _key",
+              "key.converter": AVRO}  # fmt: skip
+    with pytest.raises(ConnectError, match=r"key.converter=.*AvroConverter: a PK of _key reads String or JSON keys"):
+        translate(config)
 
 
 @pytest.mark.parametrize("value", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter"])
