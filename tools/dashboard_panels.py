@@ -45,12 +45,23 @@ def q(expr: str, legend: str = "") -> Query:
     return Query(" ".join(expr.split()), legend)
 
 
+def picked(metric: str, selector: str = "") -> str:
+    """A metric's series, those ``selector`` (label matchers, without braces) picks."""
+    return f"{metric}{{{selector}}}" if selector else metric
+
+
+def watermark_behind(selector: str = "") -> str:
+    """How far the watermark trails the clock; it is 0 until the first window closes: no point
+    then, rather than "55 years behind"."""
+    return f"time() - max by (fluxgate_service) ({picked('fluxgate_aggregator_watermark_seconds', selector)} > 0)"
+
+
 def rate(metric: str, by: str, selector: str = "") -> str:
-    return f"sum by ({by}) (rate({metric}{{{selector}}}[{RATE}]))"
+    return f"sum by ({by}) (rate({picked(metric, selector)}[{RATE}]))"
 
 
 def p95(histogram: str, by: str, selector: str = "") -> str:
-    return f"histogram_quantile(0.95, sum by ({by}, le) (rate({histogram}_bucket{{{selector}}}[{RATE}])))"
+    return f"histogram_quantile(0.95, sum by ({by}, le) (rate({picked(histogram + '_bucket', selector)}[{RATE}])))"
 
 
 DEAD_LETTERS = " or ".join(
@@ -79,8 +90,6 @@ DEVICES = PanelSpec(
     kind="stat",
     width=6,
 )
-# 0 until the first window closes: no point then, rather than "55 years behind".
-WATERMARK_BEHIND = "time() - max by (fluxgate_service) (fluxgate_aggregator_watermark_seconds{{{selector}}} > 0)"
 LAG = "fluxgate_sink_consumer_lag or fluxgate_aggregator_consumer_lag or fluxgate_status_consumer_lag"
 
 
@@ -125,7 +134,7 @@ def overview() -> DashboardSpec:
         "Watermark",
         "How far the aggregator's event-time watermark trails the clock: how long after its end a window "
         "closes (FluxgateWatermarkStalled pages when it stops moving).",
-        (q(WATERMARK_BEHIND.format(selector=""), "behind the clock"),),
+        (q(watermark_behind(), "behind the clock"),),
         unit="s",
     )
     return DashboardSpec(
@@ -228,7 +237,7 @@ def aggregator(selector: str) -> dict[str, tuple[PanelSpec, ...]]:
     )  # fmt: skip
     time_ = (
         PanelSpec("Watermark behind the clock", "How long after its end a window closes.",
-                  (q(WATERMARK_BEHIND.format(selector=selector), "behind the clock"),), unit="s"),
+                  (q(watermark_behind(selector), "behind the clock"),), unit="s"),
         PanelSpec("Micro-batches", "Each query's last micro-batch duration, and the mean time per phase.",
                   (q(f"max by (query) (fluxgate_aggregator_batch_duration_seconds{{{selector}}})", "{{query}}"),
                    q(f"{rate('fluxgate_aggregator_phase_seconds_sum', 'phase', selector)} / "

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from dashboard_panels import DashboardSpec, PanelSpec, dashboards
-from grafana_foundation_sdk.builders import dashboard, prometheus, stat, timeseries
+from grafana_foundation_sdk.builders import common, dashboard, prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as options
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,15 +34,29 @@ UNIT_NAMES = {"rps": "per second", "s": "seconds", "bytes": "bytes"}  # Grafana'
 
 
 def panel(spec: PanelSpec, panel_id: int) -> timeseries.Panel | stat.Panel:
-    built = timeseries.Panel() if spec.kind == "timeseries" else stat.Panel()
+    built = graph() if spec.kind == "timeseries" else big_values()
     built.id(panel_id).title(spec.title).description(spec.description).unit(spec.unit)
     built.datasource(DATASOURCE).span(spec.width).height(PANEL_HEIGHT)
     for number, query in enumerate(spec.queries):
         target = prometheus.Dataquery().expr(query.expr).ref_id(chr(ord("A") + number))
         if query.legend:
             target.legend_format(query.legend)
-        built.with_target(target.instant() if spec.kind == "stat" else target.range())
+        built.with_target(target.range())
     return built
+
+
+def graph() -> timeseries.Panel:
+    """A time series panel: every series in the tooltip, the legend a table below with the last value."""
+    legend = common.VizLegendOptions().display_mode(options.LegendDisplayMode.TABLE)
+    legend.placement(options.LegendPlacement.BOTTOM).show_legend(True).calcs(["lastNotNull", "max"])
+    tooltip = common.VizTooltipOptions().mode(options.TooltipDisplayMode.MULTI).sort(options.SortOrder.DESCENDING)
+    return timeseries.Panel().legend(legend).tooltip(tooltip).fill_opacity(10).span_nulls(False)
+
+
+def big_values() -> stat.Panel:
+    """A stat panel: each series' last value, with its recent course behind it."""
+    reduce = common.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+    return stat.Panel().reduce_options(reduce).graph_mode(options.BigValueGraphMode.AREA)
 
 
 def build(spec: DashboardSpec) -> dict[str, Any]:
