@@ -9,12 +9,14 @@ lets a misspelled one through.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 import pytest
 from chart_schemas import leaf_schema, not_starting_with, schemas
+from fluxgate_testing import specs
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,16 +37,15 @@ def test_every_chart_has_a_schema() -> None:
 
 
 @pytest.mark.parametrize("chart", sorted(SERVICES))
-def test_config_lists_every_plain_setting_and_secrets_every_secret_one(chart: str) -> None:
+def test_config_names_settings_and_secrets_name_exactly_the_secret_ones(chart: str) -> None:
+    """Checked against the deploy checks' own reading of the classes (fluxgate_testing.specs)."""
     schema = json.loads((ROOT / "deploy/charts" / chart / "values.schema.json").read_text())
     config, keys = schema["properties"]["config"], schema["properties"]["secrets"]["properties"]["keys"]
     assert config["additionalProperties"] is False and keys["additionalProperties"] is False
     cls: type[BaseSettings] = SERVICES[chart]
-    assert (
-        "FLUXGATE_KAFKA__BOOTSTRAP_SERVERS".replace("FLUXGATE_", str(cls.model_config["env_prefix"]))
-        in config["properties"]
-    )
-    assert not set(config["properties"]) & set(keys["properties"]), "a secret is never a plain value"
+    specs.assert_settings_fields(cls, config["properties"], f"{chart}'s values.schema.json")
+    assert set(keys["properties"]) == specs.secret_env_names(cls)
+    assert not set(config["properties"]) & specs.secret_env_names(cls), "a secret is never a plain value"
 
 
 # (annotation, field) -> values: each accepted by the schema exactly when pydantic accepts it.
@@ -121,8 +122,6 @@ def rendered(value: Any) -> str:
 def test_another_services_variable_is_left_to_the_charts_own_check(prefix: str) -> None:
     """Names under the prefix are closed (a misspelling fails at the schema); any other name
     reaches the chart's template, which refuses it naming the prefix."""
-    import re
-
     pattern = re.compile(not_starting_with(prefix))
     for other in ("FLUXGATE_HZ_SINK__KCQL", "ES_X", "FLUXGATE_E", "", "fluxgate_es_x"):
         assert pattern.search(other), other
