@@ -161,3 +161,23 @@ def test_the_rendered_lines_break_where_nothing_was_scraped() -> None:
     xs, ys = with_gaps([(0.0, 1.0), (60.0, 2.0), (120.0, 3.0), (600.0, 4.0)], end=600.0)
     assert xs == [-10.0, -9.0, -8.0, 0.0, 0.0]
     assert ys[:3] == [1.0, 2.0, 3.0] and ys[3] != ys[3] and ys[4] == 4.0  # NaN: the gap
+
+
+def test_make_runs_check_wants_every_metric_a_panel_reads_scraped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import run_pipeline
+
+    wanted = set().union(*panel_metrics().values()) | {"up"}
+    scraped = [{"metric": name.removesuffix("_total")} for name in wanted - {"fluxgate_sink_write_seconds"}]
+    scraped += [{"metric": m} for alert in run_pipeline.rule_metrics(run_pipeline.ROOT / run_pipeline.PROMETHEUS_RULES)
+                .values() for m in alert]  # fmt: skip
+
+    def metadata(url: str, **kwargs: Any) -> httpx.Response:
+        return httpx.Response(200, json={"status": "success", "data": scraped}, request=httpx.Request("GET", url))
+
+    monkeypatch.setattr(run_pipeline.httpx, "get", metadata)
+    missing = run_pipeline.unscraped_metrics()
+    assert missing == {
+        "dashboard fluxgate-overview, panel 'Latency from window close to store'": {"fluxgate_sink_write_seconds"},
+        **{f"dashboard fluxgate-{name}, panel 'Write latency'": {"fluxgate_sink_write_seconds"}
+           for name in ("es-persister", "hazelcast-persister", "scylla-persister")},
+    }  # fmt: skip
