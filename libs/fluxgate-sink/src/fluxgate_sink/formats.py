@@ -6,7 +6,10 @@ where a record's bytes become the dict every sink writes.
 (``toConnectData``): with ``schemas.enable`` (its default, true) each value is an envelope of
 exactly two fields, ``schema`` and ``payload``, and the payload is read through the schema (its
 types checked, optional fields, defaults, the logical types Timestamp, Date, Time and Decimal);
-without, the value is the bare JSON, numbers integral or not as written. Values become what the
+without, the value is the bare JSON, numbers integral or not as written. ``string``: Kafka
+Connect's StringConverter, a UTF-8 text that Stream-Reactor's sinks read as a JSON document ("Connect
+entry with Schema.String and payload json String", datamountaineer docs, cassandra-sink.rst): the
+bare JSON, from the text. Values become what the
 Avro decoder gives for the same data (a datetime in UTC for a Timestamp, a date, a time, a
 Decimal, bytes), so no sink needs code of its own for JSON records.
 
@@ -30,7 +33,7 @@ from fluxgate_core.errors import SerializationError
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import RegistrySettings
 
-RecordFormat = Literal["avro", "json"]
+RecordFormat = Literal["avro", "json", "string"]
 KeyFormat = Literal["string", "json"]
 KEY_FIELD = "_key"  # KCQL's name for the record key (Stream-Reactor's ``PK _key``)
 ENVELOPE_REQUIRED = (
@@ -46,6 +49,8 @@ def value_decoder(value_format: RecordFormat, schemas_enable: bool, registry: Re
     """The decoder of a sink's record values: Avro through the registry, or Kafka Connect's JSON."""
     if value_format == "json":
         return ConnectJsonDecoder(schemas_enable)
+    if value_format == "string":
+        return ConnectJsonDecoder(schemas_enable=False, text=True)
     return AvroDecoder(registry_client(registry))
 
 
@@ -66,8 +71,9 @@ class ConnectJsonDecoder:
     """Record values as Kafka Connect's JsonConverter reads them; a sink needs an object (a struct
     or a map), so any other value, a tombstone included, does not decode."""
 
-    def __init__(self, schemas_enable: bool = True) -> None:
+    def __init__(self, schemas_enable: bool = True, *, text: bool = False) -> None:
         self.schemas_enable = schemas_enable
+        self.text = text  # StringConverter's: UTF-8 text first, a malformed sequence as U+FFFD
 
     def decode(self, data: bytes) -> dict[str, Any]:
         value = self.read(data)
@@ -80,7 +86,7 @@ class ConnectJsonDecoder:
         if not data:
             return None
         try:
-            parsed = json.loads(data, parse_constant=_no_constant)
+            parsed = json.loads(data.decode("utf-8", "replace") if self.text else data, parse_constant=_no_constant)
         except ValueError as exc:  # JSONDecodeError, a bad UTF-8 sequence, NaN
             raise SerializationError(f"not JSON: {exc}") from exc
         if not self.schemas_enable:

@@ -40,7 +40,8 @@ class SinkSettings(Group):
     value_format: RecordFormat = Field(
         "avro",
         description="how the topics' record values are written: avro (Confluent wire format, schemas in the "
-        "registry) or json (Kafka Connect's JsonConverter; see value_schemas_enable)",
+        "registry), json (Kafka Connect's JsonConverter; see value_schemas_enable) or string (its StringConverter: "
+        "UTF-8 text holding a JSON document, as Stream-Reactor's sinks read it)",
     )
     value_schemas_enable: bool = Field(
         True,

@@ -126,6 +126,13 @@ def test_bare_json_without_schemas() -> None:
     assert decoder.decode(envelope({"a": 1}, None)) == {"schema": None, "payload": {"a": 1}}
 
 
+def test_string_values_are_json_text_read_as_java_decodes_utf8() -> None:
+    decoder = value_decoder("string", True, RegistrySettings())  # schemas.enable is JsonConverter's: not read
+    assert isinstance(decoder, ConnectJsonDecoder)
+    assert decoder.decode(b'{"device_id": "dev-\xff", "n": 1}') == {"device_id": "dev-\ufffd", "n": 1}
+    assert reason(decoder, b"21.5").startswith("the value is a number, not an object")
+
+
 @pytest.mark.parametrize("schemas_enable", [True, False])
 def test_malformed_json_does_not_decode(schemas_enable: bool) -> None:
     assert reason(ConnectJsonDecoder(schemas_enable), b'{"device_id": "dev-1",').startswith("not JSON: ")

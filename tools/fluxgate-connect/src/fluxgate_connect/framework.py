@@ -82,12 +82,14 @@ def value_format(value: str) -> dict[str, str]:
         return {}
     if name == JSON_CONVERTER:
         return {"sink.value_format": "json"}
-    if name in (STRING_CONVERTER, BYTES_CONVERTER):
+    if name == STRING_CONVERTER:  # Stream-Reactor's sinks read the text as a JSON document
+        return {"sink.value_format": "string"}
+    if name == BYTES_CONVERTER:
         raise RuleError(
-            "a sink writes records with fields, and this converter gives text or bytes; JSON text reads as "
-            f"records with value.converter={JSON_CONVERTER} and value.converter.schemas.enable=false"
+            "a sink writes records with fields, and this converter gives bytes; JSON in them reads as records "
+            f"with value.converter={STRING_CONVERTER}, or {JSON_CONVERTER} and value.converter.schemas.enable=false"
         )
-    raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER))}")
+    raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER, STRING_CONVERTER))}")
 
 
 def key_format(value: str) -> dict[str, str]:
@@ -108,13 +110,14 @@ SINK_CONVERTERS: dict[str, Rule] = {
         value_format,
         note=f"{AVRO[0]} (or Apicurio's): Avro in the Confluent wire format, schemas in the registry (the default); "
         f"{JSON_CONVERTER}: JSON, read as Kafka Connect reads it (see value.converter.schemas.enable); "
+        f"{STRING_CONVERTER}: UTF-8 text holding a JSON document, as Stream-Reactor's sinks read it; "
         "a value that does not decode goes to the dead-letter topic with the reason",
     ),
     "value.converter.schemas.enable": to(
         "sink.value_schemas_enable",
         boolean,
         note="JsonConverter's: true (its default) reads each value as the {schema, payload} envelope, through "
-        "its schema; false reads the bare JSON; with Avro values it means nothing and is not set",
+        "its schema; false reads the bare JSON; with other converters it means nothing and is not set",
     ),
     "key.converter": Setting(
         ("sink.key_format",),

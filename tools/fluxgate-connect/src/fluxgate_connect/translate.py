@@ -161,7 +161,9 @@ def _json_only(result: Translation) -> None:
         flag = f"sink.{side}_schemas_enable"
         if result.values.get(f"sink.{side}_format") != "json" and flag in result.values:
             del result.values[flag]
-            result.notes.append(f"{side}.converter.schemas.enable: nothing to set: the {side}s are not JSON")
+            result.notes.append(
+                f"{side}.converter.schemas.enable: nothing to set: JsonConverter's, not {side}.converter"
+            )
 
 
 def _check_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:

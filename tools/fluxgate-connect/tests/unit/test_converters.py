@@ -1,6 +1,7 @@
 """A sink config's converters: JsonConverter values (with or without schemas) become the persister's
-value format, a JsonConverter key its key format (read where a PK names _key), text or bytes values
-are refused naming what to write instead, and the sources still write Avro."""
+value format, StringConverter values are JSON text, a JsonConverter key is the key format (read
+where a PK names _key), bytes values are refused naming what to write instead, and the sources still
+write Avro."""
 
 from __future__ import annotations
 
@@ -79,12 +80,18 @@ def test_pk_key_with_an_avro_key_is_refused() -> None:
         translate(config)
 
 
-@pytest.mark.parametrize("value", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter"])
-def test_text_or_bytes_values_are_refused_naming_json_without_schemas(value: str) -> None:
+def test_string_values_are_json_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = sink(CASSANDRA_SINK, value_converter=STRING, value_converter_schemas_enable="true")
+    settings = load_env(CASSANDRA_SINK.settings, result.env, monkeypatch)
+    assert settings.sink.value_format == "string" and "sink.value_schemas_enable" not in result.values
+
+
+def test_byte_array_values_are_refused_naming_what_reads_json() -> None:
+    value = "org.apache.kafka.connect.converters.ByteArrayConverter"
     with pytest.raises(ConnectError) as raised:
         sink(ELASTIC_SINK, value_converter=value)
     assert f"value.converter={value}: a sink writes records with fields" in str(raised.value)
-    assert f"value.converter={JSON} and value.converter.schemas.enable=false" in str(raised.value)
+    assert f"value.converter={STRING}, or {JSON} and value.converter.schemas.enable=false" in str(raised.value)
 
 
 def test_an_unknown_value_converter_names_the_known_ones() -> None:

@@ -24,6 +24,7 @@ ENVIRONMENT = ELASTIC_ENV | {
 
 TRANSLATED = [
     "cassandra-sink-10x-secured.properties",
+    "cassandra-sink-datamountaineer-json.properties",
     "cassandra-sink-datamountaineer-orders.properties",
     "cassandra-sink-local.properties",
     "cassandra-sink.properties",
