@@ -2,12 +2,14 @@
 (string keys, each record's document id by ``PK _key``), once without schemas (bare JSON) and
 once with them (the {schema, payload} envelope), moves the topic's records into Elasticsearch; a
 record that does not decode reaches the config's dead-letter topic with the reason, and the
-consumer group commits past it."""
+consumer group commits past it. A Cassandra sink config reads the same envelope into a table of its
+own: the decoder is the sink runtime's, no persister has code of its own for JSON."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ ENVELOPE_SCHEMA = {
     ],
 }
 AT = 1773478800000  # 2026-03-14T09:00:00Z
+CONVERTERS = ("key.converter=org.apache.kafka.connect.storage.StringConverter",
+              "value.converter=org.apache.kafka.connect.json.JsonConverter")  # fmt: skip
 
 
 def readings(run: str, count: int) -> list[dict[str, Any]]:
@@ -42,21 +46,23 @@ def readings(run: str, count: int) -> list[dict[str, Any]]:
 def config(folder: Path, name: str, topic: str, index: str, schemas: bool, elasticsearch: str, dead: str) -> Path:
     """An Elastic sink config of JSON values and string keys, as a Stream-Reactor user writes one."""
     path = folder / f"{name}.properties"
-    path.write_text(
-        "# A JSON topic's Elastic sink, written for this test in the shape of the Stream-Reactor docs' own\n"
-        f"name={name}\n"
-        "connector.class=io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector\n"
-        "tasks.max=1\n"
-        f"topics={topic}\n"
-        f"connect.elastic.url={elasticsearch}\n"
-        f"connect.elastic.kcql=INSERT INTO {index} SELECT * FROM {topic} PK _key\n"  # the string key is the id
-        "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
-        "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
-        f"value.converter.schemas.enable={str(schemas).lower()}\n"
-        "errors.tolerance=all\n"
-        f"errors.deadletterqueue.topic.name={dead}\n"
-    )
+    path.write_text(lines(
+        "# A JSON topic's Elastic sink, written for this test in the shape of the Stream-Reactor docs' own",
+        f"name={name}",
+        "connector.class=io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector",
+        f"topics={topic}",
+        f"connect.elastic.url={elasticsearch}",
+        f"connect.elastic.kcql=INSERT INTO {index} SELECT * FROM {topic} PK _key",  # the string key is the id
+        *CONVERTERS,
+        f"value.converter.schemas.enable={str(schemas).lower()}",
+        "errors.tolerance=all",
+        f"errors.deadletterqueue.topic.name={dead}",
+    ))  # fmt: skip
     return path
+
+
+def lines(*keys: str) -> str:
+    return "".join(f"{key}\n" for key in keys)
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[str, bytes]]) -> None:
@@ -116,3 +122,53 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
     expected = 'schemas.enable is true, so each value must be a JSON object of exactly two fields, "schema"'
     assert reason.startswith(expected if schemas else "not JSON: "), reason
     assert letter.header(dlq.SOURCE_OFFSET) == b"2" and letter.header(dlq.SOURCE_TOPIC) == topic.encode()
+
+
+def test_a_json_topic_with_schemas_flows_into_an_existing_cassandra_table(
+    stack: Any, cassandra: tuple[str, int], tmp_path: Path
+) -> None:
+    from cassandra.cluster import Cluster
+
+    run = uuid.uuid4().hex[:8]
+    values, table = readings(run, 4), f"json_{run}"
+    topic = unique_topic("connect.json", stack.bootstrap, partitions=1)
+    produce(stack.bootstrap, topic, [(v["device_id"], json.dumps({"schema": ENVELOPE_SCHEMA, "payload": v}).encode())
+                                     for v in values])  # fmt: skip
+    host, port = cassandra
+    cluster = Cluster([host], port=port)
+    session = cluster.connect()
+    session.execute("CREATE KEYSPACE IF NOT EXISTS fluxgate_connect "
+                    "WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")  # fmt: skip
+    session.execute(f"CREATE TABLE fluxgate_connect.{table} (device_id text PRIMARY KEY, temperature double, "
+                    "count bigint, at timestamp)")  # fmt: skip
+    path = tmp_path / "cassandra-json.properties"
+    path.write_text(lines(
+        "# A JSON topic's Cassandra sink, written for this test in the shape of the Stream-Reactor docs' own",
+        f"name=connect-json-{run}",
+        "connector.class=io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        f"topics={topic}",
+        f"connect.cassandra.kcql=INSERT INTO {table} SELECT * FROM {topic}",
+        f"connect.cassandra.contact.points={host}",
+        f"connect.cassandra.port={port}",
+        "connect.cassandra.key.space=fluxgate_connect",
+        "connect.cassandra.consistency.level=ONE",
+        *CONVERTERS,
+    ))  # fmt: skip
+
+    def rows() -> dict[str, Any]:
+        return {row.device_id: row for row in session.execute(f"SELECT * FROM fluxgate_connect.{table}")}
+
+    try:
+        with connect(path, "FLUXGATE_SCYLLA_", stack, {}) as persister:
+            persister.start()
+            persister.wait_until(lambda: len(rows()) >= len(values), f"{len(values)} rows in {table}", 90)
+            assert persister.terminate() == 0, persister.log_tail()
+        written = rows()
+    finally:
+        session.execute(f"DROP TABLE IF EXISTS fluxgate_connect.{table}")
+        cluster.shutdown()
+    assert {(r.device_id, r.temperature, r.count) for r in written.values()} == {
+        (v["device_id"], v["temperature"], v["count"]) for v in values
+    }
+    first = written[values[0]["device_id"]].at  # the envelope's Timestamp, a CQL timestamp (naive UTC)
+    assert int(first.replace(tzinfo=UTC).timestamp() * 1000) == AT
