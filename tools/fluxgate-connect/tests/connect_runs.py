@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,17 @@ def connect(
     return ServiceProcess(
         [FLUXGATE, "connect", str(FIXTURES / fixture)], env, health_port=port, isolate_prefix="FLUXGATE_"
     )
+
+
+def run_until(
+    fixture: str | Path, prefix: str, stack: Any, done: Callable[[], bool], what: str, timeout: float
+) -> ServiceProcess:
+    """``fluxgate connect <fixture>`` (no placeholders) until ``done``, then stopped: it must exit 0."""
+    with connect(fixture, prefix, stack, {}) as service:
+        service.start()
+        service.wait_until(done, what, timeout)
+        assert service.terminate() == 0, service.log_tail()
+    return service
 
 
 def free_ports(count: int) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from connect_runs import connect
+from connect_runs import run_until
 from fluxgate_testing import consume, unique_topic
 
 from fluxgate_core import deadletter as dlq
@@ -100,14 +100,12 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
         answer = httpx.get(f"{elasticsearch}/{index}/_search", params={"size": 100}).json()
         return {hit["_id"]: hit["_source"] for hit in answer.get("hits", {}).get("hits", [])}
 
+    def done() -> bool:
+        return len(found()) >= len(values) and committed(stack.bootstrap, f"connect-{name}", topic) == 5
+
+    sink_config = config(tmp_path, name, topic, index, schemas, elasticsearch, dead)
     try:
-        with connect(
-            config(tmp_path, name, topic, index, schemas, elasticsearch, dead), "FLUXGATE_ES_", stack, {}
-        ) as es:
-            es.start()
-            es.wait_until(lambda: len(found()) >= len(values), f"{len(values)} documents in {index}", 60)
-            es.wait_until(lambda: committed(stack.bootstrap, f"connect-{name}", topic) == 5, "a commit past all", 30)
-            assert es.terminate() == 0, es.log_tail()
+        run_until(sink_config, "FLUXGATE_ES_", stack, done, f"{len(values)} documents, a commit past all", 60)
         documents = found()
     finally:
         httpx.delete(f"{elasticsearch}/{index}")
@@ -159,10 +157,7 @@ def test_a_json_topic_with_schemas_flows_into_an_existing_cassandra_table(
         return {row.device_id: row for row in session.execute(f"SELECT * FROM fluxgate_connect.{table}")}
 
     try:
-        with connect(path, "FLUXGATE_SCYLLA_", stack, {}) as persister:
-            persister.start()
-            persister.wait_until(lambda: len(rows()) >= len(values), f"{len(values)} rows in {table}", 90)
-            assert persister.terminate() == 0, persister.log_tail()
+        run_until(path, "FLUXGATE_SCYLLA_", stack, lambda: len(rows()) >= len(values), f"{len(values)} rows", 90)
         written = rows()
     finally:
         session.execute(f"DROP TABLE IF EXISTS fluxgate_connect.{table}")
