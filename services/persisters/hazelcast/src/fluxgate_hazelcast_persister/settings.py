@@ -16,7 +16,7 @@ from fluxgate_core.settings import (
     service_config,
 )
 from fluxgate_core.store_access import HazelcastAccess
-from fluxgate_hazelcast_persister.structures import check_statements
+from fluxgate_hazelcast_persister.structures import check_statements, check_value_format
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.settings import SinkSettings
@@ -45,6 +45,14 @@ class HzSinkSettings(SinkSettings):
         except KcqlError as exc:  # pydantic names the field (FLUXGATE_HZ_SINK__KCQL) around this message
             raise ValueError(str(exc)) from exc
         return text
+
+    @model_validator(mode="after")
+    def _avro_passes_through(self) -> HzSinkSettings:
+        try:
+            check_value_format(parse(self.kcql), self.value_format)
+        except KcqlError as exc:
+            raise ValueError(str(exc)) from exc
+        return self
 
 
 class ConnectionSettings(HazelcastAccess):

@@ -57,6 +57,16 @@ def passes_avro_through(statement: Statement) -> bool:
     return statement.format == "AVRO" and statement.selects_everything
 
 
+def check_value_format(statements: Sequence[Statement], value_format: str) -> None:
+    """WITHFORMAT AVRO passes the consumed bytes through: only Avro values can be (a KcqlError)."""
+    for statement in statements:
+        if statement.format == "AVRO" and value_format != "avro":
+            raise KcqlError(
+                f"{statement.text}: WITHFORMAT AVRO writes the consumed Avro bytes as they are, and the topics' "
+                f"values are {value_format} (sink.value_format): use WITHFORMAT JSON"
+            )
+
+
 def check_statements(statements: Sequence[Statement]) -> None:
     """Refuse, at start, what Hazelcast cannot do with a statement (a KcqlError naming it)."""
     for statement in statements:

@@ -61,6 +61,17 @@ def test_what_hazelcast_cannot_do_fails_naming_the_variable(clean_env: pytest.Mo
     assert why in str(raised.value)
 
 
+@pytest.mark.parametrize("value_format", ["json", "string"])
+def test_avro_pass_through_needs_avro_values(clean_env: pytest.MonkeyPatch, value_format: str) -> None:
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", "INSERT INTO x SELECT * FROM t STOREAS QUEUE WITHFORMAT AVRO")
+    clean_env.setenv("FLUXGATE_HZ_SINK__VALUE_FORMAT", value_format)
+    with pytest.raises(ConfigError, match="FLUXGATE_HZ_SINK") as raised:
+        load_settings(HazelcastSettings)
+    assert f"values are {value_format} (sink.value_format): use WITHFORMAT JSON" in str(raised.value)
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", "INSERT INTO x SELECT * FROM t STOREAS QUEUE WITHFORMAT JSON")
+    assert load_settings(HazelcastSettings).sink.value_format == value_format
+
+
 def test_credentials_go_together(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("FLUXGATE_HZ_HAZELCAST__USERNAME", "writer")
     with pytest.raises(ConfigError, match="FLUXGATE_HZ_HAZELCAST"):
