@@ -35,6 +35,9 @@ class ConsumedRecord(NamedTuple):
     timestamp_ms: int
     record: dict[str, Any] | None = None
     error: FluxgateError | None = None
+    # The key as a sink's transforms (fluxgate_sink.transforms) left it, in a 1-tuple (a key may be
+    # null); None: no transform read or changed it, so ``key`` is read in the sink's key format.
+    transformed_key: tuple[Any] | None = None
 
     @property
     def source(self) -> str:

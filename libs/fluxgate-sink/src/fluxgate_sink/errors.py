@@ -5,7 +5,15 @@ from __future__ import annotations
 from fluxgate_core.errors import FluxgateError
 from fluxgate_core.kcql import KcqlError
 
-__all__ = ["FieldMissing", "KcqlError", "PolicyStop", "SinkError", "StoreUnavailable", "UndecodableKey"]
+__all__ = [
+    "FieldMissing",
+    "KcqlError",
+    "PolicyStop",
+    "SinkError",
+    "StoreUnavailable",
+    "TransformError",
+    "UndecodableKey",
+]
 
 
 class SinkError(FluxgateError):
@@ -34,5 +42,12 @@ class FieldMissing(SinkError, ValueError):
 class UndecodableKey(SinkError):
     """The record key, which a statement reads (``PK _key``), does not decode in its format: like a
     value that does not decode, the record always goes to the dead letters, whatever the policy."""
+
+    retriable = False
+
+
+class TransformError(SinkError):
+    """A transform of ``SINK__TRANSFORMS`` cannot apply to the record (ExtractField on a text ...):
+    like a value that does not decode, the record goes to the dead letters with the reason."""
 
     retriable = False

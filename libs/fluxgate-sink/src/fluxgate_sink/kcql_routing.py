@@ -148,6 +148,8 @@ class _Plan:
         (Stream-Reactor's ``PK _key``: the record key is the document id)."""
         if self.read_key is None:
             return value
+        if record.transformed_key is not None:  # the sink's transforms read or replaced it
+            return {**value, KEY_FIELD: record.transformed_key[0]}
         try:
             key = self.read_key(record.key)
         except FluxgateError as exc:

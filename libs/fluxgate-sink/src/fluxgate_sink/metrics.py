@@ -9,6 +9,9 @@ REJECTED = Counter("fluxgate_sink_records_rejected_total", "Records the store re
 DEAD_LETTERED = Counter(
     "fluxgate_sink_records_dead_lettered_total", "Records sent to the dead-letter topic", ["target"]
 )
+FILTERED = Counter(
+    "fluxgate_sink_records_filtered_total", "Records a Filter transform dropped (committed, not written)", ["transform"]
+)
 RETRIED = Counter("fluxgate_sink_records_retried_total", "Records written again after a failure", ["target"])
 BATCH_SIZE = Histogram(
     "fluxgate_sink_batch_size", "Records per write", buckets=(1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)

@@ -36,6 +36,7 @@ from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.partitions import PAUSE_AFTER_S, PartitionState
 from fluxgate_sink.settings import SinkSettings
 from fluxgate_sink.sink import Sink
+from fluxgate_sink.transforms import Transforms, value_reader
 from fluxgate_sink.writer import Abandoned, BatchWriter, DeadLetters
 
 log = structlog.get_logger(__name__)
@@ -83,8 +84,10 @@ class SinkRunner:
         self._tasks = tasks
         self._source_factory = source_factory or self._kafka_source
         self._dead_letters = dead_letters
-        self._router = Router(
-            parse(settings.kcql), sink.needs_ids, key_reader(settings.key_format, settings.key_schemas_enable)
+        read_key = key_reader(settings.key_format, settings.key_schemas_enable)
+        self._router = Router(parse(settings.kcql), sink.needs_ids, read_key)
+        self._transforms = Transforms(
+            settings.transforms, read_key, value_reader(settings.value_format, settings.value_schemas_enable)
         )
         self._partitions: dict[PartitionKey, PartitionState] = {}
         self._running = False
@@ -183,7 +186,7 @@ class SinkRunner:
     def _start_due(self, writer: BatchWriter, now: float) -> None:
         for partition in self._partitions.values():
             if partition.due(now):
-                routed = self._router.route(partition.take())
+                routed = self._router.route(self._transforms.apply(partition.take()))
                 partition.writing = asyncio.create_task(writer.write(routed))
 
     async def _wait_for_room(self) -> bool:

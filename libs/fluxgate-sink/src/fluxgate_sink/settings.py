@@ -14,6 +14,8 @@ from pydantic import Field, field_validator
 from fluxgate_core.settings import Group
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.formats import KeyFormat, RecordFormat
+from fluxgate_sink.smt import TransformConfigError
+from fluxgate_sink.transforms import TransformConfig, chain
 
 ErrorPolicy = Literal["NOOP", "THROW", "RETRY"]
 
@@ -55,6 +57,13 @@ class SinkSettings(Group):
     )
     key_schemas_enable: bool = Field(True, description="json keys: the {schema, payload} envelope, as for values")
     from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
+    transforms: list[TransformConfig] = Field(
+        default_factory=list,
+        description="Kafka Connect Single Message Transforms applied, in order, to each decoded record before "
+        'the KCQL, as JSON: [{"name": ..., "type": "org.apache.kafka.connect.transforms.InsertField$Value", '
+        '"config": {"topic.field": "topic"}, "predicate": {"name": ..., "type": ..., "config": {...}}, '
+        '"negate": false}]; a record a transform cannot apply to is dead-lettered with the reason',
+    )
 
     @field_validator("kcql")
     @classmethod
@@ -66,3 +75,12 @@ class SinkSettings(Group):
         except KcqlError as exc:  # pydantic names the field (FLUXGATE_..._SINK__KCQL) around this message
             raise ValueError(str(exc)) from exc
         return text
+
+    @field_validator("transforms")
+    @classmethod
+    def _configured(cls, configs: list[TransformConfig]) -> list[TransformConfig]:
+        try:
+            chain(configs)
+        except TransformConfigError as exc:  # pydantic names the field (..._SINK__TRANSFORMS) around the key
+            raise ValueError(str(exc)) from exc
+        return configs

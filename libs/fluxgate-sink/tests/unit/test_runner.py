@@ -131,6 +131,30 @@ async def test_a_json_value_that_does_not_decode_is_dead_lettered_with_its_reaso
     assert payload == b'{"device_id": ' and str(error).startswith("not JSON: ") and source == "aggs/0/1"
 
 
+async def test_transforms_run_before_routing_a_filtered_record_is_committed_a_failed_one_dead_lettered() -> None:
+    good = b'{"device_id": "dev-0", "metric": "temperature", "window_start": 1795435200000, "drop": false}'
+    chain = [
+        {"name": "drop", "type": "org.apache.kafka.connect.transforms.Filter",
+         "predicate": {"name": "h", "type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+                       "config": {"name": "skip"}}},
+        {"name": "topic", "type": "org.apache.kafka.connect.transforms.InsertField$Value",
+         "config": {"topic.field": "source_topic"}},
+        {"name": "ts", "type": "org.apache.kafka.connect.transforms.TimestampConverter$Value",
+         "config": {"field": "seen", "target.type": "unix"}},
+    ]  # fmt: skip
+    skipped = json_record(1, good)._replace(headers=(("skip", b""),))
+    seen = json_record(2, good.replace(b'"drop"', b'"seen": [1], "drop"'))
+    h = Harness([json_record(0, good), skipped, seen], transforms=chain, value_format="json")
+    await h.run_until(lambda: h.committed(0) == 3)
+    assert h.sink.docs["temps"][ID0]["source_topic"] == "aggs" and len(h.sink.docs["temps"]) == 1
+    [(payload, error, source, _)] = h.dead.sent
+    assert (
+        payload == seen.value
+        and source == "aggs/0/2"
+        and str(error) == "transforms.ts: a list is not a timestamp (a Timestamp, unix integer or text)"
+    )
+
+
 async def test_noop_dead_letters_the_refused_item_and_writes_the_rest() -> None:
     sink = FakeSink(refuse={ID0})
     h = Harness(batch(4), sink=sink, error_policy="NOOP")
