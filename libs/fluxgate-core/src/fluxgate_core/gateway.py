@@ -4,7 +4,8 @@ In this order, so a broken dependency fails the start before anything is read: t
 gateway's record schema (``SensorReading``, or coap-ingest's ``CoapMessage``) registered under
 ``<topic>-value`` for every target topic (the registry must answer), the producer's
 batches fitted to every topic's size limit (the dead-letter topic's too: Kafka must
-answer), the producer started; then a dead-letter
+answer), the producer started, a :class:`~fluxgate_core.topic_watch.TopicWatch` on every
+topic (one deleted while running makes the gateway unready); then a dead-letter
 writer that keeps what the limits allow of a rejected payload.
 
 A target met only at run time (mqtt-proxy's ``INSERT INTO $``, where the device's topic
@@ -29,6 +30,7 @@ from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
+from fluxgate_core.topic_watch import TopicWatch
 
 W = TypeVar("W", bound=DeadLetterWriter)
 # The registry's answers that are about the request, not about the registry being away.
@@ -46,6 +48,7 @@ class GatewayOutput:
     deadletter_topic: str
     encoders: dict[str, AvroEncoder]  # target topic -> the record schema's encoder under its subject
     producer: AsyncProducer  # started
+    watch: TopicWatch  # started: whether every topic is still there (fold present() into ready())
 
     def dead_letters(self, writer: type[W], limits: LimitSettings) -> W:
         """A ``writer`` (a :class:`DeadLetterWriter`) on this producer: whole payloads up to the
@@ -105,12 +108,15 @@ async def open_gateway_output(
     schema_name: str = SENSOR_READING,
     *,
     env_prefix: str,
+    topics_setting: str = "",
 ) -> GatewayOutput:
-    """Kafka checked (the login, every topic there), the schemas (``schemas/<schema_name>.avsc``)
-    registered, then the fitted producer, started (see the module). ``env_prefix`` is the
-    service's, for errors that name the setting to fix."""
+    """Kafka checked (the login, every topic there or created), the schemas
+    (``schemas/<schema_name>.avsc``) registered, then the fitted producer, started (see the module).
+    ``env_prefix`` is the service's and ``topics_setting`` the setting naming ``topics`` (``kcql``),
+    for errors that name the setting to fix."""
     topics = list(topics)
-    await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, [*topics, deadletter_topic])
+    named = {**dict.fromkeys(topics, topics_setting), deadletter_topic: "deadletter_topic"}
+    await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, named)
     await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
     with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
         encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
@@ -118,4 +124,4 @@ async def open_gateway_output(
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)
     producer = make_producer(config, max_in_flight=max_in_flight)
     await producer.start()
-    return GatewayOutput(service, deadletter_topic, encoders, producer)
+    return GatewayOutput(service, deadletter_topic, encoders, producer, TopicWatch(kafka, service, named).start())

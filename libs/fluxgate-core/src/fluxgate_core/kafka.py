@@ -32,6 +32,7 @@ __all__ = [
     "KafkaRecord",
     "PartitionKey",
     "RecordConsumer",
+    "create_topics",
     "ensure_topics",
     "make_producer",
 ]
@@ -364,14 +365,23 @@ def ensure_topics(
         existing = set(admin.list_topics(timeout=10).topics)
     except KafkaException as exc:
         raise converted(exc, DeliveryError, "cannot list topics") from exc
-    wanted = [
-        NewTopic(name, partitions, replication, config=dict(config or {}))
-        for name, partitions in topics.items()
-        if name not in existing
-    ]
+    wanted = {name: partitions for name, partitions in topics.items() if name not in existing}
+    create_topics(admin, wanted, replication, config)
+
+
+def create_topics(
+    admin: AdminClient, topics: dict[str, int], replication: int = -1, config: dict[str, str] | None = None
+) -> list[str]:
+    """Create ``topics`` (name -> partitions) with ``admin``; one created meanwhile by someone
+    else counts as there. The names created now; a refusal raises :class:`DeliveryError`."""
+    wanted = [NewTopic(name, partitions, replication, config=dict(config or {})) for name, partitions in topics.items()]
+    created = []
     for name, future in admin.create_topics(wanted).items() if wanted else ():
         try:
             future.result()
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise converted(exc, DeliveryError, f"cannot create topic {name}") from exc
+            continue
+        created.append(name)
+    return created

@@ -46,6 +46,33 @@ class Group(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class TopicCreationSettings(Group):
+    """Whether a service creates the topics it needs that do not exist yet, and how (Kafka
+    Connect's ``topic.creation.default.*``). Off by default: a missing topic then stops the
+    service at start, naming it and the command that creates it."""
+
+    enable: bool = Field(
+        False,
+        description="create a missing topic this service writes or reads, at start (off: a missing topic exits 2, "
+        "naming it and the command that creates it)",
+    )
+    partitions: int = Field(3, ge=1, description="partitions of a topic created here")
+    replication_factor: int = Field(
+        -1, ge=-1, description="replication factor of a topic created here; -1: the broker's default.replication.factor"
+    )
+    config: dict[str, str] = Field(
+        default_factory=dict,
+        description='topic-level config of a topic created here (JSON, e.g. {"retention.ms": "604800000"})',
+    )
+
+    @field_validator("replication_factor")
+    @classmethod
+    def _not_zero(cls, factor: int) -> int:
+        if factor == 0:
+            raise ValueError("at least 1, or -1 for the broker's default")
+        return factor
+
+
 class KafkaSettings(Group):
     """How to reach Kafka. ``extra`` passes any librdkafka property through unchanged."""
 
@@ -80,6 +107,7 @@ class KafkaSettings(Group):
     extra: dict[str, str] = Field(
         default_factory=dict, description="extra librdkafka properties (never a secret: those have their settings)"
     )
+    topic_creation: TopicCreationSettings = Field(default_factory=TopicCreationSettings)
 
     @field_validator("extra")
     @classmethod

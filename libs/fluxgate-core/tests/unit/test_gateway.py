@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -40,7 +41,7 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
         assert config["fitted"] and config["client.id"] == "demo" and max_in_flight == 7
         return FakeProducer(steps)
 
-    def verify(kafka: KafkaSettings, client_id: str, env_prefix: str, topics: list[str]) -> None:
+    def verify(kafka: KafkaSettings, client_id: str, env_prefix: str, topics: dict[str, str]) -> None:
         steps.append(f"verified {client_id} ({env_prefix}) can reach {topics}")
 
     def verify_registry(registry: RegistrySettings, env_prefix: str) -> None:
@@ -51,17 +52,19 @@ async def test_schemas_first_then_batches_fitted_to_every_topic_then_the_produce
     monkeypatch.setattr(gateway, "register_readings", register)
     monkeypatch.setattr(gateway, "fit_batches_to_topics", fit)
     monkeypatch.setattr(gateway, "make_producer", make)
+    monkeypatch.setattr(gateway, "TopicWatch", lambda kafka, service, topics: SimpleNamespace(start=lambda: topics))
     output = await gateway.open_gateway_output(
-        "demo", KafkaSettings(), RegistrySettings(), ["b", "a", "b"], "dlq", max_in_flight=7, env_prefix="FX_"
+        "demo", KafkaSettings(), RegistrySettings(), ["b", "a", "b"], "dlq", 7, env_prefix="FX_", topics_setting="kcql"
     )
     assert steps == [
-        "verified demo (FX_) can reach ['b', 'a', 'b', 'dlq']",
+        "verified demo (FX_) can reach {'b': 'kcql', 'a': 'kcql', 'dlq': 'deadletter_topic'}",
         "verified the registry (FX_)",
         "registered sensor_reading for ['a', 'b']",
         "fitted to ['a', 'b', 'dlq']",
         "producer started",
     ]
     assert output.encoders == {"a": "encoder of a", "b": "encoder of b"}
+    assert output.watch == {"b": "kcql", "a": "kcql", "dlq": "deadletter_topic"}  # every topic, watched
 
     writer = output.dead_letters(DeadLetterWriter, LimitSettings(max_payload_bytes=4096, deadletter_head_bytes=512))
     assert (writer.topic, writer._service, writer._max_whole_bytes, writer._head_bytes) == ("dlq", "demo", 4096, 512)

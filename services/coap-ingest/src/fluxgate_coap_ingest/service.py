@@ -23,6 +23,7 @@ from fluxgate_core.gateway import open_gateway_output
 from fluxgate_core.kafka import AsyncProducer
 from fluxgate_core.schemas import COAP_MESSAGE, SENSOR_READING
 from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.topic_watch import TopicWatch
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +41,7 @@ class CoapIngestService:
         self._stop = stop or asyncio.Event()
         self.observers: list[ResourceObserver] = []
         self._producer: AsyncProducer | None = None
+        self._watch: TopicWatch | None = None  # a topic deleted while running: not ready
         self._context: aiocoap.Context | None = None
         self._batcher: NotificationBatcher | None = None
         self._readers: list[asyncio.Task[None]] = []
@@ -58,8 +60,9 @@ class CoapIngestService:
             settings.max_in_flight,
             COAP_MESSAGE if settings.output_format == "coap-message" else SENSOR_READING,
             env_prefix=str(settings.model_config["env_prefix"]),
+            topics_setting="kcql" if settings.kcql is not None else "resources",
         )
-        self._producer, encoders = output.producer, output.encoders
+        self._producer, encoders, self._watch = output.producer, output.encoders, output.watch
         receive_whole_datagrams()
         read_waiting_datagrams()
         self._context = await aiocoap.Context.create_client_context()
@@ -79,6 +82,8 @@ class CoapIngestService:
         """Kafka reachable and any (or all, per ``readiness``) observation registered."""
         if not self._started or self._producer is None or not self._producer.healthy():
             return False
+        if self._watch is not None and not self._watch.present():
+            return False
         active = [observer.active for observer in self.observers]
         if not active:
             return True
@@ -93,6 +98,8 @@ class CoapIngestService:
     async def stop(self, drain_timeout: float = 10.0) -> None:
         """Stop observing, hand what was received to Kafka, wait for the acks."""
         self._started = False
+        if self._watch is not None:
+            self._watch.stop()
         await _cancel(self._readers)
         if self._batcher is not None:
             undone = await self._batcher.drain(drain_timeout)

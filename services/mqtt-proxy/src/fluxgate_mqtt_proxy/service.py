@@ -22,6 +22,7 @@ from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import ConfigError, FluxgateError
 from fluxgate_core.gateway import open_gateway_output, register_targets
 from fluxgate_core.kafka import AsyncProducer
+from fluxgate_core.topic_watch import TopicWatch
 from fluxgate_mqtt_proxy import metrics
 from fluxgate_mqtt_proxy.acks import AckSequencer, quiet_unacknowledged
 from fluxgate_mqtt_proxy.client import (
@@ -67,12 +68,14 @@ class MqttProxy:
         self.fatal: BaseException | None = None
         self.subscribed = False
         self._producer: AsyncProducer | None = None
+        self._watch: TopicWatch | None = None  # a topic deleted while running: not ready
         self._stop = asyncio.Event()
         self._sequencer = AckSequencer()
 
     def ready(self) -> bool:
-        """Every route subscribed on the broker, and Kafka reachable."""
-        return self.subscribed and self._producer is not None and self._producer.healthy()
+        """Every route subscribed on the broker, Kafka reachable, every topic still there."""
+        watched = self._watch is None or self._watch.present()
+        return self.subscribed and self._producer is not None and self._producer.healthy() and watched
 
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
@@ -88,8 +91,10 @@ class MqttProxy:
             settings.deadletter_topic,
             settings.max_in_flight,
             env_prefix=str(settings.model_config["env_prefix"]),
+            topics_setting="kcql" if settings.kcql is not None else "routes",
         )
-        producer = self._producer = output.producer
+        producer, self._watch = output.producer, output.watch
+        self._producer = producer
         client = make_client(settings.mqtt)
         valve = SocketValve(client, settings.max_pending_messages)
         dead_letters = output.dead_letters(DeadLetterWriter, settings.limits)
@@ -164,6 +169,8 @@ class MqttProxy:
     async def _drain(self, client: ProxyClient, producer: AsyncProducer, valve: SocketValve, handler: Any) -> None:
         handler.close()
         valve.hold()
+        if self._watch is not None:
+            self._watch.stop()
         try:
             async with asyncio.timeout(self.settings.drain_timeout_s):
                 await valve.idle.wait()
