@@ -29,6 +29,7 @@ from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, mak
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
+from fluxgate_core.topic_watch import TopicWatch
 from fluxgate_sink import metrics
 from fluxgate_sink.formats import key_reader, value_decoder
 from fluxgate_sink.kcql import parse
@@ -96,15 +97,18 @@ class SinkRunner:
         self._lag_shown = 0.0
         self._store_lost: asyncio.Future[None] | None = None  # set while waiting for room (see _wait_for_room)
         self._backlog = False  # the last poll was full: poll again without waiting (see _poll_here)
+        self._watch: TopicWatch | None = None  # a topic deleted while running: not ready
 
     def ready(self) -> bool:
         """Ready while consuming and the store takes writes (503 through an outage: never 'running, no data')."""
-        return self._running and self._store_up
+        return self._running and self._store_up and (self._watch is None or self._watch.present())
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
         if self._source_factory == self._kafka_source:  # a wrong password or a missing topic: say so now
-            await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, self._router.topics)
+            topics = dict.fromkeys(self._router.topics, "sink.kcql")
+            await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, topics)
+            self._watch = TopicWatch(self._kafka, self._service, topics).start()
             if self._settings.value_format == "avro":  # JSON topics need no registry
                 # A refused secret or CA stops it now; a registry away is waited for while reading, as before.
                 await asyncio.to_thread(verify_registry, self._registry, self._env_prefix, away_ok=True)
@@ -124,6 +128,8 @@ class SinkRunner:
                 await self._consume(source, writer, stop)
             finally:
                 self._running = False
+                if self._watch is not None:
+                    self._watch.stop()
                 for helper in helpers:
                     helper.cancel()
                 await asyncio.gather(*helpers, return_exceptions=True)
