@@ -24,6 +24,7 @@ from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
+from fluxgate_core.topic_watch import TopicWatch
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
 from fluxgate_device_status.credentials import broker_credentials
 from fluxgate_device_status.end_offsets import EndOffsets
@@ -35,8 +36,9 @@ from fluxgate_device_status.web import install_views
 log = structlog.get_logger(__name__)
 
 
-def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
-    """The faust app with its table, agents, timer and views; registers ``DeviceStatus``."""
+def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tuple[faust.App, DeviceTracker]:
+    """The faust app with its table, agents, timer and views; registers ``DeviceStatus``.
+    ``watch``, on the input and status topics, is one more readiness check."""
     status, http = settings.status, settings.http
     Path(status.data_dir).mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     client = registry_client(settings.registry)
@@ -73,7 +75,14 @@ def build_app(settings: StatusSettings) -> tuple[faust.App, DeviceTracker]:
     )
     ends = EndOffsets(settings.kafka, settings.kafka.client_id or SERVICE)
     tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)
-    install_views(app, tracker, lambda: {"kafka_assigned_and_restored": tracker.settled()})
+
+    def ready() -> dict[str, bool]:
+        checks = {"kafka_assigned_and_restored": tracker.settled()}
+        if watch is not None:
+            checks["topics_present"] = watch.present()
+        return checks
+
+    install_views(app, tracker, ready)
     return app, tracker
 
 
@@ -91,8 +100,9 @@ def main() -> None:
         topics = {status.input_topic: "status.input_topic", status.status_topic: "status.status_topic"}
         verify_kafka(settings.kafka, settings.kafka.client_id or SERVICE, "FLUXGATE_STATUS_", topics)
         verify_registry(settings.registry, "FLUXGATE_STATUS_")  # a refused secret or CA, named alike
+        watch = TopicWatch(settings.kafka, settings.kafka.client_id or SERVICE, topics)  # deleted while running
         with registrations_named(settings.registry, "FLUXGATE_STATUS_"):
-            app, _ = build_app(settings)
+            app, _ = build_app(settings, watch.start())
     except ConfigError as exc:
         sys.exit(config_failed(SERVICE, exc))
     except FluxgateError as exc:
