@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic_settings import BaseSettings
 
+from fluxgate_connect import transforms
 from fluxgate_connect.rules import (
     Covered,
     Rule,
@@ -192,6 +193,7 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
                 "(default.replication.factor); one created beforehand is used as it is"
             ),
             "errors.deadletterqueue.context.headers.enable": Covered("the reason is always in the headers"),
+            **transforms.SINK_RULES,
         }
     else:
         rules |= {
@@ -203,6 +205,7 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             ),
             "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
             "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+            **transforms.SOURCE_RULES,
         }
     return rules
 

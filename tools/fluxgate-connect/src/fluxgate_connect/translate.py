@@ -15,6 +15,7 @@ from fluxgate_connect.connectors import CONNECTORS, ELASTIC_SINK, Connector, by_
 from fluxgate_connect.errors import ConnectError
 from fluxgate_connect.framework import AVRO
 from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer, is_transport, items
+from fluxgate_connect.transforms import is_transform_key, sink_chain, source_refusal
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.formats import KEY_FIELD
 from fluxgate_sink.kcql import parse
@@ -65,8 +66,9 @@ def translate(config: Mapping[str, str]) -> Translation:
     result = Translation(connector, config.get("name", "").strip() or connector.service)
     errors: list[str] = []
     for key in sorted(config):
-        if key != "connector.class":
+        if key != "connector.class" and not is_transform_key(key):
             errors += _apply(result, key, config[key])
+    errors += _transforms(result, config)
     errors += _combine(result, config)
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
@@ -125,6 +127,17 @@ def _replicas(result: Translation, value: str) -> list[str]:
     if result.replicas > 1:
         result.notes.append(f"tasks.max={value}: {value} members of {result.connector.service}")
     return []
+
+
+def _transforms(result: Translation, config: Mapping[str, str]) -> list[str]:
+    """``transforms``/``predicates`` keys, together: a sink's chain, a source's refusal."""
+    if not result.connector.sink:
+        return source_refusal(config)
+    chain, errors, warnings = sink_chain(config)
+    result.warnings += warnings
+    if chain is not None:
+        result.values["sink.transforms"] = chain
+    return errors
 
 
 def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:

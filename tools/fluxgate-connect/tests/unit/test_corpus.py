@@ -31,20 +31,31 @@ TRANSLATED = [
     "coap-source-dtls.properties",
     "coap-source.properties",
     "elastic-sink-datamountaineer-quickstart.properties",
+    "elastic-sink-confluent-smt.properties",
     "elastic-sink-reference.properties",
     "elastic-sink.json",
     "hazelcast-sink-hz5.properties",
+    "hazelcast-sink-kafka-predicates.properties",
     "hazelcast-sink.properties",
     "mqtt-source-datamountaineer-throw.properties",
     "mqtt-source-local.properties",
     "mqtt-source.properties",
 ]
 # File -> the reason it is refused: an option Fluxgate has no such thing for (Avro payloads read
-# with a schema file) and a converter to move into the KCQL.
+# with a schema file), a converter to move into the KCQL, a source's transforms, a transform class
+# that is not one of Kafka's.
 REFUSED = {
     "mqtt-source-datamountaineer-avro.properties": [
         "connect.source.converter.avro.schemas: not supported: mqtt-proxy writes SensorReading records",
         "connect.mqtt.source.converters: not supported: write the converter into the KCQL",
+    ],
+    "mqtt-source-kafka-docs-smt.properties": [
+        "transforms, transforms.InsertSource.static.field,",
+        "not supported: a gateway builds its records itself",
+    ],
+    "elastic-sink-confluent-filter.properties": [
+        "transforms.filterExample1.type: io.confluent.connect.transforms.Filter$Value is not supported; "
+        "the supported transforms are org.apache.kafka.connect.transforms.InsertField$Key,",
     ],
 }
 
