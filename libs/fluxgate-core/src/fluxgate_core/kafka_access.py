@@ -124,7 +124,8 @@ def create_command(topic: str, kafka: KafkaSettings) -> str:
     """Kafka's own command that creates ``topic`` as ``kafka.topic_creation`` would."""
     creation = kafka.topic_creation
     words = ["kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers, "--create", "--topic", topic]
-    words += ["--partitions", str(creation.partitions)]
+    if creation.partitions != -1:
+        words += ["--partitions", str(creation.partitions)]
     if creation.replication_factor != -1:
         words += ["--replication-factor", str(creation.replication_factor)]
     for name, value in sorted(creation.config.items()):

@@ -56,7 +56,7 @@ class TopicCreationSettings(Group):
         description="create a missing topic this service writes or reads, at start (off: a missing topic exits 2, "
         "naming it and the command that creates it)",
     )
-    partitions: int = Field(3, ge=1, description="partitions of a topic created here")
+    partitions: int = Field(3, ge=-1, description="partitions of a topic created here; -1: the broker's num.partitions")
     replication_factor: int = Field(
         -1, ge=-1, description="replication factor of a topic created here; -1: the broker's default.replication.factor"
     )
@@ -65,12 +65,12 @@ class TopicCreationSettings(Group):
         description='topic-level config of a topic created here (JSON, e.g. {"retention.ms": "604800000"})',
     )
 
-    @field_validator("replication_factor")
+    @field_validator("partitions", "replication_factor")
     @classmethod
-    def _not_zero(cls, factor: int) -> int:
-        if factor == 0:
+    def _not_zero(cls, count: int) -> int:
+        if count == 0:
             raise ValueError("at least 1, or -1 for the broker's default")
-        return factor
+        return count
 
 
 class KafkaSettings(Group):

@@ -118,9 +118,15 @@ def test_the_command_carries_the_replication_the_config_and_a_login() -> None:
     )
 
 
-def test_a_replication_factor_of_zero_is_refused() -> None:
+@pytest.mark.parametrize("setting", ["partitions", "replication_factor"])
+def test_zero_partitions_or_replicas_are_refused(setting: str) -> None:
     with pytest.raises(ValueError, match="at least 1, or -1"):
-        TopicCreationSettings(replication_factor=0)
+        TopicCreationSettings.model_validate({setting: 0})
+
+
+def test_the_brokers_defaults_leave_the_counts_out_of_the_command() -> None:
+    kafka = KafkaSettings(topic_creation=TopicCreationSettings(partitions=-1))
+    assert create_command("t", kafka) == "kafka-topics.sh --bootstrap-server 127.0.0.1:9092 --create --topic t"
 
 
 def test_a_watched_topic_deleted_while_running_is_said_once_and_unreadies_until_it_is_back(

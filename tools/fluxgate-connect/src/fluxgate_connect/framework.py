@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic_settings import BaseSettings
 
-from fluxgate_connect import transforms
+from fluxgate_connect import topic_creation, transforms
 from fluxgate_connect.rules import (
     Covered,
     Rule,
@@ -206,6 +206,7 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
             "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
             **transforms.SOURCE_RULES,
+            **topic_creation.RULES,
         }
     return rules
 

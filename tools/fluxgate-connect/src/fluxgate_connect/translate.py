@@ -15,6 +15,7 @@ from fluxgate_connect.connectors import CONNECTORS, ELASTIC_SINK, Connector, by_
 from fluxgate_connect.errors import ConnectError
 from fluxgate_connect.framework import AVRO
 from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer, is_transport, items
+from fluxgate_connect.topic_creation import is_topic_creation_key, topic_creation
 from fluxgate_connect.transforms import is_transform_key, sink_chain, source_refusal
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.formats import KEY_FIELD
@@ -66,9 +67,11 @@ def translate(config: Mapping[str, str]) -> Translation:
     result = Translation(connector, config.get("name", "").strip() or connector.service)
     errors: list[str] = []
     for key in sorted(config):
-        if key != "connector.class" and not is_transform_key(key):
+        read_together = is_transform_key(key) or (not connector.sink and is_topic_creation_key(key))
+        if key != "connector.class" and not read_together:
             errors += _apply(result, key, config[key])
     errors += _transforms(result, config)
+    errors += _topic_creation(result, config)
     errors += _combine(result, config)
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
@@ -137,6 +140,15 @@ def _transforms(result: Translation, config: Mapping[str, str]) -> list[str]:
     result.warnings += warnings
     if chain is not None:
         result.values["sink.transforms"] = chain
+    return errors
+
+
+def _topic_creation(result: Translation, config: Mapping[str, str]) -> list[str]:
+    """A source's ``topic.creation.*`` keys, together (a sink creates no topics: unknown keys there)."""
+    if result.connector.sink:
+        return []
+    values, errors = topic_creation(config)
+    result.values.update(values)
     return errors
 
 
