@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from connect_fixtures import FIXTURES
@@ -123,3 +124,33 @@ def record_count(bootstrap: str, topic: str) -> int:
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
     finally:
         consumer.close()
+
+
+def lines(*keys: str) -> str:
+    """A ``.properties`` text of ``keys`` (``key=value`` lines and comments)."""
+    return "".join(f"{key}\n" for key in keys)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[str, bytes]]) -> None:
+    """``(key, value)`` records into partition 0 of ``topic``, in order."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value in records:
+        producer.produce(topic, value, key.encode(), partition=0)  # one partition: the order is the test's
+    assert producer.flush(30) == 0
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    """The offset ``group`` committed on partition 0 of ``topic`` (negative: none yet)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [position] = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        return int(position.offset)
+    finally:
+        consumer.close()
+
+
+def documents(elasticsearch: str, index: str) -> dict[str, dict[str, Any]]:
+    """The documents of ``index`` by id, once refreshed (none while it does not exist)."""
+    httpx.post(f"{elasticsearch}/{index}/_refresh")
+    answer = httpx.get(f"{elasticsearch}/{index}/_search", params={"size": 100}).json()
+    return {hit["_id"]: hit["_source"] for hit in answer.get("hits", {}).get("hits", [])}

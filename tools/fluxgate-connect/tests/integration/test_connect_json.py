@@ -15,8 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from connect_runs import run_until
+from connect_runs import committed, documents, lines, produce, run_until
 from fluxgate_testing import consume, unique_topic
 
 from fluxgate_core import deadletter as dlq
@@ -61,26 +60,6 @@ def config(folder: Path, name: str, topic: str, index: str, schemas: bool, elast
     return path
 
 
-def lines(*keys: str) -> str:
-    return "".join(f"{key}\n" for key in keys)
-
-
-def produce(bootstrap: str, topic: str, records: list[tuple[str, bytes]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for key, value in records:
-        producer.produce(topic, value, key.encode(), partition=0)  # one partition: the bad one sits between
-    assert producer.flush(30) == 0
-
-
-def committed(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        [position] = consumer.committed([TopicPartition(topic, 0)], timeout=30)
-        return int(position.offset)
-    finally:
-        consumer.close()
-
-
 @pytest.mark.parametrize("schemas", [False, True], ids=["bare", "envelope"])
 def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered(
     schemas: bool, stack: Any, elasticsearch: str, tmp_path: Path
@@ -96,9 +75,7 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
     index, name = f"connect-json-{run}", f"connect-json-{run}"
 
     def found() -> dict[str, dict[str, Any]]:
-        httpx.post(f"{elasticsearch}/{index}/_refresh")
-        answer = httpx.get(f"{elasticsearch}/{index}/_search", params={"size": 100}).json()
-        return {hit["_id"]: hit["_source"] for hit in answer.get("hits", {}).get("hits", [])}
+        return documents(elasticsearch, index)
 
     def done() -> bool:
         return len(found()) >= len(values) and committed(stack.bootstrap, f"connect-{name}", topic) == 5
@@ -106,13 +83,13 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
     sink_config = config(tmp_path, name, topic, index, schemas, elasticsearch, dead)
     try:
         run_until(sink_config, "FLUXGATE_ES_", stack, done, f"{len(values)} documents, a commit past all", 60)
-        documents = found()
+        written = found()
     finally:
         httpx.delete(f"{elasticsearch}/{index}")
     by_key = {f"key-{value['device_id']}": value for value in values}  # PK _key: each record's key is its id
-    assert documents.keys() == by_key.keys()
-    assert all({**documents[key], "at": value["at"]} == value for key, value in by_key.items())
-    first = documents[f"key-{values[0]['device_id']}"]["at"]  # a Timestamp is a date; bare JSON keeps the number
+    assert written.keys() == by_key.keys()
+    assert all({**written[key], "at": value["at"]} == value for key, value in by_key.items())
+    first = written[f"key-{values[0]['device_id']}"]["at"]  # a Timestamp is a date; bare JSON keeps the number
     assert str(first).startswith("2026-03-14T09:00:00") if schemas else first == AT
     [letter] = consume(stack.bootstrap, dead, expected=1, idle=1.0)
     assert letter.value == bad and letter.key == b"json-broken"
