@@ -190,7 +190,7 @@ def value_to_key(options: Options) -> list[str]:
     return fields
 
 
-_UNIX = {"seconds": 1_000, "milliseconds": 1, "microseconds": 1 / 1_000, "nanoseconds": 1 / 1_000_000}
+_UNIX = {"seconds": -1_000, "milliseconds": 1, "microseconds": 1_000, "nanoseconds": 1_000_000}  # per ms; -: ms per
 TARGETS = ("string", "unix", "Date", "Time", "Timestamp")
 
 
@@ -237,8 +237,8 @@ def _to_raw(stamp: Any, pattern: str, precision: str) -> datetime:
     if isinstance(stamp, time):
         return datetime.combine(_EPOCH.date(), stamp, UTC)
     if isinstance(stamp, int) and not isinstance(stamp, bool):
-        millis = int(stamp * _UNIX[precision]) if precision != "seconds" else stamp * 1_000
-        return _EPOCH + timedelta(milliseconds=millis)
+        per = _UNIX[precision]
+        return _EPOCH + timedelta(milliseconds=stamp * -per if per < 0 else _truncated(stamp, per))
     if isinstance(stamp, str):
         if not pattern:
             raise TransformFailed("a text timestamp needs format (a SimpleDateFormat pattern) to be parsed")
@@ -249,13 +249,19 @@ def _to_raw(stamp: Any, pattern: str, precision: str) -> datetime:
     raise TransformFailed(f"a {_kind(stamp)} is not a timestamp (a Timestamp, unix integer or text)")
 
 
+def _truncated(dividend: Any, divisor: Any) -> int:
+    """Java's integer division (TimeUnit's conversions): the quotient truncated toward zero."""
+    quotient = int(abs(dividend) // abs(divisor))
+    return -quotient if (dividend < dividend * 0) != (divisor < divisor * 0) else quotient
+
+
 def _to_target(raw: datetime, target: str, pattern: str, precision: str) -> Any:
     raw = raw.astimezone(UTC)
     if target == "string":
         return format_datetime(pattern, raw)
     if target == "unix":
-        millis = (raw - _EPOCH) // timedelta(milliseconds=1)
-        return millis // 1_000 if precision == "seconds" else int(millis / _UNIX[precision])
+        millis, per = _truncated(raw - _EPOCH, timedelta(milliseconds=1)), _UNIX[precision]
+        return _truncated(millis, -per) if per < 0 else millis * per
     if target == "Date":
         return raw.date()
     if target == "Time":
@@ -315,16 +321,26 @@ def cast_value(value: Any, kind: str) -> Any:
         value = _logical_number(value)
     if isinstance(value, bytes):
         raise TransformFailed(f"bytes can be cast to string only, not {kind}")
-    if kind == "boolean":
-        return value.strip().lower() == "true" if isinstance(value, str) else bool(value)
-    if isinstance(value, bool):
-        value = int(value)
     if isinstance(value, str):
+        if kind == "boolean":
+            return value.lower() == "true"  # Boolean.parseBoolean: no trimming
         value = _parse_number(value, kind)
+    if isinstance(value, bool) or (isinstance(value, Decimal) and kind in (*_BITS, "boolean")):
+        value = int(value)  # a BigDecimal narrows by truncating, then wraps like a long
+    if kind == "boolean":  # a number's longValue() != 0: 0.5 is false
+        return _narrow(value, 64) != 0
     if kind in _BITS:
         return _narrow(value, _BITS[kind])
     number = float(value)
-    return struct.unpack("f", struct.pack("f", number))[0] if kind == "float32" and math.isfinite(number) else number
+    return _float32(number) if kind == "float32" else number
+
+
+def _float32(number: float) -> float:
+    """The nearest float (Java's floatValue()): beyond its range, an infinity."""
+    try:
+        return float(struct.unpack("f", struct.pack("f", number))[0])
+    except OverflowError:
+        return math.copysign(math.inf, number)
 
 
 def _logical_number(value: datetime | date | time) -> int:

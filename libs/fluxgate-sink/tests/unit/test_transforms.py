@@ -3,8 +3,10 @@ chain's failures: a bad config names its key, a record a transform cannot apply 
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, date, datetime, time
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -134,6 +136,9 @@ def test_value_to_key_makes_a_map_key_that_pk_key_reads() -> None:
         (datetime(2025, 11, 26, tzinfo=UTC), {"target.type": "unix", "unix.precision": "microseconds"},
          1_764_115_200_000_000),
         (date(2025, 11, 26), {"target.type": "string", "format": "yyyyMMdd"}, "20251126"),
+        (datetime(1969, 12, 31, 23, 59, 58, 500000, tzinfo=UTC), {"target.type": "unix", "unix.precision": "seconds"},
+         -1),  # TimeUnit truncates toward zero
+        (-1_500_999, {"target.type": "unix", "unix.precision": "microseconds"}, -1_500_000),
     ],
 )  # fmt: skip
 def test_timestamp_converter_on_a_field(value: Any, config: dict[str, str], expected: Any) -> None:
@@ -171,6 +176,10 @@ def test_timestamp_converter_on_the_whole_key_and_its_errors() -> None:
         (datetime(2025, 11, 26, 1, 2, 3, 4000, tzinfo=UTC), "string", "2025-11-26T01:02:03.004Z"),
         (datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), "int64", 1000),
         (None, "int32", None),
+        (0.5, "boolean", False),  # longValue() != 0
+        (" true", "boolean", False),  # parseBoolean does not trim
+        (Decimal("300.7"), "int8", 44),  # a BigDecimal truncates, then wraps
+        (1e300, "float32", math.inf),
     ],
 )
 def test_cast_value(value: Any, kind: str, expected: Any) -> None:

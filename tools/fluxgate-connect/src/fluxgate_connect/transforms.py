@@ -16,7 +16,7 @@ from typing import Any
 
 from fluxgate_connect.rules import Rule, RuleError, Setting, Unsupported, boolean, items
 from fluxgate_sink.smt import TransformConfigError
-from fluxgate_sink.transforms import TransformConfig, chain, supported_transforms
+from fluxgate_sink.transforms import PREDICATE_CLASSES, TRANSFORM_CLASSES, TransformConfig, chain, supported_transforms
 
 KEYS = ("transforms", "predicates")
 ROWS = (
@@ -64,6 +64,7 @@ def sink_chain(config: Mapping[str, str]) -> tuple[str | None, list[str], list[s
         names = _names(config, "transforms")
         predicates = {name: _predicate(config, name) for name in _names(config, "predicates")}
         steps = [_step(config, name, predicates) for name in names]
+        warnings += [warning for step in steps for warning in _ignored(step)]
         chain([TransformConfig.model_validate(step) for step in steps])
     except (RuleError, TransformConfigError) as exc:
         return None, [str(exc)], warnings
@@ -115,6 +116,25 @@ def _step(config: Mapping[str, str], name: str, predicates: Mapping[str, dict[st
         except RuleError as exc:
             raise RuleError(f"{prefix}negate: {exc}") from exc
     return step
+
+
+def _ignored(step: dict[str, Any]) -> list[str]:
+    """Options the class does not have, dropped with a warning: Kafka Connect's ConfigDef ignores them too
+    (an option of a later Kafka release, a typo), and refusing them would stop a config Connect runs."""
+    warnings = []
+    for kind, part, classes in (
+        ("transforms", step, TRANSFORM_CLASSES),
+        ("predicates", step.get("predicate"), PREDICATE_CLASSES),
+    ):
+        found = classes.get(part["type"]) if part else None
+        if part is None or found is None:
+            continue
+        for option in sorted(set(part["config"]) - found[0]):
+            warnings.append(
+                f"{kind}.{part['name']}.{option}: not an option of {part['type']}: ignored, as Kafka Connect does"
+            )
+            del part["config"][option]
+    return warnings
 
 
 def _unlisted(config: Mapping[str, str]) -> list[str]:

@@ -80,6 +80,14 @@ def test_a_bad_chain_is_refused_naming_the_key(keys: dict[str, str], message: st
     assert message in refusal(**keys)
 
 
+def test_an_option_the_class_does_not_have_is_ignored_with_a_warning_as_kafka_connect_does() -> None:
+    result = translate(sink(**{"transforms": "x", "transforms.x.type": f"{KAFKA}HoistField$Value",
+                               "transforms.x.field": "v", "transforms.x.feild": "w"}))  # fmt: skip
+    assert json.loads(result.values["sink.transforms"])[0]["config"] == {"field": "v"}
+    assert result.warnings == [f"transforms.x.feild: not an option of {KAFKA}HoistField$Value: ignored, as Kafka "
+                               "Connect does"]  # fmt: skip
+
+
 def test_keys_of_an_unlisted_transform_are_a_warning() -> None:
     result = translate(sink(**{"transforms.old.type": f"{KAFKA}Filter"}))
     assert "sink.transforms" not in result.values
