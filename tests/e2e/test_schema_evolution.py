@@ -13,6 +13,13 @@ is exact, in the aggregates topic and in Elasticsearch.
 A ticker device keeps publishing at the wall clock's time until every expected window is
 written. That closes the last windows, whether the job's watermark follows event time or
 the gateways' ingest time.
+
+TemperatureAggregate gains the same field, registered with the same doc commands, and each
+persister reads v1 and v2 aggregates from one topic. Elasticsearch indexes the field (as a
+keyword), and Hazelcast's JSON values carry it. Scylla's default statement (AUTOCREATE)
+refuses the new aggregates: THROW stops the persister, and NOOP dead-letters them. The
+doc's two ways out (its IGNORE statement, or its ALTER TABLE and the statement without
+AUTOCREATE) then write every aggregate, and nothing is dead-lettered.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,19 +37,22 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aggregator_reference import as_millis, assert_aggregate_equal, by_window, expected_aggregates
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from elasticsearch_store import ElasticsearchUnderTest
 from fluxgate_testing import ServiceProcess, consume, free_port, unique_topic
+from fluxgate_testing.aggregates import temperature_aggregate
+from hazelcast import HazelcastClient
+from scylla_store import CassandraUnderTest, connect
 
 from fluxgate_core.consumed_record import ConsumedRecord
-from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schemas_dir
-from fluxgate_core.serde import AvroDecoder, wire_schema_id
+from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text, schemas_dir
+from fluxgate_core.serde import AvroDecoder, AvroEncoder, wire_schema_id
 
 pytestmark = pytest.mark.integration
 
@@ -80,13 +91,13 @@ def run_step(blocks: dict[str, str], name: str, env: dict[str, str]) -> str:
     return done.stdout
 
 
-def schemas_with_new_field(field_line: str, into: Path) -> Path:
-    """A copy of ``schemas/`` with the doc's field appended last to SensorReading, as step 1
-    says (what a gateway's new image holds)."""
+def schemas_with_new_field(field_line: str, into: Path, name: str = SENSOR_READING) -> Path:
+    """A copy of ``schemas/`` with the doc's field appended last to schema ``name``, as step 1
+    says (what a writer's new image holds); the path of the changed file."""
     into.mkdir()
     for avsc in schemas_dir().glob("*.avsc"):
         shutil.copy(avsc, into / avsc.name)
-    path = into / "sensor_reading.avsc"
+    path = into / f"{name}.avsc"
     text = path.read_text(encoding="utf-8")
     end = text.rindex("\n  ]")
     path.write_text(f"{text[:end]},\n    {field_line}{text[end:]}", encoding="utf-8")
@@ -370,3 +381,148 @@ def assert_exact_in_store(documents: dict[Any, Any], want: dict[tuple[str, int],
 def status_readings(status: ServiceProcess, device: str) -> int:
     code, body = status.get(f"/devices/{device}")
     return int(json.loads(body).get("readings", 0)) if code == 200 else 0
+
+
+# -- TemperatureAggregate: what each store does with the new field ---------------------------
+
+DOC_TABLE, DOC_TOPIC = "fluxgate.temperature_aggregates", "temperatures.aggregated"
+
+
+def doc_kcql(blocks: dict[str, str], name: str, table: str, topic: str) -> str:
+    """The Scylla persister's statement a doc block sets, on this test's table and topic."""
+    (setting,) = shlex.split(blocks[name])
+    variable, _, kcql = setting.partition("=")
+    assert variable == "FLUXGATE_SCYLLA_SINK__KCQL"
+    return kcql.replace(DOC_TABLE, table).replace(DOC_TOPIC, topic)
+
+
+class AggregatesRun:
+    """One topic of aggregates, v1 then v2 (the doc's field set), and persisters reading it."""
+
+    def __init__(self, stack: Any, registry: Any, blocks: dict[str, str], tmp_path: Path) -> None:
+        self.stack, self.tmp_path = stack, tmp_path
+        self.topic = unique_topic("e2e.evolution.aggregates", stack.bootstrap, 1)
+        # What the aggregator registers at start, before the rollout.
+        v1 = AvroEncoder.registered(
+            registry, self.topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
+        )
+        field = json.loads(blocks["field"])
+        v2_path = schemas_with_new_field(blocks["field"], tmp_path / "schemas-v2", TEMPERATURE_AGGREGATE)
+        names = {"REGISTRY": stack.registry_url, "TOPIC": self.topic, "SCHEMA": str(v2_path)}
+        assert json.loads(run_step(blocks, "check", names)) == {"is_compatible": True}
+        v2 = AvroEncoder(json.loads(v2_path.read_text()), json.loads(run_step(blocks, "register", names))["id"])
+        start = datetime.fromisoformat("2026-11-26T12:00:00+00:00")
+        self.v1 = [temperature_aggregate(f"d{n}", start + timedelta(minutes=n)) for n in range(3)]
+        self.v2 = [{**temperature_aggregate(f"d{n}", start + timedelta(minutes=n)), field["name"]: "2.1"}
+                   for n in range(3, 6)]  # fmt: skip
+        self.field = field["name"]
+        producer = Producer({"bootstrap.servers": stack.bootstrap})
+        for encoder, records in ((v1, self.v1), (v2, self.v2)):
+            for record in records:
+                producer.produce(self.topic, encoder.encode(record), record["device_id"].encode())
+        assert producer.flush(30) == 0
+
+    def persister(self, store: Any, kcql: str, name: str, **env: str) -> tuple[ServiceProcess, str]:
+        """A persister (started) of ``store`` on this topic with statement ``kcql``; its dead-letter topic."""
+        dead = unique_topic("e2e.evolution.persisters-deadletter", self.stack.bootstrap, 1)
+        settings = {
+            "KAFKA__BOOTSTRAP_SERVERS": self.stack.bootstrap, "REGISTRY__URL": self.stack.registry_url,
+            "SINK__KCQL": kcql, "SINK__GROUP_ID": f"e2e-evolution-{uuid.uuid4().hex[:8]}",
+            "SINK__DEADLETTER_TOPIC": dead, "SINK__BATCH_AGE_MS": "100", **store.env(), **env,
+        }  # fmt: skip
+        process = service(list(store.argv), store.env_prefix, settings, self.tmp_path / f"{name}.log")
+        return process.start(timeout=60), dead
+
+
+@pytest.mark.timeout(300)
+def test_a_new_temperature_aggregate_field_in_each_store_as_documented(
+    stack: Any,
+    registry_client: Any,
+    elasticsearch: str,
+    cassandra: tuple[str, int],
+    hazelcast: tuple[str, str],
+    processes: list[ServiceProcess],
+    tmp_path: Path,
+) -> None:
+    blocks = doc_blocks()
+    run = AggregatesRun(stack, registry_client, blocks, tmp_path)
+    everything = len(run.v1) + len(run.v2)
+
+    # Elasticsearch: dynamic mapping indexes it (a string: keyword).
+    es = ElasticsearchUnderTest(elasticsearch)
+    index = f"e2e-evolution-{uuid.uuid4().hex[:8]}"
+    kcql = f"INSERT INTO {index} SELECT * FROM {run.topic} PK device_id, metric, window_start"
+    kcql += " WITHINDEXSUFFIX=-{YYYY.MM.dd}"
+    persister, dead = run.persister(es, kcql, "es-persister")
+    processes.append(persister)
+    persister.wait_until(lambda: es.count(index) == everything, f"{everything} documents")
+    assert Counter(d.get(run.field) for d in es.documents(index).values()) == {None: 3, "2.1": 3}
+    mapping = es.client.indices.get_mapping(index=index)
+    assert {m["mappings"]["properties"][run.field]["type"] for m in mapping.values()} == {"keyword"}
+    assert record_count(stack.bootstrap, dead) == 0
+
+    # Hazelcast, WITHFORMAT JSON: one more key in each new value.
+    ringbuffer = f"e2e_evolution_{uuid.uuid4().hex[:8]}"
+    hz = HazelcastPersister(*hazelcast)
+    kcql = f"INSERT INTO {ringbuffer} SELECT * FROM {run.topic} STOREAS RING_BUFFER WITHFORMAT JSON"
+    persister, dead = run.persister(hz, kcql, "hazelcast-persister")
+    processes.append(persister)
+    persister.wait_until(lambda: len(hz.values(ringbuffer)) == everything, f"{everything} ringbuffer items")
+    assert [value.get(run.field) for value in hz.values(ringbuffer)] == [None] * 3 + ["2.1"] * 3
+    assert record_count(stack.bootstrap, dead) == 0
+    hz.close()
+
+    # Scylla, the default statement (AUTOCREATE): the new aggregates are refused.
+    cluster, session = connect(cassandra)
+    scylla = CassandraUnderTest(cassandra, session)
+    table = f"fluxgate_test.evolution_{uuid.uuid4().hex[:8]}"
+    autocreate = f"UPSERT INTO {table} SELECT * FROM {run.topic} AUTOCREATE"
+    persister, dead = run.persister(scylla, autocreate, "scylla-persister-throw")
+    processes.append(persister)
+    assert persister.wait(60) == 1, "THROW: the first new aggregate stops the persister"
+    assert f"{run.field}: not a column of {table}" in persister.log_text()
+    persister, dead = run.persister(scylla, autocreate, "scylla-persister-noop", SINK__ERROR_POLICY="NOOP")
+    processes.append(persister)
+    refused = consume(stack.bootstrap, dead, expected=len(run.v2), timeout=60)
+    assert all(f"{run.field}: not a column" in (r.header("fluxgate.dlq.reason") or b"").decode() for r in refused)
+    assert persister.terminate() == 0 and scylla.count(table) == len(run.v1)
+
+    # The doc's first way: IGNORE the field.
+    ignoring = doc_kcql(blocks, "scylla-ignore", table, run.topic)
+    persister, dead = run.persister(scylla, ignoring, "scylla-persister-ignore")
+    processes.append(persister)
+    persister.wait_until(lambda: scylla.count(table) == everything, f"{everything} rows")
+    assert record_count(stack.bootstrap, dead) == 0 and persister.terminate() == 0
+
+    # The doc's second way: the column, and the statement without AUTOCREATE.
+    session.execute(blocks["scylla-alter"].replace(DOC_TABLE, table).rstrip(";"), timeout=60)
+    with_column = doc_kcql(blocks, "scylla-column", table, run.topic)
+    persister, dead = run.persister(scylla, with_column, "scylla-persister-column")
+    processes.append(persister)
+    column = f"SELECT {run.field} FROM {table}"
+    persister.wait_until(lambda: sum(1 for row in session.execute(column) if row[0] == "2.1") == 3, "the field")
+    assert scylla.count(table) == everything and record_count(stack.bootstrap, dead) == 0
+    cluster.shutdown()
+
+
+class HazelcastPersister:
+    """The Hazelcast persister's command and settings, and a client reading a ringbuffer back."""
+
+    argv = (str(BIN / "fluxgate-hazelcast-persister"),)
+    env_prefix = "FLUXGATE_HZ_"
+
+    def __init__(self, address: str, cluster: str) -> None:
+        self.address, self.cluster = address, cluster
+        self.client = HazelcastClient(cluster_members=[address], cluster_name=cluster, cluster_connect_timeout=30)
+
+    def env(self) -> dict[str, str]:
+        return {"HAZELCAST__MEMBERS": json.dumps([self.address]), "HAZELCAST__CLUSTER_NAME": self.cluster}
+
+    def values(self, name: str) -> list[dict[str, Any]]:
+        ringbuffer = self.client.get_ringbuffer(name).blocking()
+        size = ringbuffer.size()
+        found = ringbuffer.read_many(0, 0, size) if size else []
+        return [json.loads(value.to_string()) for value in found]
+
+    def close(self) -> None:
+        self.client.shutdown()
