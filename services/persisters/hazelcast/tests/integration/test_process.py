@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from fluxgate_testing import ServiceProcess, free_port
 from fluxgate_testing.sink.suite import Run, aggregates, expected_ids
 from hazelcast import HazelcastClient
@@ -119,3 +120,26 @@ def test_a_wrong_cluster_name_exits_2_at_once_naming_the_variable(hz_member: Any
     said = process.log_text()
     assert "hazelcast.cluster_name [env FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME]" in said, said[-3000:]
     assert "refused the cluster name 'not-this-cluster'" in said
+
+
+def test_a_topic_that_does_not_exist_stops_the_persister_or_is_created_and_its_deletion_unreadies_it(
+    ring_run: Run,
+) -> None:
+    """Issue #37: the KCQL's topic missing exits 2 naming it, SINK__KCQL and the command; with
+    KAFKA__TOPIC_CREATION__ENABLE it is created (the partitions asked) and the persister gets ready;
+    deleted while it runs, /readyz answers 503."""
+    topic = f"test.missing.{uuid.uuid4().hex[:10]}"
+    kcql = ring_run.store.kcql(topic, ring_run.target)
+    refused = ring_run.persister(env={"SINK__KCQL": kcql}).start(wait_ready=False)
+    assert refused.wait(60) == 2, refused.log_tail()
+    assert f"sink.kcql [env FLUXGATE_HZ_SINK__KCQL]: {topic}: no such topic" in refused.log_text()
+    assert f"--create --topic {topic} --partitions 3`" in refused.log_text()
+
+    creation = {"KAFKA__TOPIC_CREATION__ENABLE": "true", "KAFKA__TOPIC_CREATION__PARTITIONS": "2"}
+    persister = ring_run.persister(env={"SINK__KCQL": kcql, **creation}).start()
+    admin = AdminClient({"bootstrap.servers": ring_run.stack.bootstrap})
+    assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 2
+    admin.delete_topics([topic])[topic].result(30)
+    persister.wait_until(lambda: not persister.ready(), "not ready once its topic is deleted", 45)
+    assert "kafka.topic.missing" in persister.log_text()
+    assert persister.terminate() == 0, persister.log_tail()
