@@ -65,6 +65,11 @@ def sink_chain(config: Mapping[str, str]) -> tuple[str | None, list[str], list[s
         predicates = {name: _predicate(config, name) for name in _names(config, "predicates")}
         steps = [_step(config, name, predicates) for name in names]
         warnings += [warning for step in steps for warning in _ignored(step)]
+        warnings += [
+            f"transforms.{name}.negate: no predicate to negate: ignored, as Kafka Connect does"
+            for name in names
+            if f"transforms.{name}.negate" in config and not config.get(f"transforms.{name}.predicate", "").strip()
+        ]
         chain([TransformConfig.model_validate(step) for step in steps])
     except (RuleError, TransformConfigError) as exc:
         return None, [str(exc)], warnings
@@ -110,7 +115,7 @@ def _step(config: Mapping[str, str], name: str, predicates: Mapping[str, dict[st
         if predicate not in predicates:
             raise RuleError(f"{prefix}predicate: {predicate} is not one of predicates ({', '.join(predicates)})")
         step["predicate"] = predicates[predicate]
-    if f"{prefix}negate" in config:
+    if f"{prefix}negate" in config and predicate:  # without a predicate Kafka Connect never reads it
         try:
             step["negate"] = boolean(config[f"{prefix}negate"]) == "true"
         except RuleError as exc:

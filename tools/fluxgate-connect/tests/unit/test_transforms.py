@@ -71,7 +71,9 @@ def test_the_persister_loads_the_chain(monkeypatch: pytest.MonkeyPatch) -> None:
          "transforms.x.predicate: p is not one of predicates"),
         ({"transforms": "x", "transforms.x.type": f"{KAFKA}Filter", "transforms.x.predicate": "p", "predicates": "p",
           "predicates.p.type": f"{KAFKA}predicates.HasHeaderKey"}, "predicates.p.name: required"),
-        ({"transforms": "x", "transforms.x.type": f"{KAFKA}Filter", "transforms.x.negate": "maybe"},
+        ({"transforms": "x", "transforms.x.type": f"{KAFKA}Filter", "transforms.x.negate": "maybe",
+          "transforms.x.predicate": "p", "predicates": "p",
+          "predicates.p.type": f"{KAFKA}predicates.RecordIsTombstone"},
          "transforms.x.negate: expected true or false"),
         ({"transforms": "x,x", "transforms.x.type": f"{KAFKA}Filter"}, "transforms=x,x: a name is listed twice"),
     ],
@@ -86,6 +88,14 @@ def test_an_option_the_class_does_not_have_is_ignored_with_a_warning_as_kafka_co
     assert json.loads(result.values["sink.transforms"])[0]["config"] == {"field": "v"}
     assert result.warnings == [f"transforms.x.feild: not an option of {KAFKA}HoistField$Value: ignored, as Kafka "
                                "Connect does"]  # fmt: skip
+
+
+def test_negate_without_a_predicate_is_ignored_with_a_warning() -> None:
+    result = translate(
+        sink(**{"transforms": "x", "transforms.x.type": f"{KAFKA}Filter", "transforms.x.negate": "true"})
+    )
+    assert json.loads(result.values["sink.transforms"]) == [{"name": "x", "type": f"{KAFKA}Filter", "config": {}}]
+    assert result.warnings == ["transforms.x.negate: no predicate to negate: ignored, as Kafka Connect does"]
 
 
 def test_keys_of_an_unlisted_transform_are_a_warning() -> None:
