@@ -9,8 +9,9 @@ topic (one deleted while running makes the gateway unready); then a dead-letter
 writer that keeps what the limits allow of a rejected payload.
 
 A target met only at run time (mqtt-proxy's ``INSERT INTO $``, where the device's topic
-names it) is registered with :func:`register_targets`: a subject the registry refuses is
-that target's answer (its messages are dead-lettered), not a failure of the gateway.
+names it) is registered with :func:`register_targets`: a subject the registry refuses, or a
+topic that does not exist (and is not created), is that target's answer (its messages are
+dead-lettered), not a failure of the gateway.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
 from fluxgate_core.serde import AvroEncoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
+from fluxgate_core.topic_access import unusable_topics
 from fluxgate_core.topic_watch import TopicWatch
 
 W = TypeVar("W", bound=DeadLetterWriter)
@@ -38,8 +40,9 @@ _NOT_REFUSALS = frozenset({408, 429})
 
 
 class SubjectRefused(InvalidReading):
-    """The registry refused the record schema under a target's subject (an answer 4xx: another,
-    incompatible schema is there, or the name is not one it takes): the input is dead-lettered."""
+    """A target met at run time the gateway may not write: the registry refused the record schema
+    under its subject (an answer 4xx: another, incompatible schema is there, or the name is not one
+    it takes), or its topic does not exist and is not to be created. The input is dead-lettered."""
 
 
 @dataclass(frozen=True)
@@ -74,15 +77,26 @@ def register_readings(
 
 
 def register_targets(
-    registry: RegistrySettings, topics: Iterable[str], schema_name: str = SENSOR_READING
+    registry: RegistrySettings,
+    topics: Iterable[str],
+    schema_name: str = SENSOR_READING,
+    *,
+    kafka: KafkaSettings | None = None,
+    service: str = "",
+    env_prefix: str = "",
 ) -> dict[str, AvroEncoder | SubjectRefused]:
     """:func:`register_readings` for targets met at run time: per topic its encoder, or why the
     registry refused its subject. A registry away (or answering 5xx) still raises
-    :class:`~fluxgate_core.errors.RegistryError` (retriable: nothing of the input is lost)."""
+    :class:`~fluxgate_core.errors.RegistryError` (retriable: nothing of the input is lost).
+    With ``kafka``, each topic must exist first (created if ``kafka.topic_creation`` says so),
+    else it is refused naming the command that creates it: a producer would hold its records
+    with no end."""
     client = registry_client(registry)
     text, schema = schema_text(schema_name), schema_dict(schema_name)
-    answers: dict[str, AvroEncoder | SubjectRefused] = {}
-    for topic in sorted(set(topics)):
+    wanted = sorted(set(topics))
+    absent = unusable_topics(kafka, service, wanted, env_prefix) if kafka is not None and wanted else {}
+    answers: dict[str, AvroEncoder | SubjectRefused] = {topic: SubjectRefused(why) for topic, why in absent.items()}
+    for topic in (topic for topic in wanted if topic not in absent):
         try:
             answers[topic] = AvroEncoder.registered(client, topic, text, schema, registry.compatibility)
         except RegistryError as exc:

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import structlog
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from fluxgate_core.kafka_access import SILENT
-from fluxgate_core.kafka_errors import config_error
 from fluxgate_core.settings import KafkaSettings
+from fluxgate_core.topic_access import admin_client
 
 WATCH_INTERVAL_S = 10.0
 log = structlog.get_logger(__name__)
@@ -38,11 +35,7 @@ class TopicWatch:
         interval: float = WATCH_INTERVAL_S,
     ) -> None:
         self._topics = dict(topics) if isinstance(topics, Mapping) else dict.fromkeys(topics, "")
-        config: dict[str, Any] = {**kafka.client_config(client_id), "logger": SILENT, "allow.auto.create.topics": False}
-        try:
-            self._admin = AdminClient(config)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise config_error(exc, "admin") from exc
+        self._admin = admin_client(kafka, client_id)
         self._interval = interval
         self._missing: frozenset[str] = frozenset()
         self._stopping = threading.Event()

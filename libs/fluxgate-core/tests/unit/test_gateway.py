@@ -101,3 +101,22 @@ def test_a_registry_away_or_busy_still_raises(monkeypatch: pytest.MonkeyPatch, s
     with pytest.raises(RegistryError) as caught:
         gateway.register_targets(RegistrySettings(), ["other"])
     assert caught.value.retriable
+
+
+def test_a_target_whose_topic_is_not_there_is_refused_before_the_registry_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[list[str]] = []
+
+    def unusable(kafka: KafkaSettings, service: str, topics: list[str], env_prefix: str) -> dict[str, str]:
+        asked.append(topics)
+        return {"gone": "gone: no such topic (...): create it with `kafka-topics.sh ...`"}
+
+    monkeypatch.setattr(gateway, "registry_client", lambda settings: RefusingRegistry(409))
+    monkeypatch.setattr(gateway, "unusable_topics", unusable)
+    answers = gateway.register_targets(RegistrySettings(), ["ok", "gone"], kafka=KafkaSettings(), service="s")
+    assert asked == [["gone", "ok"]]
+    assert answers["ok"].schema_id == 3  # type: ignore[union-attr]
+    refusal = answers["gone"]
+    assert isinstance(refusal, gateway.SubjectRefused) and "kafka-topics.sh" in str(refusal)
+    assert classify(refusal) is Outcome.REJECTED

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from fluxgate_core import kafka_access, topic_watch
+from fluxgate_core import topic_access
 from fluxgate_core.errors import ConfigError, DeliveryError
-from fluxgate_core.kafka_access import create_command, verify_kafka
+from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.settings import KafkaSettings, TopicCreationSettings
+from fluxgate_core.topic_access import create_command, unusable_topics
 from fluxgate_core.topic_watch import TopicWatch
 
 PREFIX = "FLUXGATE_COAP_"
@@ -56,8 +57,7 @@ class FakeAdmin:
 @pytest.fixture
 def admin(monkeypatch: pytest.MonkeyPatch) -> FakeAdmin:
     fake = FakeAdmin({"sensors.deadletter"})
-    monkeypatch.setattr(kafka_access, "AdminClient", fake)
-    monkeypatch.setattr(topic_watch, "AdminClient", fake)
+    monkeypatch.setattr(topic_access, "AdminClient", fake)
     return fake
 
 
@@ -155,3 +155,16 @@ def test_a_cluster_that_does_not_answer_says_nothing_about_the_topics(admin: Fak
     admin.list_topics = away  # type: ignore[method-assign]
     watch.check()
     assert watch.present()
+
+
+def test_a_topic_met_while_running_is_created_or_its_problem_named(admin: FakeAdmin) -> None:
+    problems = unusable_topics(KafkaSettings(), "mqtt-proxy", ["plant.line-1", "sensors.deadletter"], "FLUXGATE_MQTT_")
+    assert list(problems) == ["plant.line-1"]
+    said = problems["plant.line-1"]
+    assert said.startswith("plant.line-1: no such topic") and "--topic plant.line-1" in said
+    creation = KafkaSettings(topic_creation=TopicCreationSettings(enable=True))
+    assert unusable_topics(creation, "mqtt-proxy", ["plant.line-1"], "FLUXGATE_MQTT_") == {}
+    assert [new.topic for new in admin.created] == ["plant.line-1"]
+    admin.refusal = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not authorized")
+    refused = unusable_topics(creation, "mqtt-proxy", ["plant.line-2"], "FLUXGATE_MQTT_")
+    assert "FLUXGATE_MQTT_KAFKA__TOPIC_CREATION__*]: cannot create topic plant.line-2" in refused["plant.line-2"]

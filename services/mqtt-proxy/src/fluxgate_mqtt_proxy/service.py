@@ -83,6 +83,7 @@ class MqttProxy:
         log.info("mqtt-proxy.starting", broker=f"{mqtt.host}:{mqtt.port}", routes=len(self.routes))
         quiet_unacknowledged(asyncio.get_running_loop())
         settings = self.settings
+        prefix = str(settings.model_config["env_prefix"])
         output = await open_gateway_output(
             SERVICE,
             settings.kafka,
@@ -90,7 +91,7 @@ class MqttProxy:
             [route.settings.topic for route in self.routes if not route.dynamic],
             settings.deadletter_topic,
             settings.max_in_flight,
-            env_prefix=str(settings.model_config["env_prefix"]),
+            env_prefix=prefix,
             topics_setting="kcql" if settings.kcql is not None else "routes",
         )
         producer, self._watch = output.producer, output.watch
@@ -98,7 +99,9 @@ class MqttProxy:
         client = make_client(settings.mqtt)
         valve = SocketValve(client, settings.max_pending_messages)
         dead_letters = output.dead_letters(DeadLetterWriter, settings.limits)
-        register = functools.partial(register_targets, settings.registry)  # for the topics `$` routes derive
+        register = functools.partial(  # for the topics `$` routes derive: registered, and there or created
+            register_targets, settings.registry, kafka=settings.kafka, service=SERVICE, env_prefix=prefix
+        )
         limits, derived = settings.limits.payload_limits(), settings.derived_targets()
         converter = MessageConverter(self.routes, output.encoders, limits, register, derived)
         handler = MessageHandler(converter, producer, dead_letters, valve, self._sequencer, self._fail)

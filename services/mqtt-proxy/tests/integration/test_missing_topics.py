@@ -4,12 +4,15 @@ KAFKA__TOPIC_CREATION__ENABLE says so; one deleted while it runs makes it unread
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from fluxgate_testing import consume
 
+from fluxgate_core import deadletter
 from fluxgate_core.kafka import ensure_topics
 
 pytestmark = pytest.mark.integration
@@ -64,3 +67,27 @@ def test_asked_to_the_proxy_creates_it_becomes_ready_and_is_unready_while_it_is_
     ensure_topics({"bootstrap.servers": setup.stack.bootstrap}, {topic: 4}, replication=1)
     proxy.wait_until(proxy.ready, "ready once the topic is back", 45)
     assert proxy.terminate() == 0, proxy.log_tail()
+
+
+def test_a_derived_topic_that_does_not_exist_dead_letters_its_messages_or_is_created_when_asked(setup: Setup) -> None:
+    """``INSERT INTO $``: the device's topic names the target, met only while running. Missing, its
+    messages go to the dead-letter topic with the command that creates it (never held in the
+    producer); with KAFKA__TOPIC_CREATION__ENABLE the second proxy creates it and the reading lands."""
+    reading = json.dumps({"sensorId": "d1", "temperature": 21.5})
+    derived = {"KCQL": f"INSERT INTO $ SELECT * FROM /{setup.prefix}/#", "KCQL_TOPIC_SEPARATOR": "."}
+    gone = f"{setup.prefix}.line.gone"
+    proxy = setup.proxy(**derived).start()
+    setup.publish([(f"/{setup.prefix}/line/gone", reading)], 1)
+    (dead,) = consume(setup.stack.bootstrap, setup.deadletters, expected=1, timeout=30)
+    assert proxy.terminate() == 0, proxy.log_tail()
+    assert dead.header(deadletter.ERROR_CLASS) == b"SubjectRefused"
+    assert f"{gone}: no such topic".encode() in (dead.header(deadletter.REASON) or b"")
+    assert partitions(setup.stack, gone) == 0
+
+    made = f"{setup.prefix}.line.made"
+    proxy = setup.proxy(**derived, KAFKA__TOPIC_CREATION__ENABLE="true", KAFKA__TOPIC_CREATION__PARTITIONS="2").start()
+    setup.publish([(f"/{setup.prefix}/line/made", reading)], 1)
+    (produced,) = consume(setup.stack.bootstrap, made, expected=1, decoder=setup.decoder, timeout=60)
+    assert proxy.terminate() == 0, proxy.log_tail()
+    assert produced.record["device_id"] == "d1"  # type: ignore[index]
+    assert partitions(setup.stack, made) == 2
