@@ -223,6 +223,7 @@ def processes() -> Iterator[list[ServiceProcess]]:
         process.kill()
 
 
+@pytest.mark.spark  # the aggregator, as its own process
 @pytest.mark.timeout(600)
 def test_the_documented_rollout_of_a_new_sensor_reading_field_loses_nothing(
     stack: Any,
