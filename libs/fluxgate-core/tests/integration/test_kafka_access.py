@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 from fluxgate_testing import unique_topic
 
 from fluxgate_core.errors import ConfigError, DeliveryError
 from fluxgate_core.kafka_access import verify_kafka
-from fluxgate_core.settings import KafkaSettings
+from fluxgate_core.settings import KafkaSettings, TopicCreationSettings
 from fluxgate_stack import Grant
 
 pytestmark = pytest.mark.integration
@@ -81,3 +83,25 @@ def test_a_missing_topic_is_named(stack: Any) -> None:
 def test_no_broker_names_bootstrap_servers() -> None:
     with pytest.raises(DeliveryError, match=rf"\[env {PREFIX}KAFKA__BOOTSTRAP_SERVERS\]: no broker answered"):
         verify_kafka(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "demo", PREFIX, timeout=2)
+
+
+def test_a_missing_topic_is_created_as_the_creation_settings_say(stack: Any) -> None:
+    topic = f"test.access.created.{uuid.uuid4().hex[:10]}"
+    creation = TopicCreationSettings(enable=True, partitions=2, replication_factor=1, config={"retention.ms": "90000"})
+    verify_kafka(KafkaSettings(bootstrap_servers=stack.bootstrap, topic_creation=creation), "demo", PREFIX, [topic])
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 2
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    assert admin.describe_configs([resource])[resource].result(30)["retention.ms"].value == "90000"
+
+
+def test_a_creation_the_principal_may_not_make_names_the_creation_settings(secured_kafka: Any) -> None:
+    """It may describe the name (so the topic reads as missing, not forbidden) but not create it."""
+    topic = f"test.access.uncreatable.{uuid.uuid4().hex[:10]}"
+    principal = secured_kafka.principal("describer", [Grant("topic", topic, ("DESCRIBE",))])
+    kafka = secured(principal, topic_creation=TopicCreationSettings(enable=True))
+    with pytest.raises(ConfigError) as error:
+        verify_kafka(kafka, "demo", PREFIX, {topic: "status.input_topic"})
+    message = str(error.value)
+    assert f"status.input_topic [env {PREFIX}STATUS__INPUT_TOPIC]: {topic}: " in message
+    assert f"[env {PREFIX}KAFKA__TOPIC_CREATION__*]: cannot create topic {topic}" in message
