@@ -23,7 +23,7 @@ from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.micro_batch import router
-from fluxgate_aggregator.settings import AggregatorSettings
+from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.wire import compact, framed
 from fluxgate_core.schemas import SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict, schema_text
 
@@ -69,7 +69,7 @@ def wire(record: Record, upgraded: frozenset[str] = frozenset()) -> bytes:
             "value": record.value,
             "unit": record.unit,
             "event_time": record.event_ms,
-            "ingest_time": record.event_ms + 50,
+            "ingest_time": record.received_ms,
             "source_protocol": "MQTT",
             "source": f"devices/{record.device_id}/{record.metric}",
             "sequence": record.sequence,
@@ -98,7 +98,7 @@ class SparkRouter:
         self, spark: SparkSession, settings: AggregatorSettings, folder: Path, upgraded: frozenset[str] = frozenset()
     ) -> None:
         self.spark, self.settings, self.upgraded = spark, settings, upgraded
-        self.ledger = Ledger(spark, str(folder / "ledger"))
+        self.ledger = Ledger(spark, str(folder / "ledger"), duration_ms(settings.window.watermark))
         self.state = JobState()
         self.written: list[Any] = []
         self.crash_next_commit = False
@@ -111,11 +111,11 @@ class SparkRouter:
     def _write(self, rows: DataFrame) -> None:
         self.written = rows.collect()
 
-    def _crashing_commit(self, next_watermark_ms: int, horizon_ms: int) -> None:
+    def _crashing_commit(self, marks: DataFrame, horizon_ms: int) -> None:
         if self.crash_next_commit:
             self.crash_next_commit = False
             raise Crash("the job died before the batch committed")
-        self._commit(next_watermark_ms, horizon_ms)
+        self._commit(marks, horizon_ms)
 
     def batch(self, batch_id: int, records: Sequence[Record]) -> Outputs:
         rows = [

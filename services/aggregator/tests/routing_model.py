@@ -18,9 +18,10 @@ batch starts with,
 
 Readings of another metric are not the job's: they are ignored.
 
-:class:`DeviceClockModel` is the rule that replaces the fleet-wide watermark (decision 0011,
-proposed): lateness judged per device. The job does not follow it yet; the job's tests run
-against :class:`RoutingModel`.
+:class:`RoutingModel` is the rule with one watermark for the whole fleet, which the job had
+until decision 0011. :class:`DeviceClockModel` is the job's rule now: lateness judged per
+device, each device against its own watermark (the rules above, with "the watermark" being
+the reading's own device's); the job's tests run against it.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def stats(readings: list[Reading]) -> Stats:
 
 @dataclass
 class DeviceClockModel(RoutingModel):
-    """The rule of decision 0011 (proposed; the job does not follow it yet): each device is
+    """The job's rule (decision 0011): each device is
     judged against its own watermark, ``W(d) = max(E(d), C - o(d)) - delay``, never moving
     back, where ``E(d)`` is the newest event time of the device, ``C`` the newest ingest time
     of any reading (the gateways' clock, which no device sets) and ``o(d)`` the ingest minus
@@ -212,7 +213,9 @@ class DeviceClockModel(RoutingModel):
         }
 
     def _learn(self, readings: Sequence[Reading]) -> None:
-        for reading in readings:  # in arrival order: the last one's offset is the device's now
+        # In arrival order (by the gateways' clock, then as the batch holds them): the last
+        # one's offset is the device's now.
+        for reading in sorted(readings, key=lambda r: r.received_ms):
             device = reading.device_id
             self.newest_event_ms[device] = max(self.newest_event_ms.get(device, reading.event_ms), reading.event_ms)
             self.offset_ms[device] = reading.received_ms - reading.event_ms

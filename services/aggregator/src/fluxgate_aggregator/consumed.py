@@ -3,7 +3,8 @@
 The streaming job relies on exactly these fields and on nothing else a gateway writes:
 ``device_id`` keys the per-device windows, ``metric`` selects the configured metric,
 ``value`` feeds the statistics, ``unit`` is carried into the aggregate and
-``event_time`` drives the watermark and the windows, and ``sequence`` (with the device,
+``event_time`` puts a reading in its windows, ``ingest_time`` (the gateway's clock) with it
+gives each device's watermark, and ``sequence`` (with the device,
 metric, event time and value) tells a redelivered copy of a reading from a new reading.
 
 The consumer-driven contract (``services/aggregator/tests/contract``) is written from
@@ -27,6 +28,9 @@ CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
         # A device may not state a unit; the job passes null through to the aggregate.
         "unit": ["null", "string"],
         "event_time": TIMESTAMP_MILLIS,
+        # The gateways' clock, stamped on receipt: what a device's clock is judged against
+        # (decision 0011); no device sets it.
+        "ingest_time": TIMESTAMP_MILLIS,
         # Part of a reading's identity when a device or transport numbers its readings.
         "sequence": ["null", "long"],
     }

@@ -28,7 +28,7 @@ from fluxgate_aggregator.kafka_access import spark_kafka_options
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.losses import batch_starts
 from fluxgate_aggregator.micro_batch import router
-from fluxgate_aggregator.settings import AggregatorSettings
+from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.window_stats import encoded, window_stats
 from fluxgate_aggregator.wire import framed, with_reading
 from fluxgate_aggregator.writers import WriterSchemas
@@ -116,7 +116,7 @@ def starters(
     checkpoint = checkpoints.location(settings.checkpoint_dir, AGGREGATES_CHECKPOINT)
     if state.ledger is not None:
         state.ledger.reset()  # started again: the former plan's cache goes
-    state.ledger = ledger = Ledger(spark, f"{checkpoint}/ledger")
+    state.ledger = ledger = Ledger(spark, f"{checkpoint}/ledger", duration_ms(settings.window.watermark))
 
     def check_losses(batch_id: int) -> None:
         # Where this batch starts is where the one before it ended, in the offset log.

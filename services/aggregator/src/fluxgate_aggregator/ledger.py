@@ -1,15 +1,19 @@
-"""The job's own event-time state, kept next to Spark's checkpoint: the watermark each
-micro-batch used, and the readings it accepted that a later batch may still need.
+"""The job's own event-time state, kept next to Spark's checkpoint: the gateways' clock and
+each device's clock (:mod:`~fluxgate_aggregator.device_clocks`) each micro-batch used, and
+the readings it accepted that a later batch may still need.
 
 Spark's stateful operators keep their state where ``foreachBatch`` cannot reach it, so the
 single query keeps its own, versioned by batch id like Spark's offset log:
 
 * ``rows/<batch id>/``: the readings batch ``<batch id>`` accepted (Parquet): the ones it
-  counted and the late ones it wrote, so that a copy arriving later is recognised. A counted
-  reading is kept by its event time; a late one by when it arrived (the watermark of its
-  batch), as it was already behind the watermark then: a copy a broker redelivers a minute
-  later must still be known;
-* ``meta/<batch id>.json``: the watermark after that batch and which ``rows/`` it still needs.
+  counted and the late ones it wrote, so that a copy arriving later is recognised. Each is
+  kept while ``keep_ms`` is within the horizon of its own device's watermark: a counted
+  reading's event time; a late one's arrival (its device's watermark then), as it was
+  already behind the watermark: a copy a broker redelivers a minute later must still be
+  known. An entry goes once none of its readings is kept;
+* ``devices/<batch id>/``: the device table (Parquet) as that batch left it;
+* ``meta/<batch id>.json``: the gateways' clock and the watermark after that batch, which
+  device table and which ``rows/`` it still needs.
 
 Batch N reads only what batches before N wrote, so a batch replayed after a crash sees
 exactly the state it saw the first time and decides the same way. The files are for
@@ -26,32 +30,43 @@ from functools import reduce
 from typing import Any
 
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from fluxgate_aggregator import checkpoints
+from fluxgate_aggregator import checkpoints, device_clocks
 
 log = structlog.get_logger(__name__)
 
-ROW_SCHEMA = "device_id string, event_time timestamp, value double, sequence long, unit string, counted boolean"
-ROW_COLUMNS = ("device_id", "event_time", "value", "sequence", "unit", "counted")
+ROW_SCHEMA = (
+    "device_id string, event_time timestamp, value double, sequence long, unit string, counted boolean, keep_ms long"
+)
+ROW_COLUMNS = ("device_id", "event_time", "value", "sequence", "unit", "counted", "keep_ms")
 KEPT_METAS = 10
+NEVER = -(2**62)  # a mark before any reading: what a device new in a batch has
 
 
 @dataclass
 class Ledger:
-    """What batch ``batch_id`` starts from: its watermark and the live ``rows/`` entries
-    (batch id -> [the latest event time in them, how many, the watermark that batch started
-    from (epoch ms)])."""
+    """What batch ``batch_id`` starts from: the gateways' clock, the device table, the
+    watermark it reports, and the live ``rows/`` entries (batch id -> [the latest event time
+    in them, how many, the reported watermark that batch started from (epoch ms)])."""
 
     spark: SparkSession
     location: str
+    delay_ms: int = 0
     batch_id: int = -1
     committed: int = -1
+    clock_ms: int | None = None
     watermark_ms: int = 0
+    # A checkpoint of the job before decision 0011 had one watermark for every device: the
+    # devices it saw are judged against it until they send again.
+    legacy_ms: int | None = None
     entries: dict[int, list[int]] = field(default_factory=dict)
     # batch id -> (the cached DataFrame, its ROW_COLUMNS)
     cached: dict[int, tuple[DataFrame, DataFrame]] = field(default_factory=dict)
+    devices_at: int | None = None  # the batch whose device table this batch starts from
+    _devices: DataFrame | None = None
+    _learned: tuple[int, DataFrame, int | None] | None = None  # this batch's table and clock
 
     def prepare(self, batch_id: int) -> None:
         """Make the ledger what batch ``batch_id`` starts from. In memory when the batch before
@@ -62,32 +77,68 @@ class Ledger:
         # A failed attempt at this batch may have recorded rows: they are not history.
         self.entries = {entry: latest for entry, latest in self.entries.items() if entry < batch_id}
         self._forget([entry for entry in self.cached if entry not in self.entries])
+        self._drop_learned()
         self.batch_id = batch_id
 
     def reset(self) -> None:
         """Before the query starts (again): forget what is cached, read back at the next batch."""
         self._forget(list(self.cached))
+        self._drop_learned()
+        if self._devices is not None:
+            self._devices.unpersist()
+            self._devices = None
         self.committed = -1
 
-    def rows(self, after_ms: int, *, this_batch: bool = False) -> DataFrame:
-        """Readings recorded before this batch (and by it, with ``this_batch``) kept after
-        ``after_ms``: their event time is after it, or (the late ones) their batch's watermark."""
-        wanted = [
-            entry
-            for entry, (latest, _, watermark) in sorted(self.entries.items())
-            if max(latest, watermark) > after_ms and (entry < self.batch_id or this_batch)
-        ]
+    def marks(self) -> DataFrame:
+        """``device_id``, ``mark_ms``: every known device's watermark at the batch's start."""
+        return device_clocks.watermarks(self.devices(), self.clock_ms, self.delay_ms)
+
+    def mark_of(self, mark: Column) -> Column:
+        """A device's watermark at the batch's start, ``mark`` (from :meth:`marks`) null when
+        the table has no row for it: none for a new device, but a checkpoint from before
+        decision 0011 has the fleet-wide one for every device."""
+        return mark if self.legacy_ms is None else F.coalesce(mark, F.lit(self.legacy_ms))
+
+    def devices(self) -> DataFrame:
+        if self._devices is None:
+            if self.devices_at is None:
+                self._devices = self.spark.createDataFrame([], device_clocks.DEVICES_SCHEMA)
+            else:
+                path = self._devices_path(self.devices_at)
+                self._devices = self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(path).persist()
+        return self._devices
+
+    def learn(self, readings: DataFrame, newest_ingest_ms: int | None) -> DataFrame:
+        """The device table after this batch's ``readings`` (see
+        :func:`~fluxgate_aggregator.device_clocks.learned`), written aside until the batch
+        commits; returns every device's watermark after the batch."""
+        clock = self.clock_ms if newest_ingest_ms is None else max(self.clock_ms or newest_ingest_ms, newest_ingest_ms)
+        table = device_clocks.learned(self.devices(), readings, clock, self.delay_ms)
+        table.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
+        back = self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(self._devices_path(self.batch_id))
+        self._learned = (self.batch_id, back.persist(), clock)
+        return device_clocks.watermarks(back, clock, self.delay_ms)
+
+    def rows(self, *, this_batch: bool = False, entry: bool = False) -> DataFrame:
+        """Readings recorded before this batch (and by it, with ``this_batch``), each with the
+        batch that recorded it as ``entry`` if asked. Which of them a batch still knows is
+        decided per device (``keep_ms`` against the device's watermark)."""
+        wanted = [e for e in sorted(self.entries) if e < self.batch_id or this_batch]
+        schema = ROW_SCHEMA + (", entry long" if entry else "")
         if not wanted:
-            return self.spark.createDataFrame([], ROW_SCHEMA)
-        newer = F.col("event_time") > F.timestamp_millis(F.lit(after_ms))
-        # An entry whose batch started after ``after_ms`` is kept whole: its counted readings
-        # are after that watermark, its late ones arrived after it.
-        parts = [self._entry(e) if self.entries[e][2] > after_ms else self._entry(e).where(newer) for e in wanted]
+            return self.spark.createDataFrame([], schema)
+        parts = [self._entry(e).withColumn("entry", F.lit(e)) if entry else self._entry(e) for e in wanted]
         return reduce(DataFrame.unionByName, parts)
 
     def _entry(self, batch_id: int) -> DataFrame:
         if batch_id not in self.cached:
-            back = self.spark.read.schema(ROW_SCHEMA).parquet(self._rows_path(batch_id)).persist()
+            back = self.spark.read.schema(ROW_SCHEMA).parquet(self._rows_path(batch_id))
+            # Rows written before each row had its own keep_ms: as the job kept them then.
+            arrived = F.lit(self.entries[batch_id][2])
+            keep = F.coalesce(
+                F.col("keep_ms"), F.when(F.col("counted"), F.unix_millis("event_time")).otherwise(arrived)
+            )
+            back = back.withColumn("keep_ms", keep).persist()
             self.cached[batch_id] = (back, back)
         return self.cached[batch_id][1]
 
@@ -107,21 +158,58 @@ class Ledger:
         self.entries[self.batch_id] = [latest_event_ms, rows, self.watermark_ms]
         return True
 
-    def commit(self, next_watermark_ms: int, horizon_ms: int) -> None:
-        """Close this batch: the next one starts from ``next_watermark_ms``. Entries older than
-        what *this* batch still needed are deleted, so a replay of it finds all it read."""
-        oldest = self.watermark_ms - horizon_ms
-        stale = [entry for entry, (latest, _, watermark) in self.entries.items() if max(latest, watermark) <= oldest]
+    def commit(self, marks: DataFrame, horizon_ms: int) -> None:
+        """Close this batch: the next one starts from the device table :meth:`learn` made.
+        Entries none of whose readings this batch still knew (by ``marks``, the watermarks it
+        started from) are deleted, so a replay of it finds all it read."""
+        stale = self._stale(marks, horizon_ms)
         for entry in stale:
             del self.entries[entry]
         self._forget(stale)
-        meta = {"watermark_ms": next_watermark_ms, "entries": {str(k): v for k, v in self.entries.items()}}
+        previous = self.devices_at  # the table a replay of this batch would start from
+        if self._learned is not None:
+            _, table, clock = self._learned
+            if self._devices is not None:
+                self._devices.unpersist()
+            self._devices, self.devices_at, self.clock_ms, self._learned = table, self.batch_id, clock, None
+        if self.clock_ms is not None:
+            self.watermark_ms = max(self.watermark_ms, self.clock_ms - self.delay_ms)
+        meta = {
+            "clock_ms": self.clock_ms,
+            "watermark_ms": self.watermark_ms,
+            "legacy_ms": self.legacy_ms,
+            "devices": self.devices_at,
+            "entries": {str(k): v for k, v in self.entries.items()},
+        }
         self._write(f"{self.location}/meta/{self.batch_id}.json", json.dumps(meta))
-        self.watermark_ms = next_watermark_ms
         self.committed = self.batch_id
         for entry in stale:
             self._delete(self._rows_path(entry))
+        # The table a replay of this batch would start from stays; older ones go.
+        for table_at in self._batch_ids("devices") if previous is not None else []:
+            if table_at < previous:
+                self._delete(self._devices_path(table_at))
         self._delete(f"{self.location}/meta/{self.batch_id - KEPT_METAS}.json")
+
+    def _stale(self, marks: DataFrame, horizon_ms: int) -> list[int]:
+        older = [entry for entry in self.entries if entry < self.batch_id]
+        if not older:
+            return []
+        mark = F.coalesce(self.mark_of(F.col("mark_ms")), F.lit(NEVER))
+        live = (
+            self.rows(entry=True)
+            .join(marks, "device_id", "left")
+            .where(F.col("keep_ms") > mark - F.lit(horizon_ms))
+            .select("entry")
+            .distinct()
+        )
+        kept = {row["entry"] for row in live.collect()}
+        return [entry for entry in older if entry not in kept]
+
+    def _drop_learned(self) -> None:
+        if self._learned is not None:
+            self._learned[1].unpersist()
+            self._learned = None
 
     def _forget(self, entries: list[int]) -> None:
         for entry in entries:
@@ -131,20 +219,39 @@ class Ledger:
 
     def _recover(self, batch_id: int) -> None:
         self._forget(list(self.cached))
+        if self._devices is not None:
+            self._devices.unpersist()
+            self._devices = None
         metas = sorted(n for n in self._batch_ids("meta") if n < batch_id)
         meta = json.loads(self._read(f"{self.location}/meta/{metas[-1]}.json")) if metas else {}
         self.committed = metas[-1] if metas else -1
         self.watermark_ms = int(meta.get("watermark_ms", 0))
+        if metas and "clock_ms" not in meta:
+            self.legacy_ms = self.watermark_ms  # a checkpoint of the fleet-wide watermark
+        else:
+            self.legacy_ms = meta.get("legacy_ms")
+        self.clock_ms = meta.get("clock_ms")
+        self.devices_at = meta.get("devices")
         # An entry written before entries kept their batch's watermark: kept by event time.
         self.entries = {int(k): [*map(int, v), 0][:3] for k, v in meta.get("entries", {}).items()}
         # What a run stopped in the middle of this batch (or later) wrote is not history.
-        for entry in self._batch_ids("rows"):
-            if entry >= batch_id:
-                self._delete(self._rows_path(entry))
-        log.info("ledger.recovered", batch=batch_id, watermark_ms=self.watermark_ms, entries=sorted(self.entries))
+        for folder, path in (("rows", self._rows_path), ("devices", self._devices_path)):
+            for entry in self._batch_ids(folder):
+                if entry >= batch_id:
+                    self._delete(path(entry))
+        log.info(
+            "ledger.recovered",
+            batch=batch_id,
+            clock_ms=self.clock_ms,
+            devices=self.devices_at,
+            entries=sorted(self.entries),
+        )
 
     def _rows_path(self, batch_id: int) -> str:
         return f"{self.location}/rows/{batch_id}"
+
+    def _devices_path(self, batch_id: int) -> str:
+        return f"{self.location}/devices/{batch_id}"
 
     # --- Hadoop FileSystem through the gateway ---------------------------------------------
 

@@ -1,11 +1,14 @@
 """One micro-batch of the single query: every record read and decoded once, then routed
-against the one watermark this batch uses.
+against its own device's watermark at the batch's start (decision 0011,
+:mod:`~fluxgate_aggregator.device_clocks`): one device's clock changes nothing for another.
 
 * not decodable -> the dead-letter topic (original key and bytes, reason in headers);
-* at or behind the watermark -> the late topic (original bytes), unless it is a copy of a
-  reading already counted or written late (the :class:`Ledger` remembers them);
-* otherwise counted: it joins the ledger, and every window the new watermark closes is
-  aggregated from the ledger's counted readings, copies once, and written once.
+* at or behind its device's watermark -> the late topic (original bytes), unless it is a copy
+  of a reading of that device already counted or written late (the :class:`Ledger`
+  remembers them);
+* otherwise counted (every reading of a device new in the batch is): it joins the ledger,
+  and every window of a device that the device's new watermark closes is aggregated from the
+  ledger's counted readings, copies once, and written once.
 
 A reading therefore ends either counted or late, never both, and the decision is the same
 when the batch is run again after a crash (same offsets, same ledger). Copies of a counted
@@ -37,7 +40,7 @@ from fluxgate_core.serde import value_subject
 if TYPE_CHECKING:
     from fluxgate_aggregator.driver_state import JobState
 
-FIELDS = ("device_id", "event_time", "value", "sequence", "unit")
+FIELDS = ("device_id", "event_time", "value", "sequence", "unit", "ingest_time")
 # Where a batch's time goes, for the profile of the whole pipeline (bench/pipeline.py): each
 # phase is one or more Spark jobs the driver waits on.
 PHASE_SECONDS = Summary(
@@ -56,28 +59,40 @@ class Outcome:
 
     dead: int
     counted: int
-    behind: int  # at or behind the watermark, copies included
+    behind: int  # at or behind their device's watermark, copies included
     latest_event_ms: int | None
+    latest_ingest_ms: int | None  # the gateways' clock, as far as this batch tells
     unknown_ids: list[int]  # schema ids of wire-format records the batch had no writer schema for
 
 
-def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], watermark_ms: int) -> DataFrame:
-    """What routing needs of each record, flat: the reading's fields and ``counted`` (after
-    the watermark) for the readings of the metric; the key and bytes of those that may be
-    written as they came (the undecodable, with dead-letter headers, and the late). Cached
-    (the batch's only copy) and kept as the batch's ledger entry, so it is kept slim."""
+def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], ledger: Ledger) -> DataFrame:
+    """What routing needs of each record, flat: the reading's fields, its device's watermark
+    at the batch's start (``mark_ms``, null for a new device) and ``counted`` (after it) for
+    the readings of the metric; the key and bytes of those that may be written as they came
+    (the undecodable, with dead-letter headers, and the late). Cached (the batch's only
+    copy) and kept as the batch's ledger entry, so it is kept slim."""
     dead = F.col("reading").isNull()
-    counted = F.col("reading.event_time") > _at(watermark_ms)
+    ours = batch.where(dead | (F.col("reading.metric") == settings.metric))
+    marks = ledger.marks().withColumnRenamed("device_id", "marked_device")
+    joined = ours.join(marks, F.col("reading.device_id") == F.col("marked_device"), "left")
+    mark = ledger.mark_of(F.col("mark_ms"))
+    counted = mark.isNull() | (F.col("reading.event_time") > F.timestamp_millis(mark))
     as_is = dead | ~counted
     unknown = dead & F.col(MAGIC_OK) & ~F.col(SCHEMA_ID).isin(known_ids)
     fields = [F.col(f"reading.{name}").alias(name) for name in FIELDS]
-    return batch.where(dead | (F.col("reading.metric") == settings.metric)).select(
+    return joined.select(
         F.when(as_is, F.col("key")).alias("record_key"),
         F.when(as_is, F.col("value")).alias("record_value"),
         F.when(dead, dead_letter_headers(known_ids, value_subject(settings.input_topic))).alias("headers"),
         dead.alias("dead"),
         *fields,
+        "partition",
+        "offset",
+        mark.alias("mark_ms"),
         counted.alias("counted"),
+        # How long the ledger keeps the reading: by its event time while it may be in an open
+        # window, a late one by when it came (its device's watermark then).
+        F.when(counted, F.unix_millis(F.col("reading.event_time"))).otherwise(mark).alias("keep_ms"),
         F.when(unknown, F.col(SCHEMA_ID)).alias("unknown_id"),
     )
 
@@ -89,17 +104,23 @@ def outcome(records: DataFrame) -> Outcome:
         F.count(F.when(reading & F.col("counted"), 1)).alias("counted"),
         F.count(F.when(reading & ~F.col("counted"), 1)).alias("behind"),
         F.max(F.unix_millis(F.col("event_time"))).alias("latest"),
+        F.max(F.unix_millis(F.col("ingest_time"))).alias("latest_ingest"),
         F.collect_set("unknown_id").alias("unknown_ids"),  # nulls skipped: empty but for those records
     ).first()
     assert row is not None
-    return Outcome(row["dead"], row["counted"], row["behind"], row["latest"], sorted(row["unknown_ids"]))
+    return Outcome(
+        row["dead"], row["counted"], row["behind"], row["latest"], row["latest_ingest"], sorted(row["unknown_ids"])
+    )
 
 
-def first_late(records: DataFrame, seen: DataFrame) -> DataFrame:
+def first_late(records: DataFrame, seen: DataFrame, horizon: int) -> DataFrame:
     """The late readings of this batch that are neither copies of one another nor of a
-    reading the ledger holds. Late readings are few: the ledger is scanned for those only."""
+    reading of their device the ledger still knows (kept within ``horizon`` of the device's
+    watermark). Late readings are few: the ledger is scanned for those only."""
     behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY_IN_METRIC))
-    known = seen.join(F.broadcast(behind.select(*IDENTITY_IN_METRIC)), _same(seen, behind), "left_semi")
+    asked = F.broadcast(behind.select(*IDENTITY_IN_METRIC, "mark_ms"))
+    remembered = _same(seen, asked) & (seen["keep_ms"] > asked["mark_ms"] - F.lit(horizon))
+    known = seen.join(asked, remembered, "left_semi")
     return behind.join(known, _same(behind, known), "left_anti")
 
 
@@ -108,36 +129,31 @@ def _same(left: DataFrame, right: DataFrame) -> Column:
     return reduce(Column.__and__, [left[name].eqNullSafe(right[name]) for name in IDENTITY_IN_METRIC])
 
 
-def closing_ends(settings: AggregatorSettings, after_ms: int, upto_ms: int) -> tuple[int, int] | None:
-    """The first and last window end (epoch ms) the watermark passes in moving from
-    ``after_ms`` to ``upto_ms``; None when it passes none. Spark's windows start at
-    multiples of the slide, so they end at those plus the size."""
-    size, slide = settings.window.size_ms, settings.window.slide_ms
-    first = ((after_ms - size) // slide + 1) * slide + size
-    last = ((upto_ms - size) // slide) * slide + size
-    return (first, last) if first <= last else None
+def moved(before: DataFrame, after: DataFrame, ledger: Ledger) -> DataFrame:
+    """``device_id``, ``before_ms`` (null: none yet), ``after_ms``: the devices whose
+    watermark the batch moved, from where to where."""
+    start = ledger.mark_of(F.col("before_ms"))
+    return (
+        after.join(before.withColumnRenamed("mark_ms", "before_ms"), "device_id", "left")
+        .select("device_id", start.alias("before_ms"), F.col("mark_ms").alias("after_ms"))
+        .where(F.col("before_ms").isNull() | (F.col("after_ms") > F.col("before_ms")))
+    )
 
 
-def closed_windows(rows: DataFrame, settings: AggregatorSettings, ends: tuple[int, int]) -> DataFrame:
-    """The statistics of every window ending from ``ends[0]`` to ``ends[1]``, from the counted
-    ``rows`` that can be in one of them (no others: each is shuffled once), copies once."""
-    first, last = ends
-    members = rows.where(
-        F.col("counted")
-        & (F.col("event_time") >= _at(first - settings.window.size_ms))
-        & (F.col("event_time") < _at(last))
-    ).dropDuplicates(list(IDENTITY_IN_METRIC))
-    closed = (F.col("w.end") >= _at(first)) & (F.col("w.end") <= _at(last))
-    return window_stats(members, settings).where(closed)
-
-
-def _at(epoch_ms: int) -> Column:
-    return F.timestamp_millis(F.lit(epoch_ms))
-
-
-def next_watermark(current_ms: int, latest_event_ms: int | None, delay_ms: int) -> int:
-    """Spark's rule: the latest event time seen minus the delay, never moving back."""
-    return current_ms if latest_event_ms is None else max(current_ms, latest_event_ms - delay_ms)
+def closed_windows(rows: DataFrame, settings: AggregatorSettings, moves: DataFrame) -> DataFrame:
+    """The statistics of every window of a device whose end its watermark passed (``moves``:
+    from ``before_ms``, exclusive, to ``after_ms``), from the counted ``rows`` that can be in
+    one of them (no others: each is shuffled once), copies once."""
+    size = settings.window.size_ms
+    after, before = F.timestamp_millis(F.col("after_ms")), F.timestamp_millis(F.col("before_ms"))
+    # In a window ending after `before` (so starting after before - size) and by `after`.
+    can_close = (F.col("event_time") < after) & (
+        F.col("before_ms").isNull() | (F.col("event_time") > F.timestamp_millis(F.col("before_ms") - F.lit(size)))
+    )
+    members = rows.where(F.col("counted")).join(moves, "device_id").where(can_close)
+    stats = window_stats(members.dropDuplicates(list(IDENTITY_IN_METRIC)), settings)
+    ended = (F.col("w.end") <= after) & (F.col("before_ms").isNull() | (F.col("w.end") > before))
+    return stats.join(moves, "device_id").where(ended).drop("before_ms", "after_ms")
 
 
 def horizon_ms(settings: AggregatorSettings) -> int:
@@ -172,20 +188,19 @@ def router(
     (:func:`~fluxgate_aggregator.wire.framed`); ``writers`` by default: those of ``contracts``;
     ``before`` is called with the batch id before the batch reads anything."""
     schemas = writers or WriterSchemas(contracts.writers, contracts.listing)
-    delay_ms = duration_ms(settings.window.watermark)
     horizon = horizon_ms(settings)
 
-    def decided(batch: DataFrame, watermark: int) -> tuple[DataFrame, Outcome]:
+    def decided(batch: DataFrame) -> tuple[DataFrame, Outcome]:
         """The batch decoded with the writer schemas known now, routed, cached, counted."""
         known = schemas.schemas
-        records = routed(with_reading(batch, known, contracts.reader), settings, sorted(known), watermark)
+        records = routed(with_reading(batch, known, contracts.reader), settings, sorted(known), ledger)
         records = records.persist()
         return records, outcome(records)
 
-    def read(batch: DataFrame, watermark: int) -> tuple[DataFrame, Outcome]:
+    def read(batch: DataFrame) -> tuple[DataFrame, Outcome]:
         """As :func:`decided`; when the batch met schema ids not known yet and the registry
         holds some of them now, decoded again with those (the registry asked once)."""
-        records, got = decided(batch, watermark)
+        records, got = decided(batch)
         if not got.unknown_ids:
             return records, got
         try:
@@ -196,23 +211,24 @@ def router(
         if not learned:
             return records, got
         records.unpersist()
-        return decided(batch, watermark)
+        return decided(batch)
 
     def route(batch: DataFrame, batch_id: int) -> None:
         if before is not None:
             before(batch_id)
         ledger.prepare(batch_id)
-        watermark = ledger.watermark_ms
+        marks = ledger.marks()
         with PHASE_SECONDS.labels("read").time():
-            records, got = read(batch, watermark)
+            records, got = read(batch)
         late: DataFrame | None = None
         kept = False
         try:
-            upto = next_watermark(watermark, got.latest_event_ms, delay_ms)
+            readings = got.counted + got.behind
             # Every reading of the batch is recorded, late ones and copies too: a later copy
             # of any of them is then known (a late one's copy is not written twice).
             with PHASE_SECONDS.labels("ledger").time():
-                kept = ledger.record(records, got.latest_event_ms, got.counted + got.behind)
+                kept = ledger.record(records, got.latest_event_ms, readings)
+                after = ledger.learn(records.where(~F.col("dead")), got.latest_ingest_ms) if readings else None
             outputs, late_count = [], 0
             if got.dead:
                 outputs.append(
@@ -220,25 +236,24 @@ def router(
                 )
             if got.behind:
                 with PHASE_SECONDS.labels("late").time():
-                    late = first_late(records, ledger.rows(watermark - horizon)).persist()
+                    late = first_late(records, ledger.rows(), horizon).persist()
                     late_count = late.count()
                 if settings.late_topic:
                     outputs.append(tagged(late, settings.late_topic, "record_key", "record_value"))
-            ends = closing_ends(settings, watermark, upto)
-            if ends is not None:
-                rows = ledger.rows(ends[0] - settings.window.size_ms - 1, this_batch=True)
-                windows = encoded(closed_windows(rows, settings, ends), settings, contracts)
-                outputs.append(tagged(windows, settings.output_topic))
+            if after is not None:  # with no reading, no device's watermark moved
+                moves = moved(marks, after, ledger)
+                windows = closed_windows(ledger.rows(this_batch=True), settings, moves)
+                outputs.append(tagged(encoded(windows, settings, contracts), settings.output_topic))
             if outputs:
                 with PHASE_SECONDS.labels("write").time():
                     write(reduce(DataFrame.unionByName, outputs))
             with PHASE_SECONDS.labels("commit").time():
-                ledger.commit(upto, horizon)
+                ledger.commit(marks, horizon)
         finally:
             if late is not None:
                 late.unpersist()
             if not kept:
                 records.unpersist()
-        state.settled(watermark_ms=upto, late=late_count, dead=got.dead, ledger_rows=ledger.row_count)
+        state.settled(watermark_ms=ledger.watermark_ms, late=late_count, dead=got.dead, ledger_rows=ledger.row_count)
 
     return route

@@ -32,7 +32,7 @@ from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.micro_batch import router
-from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
+from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, duration_ms
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.wire import compact, framed
 from fluxgate_aggregator.wire import encode as wire_encode
@@ -120,7 +120,7 @@ def aggregated(spark: SparkSession, workdir: Path, output_schema: dict[str, Any]
     contracts = Contracts(reader, {READING_ID: reader}, json.dumps(output_schema), AGGREGATE_ID)
     settings = AggregatorSettings()
     written: list[Any] = []
-    ledger = Ledger(spark, str(workdir / "ledger"))
+    ledger = Ledger(spark, str(workdir / "ledger"), duration_ms(settings.window.watermark))
     route = router(settings, contracts, JobState(), ledger, lambda rows: written.extend(rows.collect()))
     route(framed(raw_readings(spark, readings, 0)), 0)
     return [bytes(row.value) for row in written if row.topic == settings.output_topic]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 from routing_harness import Crash, SparkRouter, same
-from routing_model import Broken, Outputs, Reading, Record, RoutingModel
+from routing_model import Broken, DeviceClockModel, Outputs, Reading, Record
 
 from fluxgate_aggregator.settings import AggregatorSettings, WindowSettings
 
@@ -33,18 +33,20 @@ def settings(slide: str | None = None, dedup: str = "10 seconds") -> AggregatorS
 
 
 @pytest.fixture
-def pair(spark: Any, tmp_path: Path) -> Callable[..., tuple[RoutingModel, SparkRouter]]:
+def pair(spark: Any, tmp_path: Path) -> Callable[..., tuple[DeviceClockModel, SparkRouter]]:
     def make(
         slide: str | None = None, dedup: str = "10 seconds", upgraded: frozenset[str] = frozenset()
-    ) -> tuple[RoutingModel, SparkRouter]:
+    ) -> tuple[DeviceClockModel, SparkRouter]:
         job = SparkRouter(spark, settings(slide, dedup), tmp_path / f"job-{slide}-{dedup}", upgraded)
-        model = RoutingModel(SIZE, job.settings.window.slide_ms, DELAY, job.settings.window.dedup_horizon_ms)
+        model = DeviceClockModel(SIZE, job.settings.window.slide_ms, DELAY, job.settings.window.dedup_horizon_ms)
         return model, job
 
     return make
 
 
-def run(model: RoutingModel, job: SparkRouter, batch_id: int, records: list[Record], crash: bool = False) -> Outputs:
+def run(
+    model: DeviceClockModel, job: SparkRouter, batch_id: int, records: list[Record], crash: bool = False
+) -> Outputs:
     """One batch through both; with ``crash`` the job dies before it commits the batch and
     runs it again after a restart: the second run must decide and write what the first did."""
     expected = model.batch(records)
@@ -79,18 +81,20 @@ def test_readings_around_the_watermark_and_window_ends(pair: Callable[..., Any])
     # dropDuplicatesWithinWatermark) and the copy is written late again. Still never counted.
     old_copy_of_late = Reading("d1", 19_999, 4.0, 4)
     humidity = Reading("d1", 33_000, 50.0, 1, unit="%", metric="humidity")  # not the job's metric
-    new_behind = Reading("d3", 29_999, 7.0, None)
+    # A device new in this batch has no watermark yet: its first readings are counted, behind
+    # the others' or not, and its windows the gateways' clock has passed close at once.
+    first_of_d3 = Reading("d3", 29_999, 7.0, None)
     counted_twice = Reading("d2", 35_000, 9.0, 1)  # a copy of the mover, still after the watermark
     exactly_at_horizon = Reading("d1", 20_000, 3.0, 3)  # a copy of `at`, exactly 10 000 behind: let go too
-    records = [copy_of_counted, old_copy_of_late, exactly_at_horizon, humidity, new_behind, counted_twice]
+    records = [copy_of_counted, old_copy_of_late, exactly_at_horizon, humidity, first_of_d3, counted_twice]
     out = run(model, job, 2, records)
-    assert sorted(out.late) == sorted([old_copy_of_late.identity, exactly_at_horizon.identity, new_behind.identity])
-    assert out.watermark_ms == 30_000
+    assert sorted(out.late) == sorted([old_copy_of_late.identity, exactly_at_horizon.identity])
+    assert out.watermark_ms == 30_000 and out.aggregates[("d3", 20_000, 30_000)].count == 1
 
-    # A late copy of a counted reading arrives in the batch that closes that reading's window,
-    # with a copy of a reading written late in the last batch: neither is written.
-    late_copy, copy_of_late = Reading("d2", 35_000, 9.0, 1), Reading("d3", 29_999, 7.0, None)
-    out = run(model, job, 3, [late_copy, copy_of_late, Reading("d3", 46_000, 8.0, None)])
+    # A copy of a counted reading arrives in the batch that closes that reading's window, with
+    # a copy of d3's first reading, now behind d3's watermark: neither is written.
+    late_copy, copy_of_first = Reading("d2", 35_000, 9.0, 1), Reading("d3", 29_999, 7.0, None)
+    out = run(model, job, 3, [late_copy, copy_of_first, Reading("d3", 46_000, 8.0, None)])
     assert out.late == [] and out.aggregates[("d2", 30_000, 40_000)].count == 1
 
     # The job dies writing a batch that closes windows and has late readings; run again, the
@@ -120,7 +124,7 @@ def test_a_late_reading_is_remembered_from_its_arrival_not_its_event_time(pair: 
     # redelivered after a gateway's outage: one late record, not two, until the watermark has
     # moved the horizon on from the reading's arrival (or its copy's: a copy is remembered too).
     model, job = pair(dedup="1 minute")
-    run(model, job, 0, [Reading("d2", 100_000, 1.0, 1)])  # watermark 95 000
+    run(model, job, 0, [Reading("d2", 100_000, 1.0, 1), Reading("d1", 99_000, 0.5, 6)])  # watermark 95 000
     late, other = Reading("d1", 20_000, 2.0, 7), Reading("d1", 21_000, 2.5, 8)
     out = run(model, job, 1, [late, other, Reading("d2", 101_000, 1.5, 2)])
     assert sorted(out.late) == sorted([late.identity, other.identity]) and out.watermark_ms == 96_000

@@ -1,0 +1,60 @@
+"""Each device's own watermark (decision 0011): lateness is judged per device, so one device's
+clock changes no other device's aggregates or lateness, whatever its error.
+
+The job keeps a table with a row per device that has ever sent a reading of its metric:
+
+* ``newest_ms``: ``E(d)``, the newest event time of its readings;
+* ``offset_ms``: ``o(d)``, ingest minus event time of its newest reading by arrival: how far
+  its clock is behind the gateways' (negative: ahead);
+* ``floor_ms``: its watermark when it last sent, which it never moves back from.
+
+With ``C`` the gateways' clock (the newest ``ingest_time`` of any reading: no device sets it),
+a device's watermark is ``W(d) = max(floor, max(E(d), C - o(d)) - delay)``. Between a
+device's readings only ``C`` moves, and ``W(d)`` moves with it, so the table changes only for
+the devices of a batch, and a silent device's windows still close as the fleet's time goes
+on. The reference model is ``tests/routing_model.py``'s ``DeviceClockModel``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+DEVICES_SCHEMA = "device_id string, newest_ms long, offset_ms long, floor_ms long"
+
+
+def watermarks(devices: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
+    """``device_id``, ``mark_ms``: each device's watermark at the gateways' clock ``clock_ms``."""
+    return devices.select("device_id", _mark(F.col("floor_ms"), F.col("newest_ms"), F.col("offset_ms"), clock_ms,
+                                              delay_ms).alias("mark_ms"))  # fmt: skip
+
+
+def learned(devices: DataFrame, readings: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
+    """The table after a batch's ``readings`` (each with ``mark_ms``, its device's watermark
+    at the batch's start, null for a device new in it, and ``ingest_time``, ``partition``
+    and ``offset``), ``clock_ms`` being the gateways' clock after the batch."""
+    event_ms, ingest_ms = F.unix_millis(F.col("event_time")), F.unix_millis(F.col("ingest_time"))
+    arrival = F.struct(ingest_ms, F.col("partition"), F.col("offset"))
+    batch = readings.groupBy(F.col("device_id").alias("device_id")).agg(
+        F.max(event_ms).alias("batch_newest"),
+        F.max_by(ingest_ms - event_ms, arrival).alias("batch_offset"),
+        F.max("mark_ms").alias("batch_mark"),  # one value per device: its watermark before the batch
+    )
+    both = devices.join(batch, "device_id", "full_outer")
+    newest = F.greatest(F.col("newest_ms"), F.col("batch_newest"))  # greatest skips nulls
+    offset = F.coalesce(F.col("batch_offset"), F.col("offset_ms"))
+    sent = F.col("batch_newest").isNotNull()
+    # A device that sent sets its floor where its watermark is now; greatest(null, x) is x for
+    # a new one. The others keep theirs: their watermark moves by C alone, never back.
+    floor = F.when(sent, F.greatest(F.col("batch_mark"), _mark(F.lit(None), newest, offset, clock_ms, delay_ms)))
+    return both.select(
+        "device_id",
+        newest.alias("newest_ms"),
+        offset.alias("offset_ms"),
+        floor.otherwise(F.col("floor_ms")).alias("floor_ms"),
+    )
+
+
+def _mark(floor: Column, newest: Column, offset: Column, clock_ms: int | None, delay_ms: int) -> Column:
+    own = newest if clock_ms is None else F.greatest(newest, F.lit(clock_ms) - offset)
+    return F.greatest(floor, own - F.lit(delay_ms))
