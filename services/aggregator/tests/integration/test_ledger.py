@@ -1,6 +1,6 @@
 """The job's own window state on real Spark and a real checkpoint folder: a batch run again
 after a crash reads what it read the first time; what the crashed attempt wrote is gone;
-entries expire once the watermark has left them behind."""
+entries expire once their devices' watermarks have left them behind."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import DataFrame
 
 from fluxgate_aggregator.ledger import ROW_SCHEMA, Ledger
 
@@ -16,39 +17,52 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def row(second: int, value: float) -> tuple[Any, ...]:
-    return ("d1", datetime.fromtimestamp(second, UTC), value, None, "Cel", True)
+    return ("d1", datetime.fromtimestamp(second, UTC), value, None, "Cel", True, second * 1000)
 
 
 def held(ledger: Ledger) -> list[tuple[Any, ...]]:
-    return sorted((r["event_time"].timestamp(), r["value"]) for r in ledger.rows(-1, this_batch=True).collect())
+    return sorted((r["event_time"].timestamp(), r["value"]) for r in ledger.rows(this_batch=True).collect())
 
 
-def run_batch(ledger: Ledger, spark: Any, batch_id: int, rows: list[tuple[Any, ...]], watermark_after: int) -> None:
+def record(ledger: Ledger, spark: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
+    """Record ``rows`` (their event time also their ingest time) and learn their device's
+    clock; the device's watermark at the batch's start."""
+    marks = ledger.marks()
+    ledger.record(spark.createDataFrame(rows, ROW_SCHEMA).persist(), max(r[6] for r in rows), len(rows))
+    readings = spark.createDataFrame(
+        [(r[0], r[1], r[1], 0, n) for n, r in enumerate(rows)], "device_id string, event_time timestamp, "
+        "ingest_time timestamp, partition int, offset long",
+    )  # fmt: skip
+    ledger.learn(readings.join(marks, "device_id", "left"), max(r[6] for r in rows))
+    return marks
+
+
+def run_batch(ledger: Ledger, spark: Any, batch_id: int, rows: list[tuple[Any, ...]]) -> None:
     ledger.prepare(batch_id)
-    ledger.record(
-        spark.createDataFrame(rows, ROW_SCHEMA).persist(), max(r[1].timestamp() for r in rows) * 1000, len(rows)
-    )
-    ledger.commit(watermark_after, horizon_ms=1_000)
+    ledger.commit(record(ledger, spark, rows), horizon_ms=1_000)
 
 
 def test_a_batch_run_again_reads_what_it_read_and_old_entries_expire(spark: Any, tmp_path: Path) -> None:
     location = str(tmp_path / "ledger")
-    first = Ledger(spark, location)
-    run_batch(first, spark, 0, [row(1, 20.0)], watermark_after=500)
+    first = Ledger(spark, location, delay_ms=500)
+    run_batch(first, spark, 0, [row(1, 20.0)])  # the gateways' clock at 1 s: d1's watermark 0.5 s
     first.prepare(1)
-    first.record(spark.createDataFrame([row(2, 21.0)], ROW_SCHEMA).persist(), 2_000, 1)  # then the crash
+    record(first, spark, [row(2, 21.0)])  # then the crash
 
-    again = Ledger(spark, location)
+    again = Ledger(spark, location, delay_ms=500)
     again.prepare(1)
     assert again.watermark_ms == 500 and held(again) == [(1.0, 20.0)], "batch 1's first attempt is not history"
-    again.record(spark.createDataFrame([row(2, 21.5)], ROW_SCHEMA).persist(), 2_000, 1)
-    again.commit(1_500, horizon_ms=1_000)
-    run_batch(again, spark, 2, [row(3, 22.0)], watermark_after=2_500)
+    assert [r["mark_ms"] for r in again.marks().collect()] == [500], "nor is the device table it learned"
+    marks = record(again, spark, [row(2, 21.5)])
+    again.commit(marks, horizon_ms=1_000)
+    run_batch(again, spark, 2, [row(3, 22.0)])
     assert held(again) == [(1.0, 20.0), (2.0, 21.5), (3.0, 22.0)], "entry 0 (1 s) is 0.5 s behind 1.5 s: kept"
-    run_batch(again, spark, 3, [row(4, 23.0)], watermark_after=3_500)  # 1.5 s behind 2.5 s: expires
+    run_batch(again, spark, 3, [row(4, 23.0)])  # 1.5 s behind d1's 2.5 s: expires
 
-    after = Ledger(spark, location)
+    after = Ledger(spark, location, delay_ms=500)
     after.prepare(4)
-    assert after.watermark_ms == 3_500
+    assert after.watermark_ms == 3_500 and [r["mark_ms"] for r in after.marks().collect()] == [3_500]
     assert held(after) == [(2.0, 21.5), (3.0, 22.0), (4.0, 23.0)]
     assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["1", "2", "3"]
+    # The table batch 3 started from (a replay of it would) and the one it left.
+    assert sorted(p.name for p in (tmp_path / "ledger" / "devices").iterdir()) == ["2", "3"]
