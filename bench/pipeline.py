@@ -18,7 +18,7 @@ rate for ``--hold`` seconds, and measures:
   for the windows that closed while the step's devices were sending.
 
 Steps go up until one is not held (or the devices themselves cannot send at the rate).
-At the end the watermark is pushed past every window and ``tools/soak_check.py`` checks,
+At the end the gateways' clock is moved past every window and ``tools/soak_check.py`` checks,
 from the ledger, that every store holds every window exactly (the highest held rate counts
 only when that check passes). Next to it stand the per-service legs of the same
 ``make bench`` run (``bench-results/<leg>.json``, when present): what each stage costs
@@ -51,7 +51,7 @@ sys.path[:] = [str(ROOT / "tools")] + [p for p in sys.path if Path(p or ".").res
 
 from pipeline_stores import Stores  # noqa: E402 - after the path is set
 from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first  # noqa: E402 - after the path is set
-from soak import SERVERS, SERVICES, TOPICS, push_watermark, seconds, settle, wait_ready  # noqa: E402 - after the path is set
+from soak import SERVERS, SERVICES, TOPICS, closing_wait, push_watermark, seconds, settle, wait_ready  # noqa: E402 - after the path is set
 from soak_check import RING_READ_MAX, Check, check, save, to_ms  # noqa: E402 - after the path is set
 
 from fluxgate_stack import api as stack  # noqa: E402 - after the path is set
@@ -232,7 +232,7 @@ def main() -> int:
                 print(f"step {rate:.0f}/s: reached {step.reached:.0f}/s, held={step.held} ({step.drained})", flush=True)
                 if not step.held or step.reached < 0.9 * rate:
                     break
-        push_watermark("127.0.0.1", 1883, names, f"{prefix}watermark")
+        push_watermark("127.0.0.1", 1883, names, f"{prefix}watermark", closing_wait(args))
         settle(endpoints.bootstrap, names)
         with Offsets(endpoints.bootstrap) as offsets:
             for name in PERSISTERS:

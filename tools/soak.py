@@ -13,8 +13,8 @@ seeded fault schedule hits one part at a time:
 
 After each fault it waits until the pipeline is whole again (new readings on the readings
 topic and a new aggregate in every store, all after the fault ended) and notes how long
-that took. At the end it stops the devices, pushes the watermark past every window with one
-reading from the future, drains every stage, and hands the simulator's ledger to
+that took. At the end it stops the devices, waits until their last windows can close and
+sends one reading to move the gateways' clock past them, drains every stage, and hands the simulator's ledger to
 ``soak_check`` (which shares no code with the services). The report (JSON, Markdown and a
 chart of each stage's throughput with the faults marked) lands in ``bench-results/``; the
 exit code says whether the check passed. The schedule and its seed are printed first:
@@ -188,20 +188,33 @@ class Faulter:
             stack.start(fault.target)
 
 
-def push_watermark(host: str, port: int, names: Names, device: str) -> None:
-    """One reading an hour ahead, through the MQTT gateway like any other: the aggregator's
-    watermark passes every window the devices sent into, so each is written."""
+def push_watermark(host: str, port: int, names: Names, device: str, wait_s: float) -> None:
+    """The devices have stopped; close every window they sent into. A device's windows close
+    once the gateways' clock (the newest ingest time of any reading) has passed their end by
+    the watermark delay, plus how far in the past its last readings were stamped (decision
+    0011): ``wait_s`` covers that. Then one reading stamped now, through the MQTT gateway like
+    any other, moves the gateways' clock. (A reading from the future would move only its own
+    device's watermark.)"""
     from gmqtt import Client
+
+    time.sleep(wait_s)
 
     async def publish() -> None:
         client = Client(f"{device}-push")
         await client.connect(host, port)
-        payload = {"sensorId": device, "timestamp": int(time.time() * 1000) + 3_600_000, "temperature": 0.0, "seq": 1}
+        payload = {"sensorId": device, "timestamp": int(time.time() * 1000), "temperature": 0.0, "seq": 1}
         client.publish(f"{names.mqtt_root}/{device}/temperature", json.dumps(payload).encode(), qos=1)
         await asyncio.sleep(1)
         await client.disconnect()
 
     asyncio.run(publish())
+
+
+def closing_wait(args: argparse.Namespace) -> float:
+    """How long after the devices stop their last windows can close: a window, the watermark
+    delay, and how far back a late reading is stamped (a device whose last batch held only a
+    late reading reads its clock from it)."""
+    return seconds(args.window) + seconds(args.watermark) + (args.late_by if args.late else 0) + 2
 
 
 def wait_ready(port: int, timeout: float) -> None:
@@ -232,7 +245,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=1.0, help="readings per device per second per metric")
     parser.add_argument("--malformed", type=float, default=0.02)
     parser.add_argument("--late", type=float, default=0.01)
-    parser.add_argument("--late-by", type=float, default=120.0, help="seconds behind a late reading is")
+    parser.add_argument("--late-by", type=float, default=30.0, help="seconds behind a late reading is")
     parser.add_argument("--window", default="10 seconds")
     parser.add_argument("--watermark", default="10 seconds")
     parser.add_argument("--report", type=Path, default=ROOT / "bench-results", help="folder of the run's report")
@@ -313,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             windows.append(apply(fault, faulter, timeline, started, args, run))
             time.sleep(args.calm)
         pipeline.stop("simulator")
-        push_watermark("127.0.0.1", 1883, names, f"{prefix}watermark")
+        push_watermark("127.0.0.1", 1883, names, f"{prefix}watermark", closing_wait(args))
         settle(endpoints.bootstrap, names)
     finally:
         stopped = stop_upstream_first(pipeline, endpoints.bootstrap, names=names)

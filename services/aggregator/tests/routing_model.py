@@ -162,14 +162,14 @@ def stats(readings: list[Reading]) -> Stats:
 
 @dataclass
 class DeviceClockModel(RoutingModel):
-    """The job's rule (decision 0011): each device is
-    judged against its own watermark, ``W(d) = max(E(d), C - o(d)) - delay``, never moving
-    back, where ``E(d)`` is the newest event time of the device, ``C`` the newest ingest time
-    of any reading (the gateways' clock, which no device sets) and ``o(d)`` the ingest minus
-    event time of the device's last reading. A reading is late at or behind its own device's
-    watermark at the batch's start; a device's window is written once its own watermark
-    passes the window's end. A silent device's watermark still follows ``C``. The batch's
-    reported watermark is ``C - delay``."""
+    """The job's rule (decision 0011): each device is judged against its own watermark,
+    ``W(d) = max(E(d), C - o(d)) - delay``, never moving back, where ``E(d)`` is the newest
+    event time of the device, ``C`` the newest ingest time of any reading (the gateways'
+    clock, which no device sets) and ``o(d)`` the smallest ingest minus event time of the
+    device's readings in the last batch that had any. A reading is late at or behind its own
+    device's watermark at the batch's start; a device's window is written once its own
+    watermark passes the window's end. A silent device's watermark still follows ``C``. The
+    batch's reported watermark is ``C - delay``."""
 
     fleet_clock_ms: int | None = None
     newest_event_ms: dict[str, int] = field(default_factory=dict)
@@ -213,14 +213,18 @@ class DeviceClockModel(RoutingModel):
         }
 
     def _learn(self, readings: Sequence[Reading]) -> None:
-        # In arrival order (by the gateways' clock, then as the batch holds them): the last
-        # one's offset is the device's now.
-        for reading in sorted(readings, key=lambda r: r.received_ms):
+        # A device's offset is that of its freshest reading in the batch (the smallest ingest
+        # minus event time): a reading delivered late, or stamped in the past, says nothing
+        # of its clock while a fresh one came with it.
+        fresh: dict[str, int] = {}
+        for reading in readings:
             device = reading.device_id
             self.newest_event_ms[device] = max(self.newest_event_ms.get(device, reading.event_ms), reading.event_ms)
-            self.offset_ms[device] = reading.received_ms - reading.event_ms
+            offset = reading.received_ms - reading.event_ms
+            fresh[device] = min(fresh.get(device, offset), offset)
             clock = self.fleet_clock_ms
             self.fleet_clock_ms = reading.received_ms if clock is None else max(clock, reading.received_ms)
+        self.offset_ms.update(fresh)
 
     def _watermarks(self) -> dict[str, int]:
         clock = self.fleet_clock_ms

@@ -4,8 +4,10 @@ clock changes no other device's aggregates or lateness, whatever its error.
 The job keeps a table with a row per device that has ever sent a reading of its metric:
 
 * ``newest_ms``: ``E(d)``, the newest event time of its readings;
-* ``offset_ms``: ``o(d)``, ingest minus event time of its newest reading by arrival: how far
-  its clock is behind the gateways' (negative: ahead);
+* ``offset_ms``: ``o(d)``, how far its clock is behind the gateways' (negative: ahead): the
+  smallest ingest minus event time of its readings in the last batch that had any. The
+  freshest reading says most of the clock; one delivered late, or stamped in the past, says
+  nothing of it while a fresh one came with it;
 * ``floor_ms``: its watermark when it last sent, which it never moves back from.
 
 With ``C`` the gateways' clock (the newest ``ingest_time`` of any reading: no device sets it),
@@ -31,13 +33,12 @@ def watermarks(devices: DataFrame, clock_ms: int | None, delay_ms: int) -> DataF
 
 def learned(devices: DataFrame, readings: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
     """The table after a batch's ``readings`` (each with ``mark_ms``, its device's watermark
-    at the batch's start, null for a device new in it, and ``ingest_time``, ``partition``
-    and ``offset``), ``clock_ms`` being the gateways' clock after the batch."""
+    at the batch's start, null for a device new in it, and ``ingest_time``), ``clock_ms``
+    being the gateways' clock after the batch."""
     event_ms, ingest_ms = F.unix_millis(F.col("event_time")), F.unix_millis(F.col("ingest_time"))
-    arrival = F.struct(ingest_ms, F.col("partition"), F.col("offset"))
     batch = readings.groupBy(F.col("device_id").alias("device_id")).agg(
         F.max(event_ms).alias("batch_newest"),
-        F.max_by(ingest_ms - event_ms, arrival).alias("batch_offset"),
+        F.min(ingest_ms - event_ms).alias("batch_offset"),
         F.max("mark_ms").alias("batch_mark"),  # one value per device: its watermark before the batch
     )
     both = devices.join(batch, "device_id", "full_outer")

@@ -86,8 +86,6 @@ def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int],
         F.when(dead, dead_letter_headers(known_ids, value_subject(settings.input_topic))).alias("headers"),
         dead.alias("dead"),
         *fields,
-        "partition",
-        "offset",
         mark.alias("mark_ms"),
         counted.alias("counted"),
         # How long the ledger keeps the reading: by its event time while it may be in an open

@@ -30,8 +30,7 @@ def record(ledger: Ledger, spark: Any, rows: list[tuple[Any, ...]]) -> DataFrame
     marks = ledger.marks()
     ledger.record(spark.createDataFrame(rows, ROW_SCHEMA).persist(), max(r[6] for r in rows), len(rows))
     readings = spark.createDataFrame(
-        [(r[0], r[1], r[1], 0, n) for n, r in enumerate(rows)], "device_id string, event_time timestamp, "
-        "ingest_time timestamp, partition int, offset long",
+        [(r[0], r[1], r[1]) for r in rows], "device_id string, event_time timestamp, ingest_time timestamp",
     )  # fmt: skip
     ledger.learn(readings.join(marks, "device_id", "left"), max(r[6] for r in rows))
     return marks

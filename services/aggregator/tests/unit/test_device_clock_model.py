@@ -87,3 +87,16 @@ def test_a_clock_set_back_makes_only_that_device_late() -> None:
     assert outcome(outputs, kept) == outcome(run(model(), [r for r in readings if r.device_id != "d009"]), kept)
     _, late = outcome(outputs, {"d009"})
     assert len(late) == 60  # every reading after the correction, until its clock passes the old newest time
+
+
+def test_a_reading_stamped_in_the_past_does_not_hold_its_device_back() -> None:
+    """A device's last batch ends with a reading stamped two minutes in the past (buffered, or
+    a late fault) after its fresh ones: its clock is read from the fresh ones, so its windows
+    close as if that reading were not there, and the reading is late."""
+    readings = fleet(10, 60, silent_after={"d004": 45})
+    stale = Reading("d004", T0 + 44_900 - 120_000, 30.0, ingest_ms=T0 + 44_900)  # the last of d004 to arrive
+    outputs = run(model(), sorted([*readings, stale], key=lambda r: r.received_ms))
+    aggregates, late = outcome(outputs, {"d004"})
+    assert aggregates == outcome(run(model(), readings), {"d004"})[0]
+    assert sorted(start - T0 for _, start, _ in aggregates) == [0, 10_000, 20_000, 30_000, 40_000]
+    assert late == [stale.identity]
