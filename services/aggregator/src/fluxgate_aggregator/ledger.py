@@ -186,9 +186,10 @@ class Ledger:
         for entry in stale:
             self._delete(self._rows_path(entry))
         # The table a replay of this batch would start from stays; older ones go.
-        for table_at in self._batch_ids("devices") if previous is not None else []:
-            if table_at < previous:
-                self._delete(self._devices_path(table_at))
+        if previous is not None:
+            for table_at in self._batch_ids("devices"):
+                if table_at < previous:
+                    self._delete(self._devices_path(table_at))
         self._delete(f"{self.location}/meta/{self.batch_id - KEPT_METAS}.json")
 
     def _stale(self, marks: DataFrame, horizon_ms: int) -> list[int]:
