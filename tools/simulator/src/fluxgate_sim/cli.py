@@ -15,6 +15,7 @@ import typer
 from fluxgate_sim.coap import CoapDeviceServer
 from fluxgate_sim.encoding import CoapFormat
 from fluxgate_sim.faults import Faults
+from fluxgate_sim.fleet import Fleet, FleetConfig
 from fluxgate_sim.mqtt import MqttAccess
 from fluxgate_sim.runner import Simulation, SimulationConfig, coap_device_names
 from fluxgate_sim.signals import METRICS
@@ -22,6 +23,24 @@ from fluxgate_sim.signals import METRICS
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 
 DEFAULT_METRICS = ",".join(METRICS)
+# Options both commands take, said once.
+Late = Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction stamped --late-by-s in the past")]
+LateByS = Annotated[float, typer.Option(min=0.0, help="how far in the past late readings are")]
+Duplicates = Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction sent twice")]
+Malformed = Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction broken (bad JSON, text values)")]
+Seed = Annotated[int | None, typer.Option(help="random seed for reproducible runs")]
+DaySeconds = Annotated[float, typer.Option(min=1.0, help="period of the daily cycle")]
+MqttHost = Annotated[str, typer.Option(help="MQTT broker host")]
+MqttPort = Annotated[int, typer.Option(help="MQTT broker port")]
+Qos = Annotated[int, typer.Option(min=0, max=2, help="MQTT QoS")]
+DevicePrefix = Annotated[str, typer.Option(help="prefix of every device name")]
+MqttRoot = Annotated[str, typer.Option(help="MQTT topics are <root>/<device>/<metric>")]
+LedgerPath = Annotated[Path | None, typer.Option(help="append every emission sent to this JSON-lines file")]
+MqttCaFile = Annotated[Path | None, typer.Option(help="TLS to the broker, verified with this CA")]
+MqttCertFile = Annotated[Path | None, typer.Option(help="the devices' client certificate (PEM)")]
+MqttKeyFile = Annotated[Path | None, typer.Option(help="its private key (PEM)")]
+MqttUsername = Annotated[str | None, typer.Option(help="the devices' broker user")]
+MqttPasswordFile = Annotated[Path | None, typer.Option(help="file holding its password")]
 
 
 def _metrics(spec: str) -> tuple[str, ...]:
@@ -37,28 +56,28 @@ def run(
     duration: Annotated[float | None, typer.Option(min=0.0, help="stop after this many seconds")] = None,
     metrics: Annotated[str, typer.Option(help="comma-separated metrics per device")] = DEFAULT_METRICS,
     out_of_order: Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction sent after a newer one")] = 0.0,
-    late: Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction stamped --late-by-s in the past")] = 0.0,
-    late_by_s: Annotated[float, typer.Option(min=0.0, help="how far in the past late readings are")] = 300.0,
-    duplicates: Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction sent twice")] = 0.0,
-    malformed: Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction broken (bad JSON, text values)")] = 0.0,
-    seed: Annotated[int | None, typer.Option(help="random seed for reproducible runs")] = None,
-    day_seconds: Annotated[float, typer.Option(min=1.0, help="period of the daily cycle")] = 86_400.0,
-    mqtt_host: Annotated[str, typer.Option(help="MQTT broker host")] = "127.0.0.1",
-    mqtt_port: Annotated[int, typer.Option(help="MQTT broker port")] = 1883,
-    qos: Annotated[int, typer.Option(min=0, max=2, help="MQTT QoS")] = 1,
+    late: Late = 0.0,
+    late_by_s: LateByS = 300.0,
+    duplicates: Duplicates = 0.0,
+    malformed: Malformed = 0.0,
+    seed: Seed = None,
+    day_seconds: DaySeconds = 86_400.0,
+    mqtt_host: MqttHost = "127.0.0.1",
+    mqtt_port: MqttPort = 1883,
+    qos: Qos = 1,
     mqtt_connections: Annotated[int, typer.Option(min=1, help="shared MQTT connections")] = 1,
     mqtt_senml: Annotated[bool, typer.Option(help="publish SenML packs to devices/<device>/senml instead")] = False,
     coap_host: Annotated[str, typer.Option(help="CoAP bind host")] = "127.0.0.1",
     coap_port: Annotated[int, typer.Option(min=0, max=65535, help="CoAP bind port (0: a free one)")] = 5683,
     coap_format: Annotated[str, typer.Option(help="json | senml-json | senml-cbor")] = "json",
-    device_prefix: Annotated[str, typer.Option(help="prefix of every device name")] = "",
-    mqtt_root: Annotated[str, typer.Option(help="MQTT topics are <root>/<device>/<metric>")] = "sensors",
-    ledger: Annotated[Path | None, typer.Option(help="append every emission sent to this JSON-lines file")] = None,
-    mqtt_ca_file: Annotated[Path | None, typer.Option(help="TLS to the broker, verified with this CA")] = None,
-    mqtt_cert_file: Annotated[Path | None, typer.Option(help="the devices' client certificate (PEM)")] = None,
-    mqtt_key_file: Annotated[Path | None, typer.Option(help="its private key (PEM)")] = None,
-    mqtt_username: Annotated[str | None, typer.Option(help="the devices' broker user")] = None,
-    mqtt_password_file: Annotated[Path | None, typer.Option(help="file holding its password")] = None,
+    device_prefix: DevicePrefix = "",
+    mqtt_root: MqttRoot = "sensors",
+    ledger: LedgerPath = None,
+    mqtt_ca_file: MqttCaFile = None,
+    mqtt_cert_file: MqttCertFile = None,
+    mqtt_key_file: MqttKeyFile = None,
+    mqtt_username: MqttUsername = None,
+    mqtt_password_file: MqttPasswordFile = None,
 ) -> None:
     """Run the simulated devices until --count ticks, --duration seconds or Ctrl-C."""
     logging.basicConfig(level=logging.WARNING)
@@ -87,13 +106,67 @@ def run(
     typer.echo(json.dumps({"sent": dict(stats)}, sort_keys=True))
 
 
+@app.command()
+def fleet(
+    devices: Annotated[int, typer.Option(min=1, help="devices, ids fleet-0000001...")] = 1000,
+    period: Annotated[
+        float, typer.Option(min=0.001, help="seconds between a device's reports (rate: devices/period)")
+    ] = 60.0,
+    jitter: Annotated[
+        float, typer.Option(min=0.0, max=0.499, help="each report within ±jitter*period of its slot")
+    ] = 0.1,
+    duration: Annotated[float | None, typer.Option(min=0.0, help="stop after this many seconds")] = None,
+    metrics: Annotated[str, typer.Option(help="comma-separated metrics per report")] = "temperature",
+    out_of_order: Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction sent after the device's next")] = 0.0,
+    late: Late = 0.0,
+    late_by_s: LateByS = 300.0,
+    duplicates: Duplicates = 0.0,
+    malformed: Malformed = 0.0,
+    seed: Seed = None,
+    day_seconds: DaySeconds = 86_400.0,
+    mqtt_host: MqttHost = "127.0.0.1",
+    mqtt_port: MqttPort = 1883,
+    qos: Qos = 1,
+    mqtt_connections: Annotated[int, typer.Option(min=1, help="hubs: connections the devices share")] = 4,
+    device_prefix: DevicePrefix = "",
+    mqtt_root: MqttRoot = "sensors",
+    ledger: LedgerPath = None,
+    report_every: Annotated[float, typer.Option(min=0.1, help="seconds between progress lines")] = 5.0,
+    mqtt_ca_file: MqttCaFile = None,
+    mqtt_cert_file: MqttCertFile = None,
+    mqtt_key_file: MqttKeyFile = None,
+    mqtt_username: MqttUsername = None,
+    mqtt_password_file: MqttPasswordFile = None,
+) -> None:
+    """Run a fleet: --devices reporting every --period seconds over --mqtt-connections hubs."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("fluxgate_sim.fleet").setLevel(logging.INFO)
+    try:
+        faults = Faults(out_of_order, late, duplicates, malformed, late_by_ms=round(late_by_s * 1000))
+        config = FleetConfig(
+            devices=devices, period=period, jitter=jitter, duration=duration, metrics=_metrics(metrics),
+            faults=faults, seed=seed, day_seconds=day_seconds, mqtt_host=mqtt_host, mqtt_port=mqtt_port,
+            mqtt_qos=qos, mqtt_connections=mqtt_connections, mqtt_root=mqtt_root, device_prefix=device_prefix,
+            ledger=ledger, report_every=report_every,
+            mqtt_access=MqttAccess(mqtt_ca_file, mqtt_cert_file, mqtt_key_file, mqtt_username, mqtt_password_file),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    try:
+        stats = asyncio.run(_run_until_signal(Fleet(config)))
+    except OSError as exc:  # a broker that refuses: one line, not a traceback
+        typer.echo(f"fluxgate-sim: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(json.dumps({"sent": dict(stats)}, sort_keys=True))
+
+
 @app.command("coap-resources")
 def coap_resources(
     coap_devices: Annotated[int, typer.Option(min=0, help="simulated CoAP devices (0: an empty list)")] = 1,
     metrics: Annotated[str, typer.Option(help="comma-separated metrics per device")] = DEFAULT_METRICS,
     coap_host: Annotated[str, typer.Option(help="host coap-ingest reaches the simulator at")] = "127.0.0.1",
     coap_port: Annotated[int, typer.Option(min=1, max=65535, help="the simulator's CoAP port")] = 5683,
-    device_prefix: Annotated[str, typer.Option(help="prefix of every device name")] = "",
+    device_prefix: DevicePrefix = "",
     topic: Annotated[str | None, typer.Option(help="Kafka topic for every resource")] = None,
 ) -> None:
     """Print the JSON resource list for coap-ingest (FLUXGATE_COAP_RESOURCES)."""
@@ -113,7 +186,7 @@ def _coap_format(value: str) -> CoapFormat:
     return value  # type: ignore[return-value]
 
 
-async def _run_until_signal(simulation: Simulation) -> dict[str, int]:
+async def _run_until_signal(simulation: Simulation | Fleet) -> dict[str, int]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

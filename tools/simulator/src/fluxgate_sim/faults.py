@@ -62,31 +62,43 @@ class FaultInjector:
 
     def apply(self, reading: Reading) -> list[Emission]:
         """The emissions for ``reading`` (empty when it is held back to arrive out of order)."""
-        # Draw all four every time so one fault's fraction never shifts another's sequence.
-        draws = [self._rng.random() for _ in range(4)]
-        faults = self._faults
-        if draws[0] < faults.malformed:
-            return [Emission(reading, malformed=True, kind="malformed")]
-        kind = "ok"
-        if draws[1] < faults.late:
-            reading = replace(reading, timestamp_ms=reading.timestamp_ms - faults.late_by_ms)
-            kind = "late"
-        if draws[2] < faults.out_of_order and self._held is None:
-            self._held = reading
-            return []
-        out = [Emission(reading, kind=kind)]
-        if draws[3] < faults.duplicates:
-            out.append(Emission(reading, kind="duplicate"))
-        return out + self._release()
+        emissions, self._held = apply_faults(self._faults, self._rng, reading, self._held)
+        return emissions
 
     def flush(self) -> list[Emission]:
         """What is still held back, at the end of a run."""
         return self._release()
 
     def _release(self) -> list[Emission]:
-        # The held reading goes out after a newer one: its event time is now out of order.
         held, self._held = self._held, None
-        return [] if held is None else [Emission(held, kind="out_of_order")]
+        return released(held)
+
+
+def apply_faults(
+    faults: Faults, rng: random.Random, reading: Reading, held: Reading | None
+) -> tuple[list[Emission], Reading | None]:
+    """The emissions for ``reading`` of a stream that holds ``held`` back, and what it holds
+    back afterwards: the one fault rule, shared by a :class:`FaultInjector` (which keeps its
+    held reading itself) and the fleet (which keeps a million streams' in one dict)."""
+    # Draw all four every time so one fault's fraction never shifts another's sequence.
+    draws = [rng.random() for _ in range(4)]
+    if draws[0] < faults.malformed:
+        return [Emission(reading, malformed=True, kind="malformed")], held
+    kind = "ok"
+    if draws[1] < faults.late:
+        reading = replace(reading, timestamp_ms=reading.timestamp_ms - faults.late_by_ms)
+        kind = "late"
+    if draws[2] < faults.out_of_order and held is None:
+        return [], reading
+    out = [Emission(reading, kind=kind)]
+    if draws[3] < faults.duplicates:
+        out.append(Emission(reading, kind="duplicate"))
+    return out + released(held), None
+
+
+def released(held: Reading | None) -> list[Emission]:
+    """A held reading goes out after a newer one: its event time is now out of order."""
+    return [] if held is None else [Emission(held, kind="out_of_order")]
 
 
 class Device:

@@ -164,21 +164,7 @@ class Simulation:
 
     def _send_mqtt(self, fleet: MqttFleet | None, index: int, emissions: list[Emission]) -> None:
         assert fleet is not None
-        good = [emission.reading for emission in emissions if not emission.malformed]
-        for emission in emissions:
-            self.stats[emission.kind] += 1
-            topic = reading_topic(emission.reading.device, emission.reading.metric, self.config.mqtt_root)
-            if emission.malformed:
-                payload = malformed(json_object(emission.reading), emission.reading, "json", self._rng)
-                fleet.publish_reading(index, emission.reading, payload)
-                self.ledger.write("mqtt", topic, emission, payload)
-            elif not self.config.mqtt_senml:
-                fleet.publish_reading(index, emission.reading)
-                self.ledger.write("mqtt", topic, emission)
-            else:
-                self.ledger.write("mqtt", senml_topic(emission.reading.device), emission)
-        if self.config.mqtt_senml and good:
-            fleet.publish_senml(index, good)
+        send_mqtt(fleet, index, emissions, self.ledger, self.stats, self._rng, senml=self.config.mqtt_senml)
 
     async def _send_coap(self, emissions: list[Emission]) -> None:
         fmt = self.config.coap_format
@@ -197,3 +183,32 @@ class Simulation:
     def _device(self, name: str) -> Device:
         config = self.config
         return Device(name, config.metrics, self._rng, config.faults, config.day_seconds)
+
+
+def send_mqtt(
+    fleet: MqttFleet,
+    index: int,
+    emissions: list[Emission],
+    ledger: Ledger,
+    stats: Counter[str],
+    rng: random.Random,
+    *,
+    senml: bool = False,
+) -> None:
+    """Publish one device's emissions through connection ``index % connections``, counting
+    each kind in ``stats`` and writing each to the ledger as it was sent."""
+    good = [emission.reading for emission in emissions if not emission.malformed]
+    for emission in emissions:
+        stats[emission.kind] += 1
+        topic = reading_topic(emission.reading.device, emission.reading.metric, fleet.root)
+        if emission.malformed:
+            payload = malformed(json_object(emission.reading), emission.reading, "json", rng)
+            fleet.publish_reading(index, emission.reading, payload)
+            ledger.write("mqtt", topic, emission, payload)
+        elif not senml:
+            fleet.publish_reading(index, emission.reading)
+            ledger.write("mqtt", topic, emission)
+        else:
+            ledger.write("mqtt", senml_topic(emission.reading.device), emission)
+    if senml and good:
+        fleet.publish_senml(index, good)
