@@ -94,7 +94,7 @@ class FleetSchedule:
         spread, step = self.spread_s, self.period_s / self.devices
         # A place goes into a bucket once its earliest time (nominal - spread) has come; the
         # draws happen in place order, so a seed fixes every report's time however often this runs.
-        while self._placed * step <= now_s:
+        while self._placed * step <= now_s + 2 * BUCKET_S:  # a margin: placed before its bucket is due
             at = self.nominal_s(self._placed) + (self._rng.uniform(-spread, spread) if spread else 0.0)
             bucket = max(int(at / BUCKET_S), self._next_bucket)  # placed late (behind): due now
             self._buckets.setdefault(bucket, array("Q")).append(self._placed)
@@ -197,9 +197,7 @@ class Fleet:
         )  # fmt: skip
         try:
             await self._loop(mqtt, stop)
-            for key, held in list(self._held.items()):
-                send_mqtt(mqtt, key // len(config.metrics), released(held), self.ledger, self.stats, self._rng)
-            self._held.clear()
+            self.release_held(mqtt)
         finally:
             await mqtt.stop()
             self.ledger.close()
@@ -215,7 +213,7 @@ class Fleet:
             behind_s = now_s - self.schedule.handed_out_until
             self.max_behind_s = max(self.max_behind_s, behind_s)
             for sent, position in enumerate(self.schedule.due(now_s), 1):
-                self._report(mqtt, position, now_s)
+                self.report(mqtt, position, now_s)
                 if sent % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
             self.ledger.flush()
@@ -224,7 +222,13 @@ class Fleet:
                 async with asyncio.timeout(max(0.0, TICK_S - (time.monotonic() - started - now_s))):
                     await stop.wait()
 
-    def _report(self, mqtt: MqttFleet, position: int, elapsed_s: float) -> None:
+    def release_held(self, mqtt: MqttFleet) -> None:
+        """At the end: what is still held back goes out, after its device's newer readings."""
+        for key, held in self._held.items():
+            send_mqtt(mqtt, key // len(self.config.metrics), released(held), self.ledger, self.stats, self._rng)
+        self._held.clear()
+
+    def report(self, mqtt: MqttFleet, position: int, elapsed_s: float) -> None:
         """One report of one device: a reading of each metric, stamped by its clock (now)."""
         schedule, metrics = self.schedule, self.config.metrics
         device, cycle = schedule.device_at(position), position // schedule.devices

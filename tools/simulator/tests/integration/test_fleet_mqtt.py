@@ -1,0 +1,73 @@
+"""A fleet through the real Mosquitto: a plain subscriber receives exactly what the ledger says was sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gmqtt import Client
+
+from fluxgate_sim.faults import Faults
+from fluxgate_sim.fleet import Fleet, FleetConfig
+
+pytestmark = pytest.mark.integration
+
+DEVICES, PERIOD_S, DURATION_S, CONNECTIONS = 20_000, 10.0, 15.0, 4
+
+
+class Counting:
+    """Counts every message under one topic root, by topic."""
+
+    def __init__(self) -> None:
+        self.topics: Counter[str] = Counter()
+        self.subscribed = asyncio.Event()
+        self.client = Client(f"fleet-test-{uuid.uuid4().hex[:8]}")
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = lambda *args: self.subscribed.set()
+
+    def _on_message(self, client: Any, topic: str, payload: bytes, qos: int, properties: Any) -> int:
+        self.topics[topic] += 1
+        return 0
+
+    async def start(self, host: str, port: int, root: str) -> None:
+        await self.client.connect(host, port)
+        self.client.subscribe(f"{root}/+/+", qos=1)
+        await asyncio.wait_for(self.subscribed.wait(), 10)
+
+    async def until(self, total: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while sum(self.topics.values()) < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+
+
+async def test_a_fleet_over_four_hubs_sends_exactly_its_ledger(stack: Any, tmp_path: Path) -> None:
+    root = f"fleet{uuid.uuid4().hex[:8]}"
+    ledger = tmp_path / "ledger.jsonl"
+    faults = Faults(out_of_order=0.01, late=0.01, duplicates=0.01, malformed=0.01, late_by_ms=30_000)
+    config = FleetConfig(
+        devices=DEVICES, period=PERIOD_S, duration=DURATION_S, faults=faults, seed=11, mqtt_host=stack.mqtt_host,
+        mqtt_port=stack.mqtt_port, mqtt_connections=CONNECTIONS, mqtt_root=root, ledger=ledger, report_every=5.0,
+    )  # fmt: skip
+    subscriber = Counting()
+    await subscriber.start(stack.mqtt_host, stack.mqtt_port, root)
+    fleet = Fleet(config)
+    try:
+        stats = await fleet.run()
+        entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+        await subscriber.until(len(entries), timeout_s=30)
+    finally:
+        await subscriber.client.disconnect()
+    # 15 s at N / P = 2,000 reports/s, less the first seconds' ramp of jitter.
+    assert 0.8 * DURATION_S * DEVICES / PERIOD_S <= fleet.reports <= DURATION_S * DEVICES / PERIOD_S
+    assert fleet.max_behind_s < 1.0
+    assert len(entries) == sum(stats.values())
+    assert subscriber.topics == Counter(entry["src"] for entry in entries)
+    devices = {entry["d"] for entry in entries}
+    assert len(devices) == DEVICES  # 15 s is more than a period: every device reported
+    assert all(name.startswith("fleet-") and len(name) == len("fleet-0000001") for name in devices)
