@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from fluxgate_sink.contract import TIMESTAMP_MILLIS, ConsumedFields, kind
+from fluxgate_sink.contract import TIMESTAMP_MILLIS, AvroType, ConsumedFields, kind
 
 CONSUMED_FIELDS: Final[ConsumedFields] = MappingProxyType(
     {
@@ -47,3 +47,13 @@ _CQL: Final[Mapping[str, str]] = {
 
 CQL_TYPES: Final[Mapping[str, str]] = MappingProxyType({n: _CQL[kind(t)] for n, t in CONSUMED_FIELDS.items()})
 """Field name -> the CQL type of its column in the table AUTOCREATE makes."""
+
+
+def cql_type(avro_type: AvroType) -> str | None:
+    """The CQL type AUTOCREATE gives a field of ``avro_type`` (``["null", "string"]`` -> ``text``);
+    None when it has none: a record, an array, a map, an enum, a union of two non-null types."""
+    if isinstance(avro_type, list):
+        branches = [branch for branch in avro_type if branch != "null"]
+        return cql_type(branches[0]) if len(branches) == 1 else None
+    found = avro_type.get("logicalType", avro_type.get("type")) if isinstance(avro_type, dict) else avro_type
+    return _CQL.get(found) if isinstance(found, str) else None

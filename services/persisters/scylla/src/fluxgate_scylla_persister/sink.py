@@ -11,18 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from cassandra.metadata import protect_name
 
-from fluxgate_core.errors import SettingRefused
+from fluxgate_core.errors import FluxgateError, SettingRefused
+from fluxgate_core.serde import wire_schema_id
 from fluxgate_scylla_persister.driver import Cluster, describe, is_transient, make_cluster, refusal
 from fluxgate_scylla_persister.pump import Pump
 from fluxgate_scylla_persister.settings import ConnectionSettings
-from fluxgate_scylla_persister.table import Layout, RowBinder, TableName, autocreate_layout, table_name
+from fluxgate_scylla_persister.table import (
+    UNKNOWN_TYPE,
+    Layout,
+    RowBinder,
+    TableName,
+    autocreate_layout,
+    column_changes,
+    table_name,
+)
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
 
@@ -34,6 +44,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 PING = "SELECT release_version FROM system.local"
+#: A writer schema id -> that schema's fields (name -> Avro type); raises when the registry fails.
+WriterFields = Callable[[int], Mapping[str, Any]]
 #: Python's own refusals of a value for a column: binding it again can never help.
 BIND_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError)
 
@@ -63,9 +75,14 @@ class ScyllaSink(Sink):
 
     name = "scylla"
 
-    def __init__(self, settings: ConnectionSettings, cluster: Cluster | None = None) -> None:
+    def __init__(
+        self, settings: ConnectionSettings, cluster: Cluster | None = None, writer_fields: WriterFields | None = None
+    ) -> None:
         self._settings = settings
         self._cluster = cluster or make_cluster(settings)
+        self._writer_fields = writer_fields
+        self._schemas: dict[int, Mapping[str, Any]] = {}
+        self._widening = threading.Lock()  # one ALTER TABLE at a time, whatever the batches in flight
         self._session: Session | None = None
         self._pump: Pump | None = None
         self._writers: dict[Statement, Writer] = {}
@@ -104,14 +121,48 @@ class ScyllaSink(Sink):
     def _prepare(self, statement: Statement) -> Writer:
         name = table_name(statement.target, self._settings.keyspace)
         if statement.autocreate:
-            layout = autocreate_layout(statement, name)
-            self._create(layout)
-        else:
-            layout = self._existing(name)
-        binder = RowBinder(name, list(layout.columns), statement)
+            wanted = autocreate_layout(statement, name)
+            self._create(wanted)
+            # The table as it is (made earlier, maybe widened since): its columns, plus any the
+            # statement selects that it lacks.
+            self._cluster.refresh_table_metadata(name.keyspace, name.table)
+            have = self._columns(name)
+            for column, cql in wanted.columns.items():
+                if column not in have and (why := self._add_column(name, column, cql)):
+                    raise SinkError(why)
+        return self._writer(statement, name)
+
+    def _writer(self, statement: Statement, name: TableName, refused: Mapping[str, str] | None = None) -> Writer:
+        layout = self._existing(name)
+        binder = RowBinder(name, list(layout.columns), statement, refused)
         binder.check_selected(statement)
         prepared = self._ddl(layout.insert_cql(statement.ttl), name, prepare=True)
         return Writer(prepared, binder)
+
+    def _columns(self, name: TableName) -> dict[str, str]:
+        """The table's columns as the driver's schema metadata has them now (kept current by the
+        cluster's schema events): column -> CQL type."""
+        keyspace = self._cluster.metadata.keyspaces.get(name.keyspace)
+        table = keyspace.tables.get(name.table) if keyspace else None
+        return {column: meta.cql_type for column, meta in table.columns.items()} if table else {}
+
+    def _add_column(self, name: TableName, column: str, cql: str) -> str | None:
+        """``ALTER TABLE ... ADD``; None once the table has the column, else why not. Another
+        persister adding it first ("conflicts with an existing column", "already exists") is no
+        error: the table's metadata, refreshed, is what decides."""
+        try:
+            self.session.execute(f"ALTER TABLE {name} ADD {protect_name(column)} {cql}")
+            error: BaseException | None = None
+        except Exception as exc:
+            error = exc
+        self._cluster.refresh_table_metadata(name.keyspace, name.table)
+        found = self._columns(name).get(column)
+        if found is not None:
+            log.info("scylla.column_added", table=str(name), column=column, type=found, by_us=error is None)
+            return None
+        if error is not None and is_transient(error):
+            raise StoreUnavailable(f"{name}: adding column {column}: {describe(error)}") from error
+        return f"{column}: not a column of {name}, and adding it failed: {describe(error) if error else 'not seen'}"
 
     def _create(self, layout: Layout) -> None:
         strategy, factor = self._settings.replication_strategy, self._settings.replication_factor
@@ -151,6 +202,8 @@ class ScyllaSink(Sink):
     async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
         if self._pump is None:
             raise RuntimeError("setup() first")
+        if missing := self._missing_columns(items):
+            await asyncio.to_thread(self._widen, missing)
         failures: list[ItemFailure] = []
         bound, positions = [], []
         for index, item in enumerate(items):
@@ -167,6 +220,51 @@ class ScyllaSink(Sink):
         errors = await self._pump.run(bound)
         return outcome(items, dict(zip(positions, errors, strict=True)), failures)
 
+    def _missing_columns(self, items: Sequence[SinkItem]) -> dict[Statement, dict[str, int | None]]:
+        """Per statement, the fields of ``items`` its table has no column for, each with the
+        schema id of a record that carries it (None: not Avro)."""
+        missing: dict[Statement, dict[str, int | None]] = {}
+        for item in items:
+            known = self._writers[item.statement].binder.known
+            if not known.issuperset(item.document):
+                fields = missing.setdefault(item.statement, {})
+                for column in item.document.keys() - known - fields.keys():
+                    fields[column] = schema_id(item.source.value)
+        return missing
+
+    def _widen(self, missing: Mapping[Statement, Mapping[str, int | None]]) -> None:
+        """Make the tables take the fields ``missing`` where AUTOCREATE allows, then prepare each
+        statement again on its table's columns; the fields left are refused, with the reason."""
+        with self._widening:
+            for statement, fields in missing.items():
+                name = self._writers[statement].binder.name
+                have = self._columns(name)
+                absent = {f: self._avro_type(sid, f) for f, sid in fields.items() if f not in have}
+                changes = column_changes(absent, name, autocreate=statement.autocreate)
+                refused = dict(changes.refused)
+                for column, cql in changes.add.items():
+                    if why := self._add_column(name, column, cql):
+                        refused[column] = why
+                binder = self._writers[statement].binder
+                for column, why in refused.items():
+                    if column not in binder.refused:  # one warning per field, not one per record
+                        log.warning("scylla.field_refused", table=str(name), field=column, reason=why)
+                refused = {**binder.refused, **refused}
+                if set(self._columns(name)) != binder.known:  # widened, by us or by anyone: prepare again
+                    self._writers[statement] = self._writer(statement, name, refused)
+                else:
+                    binder.refused.update(refused)
+
+    def _avro_type(self, schema: int | None, field: str) -> Any:
+        if schema is None or self._writer_fields is None:
+            return UNKNOWN_TYPE
+        if schema not in self._schemas:
+            try:
+                self._schemas[schema] = self._writer_fields(schema)
+            except Exception as exc:  # the record decoded a moment ago: the registry will answer again
+                raise StoreUnavailable(f"schema registry, fetching schema id {schema}: {describe(exc)}") from exc
+        return self._schemas[schema].get(field, UNKNOWN_TYPE)
+
     async def ping(self) -> bool:
         if self._session is None:
             return False
@@ -181,6 +279,14 @@ class ScyllaSink(Sink):
             return
         self._closed = True
         await asyncio.to_thread(self._cluster.shutdown)
+
+
+def schema_id(value: bytes) -> int | None:
+    """The writer schema id of a Confluent wire-format value; None for any other value."""
+    try:
+        return wire_schema_id(value)
+    except FluxgateError:
+        return None
 
 
 def outcome(

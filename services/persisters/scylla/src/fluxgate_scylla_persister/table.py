@@ -15,20 +15,23 @@ primary key: an upsert, so writing a record again changes nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cassandra.metadata import protect_name
 from cassandra.query import UNSET_VALUE
 
-from fluxgate_scylla_persister.consumed import CQL_TYPES
+from fluxgate_scylla_persister.consumed import CQL_TYPES, cql_type
 from fluxgate_sink.errors import KcqlError, SinkError
 from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, FieldPath, Statement
 from fluxgate_sink.sink import SinkItem
 
 DAY = "day"
 DEFAULT_EVENT_TIME = "window_start"
+#: A field's writer type when the record's writer schema is not known (not Avro, no registry).
+UNKNOWN_TYPE = object()
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,41 @@ def column_of(statement: Statement, path: FieldPath) -> str:
     return path[-1]
 
 
+@dataclass(frozen=True)
+class ColumnChanges:
+    """What the fields of a record the table has no column for become."""
+
+    add: dict[str, str] = field(default_factory=dict)  # column -> CQL type, to ALTER TABLE ... ADD
+    refused: dict[str, str] = field(default_factory=dict)  # field -> why its record fails
+
+
+def column_changes(missing: Mapping[str, Any], name: TableName, *, autocreate: bool) -> ColumnChanges:
+    """The decision for the fields ``missing`` from table ``name`` (field -> its writer's Avro type,
+    or UNKNOWN_TYPE). With AUTOCREATE, a field whose type maps (as AUTOCREATE maps the others)
+    gets a column; any other fails its record, saying why.
+
+    Without AUTOCREATE the field fails its record, as Stream-Reactor's Cassandra sink does: it
+    writes each record with Cassandra's JSON insert, which refuses a field that is no column, and
+    that failure goes to the error policy (https://docs.lenses.io/connectors/kafka-connectors/sinks/cassandra).
+    """
+    changes = ColumnChanges()
+    for column, avro_type in missing.items():
+        found = None if avro_type is UNKNOWN_TYPE else cql_type(avro_type)
+        if not autocreate:
+            changes.refused[column] = plain_refusal(column, name)
+        elif found is None:
+            why = "the record's writer schema is unknown" if avro_type is UNKNOWN_TYPE else (
+                f"its Avro type {json.dumps(avro_type)} has no CQL type"
+            )  # fmt: skip
+            changes.refused[column] = f"{column}: not a column of {name}, and AUTOCREATE cannot add it: {why}; {ADVICE}"
+        else:
+            changes.add[column] = found
+    return changes
+
+
+ADVICE = "add the column or IGNORE the field in KCQL"
+
+
 class RowBinder:
     """Turns an item into the values of the table's prepared INSERT, in column order.
 
@@ -119,18 +157,20 @@ class RowBinder:
     columns. ``day`` is the UTC date of the item's event time. A field that is no column
     fails that item, naming the field."""
 
-    def __init__(self, name: TableName, columns: Sequence[str], statement: Statement) -> None:
+    def __init__(
+        self, name: TableName, columns: Sequence[str], statement: Statement, refused: Mapping[str, str] | None = None
+    ) -> None:
         self.name = name
         self.columns = tuple(columns)
-        self._known = frozenset(columns)
-        self._day = DAY in self._known
+        self.known = frozenset(columns)
+        self.refused = dict(refused or {})  # field -> why it has no column, when more is known than "none"
+        self._day = DAY in self.known
         self._upsert = statement.mode == "UPSERT"
 
     def values(self, item: SinkItem) -> list[Any]:
         document = item.document
-        if not self._known.issuperset(document):
-            unknown = ", ".join(sorted(set(document) - self._known))
-            raise SinkError(f"{unknown}: not a column of {self.name}; add the column or IGNORE the field in KCQL")
+        if not self.known.issuperset(document):
+            raise SinkError(self._why_not(set(document) - self.known))
         if self._day:
             document = {**document, DAY: item.event_time.date()}
         if self._upsert:
@@ -141,6 +181,17 @@ class RowBinder:
         """Fail at start when an explicit SELECT names a field the table has no column for."""
         if any(ref.wildcard for ref in statement.fields):
             return  # known per record only: checked in values()
-        missing = [c for ref in statement.fields if (c := ref.alias or ref.path[-1]) not in self._known]
+        missing = [c for ref in statement.fields if (c := ref.alias or ref.path[-1]) not in self.known]
         if missing:
             raise KcqlError(f"{statement.text}: {self.name} has no column {', '.join(missing)}")
+
+    def _why_not(self, unknown: set[str]) -> str:
+        # Without a reason of their own, fields are named together, in one sentence.
+        plain = {c for c in unknown if self.refused.get(c, plain_refusal(c, self.name)) == plain_refusal(c, self.name)}
+        reasons = [plain_refusal(", ".join(sorted(plain)), self.name)] if plain else []
+        return "; ".join(reasons + [self.refused[column] for column in sorted(unknown - plain)])
+
+
+def plain_refusal(fields: str, name: TableName) -> str:
+    """Why a record with ``fields`` the table has no column for fails, without AUTOCREATE."""
+    return f"{fields}: not a column of {name}; {ADVICE}"
