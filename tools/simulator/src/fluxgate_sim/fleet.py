@@ -172,7 +172,8 @@ class Fleet:
         self._held: dict[int, Reading] = {}  # (device * metrics + metric) -> the reading held back
         self.stats: Counter[str] = Counter()
         self.reports = 0
-        self.max_behind_s = 0.0
+        self.max_behind_s = 0.0  # the longest stall
+        self.fell_behind = 0  # intervals it was behind throughout: it could not keep up
         self.ledger = Ledger(config.ledger)
 
     @property
@@ -246,29 +247,34 @@ class Fleet:
 
 class Progress:
     """The every-few-seconds line: reports/s reached against the target, lag, CPU and RSS;
-    a warning when the fleet falls behind its schedule, rather than drifting silently."""
+    an error when the fleet stays behind its schedule, rather than drifting silently."""
 
-    BEHIND_WARN_S = 1.0
+    BEHIND_S = 1.0  # behind by more than this through a whole interval: it cannot keep up
 
     def __init__(self, fleet: Fleet, started: float) -> None:
         self.fleet, self.started = fleet, started
         self.last_s, self.last_reports, self.last_cpu = 0.0, 0, time.process_time()
-        self.worst_behind_s = 0.0
+        self.lag_s: list[float] = []  # the interval's lags: least and most
 
     def maybe_log(self, now_s: float, behind_s: float) -> None:
-        self.worst_behind_s = max(self.worst_behind_s, behind_s)
+        """``behind_s``: how old the oldest report handed out at ``now_s`` was. One stall (the
+        process descheduled) makes one large lag that the next hand-out catches up on; a fleet
+        that cannot keep up is behind at every hand-out of the interval."""
+        self.lag_s = [min(self.lag_s[0], behind_s), max(self.lag_s[1], behind_s)] if self.lag_s else [behind_s] * 2
         if now_s - self.last_s < self.fleet.config.report_every:
             return
         fleet, span = self.fleet, now_s - self.last_s
         rate, cpu = (fleet.reports - self.last_reports) / span, time.process_time()
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        line = "fleet t_s=%.0f reports=%d rate=%.1f/s target=%.1f/s behind_s=%.2f cpu=%.0f%% max_rss_mb=%.0f held=%d"
-        args = (now_s, fleet.reports, rate, fleet.schedule.rate, self.worst_behind_s,
+        line = "fleet t_s=%.0f reports=%d rate=%.1f/s target=%.1f/s lag_s=%.2f..%.2f cpu=%.0f%% max_rss_mb=%.0f held=%d"
+        args = (now_s, fleet.reports, rate, fleet.schedule.rate, *self.lag_s,
                 100 * (cpu - self.last_cpu) / span, rss_mb, fleet.held)  # fmt: skip
         log.info(line, *args)
-        if self.worst_behind_s > self.BEHIND_WARN_S:
+        if self.lag_s[0] > self.BEHIND_S:
+            fleet.fell_behind += 1
             log.error(
-                "fleet cannot keep up: %.1f s behind its schedule; reaching %.1f of %.1f reports/s "
-                "(fewer devices, a longer period or more cores)", self.worst_behind_s, rate, fleet.schedule.rate,
+                "fleet cannot keep up: at least %.1f s behind its schedule for %.0f s; reaching %.1f of %.1f "
+                "reports/s (fewer devices, a longer period or more cores)", self.lag_s[0], span, rate,
+                fleet.schedule.rate,
             )  # fmt: skip
-        self.last_s, self.last_reports, self.last_cpu, self.worst_behind_s = now_s, fleet.reports, cpu, 0.0
+        self.last_s, self.last_reports, self.last_cpu, self.lag_s = now_s, fleet.reports, cpu, []

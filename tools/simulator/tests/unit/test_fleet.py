@@ -4,6 +4,7 @@ at N / P, the same with a seed) and the fault fractions, through a fake MQTT fle
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, cast
@@ -11,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from fluxgate_sim.faults import Faults, Reading
-from fluxgate_sim.fleet import BUCKET_S, Fleet, FleetConfig, FleetSchedule, fleet_device_name
+from fluxgate_sim.fleet import BUCKET_S, Fleet, FleetConfig, FleetSchedule, Progress, fleet_device_name
 from fluxgate_sim.mqtt import MqttFleet
 
 STEP_S = 0.05
@@ -160,3 +161,17 @@ def test_values_depend_on_the_seed_not_on_object_state() -> None:
         return [(reading.device, reading.value) for _, reading, _ in mqtt.sent]
 
     assert values(8) == values(8) != values(9)
+
+
+def test_it_says_when_it_cannot_keep_up_not_when_it_stalls_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fluxgate_sim.fleet")
+    fleet = Fleet(FleetConfig(devices=1000, period=10.0, report_every=5.0))
+    progress = Progress(fleet, started=0.0)
+    for tick in range(100):  # one 3 s stall, caught up at the next hand-out
+        progress.maybe_log(tick * 0.05, 3.0 if tick == 40 else 0.05)
+    assert fleet.fell_behind == 0
+    for tick in range(100, 220):  # behind at every hand-out of an interval
+        progress.maybe_log(tick * 0.05, 1.5 + tick * 0.01)
+    assert fleet.fell_behind >= 1
+    assert "cannot keep up" in caplog.text
+    assert "target=100.0/s" in caplog.text
