@@ -212,9 +212,9 @@ def push_watermark(host: str, port: int, names: Names, device: str, wait_s: floa
 
 def closing_wait(args: argparse.Namespace) -> float:
     """How long after the devices stop their last windows can close: a window, the watermark
-    delay, and how far back a late reading is stamped (a device whose last batch held only a
-    late reading reads its clock from it)."""
-    return seconds(args.window) + seconds(args.watermark) + (args.late_by if args.late else 0) + 2
+    delay, and a micro-batch (a device whose last batch held only a reading stamped in the
+    past is held back by that batch's time)."""
+    return seconds(args.window) + seconds(args.watermark) + 5
 
 
 def wait_ready(port: int, timeout: float) -> None:
@@ -245,7 +245,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=1.0, help="readings per device per second per metric")
     parser.add_argument("--malformed", type=float, default=0.02)
     parser.add_argument("--late", type=float, default=0.01)
-    parser.add_argument("--late-by", type=float, default=30.0, help="seconds behind a late reading is")
+    parser.add_argument("--late-by", type=float, default=120.0, help="seconds behind a late reading is")
     parser.add_argument("--window", default="10 seconds")
     parser.add_argument("--watermark", default="10 seconds")
     parser.add_argument("--report", type=Path, default=ROOT / "bench-results", help="folder of the run's report")

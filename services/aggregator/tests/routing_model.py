@@ -166,7 +166,8 @@ class DeviceClockModel(RoutingModel):
     ``W(d) = max(E(d), C - o(d)) - delay``, never moving back, where ``E(d)`` is the newest
     event time of the device, ``C`` the newest ingest time of any reading (the gateways'
     clock, which no device sets) and ``o(d)`` the smallest ingest minus event time of the
-    device's readings in the last batch that had any. A reading is late at or behind its own
+    device's readings in the last batch that had any, risen by no more than ``C`` moved in
+    that batch. A reading is late at or behind its own
     device's watermark at the batch's start; a device's window is written once its own
     watermark passes the window's end. A silent device's watermark still follows ``C``. The
     batch's reported watermark is ``C - delay``."""
@@ -215,7 +216,10 @@ class DeviceClockModel(RoutingModel):
     def _learn(self, readings: Sequence[Reading]) -> None:
         # A device's offset is that of its freshest reading in the batch (the smallest ingest
         # minus event time): a reading delivered late, or stamped in the past, says nothing
-        # of its clock while a fresh one came with it.
+        # of its clock while a fresh one came with it. A rise is believed only as fast as the
+        # gateways' clock moved: a batch holding nothing but such readings holds its device
+        # back by at most that batch's time.
+        before = self.fleet_clock_ms
         fresh: dict[str, int] = {}
         for reading in readings:
             device = reading.device_id
@@ -224,7 +228,10 @@ class DeviceClockModel(RoutingModel):
             fresh[device] = min(fresh.get(device, offset), offset)
             clock = self.fleet_clock_ms
             self.fleet_clock_ms = reading.received_ms if clock is None else max(clock, reading.received_ms)
-        self.offset_ms.update(fresh)
+        moved = 0 if before is None or self.fleet_clock_ms is None else self.fleet_clock_ms - before
+        for device, offset in fresh.items():
+            known = self.offset_ms.get(device)
+            self.offset_ms[device] = offset if known is None else min(offset, known + moved)
 
     def _watermarks(self) -> dict[str, int]:
         clock = self.fleet_clock_ms

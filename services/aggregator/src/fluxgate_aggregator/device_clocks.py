@@ -7,7 +7,8 @@ The job keeps a table with a row per device that has ever sent a reading of its 
 * ``offset_ms``: ``o(d)``, how far its clock is behind the gateways' (negative: ahead): the
   smallest ingest minus event time of its readings in the last batch that had any. The
   freshest reading says most of the clock; one delivered late, or stamped in the past, says
-  nothing of it while a fresh one came with it;
+  nothing of it while a fresh one came with it. A rise is believed only as fast as the
+  gateways' clock moved in that batch;
 * ``floor_ms``: its watermark when it last sent, which it never moves back from.
 
 With ``C`` the gateways' clock (the newest ``ingest_time`` of any reading: no device sets it),
@@ -27,14 +28,16 @@ DEVICES_SCHEMA = "device_id string, newest_ms long, offset_ms long, floor_ms lon
 
 def watermarks(devices: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
     """``device_id``, ``mark_ms``: each device's watermark at the gateways' clock ``clock_ms``."""
-    return devices.select("device_id", _mark(F.col("floor_ms"), F.col("newest_ms"), F.col("offset_ms"), clock_ms,
-                                              delay_ms).alias("mark_ms"))  # fmt: skip
+    mark = _mark(F.col("floor_ms"), F.col("newest_ms"), F.col("offset_ms"), clock_ms, delay_ms)
+    return devices.select("device_id", mark.alias("mark_ms"))
 
 
-def learned(devices: DataFrame, readings: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
+def learned(devices: DataFrame, readings: DataFrame, clocks: tuple[int | None, int | None], delay_ms: int) -> DataFrame:
     """The table after a batch's ``readings`` (each with ``mark_ms``, its device's watermark
-    at the batch's start, null for a device new in it, and ``ingest_time``), ``clock_ms``
-    being the gateways' clock after the batch."""
+    at the batch's start, null for a device new in it, and ``ingest_time``), ``clocks``
+    being the gateways' clock before and after the batch."""
+    before, clock_ms = clocks
+    moved = 0 if before is None or clock_ms is None else clock_ms - before
     event_ms, ingest_ms = F.unix_millis(F.col("event_time")), F.unix_millis(F.col("ingest_time"))
     batch = readings.groupBy(F.col("device_id").alias("device_id")).agg(
         F.max(event_ms).alias("batch_newest"),
@@ -43,8 +46,12 @@ def learned(devices: DataFrame, readings: DataFrame, clock_ms: int | None, delay
     )
     both = devices.join(batch, "device_id", "full_outer")
     newest = F.greatest(F.col("newest_ms"), F.col("batch_newest"))  # greatest skips nulls
-    offset = F.coalesce(F.col("batch_offset"), F.col("offset_ms"))
     sent = F.col("batch_newest").isNotNull()
+    # A rise is believed only as fast as the gateways' clock moved: a batch holding nothing
+    # but readings stamped in the past holds its device back by at most the batch's time
+    # (least skips the null of a new device).
+    rise_bound = F.col("offset_ms") + F.lit(moved)
+    offset = F.when(sent, F.least(F.col("batch_offset"), rise_bound)).otherwise(F.col("offset_ms"))
     # A device that sent sets its floor where its watermark is now; greatest(null, x) is x for
     # a new one. The others keep theirs: their watermark moves by C alone, never back.
     floor = F.when(sent, F.greatest(F.col("batch_mark"), _mark(F.lit(None), newest, offset, clock_ms, delay_ms)))

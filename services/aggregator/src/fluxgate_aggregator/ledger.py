@@ -113,7 +113,7 @@ class Ledger:
         :func:`~fluxgate_aggregator.device_clocks.learned`), written aside until the batch
         commits; returns every device's watermark after the batch."""
         clock = self.clock_ms if newest_ingest_ms is None else max(self.clock_ms or newest_ingest_ms, newest_ingest_ms)
-        table = device_clocks.learned(self.devices(), readings, clock, self.delay_ms)
+        table = device_clocks.learned(self.devices(), readings, (self.clock_ms, clock), self.delay_ms)
         table.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
         back = self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(self._devices_path(self.batch_id))
         self._learned = (self.batch_id, back.persist(), clock)

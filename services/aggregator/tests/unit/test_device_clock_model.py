@@ -100,3 +100,14 @@ def test_a_reading_stamped_in_the_past_does_not_hold_its_device_back() -> None:
     assert aggregates == outcome(run(model(), readings), {"d004"})[0]
     assert sorted(start - T0 for _, start, _ in aggregates) == [0, 10_000, 20_000, 30_000, 40_000]
     assert late == [stale.identity]
+
+
+def test_a_last_batch_of_nothing_but_a_stale_reading_holds_its_device_back_one_batch_at_most() -> None:
+    """The device's last batch holds only a reading stamped two minutes in the past: its
+    offset rises by that batch's time, not by two minutes, so its last windows close one
+    batch later than they would have, not two minutes later."""
+    readings = fleet(10, 70, silent_after={"d004": 45})
+    stale = Reading("d004", T0 + 46_000 - 120_000, 30.0, ingest_ms=T0 + 46_000)  # alone in batch [45, 50)
+    aggregates, late = outcome(run(model(), sorted([*readings, stale], key=lambda r: r.received_ms)), {"d004"})
+    assert sorted(start - T0 for _, start, _ in aggregates) == [0, 10_000, 20_000, 30_000, 40_000]
+    assert late == [stale.identity]
