@@ -55,8 +55,9 @@ def unit_hash(*parts: int) -> float:
 
 class FleetSchedule:
     """Which devices report when: each exactly once per period, within ``±jitter * period``
-    of its own place in the period. Times are seconds since the run began; the first reports
-    go out at 0 (every place is shifted by the jitter so none falls before the start)."""
+    of its own place in the period. Times are seconds since the run began. The run starts in
+    the middle of the fleet's life, at full rate: the period before it (cycle -1) is drawn
+    too, and its reports jittered past 0 go out; those before 0 were sent before the run."""
 
     def __init__(self, devices: int, period_s: float, jitter: float = 0.1, seed: int | None = None) -> None:
         if devices < 1 or period_s <= 0:
@@ -67,7 +68,8 @@ class FleetSchedule:
         self._rng = random.Random(seed)
         self._a = self._coprime_multiplier(devices, self._rng)
         self._b = self._rng.randrange(devices)
-        self._placed = 0  # positions (cycle * N + place) already put in a bucket
+        # Positions (cycle * N + place) already put in a bucket; from the last ones of cycle -1.
+        self._placed = -math.ceil(self.spread_s * devices / period_s)
         self._buckets: dict[int, array[int]] = {}
         self._next_bucket = 0  # the first bucket not handed out yet
 
@@ -86,18 +88,19 @@ class FleetSchedule:
 
     def nominal_s(self, position: int) -> float:
         """When position ``cycle * N + place`` reports before jitter."""
-        return self.spread_s + position * self.period_s / self.devices
+        return position * self.period_s / self.devices
 
     def due(self, now_s: float) -> Iterator[int]:
         """The positions due by ``now_s`` not handed out yet, in time order (to 10 ms);
-        ``position // devices`` is the report's cycle and ``device_at(position)`` its device."""
+        ``position // devices`` is the report's cycle (from -1) and ``device_at(position)`` its device."""
         spread, step = self.spread_s, self.period_s / self.devices
         # A place goes into a bucket once its earliest time (nominal - spread) has come; the
         # draws happen in place order, so a seed fixes every report's time however often this runs.
-        while self._placed * step <= now_s + 2 * BUCKET_S:  # a margin: placed before its bucket is due
+        while self._placed * step - spread <= now_s + 2 * BUCKET_S:  # a margin: placed before its bucket is due
             at = self.nominal_s(self._placed) + (self._rng.uniform(-spread, spread) if spread else 0.0)
-            bucket = max(int(at / BUCKET_S), self._next_bucket)  # placed late (behind): due now
-            self._buckets.setdefault(bucket, array("Q")).append(self._placed)
+            if at >= 0:
+                bucket = max(int(at / BUCKET_S), self._next_bucket)  # placed late (behind): due now
+                self._buckets.setdefault(bucket, array("q")).append(self._placed)
             self._placed += 1
         last = int(now_s / BUCKET_S)
         for bucket in range(self._next_bucket, last + 1):
@@ -232,7 +235,7 @@ class Fleet:
     def report(self, mqtt: MqttFleet, position: int, elapsed_s: float) -> None:
         """One report of one device: a reading of each metric, stamped by its clock (now)."""
         schedule, metrics = self.schedule, self.config.metrics
-        device, cycle = schedule.device_at(position), position // schedule.devices
+        device, cycle = schedule.device_at(position), position // schedule.devices + 1  # from cycle -1
         name, now_ms = self.device_name(device), int(time.time() * 1000)
         for index, metric in enumerate(metrics):
             value = self._values.value(device, index, metric, elapsed_s, self._rng)
