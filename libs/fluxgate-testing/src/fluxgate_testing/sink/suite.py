@@ -65,6 +65,7 @@ class Run:
         self.topic = unique_topic("suite.aggregates", stack.bootstrap, partitions)
         self.deadletters = unique_topic("suite.deadletters", stack.bootstrap, 1)
         self.target = store.new_target()
+        self.registry = registry
         self.group = f"suite-{uuid.uuid4().hex[:8]}"
         self.encoder = AvroEncoder.registered(
             registry, self.topic, schema_text(TEMPERATURE_AGGREGATE), schema_dict(TEMPERATURE_AGGREGATE)
@@ -211,6 +212,30 @@ class SinkSuite:
         assert set(run.store.documents(run.target)) == expected_ids(good)
         assert process.running and process.terminate() == 0
         assert run.committed(0) == 22
+
+    def test_a_compatible_version_registered_after_start_is_read_and_nothing_dead_lettered(self, run: Run) -> None:
+        """Issue 36 §2: the aggregator rolled onto TemperatureAggregate v2 (a new optional field),
+        registered while the persister runs, under the default error policy (THROW)."""
+        process = run.persister().start()
+        v1 = [aggregate(device, 0) for device in range(10)]
+        run.produce(v1)
+        run.wait_for(process, len(v1))
+        schema = schema_dict(TEMPERATURE_AGGREGATE)
+        field = {"name": "firmware", "type": ["null", "string"], "default": None}
+        schema = {**schema, "fields": [*schema["fields"], field]}
+        v2_encoder = AvroEncoder.registered(run.registry, run.topic, json.dumps(schema), schema)
+        assert v2_encoder.schema_id != run.encoder.schema_id
+        v2 = [aggregate(device, 1, firmware="2.1") for device in range(10)]
+        for value in v2:
+            run.produce_raw(v2_encoder.encode(value), value["device_id"].encode())
+        assert run.producer.flush(30) == 0
+        run.wait_for(process, len(v1) + len(v2))
+        documents = run.store.documents(run.target)
+        assert set(documents) == expected_ids(v1 + v2)
+        assert {documents[i].get("firmware") for i in expected_ids(v2)} == {"2.1"}
+        assert {documents[i].get("firmware") for i in expected_ids(v1)} == {None}
+        assert process.metric("fluxgate_sink_records_dead_lettered_total") == 0
+        assert process.running and process.terminate() == 0
 
     def test_the_longest_device_id_in_a_multibyte_script_stops_nothing(self, run: Run) -> None:
         """Issue 35: six readings of a device whose id was 256 characters of ``温`` stopped the
