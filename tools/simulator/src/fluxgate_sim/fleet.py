@@ -42,15 +42,13 @@ def fleet_device_name(index: int, devices: int, prefix: str = "") -> str:
     return f"{prefix}fleet-{index + 1:0{max(7, len(str(devices)))}d}"
 
 
-def unit_hash(*parts: int) -> float:
-    """A number in [0, 1) fixed by ``parts`` (splitmix64): a device's traits without storing them."""
-    x = 0
-    for part in parts:
-        x = (x + part + 0x9E3779B97F4A7C15) & _MASK
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
-        x ^= x >> 31
-    return x / 2.0**64
+def device_hash(seed: int, device: int, metric_index: int) -> int:
+    """64 bits fixed by a device's id, metric and the seed (one splitmix64 round): its traits
+    without storing them."""
+    x = (((seed & 0xFFFFFFFF) << 32 | device) * 0x9E3779B97F4A7C15 + metric_index + 1) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
 
 
 class FleetSchedule:
@@ -155,9 +153,9 @@ class FleetValues:
         self._day = day_seconds
 
     def value(self, device: int, metric_index: int, metric: str, elapsed_s: float, rng: random.Random) -> float:
-        shape = SHAPES[metric]
-        base = shape.base + shape.base_spread * (2 * unit_hash(self._seed, device, metric_index, 1) - 1)
-        phase = 2 * math.pi * unit_hash(self._seed, device, metric_index, 2)
+        shape, traits = SHAPES[metric], device_hash(self._seed, device, metric_index)
+        base = shape.base + shape.base_spread * ((traits >> 32) / 2.0**31 - 1)  # high half: -1..1
+        phase = 2 * math.pi * (traits & 0xFFFFFFFF) / 2.0**32  # low half
         daily = shape.amplitude * math.sin(2 * math.pi * elapsed_s / self._day + phase)
         value = base + daily + rng.gauss(0.0, shape.noise)
         return round(min(shape.high, max(shape.low, value)), shape.decimals)
