@@ -33,6 +33,7 @@ log = logging.getLogger("fluxgate_sim.fleet")
 
 BUCKET_S = 0.01  # how finely the next seconds' reports are timed
 TICK_S = 0.05  # how often the loop hands out what is due
+CATCH_UP_S = 0.5  # the most schedule time one hand-out covers
 YIELD_EVERY = 500  # reports between yields to the event loop, so the connections keep writing
 _MASK = (1 << 64) - 1
 
@@ -214,7 +215,10 @@ class Fleet:
                 return
             behind_s = now_s - self.schedule.handed_out_until
             self.max_behind_s = max(self.max_behind_s, behind_s)
-            for sent, position in enumerate(self.schedule.due(now_s), 1):
+            # A fleet that is behind catches up a bounded slice at a time, so its lag shows,
+            # its progress lines keep coming and --duration still ends it.
+            until_s = min(now_s, self.schedule.handed_out_until + CATCH_UP_S)
+            for sent, position in enumerate(self.schedule.due(until_s), 1):
                 self.report(mqtt, position, now_s)
                 if sent % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
