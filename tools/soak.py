@@ -3,7 +3,8 @@
 A soak run is a pipeline of its own beside anything else on the stack: its topics, consumer
 groups, MQTT topics, devices and store targets carry the run's prefix, so it shares the
 servers and nothing else. It runs simulated MQTT and CoAP fleets (with duplicate, late,
-out-of-order and malformed readings) through every service into every store, while a
+out-of-order and malformed readings; with ``--fleet-devices`` also a ``fluxgate-sim fleet``
+reporting every ``--fleet-period`` seconds) through every service into every store, while a
 seeded fault schedule hits one part at a time:
 
 - ``kill``: SIGKILL, down for ``--kill-down`` seconds, started again (a server on its data,
@@ -43,7 +44,17 @@ from typing import Any
 from containers import ContainerLauncher
 from fluxgate_testing import free_port
 from pipeline_stores import Stores
-from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, start_all, start_console, stop_upstream_first
+from run_pipeline import (
+    BIN,
+    PERSISTERS,
+    Names,
+    Offsets,
+    Pipeline,
+    device_prefix,
+    start_all,
+    start_console,
+    stop_upstream_first,
+)
 from soak_check import Check, FaultWindow, check, save
 from soak_report import write_report
 
@@ -243,6 +254,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mqtt-devices", type=int, default=20)
     parser.add_argument("--coap-devices", type=int, default=5)
     parser.add_argument("--rate", type=float, default=1.0, help="readings per device per second per metric")
+    parser.add_argument("--fleet-devices", type=int, default=0, help="a fleet beside them (fluxgate-sim fleet)")
+    parser.add_argument("--fleet-period", type=float, default=60.0, help="seconds between a fleet device's reports")
+    parser.add_argument("--fleet-connections", type=int, default=4, help="the fleet's MQTT connections (hubs)")
     parser.add_argument("--malformed", type=float, default=0.02)
     parser.add_argument("--late", type=float, default=0.01)
     parser.add_argument("--late-by", type=float, default=120.0, help="seconds behind a late reading is")
@@ -312,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gateway_ready = functools.partial(wait_ready, ports["mqtt-proxy"], args.recover_timeout)
         start_all(pipeline, args, names, ("--ledger", str(ledger)), ports, gateway_ready)
+        if args.fleet_devices:
+            pipeline.start("fleet", fleet_argv(args, names, folder / "fleet-ledger.jsonl"))
         if launcher is not None:  # the console's image too, beside the pipeline it watches
             start_console(pipeline, free_port(), names)
         timeline.run(started)
@@ -325,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         for fault in plan:
             windows.append(apply(fault, faulter, timeline, started, args, run))
             time.sleep(args.calm)
-        pipeline.stop("simulator")
+        pipeline.stop("simulator", "fleet")
         push_watermark("127.0.0.1", 1883, names, f"{prefix}watermark", closing_wait(args))
         settle(endpoints.bootstrap, names)
     finally:
@@ -334,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         if launcher is not None:
             launcher.remove_all()
     run.drained, run.exits = stopped.waits, stopped.exits
+    append_ledger(ledger, folder / "fleet-ledger.jsonl")
     spec = Check(ledger, endpoints, names.prefix, names.es_alias, names.store_target, windows,
                          window_ms=seconds(args.window) * 1000, excluded=f"{prefix}watermark",
                          whole_from_ms=whole_from_ms)  # fmt: skip
@@ -363,6 +380,23 @@ def apply(
                          int((wall + (end - begin) + (recovered or args.recover_timeout)) * 1000))  # fmt: skip
     run.faults.append({**asdict(fault), "at_s": round(begin - started, 1), "whole_after_s": recovered})
     return window
+
+
+def fleet_argv(args: argparse.Namespace, names: Names, ledger: Path) -> list[str]:
+    """``fluxgate-sim fleet`` with the soak's faults, under the run's names, until stopped.
+    It writes a ledger of its own: two writers of one file could interleave a line."""
+    return [str(BIN / "fluxgate-sim"), "fleet", "--devices", str(args.fleet_devices),
+            "--period", str(args.fleet_period), "--mqtt-connections", str(args.fleet_connections),
+            "--malformed", str(args.malformed), "--late", str(args.late), "--late-by-s", str(args.late_by),
+            "--out-of-order", "0.05", "--duplicates", "0.01", "--seed", str(args.seed),
+            "--mqtt-root", names.mqtt_root, *device_prefix(names), "--ledger", str(ledger)]  # fmt: skip
+
+
+def append_ledger(ledger: Path, other: Path) -> None:
+    """The fleet's ledger after the devices', once both have stopped: soak_check reads one."""
+    if other.exists():
+        with ledger.open("a", encoding="utf-8") as into, other.open(encoding="utf-8") as lines:
+            into.writelines(lines)
 
 
 def settle(bootstrap: str, names: Names, quiet: float = 15.0, timeout: float = 120.0) -> None:

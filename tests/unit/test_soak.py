@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from soak import Fault, schedule
+from run_pipeline import Names
+from soak import Fault, append_ledger, fleet_argv, parse_args, schedule
 from soak_check import (
     Check,
     CutOff,
@@ -25,6 +26,7 @@ from soak_check import (
 )
 
 from fluxgate_sim.faults import Emission, Reading
+from fluxgate_sim.fleet import Fleet, FleetConfig
 from fluxgate_sim.runner import Ledger
 from fluxgate_stack import endpoints
 
@@ -76,6 +78,32 @@ def test_the_ledger_the_simulator_writes_is_the_one_the_check_reads(tmp_path: Pa
     assert list(sent.good) == [("d1", "temperature", 1_000, 21.5, 1)]  # a duplicate is one reading
     assert sent.broken == Counter({b"{bad": 1})
     assert sent.emissions == Counter({"ok": 1, "duplicate": 1, "malformed": 1})
+
+
+def test_a_soaks_fleet_is_a_fleet_command_and_its_ledger_joins_the_devices_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fluxgate_sim import cli
+
+    args = parse_args(["--fleet-devices", "1000", "--fleet-period", "30", "--seed", "3"])
+    argv = fleet_argv(args, Names("soak1-"), tmp_path / "fleet-ledger.jsonl")
+    assert argv[1:4] == ["fleet", "--devices", "1000"] and "--ledger" in argv
+    assert argv[argv.index("--device-prefix") + 1] == "soak1-"
+    help_text = CliRunner().invoke(cli.app, ["fleet", "--help"], terminal_width=200).output
+    assert all(option in help_text for option in argv[1:] if option.startswith("--"))
+    fleet = Fleet(FleetConfig(devices=3, period=1.0, seed=1, ledger=tmp_path / "fleet-ledger.jsonl"))
+    reading = Reading("soak1-fleet-0000001", "temperature", 21.5, 1_000, 1)
+    fleet.ledger.write("mqtt", "soak1/soak1-fleet-0000001/temperature", Emission(reading))
+    fleet.ledger.close()
+    devices = Ledger(tmp_path / "ledger.jsonl")
+    devices.write(
+        "mqtt", "soak1/soak1-mqtt-0001/temperature", Emission(Reading("soak1-mqtt-0001", "temperature", 20.0, 1_000, 1))
+    )
+    devices.close()
+    append_ledger(tmp_path / "ledger.jsonl", tmp_path / "fleet-ledger.jsonl")
+    append_ledger(tmp_path / "ledger.jsonl", tmp_path / "no-fleet.jsonl")  # no fleet: nothing
+    sent = Sent.read(tmp_path / "ledger.jsonl", excluded="soak1-watermark")
+    assert {identity[0] for identity in sent.good} == {"soak1-mqtt-0001", "soak1-fleet-0000001"}
 
 
 def test_a_coap_reading_sent_while_cut_off_may_be_missing_an_mqtt_one_never() -> None:
