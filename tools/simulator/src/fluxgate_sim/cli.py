@@ -15,7 +15,7 @@ import typer
 from fluxgate_sim.coap import CoapDeviceServer
 from fluxgate_sim.encoding import CoapFormat
 from fluxgate_sim.faults import Faults
-from fluxgate_sim.fleet import Fleet, FleetConfig
+from fluxgate_sim.fleet import MAX_COAP_DEVICES, Fleet, FleetConfig, fleet_coap_names
 from fluxgate_sim.mqtt import MqttAccess
 from fluxgate_sim.runner import Simulation, SimulationConfig, coap_device_names
 from fluxgate_sim.signals import METRICS
@@ -24,6 +24,9 @@ app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 
 DEFAULT_METRICS = ",".join(METRICS)
 # Options both commands take, said once.
+CoapHost = Annotated[str, typer.Option(help="CoAP bind host")]
+CoapPort = Annotated[int, typer.Option(min=0, max=65535, help="CoAP bind port (0: a free one)")]
+CoapFormatName = Annotated[str, typer.Option(help="json | senml-json | senml-cbor")]
 Late = Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction stamped --late-by-s in the past")]
 LateByS = Annotated[float, typer.Option(min=0.0, help="how far in the past late readings are")]
 Duplicates = Annotated[float, typer.Option(min=0.0, max=1.0, help="fraction sent twice")]
@@ -67,9 +70,9 @@ def run(
     qos: Qos = 1,
     mqtt_connections: Annotated[int, typer.Option(min=1, help="shared MQTT connections")] = 1,
     mqtt_senml: Annotated[bool, typer.Option(help="publish SenML packs to devices/<device>/senml instead")] = False,
-    coap_host: Annotated[str, typer.Option(help="CoAP bind host")] = "127.0.0.1",
-    coap_port: Annotated[int, typer.Option(min=0, max=65535, help="CoAP bind port (0: a free one)")] = 5683,
-    coap_format: Annotated[str, typer.Option(help="json | senml-json | senml-cbor")] = "json",
+    coap_host: CoapHost = "127.0.0.1",
+    coap_port: CoapPort = 5683,
+    coap_format: CoapFormatName = "json",
     device_prefix: DevicePrefix = "",
     mqtt_root: MqttRoot = "sensors",
     ledger: LedgerPath = None,
@@ -132,6 +135,12 @@ def fleet(
     mqtt_root: MqttRoot = "sensors",
     ledger: LedgerPath = None,
     report_every: Annotated[float, typer.Option(min=0.1, help="seconds between progress lines")] = 5.0,
+    coap_devices: Annotated[
+        int, typer.Option(min=0, max=MAX_COAP_DEVICES, help="the last ids speak CoAP (coap-resources --fleet-devices)")
+    ] = 0,
+    coap_host: CoapHost = "127.0.0.1",
+    coap_port: CoapPort = 5683,
+    coap_format: CoapFormatName = "json",
     mqtt_ca_file: MqttCaFile = None,
     mqtt_cert_file: MqttCertFile = None,
     mqtt_key_file: MqttKeyFile = None,
@@ -147,13 +156,17 @@ def fleet(
             devices=devices, period=period, jitter=jitter, duration=duration, metrics=_metrics(metrics),
             faults=faults, seed=seed, day_seconds=day_seconds, mqtt_host=mqtt_host, mqtt_port=mqtt_port,
             mqtt_qos=qos, mqtt_connections=mqtt_connections, mqtt_root=mqtt_root, device_prefix=device_prefix,
-            ledger=ledger, report_every=report_every,
+            ledger=ledger, report_every=report_every, coap_devices=coap_devices, coap_host=coap_host,
+            coap_port=coap_port, coap_format=_coap_format(coap_format),
             mqtt_access=MqttAccess(mqtt_ca_file, mqtt_cert_file, mqtt_key_file, mqtt_username, mqtt_password_file),
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    fleet = Fleet(config)
+    if coap_devices:
+        typer.echo(f"coap: {coap_devices} devices on coap://{coap_host}:{fleet.coap_server.port}", err=True)
     try:
-        stats = asyncio.run(_run_until_signal(Fleet(config)))
+        stats = asyncio.run(_run_until_signal(fleet))
     except OSError as exc:  # a broker that refuses: one line, not a traceback
         typer.echo(f"fluxgate-sim: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -168,11 +181,15 @@ def coap_resources(
     coap_port: Annotated[int, typer.Option(min=1, max=65535, help="the simulator's CoAP port")] = 5683,
     device_prefix: DevicePrefix = "",
     topic: Annotated[str | None, typer.Option(help="Kafka topic for every resource")] = None,
+    fleet_devices: Annotated[int, typer.Option(min=0, help="a fleet's devices: its last --coap-devices ids")] = 0,
 ) -> None:
     """Print the JSON resource list for coap-ingest (FLUXGATE_COAP_RESOURCES)."""
     config = SimulationConfig(coap_devices=coap_devices, metrics=_metrics(metrics), device_prefix=device_prefix)
     server = CoapDeviceServer(coap_host, coap_port)
-    for name in coap_device_names(config):
+    names = coap_device_names(config)
+    if fleet_devices:
+        names = fleet_coap_names(fleet_devices, min(coap_devices, fleet_devices), device_prefix)
+    for name in names:
         server.add_device(name, config.metrics)
     resources: list[dict[str, str]] = server.resources_config()
     if topic:

@@ -24,9 +24,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fluxgate_sim.faults import Faults, Reading, apply_faults, released
+from fluxgate_sim.coap import CoapDeviceServer
+from fluxgate_sim.encoding import CoapFormat
+from fluxgate_sim.faults import Emission, Faults, Reading, apply_faults, released
 from fluxgate_sim.mqtt import MqttAccess, MqttFleet
-from fluxgate_sim.runner import Ledger, send_mqtt
+from fluxgate_sim.runner import Ledger, send_coap, send_mqtt
 from fluxgate_sim.signals import METRICS, SHAPES
 
 log = logging.getLogger("fluxgate_sim.fleet")
@@ -36,6 +38,9 @@ TICK_S = 0.05  # how often the loop hands out what is due
 CATCH_UP_S = 0.5  # the most schedule time one hand-out covers
 YIELD_EVERY = 500  # reports between yields to the event loop, so the connections keep writing
 _MASK = (1 << 64) - 1
+# coap-ingest keeps one observation per resource in its list (FLUXGATE_COAP_RESOURCES): a
+# fleet's CoAP share is bounded to what one gateway can observe, not a million.
+MAX_COAP_DEVICES = 10_000
 
 
 def fleet_device_name(index: int, devices: int, prefix: str = "") -> str:
@@ -50,6 +55,11 @@ def device_hash(seed: int, device: int, metric_index: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
     return x ^ (x >> 31)
+
+
+def fleet_coap_names(devices: int, coap_devices: int, prefix: str = "") -> list[str]:
+    """The fleet's CoAP devices: its last ``coap_devices`` ids."""
+    return [fleet_device_name(index, devices, prefix) for index in range(devices - coap_devices, devices)]
 
 
 class FleetSchedule:
@@ -137,8 +147,14 @@ class FleetConfig:
     device_prefix: str = ""
     ledger: Path | None = None
     report_every: float = 5.0
+    coap_devices: int = 0
+    coap_host: str = "127.0.0.1"
+    coap_port: int = 5683
+    coap_format: CoapFormat = "json"
 
     def __post_init__(self) -> None:
+        if not 0 <= self.coap_devices <= min(self.devices, MAX_COAP_DEVICES):
+            raise ValueError(f"coap_devices must be 0 to {MAX_COAP_DEVICES:,} and at most the devices")
         unknown = set(self.metrics) - set(METRICS)
         if unknown or not self.metrics:
             raise ValueError(f"metrics must be among {', '.join(METRICS)}; got {', '.join(self.metrics)}")
@@ -177,6 +193,10 @@ class Fleet:
         self.max_behind_s = 0.0  # the longest stall
         self.fell_behind = 0  # intervals it was behind throughout: it could not keep up
         self.ledger = Ledger(config.ledger)
+        self.first_coap = config.devices - config.coap_devices  # devices from here on speak CoAP
+        self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format)
+        for name in fleet_coap_names(config.devices, config.coap_devices, config.device_prefix):
+            self.coap_server.add_device(name, config.metrics)
 
     @property
     def held(self) -> int:
@@ -193,6 +213,8 @@ class Fleet:
         mqtt = MqttFleet(config.mqtt_host, config.mqtt_port, qos=config.mqtt_qos, connections=config.mqtt_connections,
                          root=config.mqtt_root, access=config.mqtt_access)  # fmt: skip
         await mqtt.start()
+        if self.config.coap_devices:
+            await self.coap_server.start()
         log.info(
             "fleet start devices=%d period_s=%g jitter=%g connections=%d target_rate=%.1f/s readings_per_s=%.1f",
             config.devices, config.period, config.jitter, config.mqtt_connections, self.schedule.rate,
@@ -200,9 +222,10 @@ class Fleet:
         )  # fmt: skip
         try:
             await self._loop(mqtt, stop)
-            self.release_held(mqtt)
+            await self.release_held(mqtt)
         finally:
             await mqtt.stop()
+            await self.coap_server.stop()
             self.ledger.close()
         return self.stats
 
@@ -219,7 +242,7 @@ class Fleet:
             # its progress lines keep coming and --duration still ends it.
             until_s = min(now_s, self.schedule.handed_out_until + CATCH_UP_S)
             for sent, position in enumerate(self.schedule.due(until_s), 1):
-                self.report(mqtt, position, now_s)
+                await self.report(mqtt, position, now_s)
                 if sent % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
             self.ledger.flush()
@@ -228,26 +251,34 @@ class Fleet:
                 async with asyncio.timeout(max(0.0, TICK_S - (time.monotonic() - started - now_s))):
                     await stop.wait()
 
-    def release_held(self, mqtt: MqttFleet) -> None:
+    async def release_held(self, mqtt: MqttFleet) -> None:
         """At the end: what is still held back goes out, after its device's newer readings."""
         for key, held in self._held.items():
-            send_mqtt(mqtt, key // len(self.config.metrics), released(held), self.ledger, self.stats, self._rng)
+            await self._send(mqtt, key // len(self.config.metrics), released(held))
         self._held.clear()
 
-    def report(self, mqtt: MqttFleet, position: int, elapsed_s: float) -> None:
+    async def report(self, mqtt: MqttFleet, position: int, elapsed_s: float) -> None:
         """One report of one device: a reading of each metric, stamped by its clock (now)."""
         schedule, metrics = self.schedule, self.config.metrics
         device, cycle = schedule.device_at(position), position // schedule.devices + 1  # from cycle -1
         name, now_ms = self.device_name(device), int(time.time() * 1000)
+        emissions: list[Emission] = []
         for index, metric in enumerate(metrics):
             value = self._values.value(device, index, metric, elapsed_s, self._rng)
             reading = Reading(name, metric, value, now_ms, cycle * len(metrics) + index + 1)
             key = device * len(metrics) + index
-            emissions, held = apply_faults(self.config.faults, self._rng, reading, self._held.pop(key, None))
+            out, held = apply_faults(self.config.faults, self._rng, reading, self._held.pop(key, None))
             if held is not None:
                 self._held[key] = held
-            send_mqtt(mqtt, device, emissions, self.ledger, self.stats, self._rng)
+            emissions += out
+        await self._send(mqtt, device, emissions)
         self.reports += 1
+
+    async def _send(self, mqtt: MqttFleet, device: int, emissions: list[Emission]) -> None:
+        if device < self.first_coap:
+            send_mqtt(mqtt, device, emissions, self.ledger, self.stats, self._rng)
+        elif emissions:  # a CoAP resource notifies a turn of the loop at a time
+            await send_coap(self.coap_server, emissions, self.ledger, self.stats, self._rng)
 
 
 class Progress:

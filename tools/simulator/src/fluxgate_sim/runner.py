@@ -167,18 +167,7 @@ class Simulation:
         send_mqtt(fleet, index, emissions, self.ledger, self.stats, self._rng, senml=self.config.mqtt_senml)
 
     async def _send_coap(self, emissions: list[Emission]) -> None:
-        fmt = self.config.coap_format
-        for emission in emissions:
-            self.stats[emission.kind] += 1
-            payload = coap_payload(emission.reading, fmt)
-            if emission.malformed:
-                payload = malformed(payload, emission.reading, fmt, self._rng)
-            self.coap_server.publish(emission.reading.device, emission.reading.metric, payload)
-            path = f"/sensors/{emission.reading.device}/{emission.reading.metric}"
-            self.ledger.write("coap", path, emission, payload if emission.malformed else None)
-            # aiocoap coalesces updates of one resource made in the same loop turn (observe
-            # sends state, not events); yielding lets each one go out as its own notification.
-            await asyncio.sleep(0)
+        await send_coap(self.coap_server, emissions, self.ledger, self.stats, self._rng)
 
     def _device(self, name: str) -> Device:
         config = self.config
@@ -212,3 +201,22 @@ def send_mqtt(
             ledger.write("mqtt", senml_topic(emission.reading.device), emission)
     if senml and good:
         fleet.publish_senml(index, good)
+
+
+async def send_coap(
+    server: CoapDeviceServer, emissions: list[Emission], ledger: Ledger, stats: Counter[str], rng: random.Random
+) -> None:
+    """Serve one device's emissions from its resources, each notified on its own, counting
+    each kind in ``stats`` and writing each to the ledger as it was sent."""
+    fmt = server.content_format
+    for emission in emissions:
+        stats[emission.kind] += 1
+        payload = coap_payload(emission.reading, fmt)
+        if emission.malformed:
+            payload = malformed(payload, emission.reading, fmt, rng)
+        server.publish(emission.reading.device, emission.reading.metric, payload)
+        path = f"/sensors/{emission.reading.device}/{emission.reading.metric}"
+        ledger.write("coap", path, emission, payload if emission.malformed else None)
+        # aiocoap coalesces updates of one resource made in the same loop turn (observe
+        # sends state, not events); yielding lets each one go out as its own notification.
+        await asyncio.sleep(0)

@@ -1,4 +1,5 @@
-"""A fleet through the real Mosquitto: a plain subscriber receives exactly what the ledger says was sent."""
+"""A fleet through the real Mosquitto (a plain subscriber receives exactly what the ledger says
+was sent) and its CoAP devices over UDP."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aiocoap
 import pytest
 from gmqtt import Client
 
 from fluxgate_sim.faults import Faults
-from fluxgate_sim.fleet import Fleet, FleetConfig
+from fluxgate_sim.fleet import Fleet, FleetConfig, fleet_coap_names
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +80,29 @@ async def test_a_fleet_over_four_hubs_sends_exactly_its_ledger(stack: Any, tmp_p
     devices = {entry["d"] for entry in entries}
     assert len(devices) == DEVICES  # 15 s is more than a period: every device reported
     assert all(name.startswith("fleet-") and len(name) == len("fleet-0000001") for name in devices)
+
+
+async def test_a_fleets_coap_devices_serve_what_the_ledger_says_they_sent(stack: Any, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    config = FleetConfig(
+        devices=30, coap_devices=3, period=1.0, duration=4.0, seed=2, mqtt_host=stack.mqtt_host,
+        mqtt_port=stack.mqtt_port, mqtt_root=f"fleet{uuid.uuid4().hex[:8]}", ledger=ledger, coap_port=0,
+    )  # fmt: skip
+    fleet = Fleet(config)
+    running = asyncio.create_task(fleet.run())
+    await asyncio.sleep(2.5)  # every device has reported at least once
+    client = await aiocoap.Context.create_client_context()
+    try:
+        served = {}
+        for device in fleet_coap_names(30, 3):
+            request = aiocoap.Message(code=aiocoap.GET, uri=fleet.coap_server.uri(device, "temperature"))
+            response = await asyncio.wait_for(client.request(request).response, 10)
+            served[device] = json.loads(response.payload)
+    finally:
+        await client.shutdown()
+    await running
+    coap = [json.loads(line) for line in ledger.read_text().splitlines() if '"p":"coap"' in line]
+    for device, document in served.items():
+        sent = [(entry["s"], entry["v"]) for entry in coap if entry["d"] == device]
+        assert (document["seq"], document["temperature"]) in sent
+    assert {entry["d"] for entry in coap} == set(served)

@@ -3,6 +3,7 @@ at N / P, the same with a seed) and the fault fractions, through a fake MQTT fle
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import Counter, defaultdict
@@ -12,7 +13,16 @@ from typing import Any, cast
 import pytest
 
 from fluxgate_sim.faults import Faults, Reading
-from fluxgate_sim.fleet import BUCKET_S, Fleet, FleetConfig, FleetSchedule, Progress, fleet_device_name
+from fluxgate_sim.fleet import (
+    BUCKET_S,
+    MAX_COAP_DEVICES,
+    Fleet,
+    FleetConfig,
+    FleetSchedule,
+    Progress,
+    fleet_coap_names,
+    fleet_device_name,
+)
 from fluxgate_sim.mqtt import MqttFleet
 
 STEP_S = 0.05
@@ -109,10 +119,14 @@ class FakeMqtt:
 def run_fleet(config: FleetConfig, periods: int) -> tuple[Fleet, FakeMqtt]:
     fleet, mqtt = Fleet(config), FakeMqtt()
     until = (periods + 2 * config.jitter) * config.period  # the last period's late-jittered ones too
-    for tick in range(int(until / STEP_S) + 1):
-        for position in fleet.schedule.due(tick * STEP_S):
-            fleet.report(cast(MqttFleet, mqtt), position, tick * STEP_S)
-    fleet.release_held(cast(MqttFleet, mqtt))
+
+    async def drive_reports() -> None:
+        for tick in range(int(until / STEP_S) + 1):
+            for position in fleet.schedule.due(tick * STEP_S):
+                await fleet.report(cast(MqttFleet, mqtt), position, tick * STEP_S)
+        await fleet.release_held(cast(MqttFleet, mqtt))
+
+    asyncio.run(drive_reports())
     fleet.ledger.close()
     return fleet, mqtt
 
@@ -182,3 +196,27 @@ def test_it_says_when_it_cannot_keep_up_not_when_it_stalls_once(caplog: pytest.L
     assert fleet.fell_behind >= 1
     assert "cannot keep up" in caplog.text
     assert "target=100.0/s" in caplog.text
+
+
+def test_the_last_ids_speak_coap_each_update_its_own_notification(tmp_path: Path) -> None:
+    faults = Faults(duplicates=0.2, malformed=0.1, out_of_order=0.1)
+    config = FleetConfig(devices=50, coap_devices=5, period=1.0, seed=6, faults=faults, ledger=tmp_path / "l.jsonl")
+    fleet, mqtt = run_fleet(config, periods=3)
+    entries = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    coap = [entry for entry in entries if entry["p"] == "coap"]
+    names = fleet_coap_names(50, 5)
+    assert names == [f"fleet-{index:07d}" for index in range(46, 51)]
+    assert {entry["d"] for entry in coap} == set(names)
+    assert all(entry["src"] == f"/sensors/{entry['d']}/temperature" for entry in coap)
+    assert len(coap) + len(mqtt.sent) == len(entries) == sum(fleet.stats.values())
+    assert not {reading.device for _, reading, _ in mqtt.sent} & set(names)
+    assert sum(fleet.coap_server.resource(name, "temperature").updates for name in names) == len(coap)
+    resources = fleet.coap_server.resources_config()
+    assert len(resources) == 5 and resources[0]["uri"].endswith("/sensors/fleet-0000046/temperature")
+
+
+def test_the_coap_share_is_bounded() -> None:
+    with pytest.raises(ValueError, match="coap_devices"):
+        FleetConfig(devices=1_000_000, coap_devices=MAX_COAP_DEVICES + 1)
+    with pytest.raises(ValueError, match="coap_devices"):
+        FleetConfig(devices=10, coap_devices=11)
