@@ -141,6 +141,7 @@ def fleet(
     coap_host: CoapHost = "127.0.0.1",
     coap_port: CoapPort = 5683,
     coap_format: CoapFormatName = "json",
+    shard: Annotated[str, typer.Option(help="i/n: run the ids i, i+n, i+2n... (n processes share a fleet)")] = "0/1",
     mqtt_ca_file: MqttCaFile = None,
     mqtt_cert_file: MqttCertFile = None,
     mqtt_key_file: MqttKeyFile = None,
@@ -157,7 +158,7 @@ def fleet(
             faults=faults, seed=seed, day_seconds=day_seconds, mqtt_host=mqtt_host, mqtt_port=mqtt_port,
             mqtt_qos=qos, mqtt_connections=mqtt_connections, mqtt_root=mqtt_root, device_prefix=device_prefix,
             ledger=ledger, report_every=report_every, coap_devices=coap_devices, coap_host=coap_host,
-            coap_port=coap_port, coap_format=_coap_format(coap_format),
+            coap_port=coap_port, coap_format=_coap_format(coap_format), shard=_shard(shard),
             mqtt_access=MqttAccess(mqtt_ca_file, mqtt_cert_file, mqtt_key_file, mqtt_username, mqtt_password_file),
         )  # fmt: skip
     except ValueError as exc:
@@ -195,6 +196,13 @@ def coap_resources(
     if topic:
         resources = [{**resource, "topic": topic} for resource in resources]
     typer.echo(json.dumps(resources))
+
+
+def _shard(value: str) -> tuple[int, int]:
+    index, _, count = value.partition("/")
+    if not (index.isdigit() and count.isdigit()):
+        raise ValueError(f"--shard is i/n, e.g. 0/2, got {value!r}")
+    return int(index), int(count)
 
 
 def _coap_format(value: str) -> CoapFormat:

@@ -151,8 +151,12 @@ class FleetConfig:
     coap_host: str = "127.0.0.1"
     coap_port: int = 5683
     coap_format: CoapFormat = "json"
+    shard: tuple[int, int] = (0, 1)  # (i, n): this process runs the ids i, i + n, i + 2n ...
 
     def __post_init__(self) -> None:
+        index, count = self.shard
+        if not 0 <= index < count <= self.devices:
+            raise ValueError(f"shard must be i/n with 0 <= i < n <= devices, got {index}/{count}")
         if not 0 <= self.coap_devices <= min(self.devices, MAX_COAP_DEVICES):
             raise ValueError(f"coap_devices must be 0 to {MAX_COAP_DEVICES:,} and at most the devices")
         unknown = set(self.metrics) - set(METRICS)
@@ -184,8 +188,11 @@ class Fleet:
 
     def __init__(self, config: FleetConfig) -> None:
         self.config = config
-        self.schedule = FleetSchedule(config.devices, config.period, config.jitter, config.seed)
-        self._rng = random.Random(None if config.seed is None else config.seed + 1)
+        self.shard, self.shards = config.shard
+        seed = None if config.seed is None else config.seed + 1000 * self.shard  # each shard its own draws
+        local = (config.devices - self.shard + self.shards - 1) // self.shards
+        self.schedule = FleetSchedule(local, config.period, config.jitter, seed)
+        self._rng = random.Random(None if seed is None else seed + 1)
         self._values = FleetValues(config.seed, config.day_seconds)
         self._held: dict[int, Reading] = {}  # (device * metrics + metric) -> the reading held back
         self.stats: Counter[str] = Counter()
@@ -195,8 +202,9 @@ class Fleet:
         self.ledger = Ledger(config.ledger)
         self.first_coap = config.devices - config.coap_devices  # devices from here on speak CoAP
         self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format)
-        for name in fleet_coap_names(config.devices, config.coap_devices, config.device_prefix):
-            self.coap_server.add_device(name, config.metrics)
+        for device in range(self.first_coap, config.devices):
+            if device % self.shards == self.shard:
+                self.coap_server.add_device(self.device_name(device), config.metrics)
 
     @property
     def held(self) -> int:
@@ -216,9 +224,9 @@ class Fleet:
         if self.config.coap_devices:
             await self.coap_server.start()
         log.info(
-            "fleet start devices=%d period_s=%g jitter=%g connections=%d target_rate=%.1f/s readings_per_s=%.1f",
-            config.devices, config.period, config.jitter, config.mqtt_connections, self.schedule.rate,
-            self.schedule.rate * len(config.metrics),
+            "fleet start devices=%d shard=%d/%d period_s=%g jitter=%g connections=%d target_rate=%.1f/s "
+            "readings_per_s=%.1f", config.devices, self.shard, self.shards, config.period, config.jitter,
+            config.mqtt_connections, self.schedule.rate, self.schedule.rate * len(config.metrics),
         )  # fmt: skip
         try:
             await self._loop(mqtt, stop)
@@ -260,7 +268,8 @@ class Fleet:
     async def report(self, mqtt: MqttFleet, position: int, elapsed_s: float) -> None:
         """One report of one device: a reading of each metric, stamped by its clock (now)."""
         schedule, metrics = self.schedule, self.config.metrics
-        device, cycle = schedule.device_at(position), position // schedule.devices + 1  # from cycle -1
+        device = self.shard + schedule.device_at(position) * self.shards  # the fleet's id, not the shard's
+        cycle = position // schedule.devices + 1  # from cycle -1
         name, now_ms = self.device_name(device), int(time.time() * 1000)
         emissions: list[Emission] = []
         for index, metric in enumerate(metrics):

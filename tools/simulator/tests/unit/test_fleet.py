@@ -220,3 +220,23 @@ def test_the_coap_share_is_bounded() -> None:
         FleetConfig(devices=1_000_000, coap_devices=MAX_COAP_DEVICES + 1)
     with pytest.raises(ValueError, match="coap_devices"):
         FleetConfig(devices=10, coap_devices=11)
+
+
+def test_shards_split_the_ids_and_together_are_the_fleet() -> None:
+    reported: Counter[str] = Counter()
+    coap: set[str] = set()
+    for shard in range(3):
+        config = FleetConfig(devices=1001, period=1.0, jitter=0.0, seed=4, shard=(shard, 3), coap_devices=10)
+        fleet, mqtt = run_fleet(config, periods=2)
+        assert fleet.schedule.rate == pytest.approx((1001 - shard + 2) // 3)
+        for index, reading, _ in mqtt.sent:
+            assert reading.device == fleet.device_name(index) and index % 3 == shard
+            reported[reading.device] += 1
+        coap |= {resource["uri"].split("/")[4] for resource in fleet.coap_server.resources_config()}
+    assert len(reported) + len(coap) == 1001 and not set(reported) & coap
+    assert coap == set(fleet_coap_names(1001, 10))
+    # No jitter: one report a period each (and the first places of the third period, due in
+    # the 10 ms bucket that holds 2.0 s).
+    assert set(reported.values()) <= {2, 3} and sum(count == 3 for count in reported.values()) <= 20
+    with pytest.raises(ValueError, match="shard"):
+        FleetConfig(devices=2, shard=(2, 2))
