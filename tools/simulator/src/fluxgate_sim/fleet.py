@@ -5,8 +5,10 @@ No device is a Python object. A device's place in the period comes from a seeded
 permutation of the ids (position ``k`` of every period belongs to device ``(a·k + b) mod N``,
 so the N devices sit evenly spaced and the rate is exactly N / period), its report number is
 how many periods have passed, and its values are a function of its id and the time. What is
-kept is bounded by time, not by devices: the reports of the next ``2 * jitter`` seconds in
-buckets of 10 ms (8 bytes each) and the readings held back to arrive out of order.
+kept: the reports of the next ``2 * jitter * period`` seconds in buckets of 10 ms (8 bytes
+each, ``16 * jitter`` bytes a device) and the readings held back to arrive out of order.
+The last ``coap_devices`` ids (a bounded share) speak CoAP instead; ``shard`` splits the ids
+over processes.
 """
 
 from __future__ import annotations
