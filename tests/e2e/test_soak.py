@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+# About 4.5 minutes alone: two faults with their recoveries, then a window, the watermark
+# delay and a batch until the gateways' clock can close the last windows. Beside the other
+# worker it takes longer; soak.py bounds each wait itself (--recover-timeout).
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
