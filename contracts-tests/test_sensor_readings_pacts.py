@@ -173,12 +173,13 @@ def test_a_producer_renaming_a_consumed_field_fails_naming_it(monkeypatch: pytes
 
 
 def test_a_field_only_device_status_reads_is_its_own_contract() -> None:
-    # ``ingest_time`` dropped: the aggregator never reads it and does not care; device-status
-    # judges silence by it, and its pact fails naming the field.
-    producer = Producer(COAP_INGEST, COAP_PAYLOADS["cbor object"], without_field(reading_schema(), "ingest_time"))
+    # ``source`` dropped: the aggregator never reads it and does not care; device-status
+    # shows where each device was last heard from, and its pact fails naming the field.
+    # (``ingest_time`` was this example until the aggregator judged clocks by it.)
+    producer = Producer(COAP_INGEST, COAP_PAYLOADS["cbor object"], without_field(reading_schema(), "source"))
     (message,) = producer.messages()
     verify(COAP_INGEST, message, "aggregator")
     with pytest.raises(
-        AssertionError, match=r"coap-ingest breaks the device-status .*\n.*missing the following keys: ingest_time"
+        AssertionError, match=r"coap-ingest breaks the device-status .*\n.*missing the following keys: source"
     ):
         verify(COAP_INGEST, message, "device-status")
