@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from fluxgate_sim.coap import CoapDeviceServer
+from fluxgate_sim.coap import CoapDeviceServer, CoapPsk
 from fluxgate_sim.encoding import CoapFormat
 from fluxgate_sim.faults import Faults
 from fluxgate_sim.fleet import MAX_COAP_DEVICES, Fleet, FleetConfig, fleet_coap_names
@@ -44,6 +44,8 @@ MqttCertFile = Annotated[Path | None, typer.Option(help="the devices' client cer
 MqttKeyFile = Annotated[Path | None, typer.Option(help="its private key (PEM)")]
 MqttUsername = Annotated[str | None, typer.Option(help="the devices' broker user")]
 MqttPasswordFile = Annotated[Path | None, typer.Option(help="file holding its password")]
+CoapPskIdentity = Annotated[str | None, typer.Option(help="serve CoAP over DTLS (coaps://) to this PSK identity")]
+CoapPskFile = Annotated[Path | None, typer.Option(help="file holding its pre-shared key")]
 
 
 def _metrics(spec: str) -> tuple[str, ...]:
@@ -81,6 +83,8 @@ def run(
     mqtt_key_file: MqttKeyFile = None,
     mqtt_username: MqttUsername = None,
     mqtt_password_file: MqttPasswordFile = None,
+    coap_psk_identity: CoapPskIdentity = None,
+    coap_psk_file: CoapPskFile = None,
 ) -> None:
     """Run the simulated devices until --count ticks, --duration seconds or Ctrl-C."""
     logging.basicConfig(level=logging.WARNING)
@@ -93,14 +97,14 @@ def run(
             mqtt_senml=mqtt_senml, coap_host=coap_host, coap_port=coap_port, coap_format=_coap_format(coap_format),
             device_prefix=device_prefix, mqtt_root=mqtt_root, ledger=ledger,
             mqtt_access=MqttAccess(mqtt_ca_file, mqtt_cert_file, mqtt_key_file, mqtt_username, mqtt_password_file),
+            coap_psk=_coap_psk(coap_psk_identity, coap_psk_file),
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     simulation = Simulation(config)
     if simulation.coap:
-        typer.echo(
-            f"coap: {len(simulation.coap)} devices on coap://{coap_host}:{simulation.coap_server.port}", err=True
-        )
+        server = simulation.coap_server
+        typer.echo(f"coap: {len(simulation.coap)} devices on {server.scheme}://{coap_host}:{server.port}", err=True)
     try:
         stats = asyncio.run(_run_until_signal(simulation))
     except OSError as exc:  # a CoAP port in use, a broker that refuses: one line, not a traceback
@@ -147,6 +151,8 @@ def fleet(
     mqtt_key_file: MqttKeyFile = None,
     mqtt_username: MqttUsername = None,
     mqtt_password_file: MqttPasswordFile = None,
+    coap_psk_identity: CoapPskIdentity = None,
+    coap_psk_file: CoapPskFile = None,
 ) -> None:
     """Run a fleet: --devices reporting every --period seconds over --mqtt-connections hubs."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
@@ -160,12 +166,14 @@ def fleet(
             ledger=ledger, report_every=report_every, coap_devices=coap_devices, coap_host=coap_host,
             coap_port=coap_port, coap_format=_coap_format(coap_format), shard=_shard(shard),
             mqtt_access=MqttAccess(mqtt_ca_file, mqtt_cert_file, mqtt_key_file, mqtt_username, mqtt_password_file),
+            coap_psk=_coap_psk(coap_psk_identity, coap_psk_file),
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     fleet = Fleet(config)
     if coap_devices:
-        typer.echo(f"coap: {coap_devices} devices on coap://{coap_host}:{fleet.coap_server.port}", err=True)
+        server = fleet.coap_server
+        typer.echo(f"coap: {coap_devices} devices on {server.scheme}://{coap_host}:{server.port}", err=True)
     try:
         stats = asyncio.run(_run_until_signal(fleet))
     except OSError as exc:  # a broker that refuses: one line, not a traceback
@@ -183,6 +191,7 @@ def coap_resources(
     device_prefix: DevicePrefix = "",
     topic: Annotated[str | None, typer.Option(help="Kafka topic for every resource")] = None,
     fleet_devices: Annotated[int, typer.Option(min=0, help="a fleet's devices: its last --coap-devices ids")] = 0,
+    coaps: Annotated[bool, typer.Option(help="coaps:// URIs: the devices serve DTLS (--coap-psk-identity)")] = False,
 ) -> None:
     """Print the JSON resource list for coap-ingest (FLUXGATE_COAP_RESOURCES)."""
     config = SimulationConfig(coap_devices=coap_devices, metrics=_metrics(metrics), device_prefix=device_prefix)
@@ -192,7 +201,7 @@ def coap_resources(
         names = fleet_coap_names(fleet_devices, min(coap_devices, fleet_devices), device_prefix)
     for name in names:
         server.add_device(name, config.metrics)
-    resources: list[dict[str, str]] = server.resources_config()
+    resources: list[dict[str, str]] = server.resources_config(scheme="coaps" if coaps else None)
     if topic:
         resources = [{**resource, "topic": topic} for resource in resources]
     typer.echo(json.dumps(resources))
@@ -203,6 +212,12 @@ def _shard(value: str) -> tuple[int, int]:
     if not (index.isdigit() and count.isdigit()):
         raise ValueError(f"--shard is i/n, e.g. 0/2, got {value!r}")
     return int(index), int(count)
+
+
+def _coap_psk(identity: str | None, key_file: Path | None) -> CoapPsk | None:
+    if (identity is None) != (key_file is None):
+        raise ValueError("--coap-psk-identity and --coap-psk-file go together")
+    return None if identity is None or key_file is None else CoapPsk.from_file(identity, key_file)
 
 
 def _coap_format(value: str) -> CoapFormat:

@@ -5,6 +5,9 @@ devices need one UDP socket and one event loop instead of a thousand ports, and 
 gateway sees exactly what it would see from a CoAP proxy or a border router serving
 many constrained nodes. Each device's metric is its own OBSERVABLE resource,
 ``/sensors/<device>/<metric>``, which notifies its observers on every new reading.
+
+With a :class:`CoapPsk` the server speaks CoAP over DTLS (``coaps://``) with that pre-shared
+key instead, through aiocoap's own tinydtls server transport; plain CoAP is then not served.
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote
 
 import aiocoap
 import aiocoap.resource as coap_resource
+from aiocoap.credentials import CredentialsMap
+from aiocoap.defaults import dtls_missing_modules
+from aiocoap.numbers import COAP_PORT, COAPS_PORT
 
 from fluxgate_sim.encoding import CONTENT_FORMATS, CoapFormat, coap_payload
 from fluxgate_sim.faults import Reading
@@ -25,6 +33,42 @@ BLOCK_SIZE_EXP = 6  # Block2 SZX 6: 1024-byte blocks, aiocoap's own size over UD
 # acknowledgement timeout (2 s, RFC 7252), so its observer's acknowledgement finds the port open.
 STOP_LINGER_S = 3.0
 BLOCK_BYTES = 2 ** (BLOCK_SIZE_EXP + 4)
+# aiocoap's tinydtls server binds the port it is given plus this (5683 -> 5684, as libcoap's -p
+# does): it is given the port below the one asked for, so that DTLS is served on that one.
+DTLS_PORT_OFFSET = COAPS_PORT - COAP_PORT
+
+
+@dataclass(frozen=True)
+class CoapPsk:
+    """DTLS with a pre-shared key: the identity the gateway presents, and the key (read from a
+    file, as a mounted Secret gives it; never on the command line, where ``ps`` shows it)."""
+
+    identity: str
+    key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("--coap-psk-identity must not be empty")
+        if not self.key:
+            raise ValueError("the pre-shared key (--coap-psk-file) is empty")
+        missing = dtls_missing_modules()
+        if missing:
+            raise ValueError(f"DTLS needs {', '.join(missing)}, which is not installed (pip install DTLSSocket)")
+
+    @classmethod
+    def from_file(cls, identity: str, key_file: Path) -> CoapPsk:
+        """The key is the file's content, its final line break dropped."""
+        try:
+            key = key_file.read_bytes().rstrip(b"\r\n")
+        except OSError as exc:
+            raise ValueError(f"cannot read --coap-psk-file {key_file}: {exc.strerror}") from exc
+        return cls(identity, key)
+
+    def credentials(self) -> CredentialsMap:
+        """aiocoap's server credentials: this identity, this key."""
+        credentials = CredentialsMap()
+        credentials.load_from_dict({":gateway": {"dtls": {"psk": self.key, "client-identity": self.identity.encode()}}})
+        return credentials
 
 
 def free_udp_port(host: str = "127.0.0.1") -> int:
@@ -80,12 +124,18 @@ class SensorResource(coap_resource.ObservableResource):  # type: ignore[misc]  #
 
 
 class CoapDeviceServer:
-    """Many simulated devices behind one CoAP endpoint; ``start`` / ``stop`` or ``async with``."""
+    """Many simulated devices behind one CoAP endpoint; ``start`` / ``stop`` or ``async with``.
+    With ``psk``, over DTLS with that pre-shared key (``coaps://``) and only so."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 5683, content_format: CoapFormat = "json") -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 5683, content_format: CoapFormat = "json", psk: CoapPsk | None = None
+    ) -> None:
         self.host = host
         self.port = port or free_udp_port(host)
+        if psk is not None and self.port <= DTLS_PORT_OFFSET:
+            raise ValueError(f"a DTLS port must be above {DTLS_PORT_OFFSET}, got {self.port}")
         self.content_format: CoapFormat = content_format
+        self.psk = psk
         self._site = coap_resource.Site()
         self._site.add_resource(
             (".well-known", "core"), coap_resource.WKCResource(self._site.get_resources_as_linkheader)
@@ -94,16 +144,31 @@ class CoapDeviceServer:
         self._context: aiocoap.Context | None = None
 
     async def start(self) -> CoapDeviceServer:
-        # UDP only, as devices serve. aiocoap's default server transports also listen for
-        # CoAP over TCP on the same port number, where any process's outgoing connection
-        # may hold it: the simulator then died with "address already in use".
         try:
-            self._context = await aiocoap.Context.create_server_context(
+            self._context = await self._serve()
+        except OSError as exc:
+            what = "CoAP" if self.psk is None else "CoAP over DTLS"
+            raise OSError(exc.errno, f"cannot serve {what} on udp {self.host}:{self.port}: {exc.strerror}") from exc
+        return self
+
+    async def _serve(self) -> aiocoap.Context:
+        if self.psk is None:
+            # UDP only, as devices serve. aiocoap's default server transports also listen for
+            # CoAP over TCP on the same port number, where any process's outgoing connection
+            # may hold it: the simulator then died with "address already in use".
+            return await aiocoap.Context.create_server_context(
                 self._site, bind=(self.host, self.port), transports=["udp6"]
             )
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot serve CoAP on udp {self.host}:{self.port}: {exc.strerror}") from exc
-        return self
+        return await aiocoap.Context.create_server_context(
+            self._site,
+            bind=(self.host, self.port - DTLS_PORT_OFFSET),
+            transports=["tinydtls_server"],
+            server_credentials=self.psk.credentials(),
+        )
+
+    @property
+    def scheme(self) -> str:
+        return "coap" if self.psk is None else "coaps"
 
     async def stop(self) -> None:
         """Stop serving, once observers had a moment to get the last states; safe to call twice.
@@ -143,13 +208,13 @@ class CoapDeviceServer:
         """Serve ``reading`` in the server's content format and notify."""
         self.publish(reading.device, reading.metric, coap_payload(reading, self.content_format))
 
-    def uri(self, device: str, metric: str, host: str | None = None) -> str:
+    def uri(self, device: str, metric: str, host: str | None = None, scheme: str | None = None) -> str:
         authority = host or self.host
-        return f"coap://{authority}:{self.port}/sensors/{quote(device)}/{quote(metric)}"
+        return f"{scheme or self.scheme}://{authority}:{self.port}/sensors/{quote(device)}/{quote(metric)}"
 
-    def resources_config(self, host: str | None = None) -> list[dict[str, str]]:
+    def resources_config(self, host: str | None = None, scheme: str | None = None) -> list[dict[str, str]]:
         """coap-ingest's ``FLUXGATE_COAP_RESOURCES`` entries for every resource served."""
         return [
-            {"uri": self.uri(device, metric, host), "device_from": "path:1", "metric_from": "path:2"}
+            {"uri": self.uri(device, metric, host, scheme), "device_from": "path:1", "metric_from": "path:2"}
             for device, metric in self._resources
         ]

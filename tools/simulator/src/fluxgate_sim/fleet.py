@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fluxgate_sim.coap import CoapDeviceServer
+from fluxgate_sim.coap import CoapDeviceServer, CoapPsk
 from fluxgate_sim.encoding import CoapFormat
 from fluxgate_sim.faults import Emission, Faults, Reading, apply_faults, released
 from fluxgate_sim.mqtt import MqttAccess, MqttFleet
@@ -153,6 +153,7 @@ class FleetConfig:
     coap_host: str = "127.0.0.1"
     coap_port: int = 5683
     coap_format: CoapFormat = "json"
+    coap_psk: CoapPsk | None = None  # CoAP over DTLS with this pre-shared key
     shard: tuple[int, int] = (0, 1)  # (i, n): this process runs the ids i, i + n, i + 2n ...
 
     def __post_init__(self) -> None:
@@ -203,7 +204,7 @@ class Fleet:
         self.fell_behind = 0  # intervals it was behind throughout: it could not keep up
         self.ledger = Ledger(config.ledger)
         self.first_coap = config.devices - config.coap_devices  # devices from here on speak CoAP
-        self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format)
+        self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format, config.coap_psk)
         for device in range(self.first_coap, config.devices):
             if device % self.shards == self.shard:
                 self.coap_server.add_device(self.device_name(device), config.metrics)

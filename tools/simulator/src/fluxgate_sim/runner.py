@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from fluxgate_sim.coap import CoapDeviceServer
+from fluxgate_sim.coap import CoapDeviceServer, CoapPsk
 from fluxgate_sim.encoding import CoapFormat, coap_payload, json_object, malformed
 from fluxgate_sim.faults import Device, Emission, Faults
 from fluxgate_sim.mqtt import MqttAccess, MqttFleet, reading_topic, senml_topic
@@ -44,6 +44,7 @@ class SimulationConfig:
     mqtt_root: str = "sensors"
     ledger: Path | None = None
     mqtt_access: MqttAccess = field(default_factory=MqttAccess)
+    coap_psk: CoapPsk | None = None  # CoAP over DTLS with this pre-shared key
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -104,7 +105,7 @@ class Simulation:
         self.coap = [make(name) for name in coap_device_names(config)]
         self.stats: Counter[str] = Counter()
         self.ledger = Ledger(config.ledger)
-        self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format)
+        self.coap_server = CoapDeviceServer(config.coap_host, config.coap_port, config.coap_format, config.coap_psk)
         for device in self.coap:
             self.coap_server.add_device(device.name, config.metrics)
 
