@@ -16,6 +16,7 @@ a committed schema is not what this writes.
 from __future__ import annotations
 
 import json
+import os
 import re
 import types
 import typing
@@ -30,11 +31,17 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 from settings_reference import SERVICES  # a script beside this one: tools/ is on the path
 
+from fluxgate_core.kcql import DYNAMIC_TARGET, SINK, parse_statements
+from fluxgate_core.topic_provisioning import ProvisioningSettings, TopicSpec
+
 ROOT = Path(__file__).resolve().parents[1]
 CHARTS = ROOT / "deploy" / "charts"
 LIBRARY = "fluxgate-lib"
 UMBRELLA = "fluxgate"
 DRAFT = "http://json-schema.org/draft-07/schema#"
+TOPICS_FILE = CHARTS / UMBRELLA / "files" / "topics.json"
+PROVISIONING = "topicProvisioning"  # the umbrella's block for its topic-provisioning Job
+KAFKA_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 # How each form of a value is spelt in the environment, as pydantic reads it.
 INTEGER = r"^\s*[-+]?[0-9][0-9_]*(\.0*)?\s*$"
 NUMBER = r"^\s*[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$|^\s*[-+]?(?i:inf|infinity|nan)\s*$"
@@ -42,6 +49,8 @@ BOOLEAN = r"^(?i:0|off|f|false|n|no|1|on|t|true|y|yes)$"
 # The umbrella's blocks whose keys other work adds: only these typed, the rest open, and none
 # read from values.yaml (a key added there changes no schema).
 OPEN_BLOCKS = {"dashboards": {"enabled": {"type": "boolean", "description": "install the Grafana dashboards"}}}
+# A service chart's blocks that are Kubernetes' own objects, passed through as they are.
+KUBERNETES_BLOCKS = {"podSecurityContext", "securityContext", "resources", "affinity", "nodeSelector"}
 BOUNDS: dict[type, tuple[str, str]] = {
     annotated_types.Ge: ("ge", "minimum"),
     annotated_types.Le: ("le", "maximum"),
@@ -105,8 +114,20 @@ def settings_of(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, Fiel
             yield from settings_of(nested, variable + "__")
 
 
-def _is_secret(info: FieldInfo) -> bool:
-    return _without_none(info.annotation) is SecretStr
+def _is_secret(info: FieldInfo | None) -> bool:
+    return info is not None and _without_none(info.annotation) is SecretStr
+
+
+def secret_files(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, FieldInfo]]:
+    """(variable, field) of every file a secret setting may be read from instead: a path
+    setting ``<name>_file`` beside a secret ``<name>`` (``KAFKA__SASL_PASSWORD_FILE``)."""
+    fields = model.model_fields
+    for name, info in fields.items():
+        nested = _without_none(info.annotation)
+        if isinstance(nested, type) and issubclass(nested, BaseModel):
+            yield from secret_files(nested, f"{prefix}{name}__".upper())
+        elif name.endswith("_file") and nested is Path and _is_secret(fields.get(name.removesuffix("_file"))):
+            yield f"{prefix}{name}".upper(), info
 
 
 def described(schema: dict[str, Any], info: FieldInfo) -> dict[str, Any]:
@@ -153,15 +174,19 @@ SECRET_REF = {
 def secrets_schema(cls: type[BaseSettings] | None) -> dict[str, Any]:
     """``secrets``: the Secret to read from and, for each secret setting, its key there."""
     keys: dict[str, Any] = {"type": "object", "additionalProperties": SECRET_REF}
+    files: dict[str, Any] = {"type": "object", "additionalProperties": SECRET_REF}
     if cls is not None:
         prefix = str(cls.model_config["env_prefix"])
         names = [(variable, info) for variable, info, _ in settings_of(cls, prefix) if _is_secret(info)]
         keys = {"type": "object", "additionalProperties": False,
                 "properties": {variable: described(SECRET_REF, info) for variable, info in names}}  # fmt: skip
+        files = {"type": "object", "additionalProperties": False,
+                 "description": "each file setting: the Secret key mounted as its file (the setting points at it)",
+                 "properties": {v: described(SECRET_REF, info) for v, info in secret_files(cls, prefix)}}  # fmt: skip
     return {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"existingSecret": {"type": "string"}, "keys": keys},
+        "properties": {"existingSecret": {"type": "string"}, "keys": keys, "files": files},
     }
 
 
@@ -199,13 +224,62 @@ def global_schema(cls: type[BaseSettings]) -> dict[str, Any]:
     return {"type": "object", "properties": properties}
 
 
+def chart_defaults(chart: str) -> dict[str, Any]:
+    """A service chart's values as its templates see them: fluxgate-lib's defaults
+    (``fluxgate.defaults``), the chart's values.yaml over them."""
+    template = (CHARTS / LIBRARY / "templates" / "_defaults.tpl").read_text()
+    body = re.search(r'define "fluxgate.defaults" -}}\n(.*?)\n{{- end -}}', template, re.S)
+    assert body, "fluxgate.defaults not found in fluxgate-lib's _defaults.tpl"
+    values = yaml.safe_load((CHARTS / chart / "values.yaml").read_text()) or {}
+    return _merged(yaml.safe_load(body.group(1)), values)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merged(merged[key], value) if both else value
+    return merged
+
+
+def loose(value: Any) -> dict[str, Any]:
+    """A chart value's schema from its default: each block whose keys the chart defines closed,
+    all the way down; the scalars typed loosely (``--set`` turns ``1.0`` into a number);
+    an empty map, and Kubernetes' own objects (KUBERNETES_BLOCKS), left open."""
+    if isinstance(value, bool):
+        return {"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": BOOLEAN}]}
+    if isinstance(value, int | float):
+        return {"type": ["number", "string"]}
+    if isinstance(value, str):
+        return {"type": ["string", "number", "boolean"]}
+    if isinstance(value, list):
+        return {"type": "array"}
+    if isinstance(value, dict) and value:
+        properties = {
+            key: {"type": "object"} if key in KUBERNETES_BLOCKS else loose(item) for key, item in value.items()
+        }
+        return {"type": "object", "additionalProperties": False, "properties": properties}
+    return {"type": "object"} if isinstance(value, dict) else {}
+
+
 def service_schema(chart: str, cls: type[BaseSettings]) -> dict[str, Any]:
+    """Every key the chart's templates read (its defaults) and nothing else, at the top and in
+    each block the chart defines: a misspelled ``replicaCout`` fails, named."""
+    properties = loose(chart_defaults(chart))["properties"]
+    meta = yaml.safe_load((CHARTS / chart / "Chart.yaml").read_text())
+    for dependency in meta.get("dependencies", []):  # helm hands each subchart's values down under its name
+        properties[dependency.get("alias", dependency["name"])] = {"type": "object"}
+    properties.update({
+        "enabled": {"type": "boolean", "description": "the umbrella chart's switch for this chart"},
+        "global": global_schema(cls), "config": config_schema(cls), "secrets": secrets_schema(cls),
+    })  # fmt: skip
     return {
         "$schema": DRAFT,
         "title": f"{chart} values",
         "description": f"{GENERATED} Settings: {cls.__module__}.{cls.__name__}.",
         "type": "object",
-        "properties": {"global": global_schema(cls), "config": config_schema(cls), "secrets": secrets_schema(cls)},
+        "additionalProperties": False,
+        "properties": dict(sorted(properties.items())),
     }
 
 
@@ -242,6 +316,24 @@ def inferred(value: Any, closed: bool = True) -> dict[str, Any]:
     return {"type": "object"}
 
 
+def provisioning_schema(defaults: dict[str, Any]) -> dict[str, Any]:
+    """The topic-provisioning Job's block: its own keys from values.yaml, closed; its settings
+    (``FLUXGATE_TOPICS_*``) and secrets from ProvisioningSettings, as a service's; each topic's
+    creation from TopicSpec (the topics themselves the chart sets, from files/topics.json)."""
+    schema = loose(defaults)
+    spec = {"type": "object", "additionalProperties": False,
+            "properties": {name: described(leaf_schema(info.annotation, info), info)
+                           for name, info in TopicSpec.model_fields.items()}}  # fmt: skip
+    config = config_schema(ProvisioningSettings)
+    config["properties"].pop(f"{ProvisioningSettings.model_config['env_prefix']}TOPICS".upper())
+    schema["properties"].update({
+        "config": config, "secrets": secrets_schema(ProvisioningSettings), "defaults": spec,
+        "topics": {"type": "object", "description": "topic -> how it is created, over defaults; a topic not in "
+                   "files/topics.json is created too", "additionalProperties": spec},
+    })  # fmt: skip
+    return schema
+
+
 def umbrella_schema() -> dict[str, Any]:
     """The umbrella's own blocks typed from its values.yaml and closed, each chart's
     ``enabled`` (the chart's own schema checks the rest), and no other top-level key."""
@@ -253,6 +345,7 @@ def umbrella_schema() -> dict[str, Any]:
     }
     for key, known in OPEN_BLOCKS.items():
         properties[key] = {"type": "object", "properties": known}
+    properties[PROVISIONING] = provisioning_schema(values.get(PROVISIONING, {}))
     properties["global"] = global_schema(next(iter(SERVICES.values())))
     for name in charts:
         properties[name] = {
@@ -270,6 +363,64 @@ def umbrella_schema() -> dict[str, Any]:
     }
 
 
+def pipeline_topics() -> dict[str, list[str]]:
+    """Every Kafka topic the services' Settings name by default, each with the variables that
+    name it: the fields named ``*_topic`` and ``*_topics``, the topics a sink's KCQL reads, in
+    every group and list item (a list empty by default: its item's defaults, as coap-ingest's
+    resources). ``$`` (a target derived per message) names none."""
+    saved = {name: os.environ.pop(name) for name in [n for n in os.environ if n.startswith("FLUXGATE_")]}
+    try:
+        found: dict[str, list[str]] = {}
+        for cls in SERVICES.values():
+            for topic, variable in _topics_in(cls(), str(cls.model_config["env_prefix"]).upper()):
+                found.setdefault(topic, []).append(variable)
+    finally:
+        os.environ.update(saved)
+    return {topic: sorted(set(variables)) for topic, variables in sorted(found.items())}
+
+
+def _topics_in(model: BaseModel | type[BaseModel], prefix: str) -> Iterator[tuple[str, str]]:
+    for name, info in (model if isinstance(model, type) else type(model)).model_fields.items():
+        value = info.get_default(call_default_factory=True) if isinstance(model, type) else getattr(model, name)
+        variable = f"{prefix}{name}".upper()
+        item = _item_model(info)
+        if isinstance(value, BaseModel):
+            yield from _topics_in(value, variable + "__")
+        elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+            for entry in value:
+                yield from _topics_in(entry, variable + "[].")  # the items live in the list's own variable
+        elif isinstance(value, list) and not value and item is not None:
+            yield from _topics_in(item, variable + "[].")
+        elif name.endswith("topic") and isinstance(value, str) and value not in ("", DYNAMIC_TARGET):
+            yield value, variable
+        elif name.endswith("topics") and isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            yield from ((topic, variable) for topic in value)
+        elif name == "kcql" and isinstance(value, str):
+            yield from ((topic, variable) for topic in _kcql_topics(value, variable))
+
+
+def _item_model(info: FieldInfo) -> type[BaseModel] | None:
+    """The model of a list setting's items (``list[ResourceSettings]``), if they are models."""
+    args = typing.get_args(_without_none(info.annotation))
+    item = args[0] if args else None
+    return item if isinstance(item, type) and issubclass(item, BaseModel) else None
+
+
+def _kcql_topics(text: str, variable: str) -> list[str]:
+    """The topics a sink's KCQL reads (``... FROM <topic>``)."""
+    topics = [source for statement in parse_statements(text, SINK) for source in statement.sources]
+    unlike = [topic for topic in topics if not KAFKA_TOPIC.fullmatch(topic)]
+    assert not unlike, f"{variable}: {unlike} are no Kafka topics (a source's KCQL?): say how to read it"
+    return topics
+
+
+def topics_file() -> str:
+    """The umbrella's ``files/topics.json``: what its topic-provisioning Job creates."""
+    document = {"description": f"{GENERATED} The topics the services' Settings name by default.",
+                "topics": pipeline_topics()}  # fmt: skip
+    return json.dumps(document, indent=2) + "\n"
+
+
 def schemas() -> dict[Path, str]:
     """Each chart's ``values.schema.json`` path and text."""
     documents = {chart: service_schema(chart, cls) for chart, cls in SERVICES.items()}
@@ -278,8 +429,13 @@ def schemas() -> dict[Path, str]:
     return {CHARTS / chart / "values.schema.json": json.dumps(doc, indent=2) + "\n" for chart, doc in documents.items()}
 
 
+def generated() -> dict[Path, str]:
+    """Everything this writes: the schemas and the umbrella's topic list."""
+    return {**schemas(), TOPICS_FILE: topics_file()}
+
+
 def main() -> None:
-    for path, text in schemas().items():
+    for path, text in generated().items():
         path.write_text(text)
         print(path.relative_to(ROOT))
 

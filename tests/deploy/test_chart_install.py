@@ -37,6 +37,17 @@ MISSPELLED: dict[str, tuple[str, dict[str, Any], str]] = {
     "a choice that is none": (SERVICE, {"config": {"FLUXGATE_MQTT_LOG__LEVEL": "LOUD"}}, "FLUXGATE_MQTT_LOG__LEVEL"),
     "a secret as a plain value": ("es-persister", {"config": {"FLUXGATE_ES_ELASTICSEARCH__PASSWORD": "pw"}},
                                   "additional properties 'FLUXGATE_ES_ELASTICSEARCH__PASSWORD' not allowed"),
+    "a chart's top-level key": ("es-persister", {"replicaCout": 2}, "additional properties 'replicaCout' not allowed"),
+    "a chart's key in the umbrella": (UMBRELLA, {"device-status": {"replicaCout": 2}},
+                                      "additional properties 'replicaCout' not allowed"),
+    "a key of a block a chart defines": ("aggregator", {"checkpoint": {"existingClain": "c"}},
+                                         "additional properties 'existingClain' not allowed"),
+    "a probe's key": (SERVICE, {"probes": {"liveness": {"periodSecond": 5}}},
+                      "additional properties 'periodSecond' not allowed"),
+    "a topic's creation": (UMBRELLA, {"topicProvisioning": {"topics": {"t": {"partition": 6}}}},
+                           "additional properties 'partition' not allowed"),
+    "the topic Job's setting": (UMBRELLA, {"topicProvisioning": {"config": {"FLUXGATE_TOPICS_KAFKA__EXTRAS": "{}"}}},
+                                "additional properties 'FLUXGATE_TOPICS_KAFKA__EXTRAS' not allowed"),
 }  # fmt: skip
 
 
@@ -47,6 +58,25 @@ def test_a_misspelled_value_fails_at_the_schema_naming_it(case: str, built_chart
     with pytest.raises(ChartError, match="values don't meet the specifications of the schema") as refused:
         render(built_charts / chart, values=[values])
     assert message in str(refused.value)
+
+
+@pytest.mark.downloads
+@pytest.mark.parametrize("chart", [SERVICE, UMBRELLA])
+def test_helm_lint_fails_on_a_misspelled_top_level_key_naming_it(chart: str, built_charts: Path) -> None:
+    values = {"replicaCout": 2} if chart == SERVICE else {"replicaCout": 2, "mqtt-proxy": {"replicaCout": 2}}
+    result = lint(built_charts / chart, [values])
+    assert result.returncode != 0
+    assert "additional properties 'replicaCout' not allowed" in result.stdout + result.stderr
+
+
+@pytest.mark.downloads
+def test_what_helm_and_a_parent_chart_pass_down_is_allowed(built_charts: Path) -> None:
+    """A parent's globals (its own keys too), the umbrella's switch, the library chart's block."""
+    values = {"global": {"imageRegistry": "registry.example", "existingSecret": "s"}, "enabled": True,
+              "fluxgate-lib": {}, "podSecurityContext": {"supplementalGroups": [10002]},
+              "resources": {"limits": {"ephemeral-storage": "1Gi"}}}  # fmt: skip
+    assert render(built_charts / SERVICE, values=[values])
+    assert lint(built_charts / SERVICE, [values]).returncode == 0
 
 
 @pytest.mark.downloads

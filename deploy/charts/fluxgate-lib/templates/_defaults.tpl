@@ -22,6 +22,7 @@ extraVolumeMounts: []
 secrets:
   existingSecret: ""
   keys: {}
+  files: {}
 podLabels: {}
 podAnnotations: {}
 terminationGracePeriodSeconds: 45

@@ -97,12 +97,14 @@ spec:
       volumeMounts:
         - name: tmp
           mountPath: /tmp
+        {{- include "fluxgate.secretFilesMount" $ctx | nindent 8 }}
         {{- with .volumeMounts }}{{ toYaml . | nindent 8 }}{{ end }}
         {{- with $v.extraVolumeMounts }}{{ toYaml . | nindent 8 }}{{ end }}
   volumes:
     - name: tmp
       emptyDir:
         sizeLimit: {{ $v.tmpSizeLimit }}
+    {{- include "fluxgate.secretFilesVolume" $ctx | nindent 4 }}
     {{- with .volumes }}{{ toYaml . | nindent 4 }}{{ end }}
     {{- with $v.extraVolumes }}{{ toYaml . | nindent 4 }}{{ end }}
 {{- end -}}
