@@ -11,12 +11,23 @@ micro-batches of ``--batch`` rows:
   operators), wire-format encode, Kafka: the aggregation alone, as the job ran it before v3;
 * ``job``: the job as ``fluxgate-aggregator run`` starts it (``job.start``): its one query
   reads and decodes each record once and routes it (aggregates, late readings, dead
-  letters) against one watermark, with its own window state (the ledger).
+  letters) against one watermark, with its own window state (the ledger);
+* ``kstreams``: the engine our users would pick instead, a Kafka Streams application
+  (``bench/kstreams``, its own JVM) on the same topic: 1-minute windows, 30 s grace, emitted
+  on close, copies dropped by identity in a RocksDB window store, Welford's statistics.
+
+``job`` and ``kstreams`` take turns ``--rounds`` times (job, kstreams, job, ...). Each reports
+CPU per reading, readings/s and peak memory (VmHWM, reset before the leg: Spark's JVM plus
+this driver for ``job``; the peer's JVM for ``kstreams``); the ratios job/kstreams are of the
+medians over the rounds. Every leg's windows are checked against the first job leg's: the
+same windows with equal count, min, max, mean and stddev.
 
 A short rate run first warms the JVM up. Each leg's rate is the rows of its aggregating
 query over the wall time of its batches after the first (which pays for code generation and
 connections); CPU is the Spark JVM's and this driver's over that same time.
-Results: ``bench-results/aggregator.json``.
+``--latency-seconds`` adds a paced leg per engine: readings stamped with the wall clock at
+``--latency-rate``/s, and the time from a window's close (its end plus the 30 s grace, in
+wall time) to its aggregate on the output topic. Results: ``bench-results/aggregator.json``.
 """
 
 from __future__ import annotations
@@ -28,8 +39,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +50,18 @@ from _common import CpuSampler, LegResult, micros_per, print_table, stack_up, wr
 from _readings import Readings, as_readings, count_records, produce_input
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fluxgate_testing import unique_topic
+from kstreams.latency import Arrivals, Paced, latencies, pace
+from kstreams.peer import (
+    PeerLeg,
+    PeerProcess,
+    build_jar,
+    compare_windows,
+    peak_rss_mib,
+    read_topic,
+    reset_peak_rss,
+    run_peer_leg,
+    windows_of,
+)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
 from pyspark.sql.streaming.query import StreamingQuery
@@ -47,11 +72,13 @@ from fluxgate_aggregator.job import aggregate, kafka_options, read_decoded, star
 from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
+from fluxgate_core.serde import AvroDecoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_stack import Endpoints
 
 PARTITIONS = 3
-LEGS = ("rate", "kafka", "job")
+LEGS = ("rate", "kafka", "job", "kstreams")
+ALTERNATED = ("job", "kstreams")
 # Stopping the endless rate source interrupts the batch it is running; these log that as a
 # failure (a warning with a stack trace, an error), which says nothing about the results.
 INTERRUPTED_LOGGERS = ("org.apache.hadoop.util.Shell", "org.apache.spark.broadcast.TorrentBroadcast")
@@ -66,6 +93,8 @@ class Leg:
     progress: list[Any]
     wall: float
     steady_cpu: float = 0.0
+    peak_mib: float = 0.0
+    output_topic: str = ""
 
     @property
     def batches(self) -> list[Any]:
@@ -149,10 +178,13 @@ def run_rate(spark: SparkSession, settings: AggregatorSettings, contracts: Contr
 
 
 def rate_readings(rate: DataFrame, readings: Readings) -> DataFrame:
-    """``as_readings`` plus the ``sequence`` the job's identity of a reading includes (null, as
-    the Kafka legs' readings have it)."""
+    """``as_readings`` plus the ``sequence`` the job's identity of a reading includes (null) and
+    the ``ingest_time`` its lateness rule reads (50 ms after the event), as the Kafka legs'
+    readings have them."""
     reading = as_readings(rate, readings)
-    return reading.select(F.struct("reading.*", F.lit(None).cast("long").alias("sequence")).alias("reading"))
+    ingest = F.timestamp_millis(F.unix_millis("reading.event_time") + 50).alias("ingest_time")
+    sequence = F.lit(None).cast("long").alias("sequence")
+    return reading.select(F.struct("reading.*", ingest, sequence).alias("reading"))
 
 
 def _upto(progress: list[Any], count: int) -> list[Any]:
@@ -225,9 +257,11 @@ def main() -> int:
     args = parse_args()
     endpoints = stack_up()
     readings = Readings(args.readings, args.devices, args.span_minutes * 60_000)
+    if "kstreams" in args.legs:
+        build_jar()  # before any leg: a cold Maven cache takes minutes, which no leg should pay
     with tempfile.TemporaryDirectory(prefix="fluxgate-bench-agg-") as tmp:
-        legs, produced = run_legs(args, endpoints, readings, Path(tmp))
-    report(legs, produced, args)
+        legs, produced, windows = run_legs(args, endpoints, readings, Path(tmp))
+    report(legs, produced, windows, args)
     return 0
 
 
@@ -241,12 +275,35 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shuffle-partitions", type=int, default=SparkSettings().shuffle_partitions)
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     parser.add_argument("--legs", nargs="+", choices=LEGS, default=list(LEGS), help="which legs, in order")
+    parser.add_argument("--rounds", type=int, default=2, help="turns of job and kstreams, alternated")
+    parser.add_argument("--peer-threads", type=int, default=2, help="the peer's stream threads (Spark: local[2])")
+    parser.add_argument("--latency-seconds", type=float, default=150.0, help="paced leg per engine (0: none)")
+    parser.add_argument("--latency-rate", type=float, default=10_000.0, help="readings/s of the paced legs")
+    parser.add_argument("--latency-trigger", default=SparkSettings().trigger_interval, help="the job's, paced")
+    parser.add_argument("--latency-settle", type=float, default=20.0, help="s before windows count as closed")
     return parser.parse_args()
+
+
+def leg_names(legs: list[str], rounds: int) -> list[str]:
+    """Each leg once in the order given, but ``job`` and ``kstreams`` take turns ``rounds``
+    times after the others (``job-1``, ``kstreams-1``, ``job-2``, ... when more than one)."""
+    names = [leg for leg in legs if leg not in ALTERNATED]
+    alternated = [leg for leg in legs if leg in ALTERNATED]
+    for turn in range(1, rounds + 1):
+        names += [f"{leg}-{turn}" if rounds > 1 else leg for leg in alternated]
+    return names
+
+
+def kind(name: str) -> str:
+    return name.split("-")[0]
+
+
+AnyLeg = Leg | PeerLeg
 
 
 def run_legs(
     args: argparse.Namespace, endpoints: Endpoints, readings: Readings, tmp: Path
-) -> tuple[list[Leg], dict[str, Any]]:
+) -> tuple[list[AnyLeg], dict[str, Any], dict[str, Any]]:
     spark_settings = SparkSettings(
         master=args.master,
         shuffle_partitions=args.shuffle_partitions,
@@ -263,24 +320,123 @@ def run_legs(
         log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
     # This driver too: the job's foreachBatch runs Python here.
     pids = [int(jvm.java.lang.ProcessHandle.current().pid()), os.getpid()]
-    legs: list[Leg] = []
+    legs: list[AnyLeg] = []
     produced: dict[str, Any] = {}
+    expected_windows: int | None = None
     try:
         for name, settings in leg_settings(args, endpoints, spark_settings, tmp):
+            if kind(name) != "rate" and not produced:
+                produced = produce_input(endpoints.bootstrap, client, settings.input_topic, readings)
+            if kind(name) == "kstreams":
+                peer = PeerProcess(endpoints.bootstrap, endpoints.registry_url, settings.input_topic,
+                                   settings.output_topic, Path(settings.checkpoint_dir), args.peer_threads)  # fmt: skip
+                legs.append(run_peer_leg(name, peer, readings.count, args.batch, expected_windows))
+                print(f"{name}: {legs[-1].per_second:,.0f} rows/s", flush=True)
+                continue
             contracts = load_contracts(client, settings.input_topic, settings.output_topic, "BACKWARD")
             if name == "warm-up":
                 run_rate(spark, settings, contracts, replace(readings, count=min(args.warm_up, readings.count)))
                 continue
-            if name != "rate" and not produced:
-                produced = produce_input(endpoints.bootstrap, client, settings.input_topic, readings)
+            reset_peak_rss(pids)
             with CpuSampler(pids) as sampler:
-                leg = run_leg(name, spark, settings, contracts, readings)
-            leg.steady_cpu = sampler.used(*leg.steady_span)
+                leg = run_leg(kind(name), spark, settings, contracts, readings)
+            leg.name, leg.steady_cpu, leg.peak_mib = name, sampler.used(*leg.steady_span), peak_rss_mib(pids)
+            if kind(name) != "rate":
+                leg.output_topic = settings.output_topic
+            if kind(name) == "job" and expected_windows is None:
+                expected_windows = count_records(endpoints.bootstrap, settings.output_topic, PARTITIONS)
             legs.append(leg)
             print(f"{name}: {leg.per_second:,.0f} rows/s", flush=True)
+        paced = {}
+        for engine in [kind for kind in ALTERNATED if kind in args.legs] if args.latency_seconds > 0 else []:
+            paced[engine] = run_latency(engine, spark, args, endpoints, client, tmp, pids)
+            print(f"latency {engine}: {paced[engine]}", flush=True)
     finally:
         spark.stop()
-    return legs, produced
+    return legs, produced, check_windows(legs, endpoints.bootstrap, client) | {"latency": paced}
+
+
+def run_latency(
+    engine: str, spark: SparkSession, args: argparse.Namespace, endpoints: Endpoints, client: SchemaRegistryClient,
+    tmp: Path, pids: list[int],
+) -> dict[str, Any]:  # fmt: skip
+    """One engine on readings paced at ``--latency-rate``: close → output topic, CPU per reading
+    and peak memory over the paced span. The pacer runs in a process of its own, so this
+    driver's CPU (part of the job's) does not include it."""
+    settings = latency_settings(args, endpoints, tmp / f"latency-{engine}")
+    arrivals = Arrivals(endpoints.bootstrap, settings.output_topic, PARTITIONS, client).start()
+    state, peer = JobState(), None
+    if engine == "job":
+        contracts = load_contracts(client, settings.input_topic, settings.output_topic, "BACKWARD")
+        start(spark, settings, contracts, state)
+        measured = pids
+    else:
+        peer = PeerProcess(endpoints.bootstrap, endpoints.registry_url, settings.input_topic, settings.output_topic,
+                           Path(settings.checkpoint_dir), args.peer_threads).start()  # fmt: skip
+        measured = [peer.pid]
+    try:
+        reset_peak_rss(measured)
+        with CpuSampler(measured) as sampler, ProcessPoolExecutor(1, get_context("spawn")) as pool:
+            job = (endpoints.bootstrap, endpoints.registry_url, settings.input_topic, args.devices)
+            paced = pool.submit(pace_in_child, *job, args.latency_rate, args.latency_seconds).result()
+        time.sleep(5 + seconds(args.latency_trigger))  # windows closed at the very end: their last trigger
+        peak = peak_rss_mib(measured)
+    finally:
+        for query in state.queries:
+            query.stop()
+        if peer is not None:
+            peer.stop()
+        arrivals.stop()
+    window = settings.window
+    figures = latencies(arrivals.seen, paced, seconds(window.size) * 1000, seconds(window.watermark) * 1000,
+                        args.latency_settle)  # fmt: skip
+    cpu = micros_per(sampler.used(paced.start, paced.end), paced.sent)
+    return {"readings_per_second": round(paced.rate), "sent": paced.sent, "cpu_us_per_reading": cpu,
+            "peak_mib": peak} | figures  # fmt: skip
+
+
+def pace_in_child(bootstrap: str, registry_url: str, topic: str, devices: int, rate: float, span: float) -> Paced:
+    return pace(bootstrap, SchemaRegistryClient({"url": registry_url}), topic, devices, rate, span)
+
+
+def seconds(duration: str) -> int:
+    """'30 seconds', '1 minute' -> seconds (the units the bench's settings use)."""
+    number, unit = duration.split()
+    return int(float(number) * (60 if unit.startswith("minute") else 1))
+
+
+def latency_settings(args: argparse.Namespace, endpoints: Endpoints, checkpoint: Path) -> AggregatorSettings:
+    """A topic of its own in and out; the job as the service runs it (its trigger, no cap)."""
+    spark = SparkSettings(master=args.master, shuffle_partitions=args.shuffle_partitions,
+                          trigger_interval=args.latency_trigger)  # fmt: skip
+    topics = {kind: unique_topic(f"bench.agg.lat-{kind}", endpoints.bootstrap, PARTITIONS)
+              for kind in ("in", "out", "dlq", "late")}  # fmt: skip
+    return AggregatorSettings(
+        kafka=KafkaSettings(bootstrap_servers=endpoints.bootstrap),
+        registry=RegistrySettings(url=endpoints.registry_url),
+        spark=spark,
+        input_topic=topics["in"],
+        output_topic=topics["out"],
+        deadletter_topic=topics["dlq"],
+        late_topic=topics["late"],
+        starting_offsets="earliest",
+        checkpoint_dir=str(checkpoint),
+    )
+
+
+def check_windows(legs: list[AnyLeg], bootstrap: str, client: SchemaRegistryClient) -> dict[str, Any]:
+    """Each Kafka leg's windows against the first job leg's (the honest-comparison check)."""
+    decoder = AvroDecoder(client)
+    outputs = {leg.name: leg.output_topic for leg in legs if leg.output_topic}
+    base = next((name for name in outputs if kind(name) == "job"), None)
+    if base is None:
+        return {}
+    ours = windows_of(read_topic(bootstrap, outputs[base], PARTITIONS, decoder.decode))
+    checks: dict[str, Any] = {"against": base}
+    for name, topic in outputs.items():
+        if name != base:
+            checks[name] = compare_windows(ours, windows_of(read_topic(bootstrap, topic, PARTITIONS, decoder.decode)))
+    return checks
 
 
 def run_leg(
@@ -298,7 +454,8 @@ def leg_settings(
 ) -> Iterator[tuple[str, AggregatorSettings]]:
     """Settings per leg: one input topic for all, output topics and a checkpoint of each leg's own."""
     input_topic = unique_topic("bench.agg.in", endpoints.bootstrap, PARTITIONS)
-    for name in ["warm-up", *args.legs] if args.warm_up else args.legs:
+    names = leg_names(args.legs, args.rounds)
+    for name in ["warm-up", *names] if args.warm_up else names:
         topics = {
             kind: unique_topic(f"bench.agg.{kind}-{name}", endpoints.bootstrap, PARTITIONS)
             for kind in ("out", "dlq", "late")
@@ -319,30 +476,30 @@ def leg_settings(
         )
 
 
-def report(legs: list[Leg], produced: dict[str, Any], args: argparse.Namespace) -> None:
-    header = ["leg", "rows", "batches", "rows/s", "CPU µs/row", "first batch s", "wall s"]
-    rows = []
-    for leg in legs:
-        first = leg.batches[0].durationMs["triggerExecution"] / 1000
-        rows.append(
-            [
-                leg.name,
-                leg.rows,
-                len(leg.batches),
-                leg.per_second,
-                micros_per(leg.steady_cpu, leg.steady_rows),
-                first,
-                leg.wall,
-            ]
-        )
+def leg_row(leg: AnyLeg) -> list[object]:
+    """One leg in the printed table; the peer has no micro-batches: its start-up stands in
+    the first batch's column."""
+    if isinstance(leg, PeerLeg):
+        batches, first = "-", leg.first_s
+    else:
+        batches, first = str(len(leg.batches)), leg.batches[0].durationMs["triggerExecution"] / 1000
+    cpu = micros_per(leg.steady_cpu, leg.steady_rows)
+    return [leg.name, leg.rows, batches, leg.per_second, cpu, leg.peak_mib, first, leg.wall]
+
+
+def report(legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any], args: argparse.Namespace) -> None:
+    header = ["leg", "rows", "batches", "rows/s", "CPU µs/row", "peak MiB", "first batch s", "wall s"]
     title = (
         f"Spark {args.master}, {args.shuffle_partitions} shuffle partitions, "
         f"{args.batch} rows/batch, {args.devices} devices"
     )
-    print_table(title, header, rows)
+    print_table(title, header, [leg_row(leg) for leg in legs])
     for leg in legs:
         print(f"  {leg.name}: {leg.what}")
-    ratios = compare(legs)
+    for name, check in windows.items():
+        if name != "against":
+            print(f"  windows of {name} against {windows['against']}: {check}")
+    ratios = compare(legs) | job_over_kstreams(legs)
     for name, ratio in ratios.items():
         print(f"{name}: {ratio:.2f}")
     results = [
@@ -351,7 +508,7 @@ def report(legs: list[Leg], produced: dict[str, Any], args: argparse.Namespace) 
             leg.name,
             leg.per_second,
             micros_per(leg.steady_cpu, leg.steady_rows),
-            {"rows": leg.rows, "batches": len(leg.batches), "wall_s": round(leg.wall, 2)},
+            {"rows": leg.rows, "wall_s": round(leg.wall, 2), "peak_mib": leg.peak_mib},
         )
         for leg in legs
     ]
@@ -362,14 +519,17 @@ def report(legs: list[Leg], produced: dict[str, Any], args: argparse.Namespace) 
         "readings": args.readings,
         "devices": args.devices,
         "span_minutes": args.span_minutes,
+        "rounds": args.rounds,
         "input_produced_in": produced,
+        "windows_checked": windows,
+        "what": {leg.name: leg.what for leg in legs},
     }
     paths = write_report("aggregator", title, "row", results, ratios, settings)
     path = paths[0]
     print(f"written to {path}")
 
 
-def compare(legs: list[Leg]) -> dict[str, float]:
+def compare(legs: list[AnyLeg]) -> dict[str, float]:
     """Throughput and CPU per row of each Kafka leg relative to the rate leg."""
     by_name = {leg.name: leg for leg in legs}
     base = by_name.get("rate")
@@ -381,6 +541,29 @@ def compare(legs: list[Leg]) -> dict[str, float]:
             ratios[f"{leg.name}_throughput_over_rate"] = round(leg.per_second / base.per_second, 3)
             cpu = (leg.steady_cpu / leg.steady_rows) / (base.steady_cpu / base.steady_rows)
             ratios[f"{leg.name}_cpu_per_row_over_rate"] = round(cpu, 2)
+    return ratios
+
+
+def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
+    """Our job against the peer, each side's median over its rounds: CPU per reading and peak
+    memory (above 1: we spend more), readings/s (below 1: we are slower)."""
+    jobs = [leg for leg in legs if kind(leg.name) == "job" and leg.steady_rows]
+    peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
+    if not jobs or not peers:
+        return {}
+
+    def median(side: list[AnyLeg], figure: str) -> float:
+        values = {
+            "cpu": [leg.steady_cpu / leg.steady_rows for leg in side],
+            "memory": [leg.peak_mib for leg in side],
+            "rate": [leg.per_second for leg in side],
+        }[figure]
+        return statistics.median(values)
+
+    ratios = {}
+    for figure, key in (("cpu", "cpu_per_reading"), ("memory", "peak_memory"), ("rate", "readings_per_second")):
+        theirs = median(peers, figure)
+        ratios[f"job_over_kstreams_{key}"] = round(median(jobs, figure) / theirs, 3) if theirs else 0.0
     return ratios
 
 

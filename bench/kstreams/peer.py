@@ -34,7 +34,8 @@ def build_jar(quiet: bool = True) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise SystemExit("mvn is not installed (make install brings it)")
-    argv = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(HERE / "pom.xml"), "package"]
+    # --strict-checksums as the repository's .mvn/maven.config asks of every Maven download.
+    argv = [mvn, "-B", "--strict-checksums", *(["-q"] if quiet else []), "-f", str(HERE / "pom.xml"), "package"]
     subprocess.run(argv, check=True, timeout=900)
     return JAR
 

@@ -58,6 +58,10 @@ public final class AggregatorPeer {
         Schema readingSchema = new Schema.Parser().parse(new File(args.get("reading-schema")));
         Schema aggregateSchema = new Schema.Parser().parse(new File(args.get("aggregate-schema")));
         WireFormat wire = new WireFormat(registry, readingSchema);
+        if (args.containsKey("describe")) {  // the topology alone, nothing connected (the build's test)
+            System.out.println(topology(args, wire, new WireFormat.AggregateEncoder(aggregateSchema, 0)).describe());
+            return;
+        }
         int aggregateId = wire.register(args.get("output") + "-value", aggregateSchema);
         Topology topology = topology(args, wire, new WireFormat.AggregateEncoder(aggregateSchema, aggregateId));
         KafkaStreams streams = new KafkaStreams(topology, config(args));

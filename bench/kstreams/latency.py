@@ -1,0 +1,142 @@
+"""Window close → aggregate on the output topic, the same for the job and its Kafka Streams peer.
+
+Readings are produced at a paced rate and stamped with the wall clock as they are sent (as
+``bench/pipeline.py``'s devices stamp theirs), so a window closes, in wall time, at its end
+plus the grace (the job's watermark delay): the instant the first reading past it is sent.
+A thread reads the output topic and keeps when each (device, window start) first arrived;
+the latency of a window is that instant minus its close.
+
+Imported as ``kstreams.latency`` by the scripts in ``bench/``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from _readings import FastEncoder, Readings
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from kstreams.peer import percentile
+
+from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
+from fluxgate_core.serde import AvroDecoder, AvroEncoder
+
+TICK = 0.005  # seconds between two bursts of the pacer
+
+
+@dataclass(frozen=True)
+class WallClockReadings(Readings):
+    """``Readings``' devices and values, stamped with the time they are encoded."""
+
+    def event_ms(self, i: int) -> int:
+        return int(time.time() * 1000)
+
+
+@dataclass
+class Paced:
+    """What the pacer sent: epoch seconds of its first and last reading, and how many."""
+
+    start: float
+    end: float
+    sent: int
+
+    @property
+    def rate(self) -> float:
+        return self.sent / (self.end - self.start) if self.end > self.start else 0.0
+
+
+def pace(bootstrap: str, client: SchemaRegistryClient, topic: str, devices: int, rate: float, seconds: float) -> Paced:
+    """Send ``rate`` readings a second to ``topic`` for ``seconds``, in bursts every few ms."""
+    encoder = AvroEncoder.registered(client, topic, schema_text(SENSOR_READING), schema_dict(SENSOR_READING))
+    readings = WallClockReadings(int(rate * seconds) + 1, devices, 60_000)
+    fast = FastEncoder(encoder, readings)
+    # Keyed by device and lz4 like the gateways, but lingering little: the close is the send.
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "lz4", "linger.ms": 5}
+    )
+    start = time.time()
+    sent = 0
+    while (now := time.time()) < start + seconds:
+        due = min(int((now - start) * rate), readings.count)
+        while sent < due:
+            producer.produce(topic, fast.encode(sent), readings.device(sent).encode())
+            sent += 1
+        producer.poll(0)
+        time.sleep(TICK)
+    end = time.time()
+    if producer.flush(60) != 0:
+        raise SystemExit(f"could not produce every paced reading to {topic}")
+    return Paced(start, end, sent)
+
+
+@dataclass
+class Arrivals:
+    """When each window's aggregate first arrived on ``topic``, read in a thread from the start."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    client: SchemaRegistryClient
+    seen: dict[tuple[str, int], float] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Arrivals:
+        self._thread = threading.Thread(target=self._run, name="arrivals", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        decoder = AvroDecoder(self.client)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"bench-arrivals-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
+        try:
+            while not self._stop.is_set():
+                for message in consumer.consume(1000, 0.05):
+                    now = time.time()  # before decoding: what is measured is the arrival
+                    if message.error():
+                        continue
+                    record = decoder.decode(message.value() or b"")
+                    self.seen.setdefault((record["device_id"], _ms(record["window_start"])), now)
+        finally:
+            consumer.close()
+
+
+def _ms(value: Any) -> int:
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)
+
+
+def latencies(
+    arrivals: dict[tuple[str, int], float], paced: Paced, size_ms: int, grace_ms: int, settle_s: float
+) -> dict[str, float]:
+    """p50, p99 and max seconds from close to arrival, of the windows that closed while the
+    readings flowed, ``settle_s`` after the first (the engine's first batches and JIT)."""
+    delays = sorted(
+        seen - (begin + size_ms + grace_ms) / 1000
+        for (_, begin), seen in arrivals.items()
+        if paced.start + settle_s <= (begin + size_ms + grace_ms) / 1000 <= paced.end
+    )
+    if not delays:
+        return {"windows": 0}
+    return {
+        "windows": len(delays),
+        "p50_s": round(percentile(delays, 50), 3),
+        "p99_s": round(percentile(delays, 99), 3),
+        "max_s": round(delays[-1], 3),
+    }

@@ -1,0 +1,92 @@
+"""The aggregator benchmark's comparison with its Kafka Streams peer: the order the legs take
+turns in, the ratios job/kstreams, the check that both closed the same windows, and the
+close → output latency (the figures the report stands on)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from aggregator import job_over_kstreams, leg_names, seconds
+from kstreams.latency import Paced, latencies
+from kstreams.peer import PeerLeg, Progress, compare_windows, steady_span, windows_of
+
+
+def leg(name: str, cpu_s: float, rows: int, per_second: float, peak_mib: float) -> PeerLeg:
+    return PeerLeg(name, "", rows, rows, rows / per_second, cpu_s, 0.0, 0.0, peak_mib, 0, "")
+
+
+def test_job_and_kstreams_take_turns_after_the_other_legs() -> None:
+    assert leg_names(["rate", "job", "kstreams"], 1) == ["rate", "job", "kstreams"]
+    assert leg_names(["job", "kafka", "kstreams"], 2) == ["kafka", "job-1", "kstreams-1", "job-2", "kstreams-2"]
+
+
+def test_ratios_are_of_each_sides_median_over_its_rounds() -> None:
+    legs = [
+        leg("job-1", cpu_s=40.0, rows=1_000_000, per_second=40_000, peak_mib=1500),  # 40 µs/reading
+        leg("kstreams-1", cpu_s=20.0, rows=1_000_000, per_second=80_000, peak_mib=500),  # 20 µs
+        leg("job-2", cpu_s=44.0, rows=1_000_000, per_second=36_000, peak_mib=1300),  # 44 µs
+        leg("kstreams-2", cpu_s=22.0, rows=1_000_000, per_second=70_000, peak_mib=700),  # 22 µs
+        leg("job-3", cpu_s=42.0, rows=1_000_000, per_second=38_000, peak_mib=1400),  # 42 µs: the median
+    ]
+    ratios = job_over_kstreams(legs)  # type: ignore[arg-type]
+    assert ratios["job_over_kstreams_cpu_per_reading"] == pytest.approx(42 / 21, abs=1e-3)
+    assert ratios["job_over_kstreams_peak_memory"] == pytest.approx(1400 / 600, abs=1e-3)
+    assert ratios["job_over_kstreams_readings_per_second"] == pytest.approx(38_000 / 75_000, abs=1e-3)
+
+
+def test_no_ratio_without_both_sides() -> None:
+    assert job_over_kstreams([leg("job", 1.0, 10, 10.0, 1.0)]) == {}  # type: ignore[list-item]
+
+
+def aggregate(device: str, start_ms: int, count: int, mean: float) -> dict[str, object]:
+    return {"device_id": device, "window_start": start_ms, "count": count, "min": 15.0, "max": 34.9,
+            "mean": mean, "stddev": 5.77}  # fmt: skip
+
+
+def test_the_same_windows_with_means_equal_up_to_summation_order_are_equal() -> None:
+    ours = windows_of([aggregate("d0", 0, 250, 24.95), aggregate("d1", 0, 250, 24.9)])
+    theirs = windows_of([aggregate("d0", 0, 250, 24.95 + 1e-12), aggregate("d1", 0, 250, 24.9)])
+    assert compare_windows(ours, theirs)["equal"] is True
+
+
+def test_a_missing_window_or_another_count_is_not_equal() -> None:
+    ours = windows_of([aggregate("d0", 0, 250, 24.95), aggregate("d1", 0, 250, 24.9)])
+    missing = compare_windows(ours, windows_of([aggregate("d0", 0, 250, 24.95)]))
+    assert (missing["equal"], missing["only_job"]) == (False, 1)
+    counted = compare_windows(ours, windows_of([aggregate("d0", 0, 251, 24.95), aggregate("d1", 0, 250, 24.9)]))
+    assert (counted["equal"], counted["differing"], counted["first_differing"]) == (False, 1, [["d0", 0]])
+
+
+def test_nothing_on_either_side_is_not_a_pass() -> None:
+    assert compare_windows({}, {})["equal"] is False
+
+
+def test_the_steady_span_leaves_out_the_first_records() -> None:
+    lines = [Progress(10.0, 0, 0, 0, 0), Progress(11.0, 50, 50, 0, 0), Progress(12.0, 120, 120, 0, 0),
+             Progress(14.0, 300, 300, 0, 3)]  # fmt: skip
+    assert steady_span(lines, skip=100, total=300) == (12.0, 14.0, 180)
+
+
+def test_latency_counts_the_windows_that_closed_while_readings_flowed_after_settling() -> None:
+    paced = Paced(start=1000.0, end=1200.0, sent=2_000_000)
+    arrivals = {
+        ("d0", 960_000): 1050.2,  # closes at 1050 s (60 s window + 30 s grace): 0.2 s
+        ("d1", 960_000): 1051.0,  # 1 s
+        ("d0", 900_000): 990.0,  # closed at 990 s, before the readings began
+        ("d0", 1_020_000): 1111.0,  # closes at 1110 s: 1 s
+        ("d0", 1_140_000): 1240.0,  # closes at 1230 s, after they stopped
+        ("d2", 920_000): 1010.1,  # closes at 1010 s, within the settling time
+    }
+    figures = latencies(arrivals, paced, 60_000, 30_000, settle_s=20.0)
+    assert figures["windows"] == 3
+    assert figures["p50_s"] == pytest.approx(1.0)
+    assert figures["max_s"] == pytest.approx(1.0)
+
+
+def test_durations_in_seconds() -> None:
+    assert (seconds("30 seconds"), seconds("1 minute"), seconds("5 seconds")) == (30, 60, 5)
