@@ -19,13 +19,11 @@ from typing import Any
 
 import pytest
 from chart_schemas import TOPICS_FILE, pipeline_topics
-from charts import UMBRELLA, copy_built, render
+from charts import UMBRELLA, copy_built, install_dry_run, render
 from confluent_kafka.admin import AdminClient, ConfigResource
 from fluxgate_testing.k8s import Pod
 
 from fluxgate_stack import Grant
-
-pytestmark = [pytest.mark.integration, pytest.mark.downloads, pytest.mark.timeout(600)]
 
 CA_MOUNT = "/etc/fluxgate/kafka-ca"
 COMMAND = ["python", "-m", "fluxgate_core.topic_provisioning"]
@@ -38,6 +36,13 @@ def test_the_topic_list_is_what_the_settings_name() -> None:
         "sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late",
         "devices.status", "persisters.deadletter", "console.replays",
     }  # fmt: skip
+
+
+@pytest.mark.downloads
+def test_the_notes_name_every_topic_and_where_the_jobs_report_is(built_charts: Path) -> None:
+    notes = install_dry_run(built_charts / UMBRELLA, values=[built_charts / UMBRELLA / "values-dev.yaml"]).notes
+    assert all(topic in notes for topic in pipeline_topics()), notes
+    assert "kubectl -n fluxgate logs job/fluxgate-topics" in notes
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +137,9 @@ def described(admin: AdminClient, topics: list[str]) -> dict[str, tuple[int, dic
     return {name: (len(metadata[name].partitions), {k: e.value for k, e in configs[name].items()}) for name in topics}
 
 
+@pytest.mark.integration  # the local stack's Kafka; downloads: helm, built from the Go module proxy
+@pytest.mark.downloads
+@pytest.mark.timeout(600)
 def test_the_job_creates_every_topic_as_the_values_say_on_a_secured_cluster_and_again_changes_nothing(
     charts: Path, admin: AdminClient, secured_kafka: Any, prefix: str, tmp_path: Path
 ) -> None:
@@ -173,6 +181,9 @@ def test_the_job_creates_every_topic_as_the_values_say_on_a_secured_cluster_and_
     assert described(admin, [extra])[extra][0] == 4, "an existing topic is left as it is"
 
 
+@pytest.mark.integration  # the local stack's Kafka; downloads: helm, built from the Go module proxy
+@pytest.mark.downloads
+@pytest.mark.timeout(600)
 def test_a_refused_login_fails_the_job_naming_the_setting(
     charts: Path, secured_kafka: Any, prefix: str, tmp_path: Path
 ) -> None:
