@@ -363,20 +363,20 @@ def umbrella_schema() -> dict[str, Any]:
     }
 
 
-def pipeline_topics() -> dict[str, list[str]]:
-    """Every Kafka topic the services' Settings name by default, each with the variables that
-    name it: the fields named ``*_topic`` and ``*_topics``, the topics a sink's KCQL reads, in
-    every group and list item (a list empty by default: its item's defaults, as coap-ingest's
-    resources). ``$`` (a target derived per message) names none."""
+def pipeline_topics() -> dict[str, list[dict[str, str]]]:
+    """Every Kafka topic the services' Settings name by default, each with the charts and
+    variables that name it: the fields named ``*_topic`` and ``*_topics``, the topics a sink's
+    KCQL reads, in every group and list item (a list empty by default: its item's defaults, as
+    coap-ingest's resources). ``$`` (a target derived per message) names none."""
     saved = {name: os.environ.pop(name) for name in [n for n in os.environ if n.startswith("FLUXGATE_")]}
     try:
-        found: dict[str, list[str]] = {}
-        for cls in SERVICES.values():
+        found: dict[str, set[tuple[str, str]]] = {}
+        for chart, cls in SERVICES.items():
             for topic, variable in _topics_in(cls(), str(cls.model_config["env_prefix"]).upper()):
-                found.setdefault(topic, []).append(variable)
+                found.setdefault(topic, set()).add((chart, variable))
     finally:
         os.environ.update(saved)
-    return {topic: sorted(set(variables)) for topic, variables in sorted(found.items())}
+    return {topic: [{"chart": c, "variable": v} for c, v in sorted(namers)] for topic, namers in sorted(found.items())}
 
 
 def _topics_in(model: BaseModel | type[BaseModel], prefix: str) -> Iterator[tuple[str, str]]:

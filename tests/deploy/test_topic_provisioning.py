@@ -45,6 +45,29 @@ def test_the_notes_name_every_topic_and_where_the_jobs_report_is(built_charts: P
     assert "kubectl -n fluxgate logs job/fluxgate-topics" in notes
 
 
+def job_topics(charts: Path, values: dict[str, Any]) -> set[str]:
+    objects = render(charts / UMBRELLA, values=[charts / UMBRELLA / "values-dev.yaml", values])
+    pod = job_of(objects)
+    return set(json.loads(pod.env(objects)["FLUXGATE_TOPICS_TOPICS"]))
+
+
+@pytest.mark.downloads
+def test_a_topic_renamed_in_a_charts_config_is_created_by_its_new_name(built_charts: Path) -> None:
+    defaults = set(pipeline_topics())
+    assert job_topics(built_charts, {}) == defaults
+    renamed = {"aggregator": {"config": {"FLUXGATE_AGG_LATE_TOPIC": "my.late"}},
+               "console": {"config": {"FLUXGATE_CONSOLE_DEADLETTERS__TOPICS": ["my.dead"],
+                                      "FLUXGATE_CONSOLE_REPLAY__AUDIT_TOPIC": "my.audit"}}}  # fmt: skip
+    assert job_topics(built_charts, renamed) == defaults - {"temperatures.late", "console.replays"} | {
+        "my.late", "my.dead", "my.audit"}  # fmt: skip
+    # Named by a KCQL too (the persisters'): kept, whatever the aggregator's config says.
+    aggregated = {"aggregator": {"config": {"FLUXGATE_AGG_OUTPUT_TOPIC": "my.aggregates"}}}
+    assert {"temperatures.aggregated", "my.aggregates"} <= job_topics(built_charts, aggregated)
+    assert "temperatures.late" not in job_topics(built_charts, {"aggregator": {"enabled": False}})
+    off = job_topics(built_charts, {"topicProvisioning": {"topics": {"extra": {"partitions": 1}}}})
+    assert off == defaults | {"extra"}
+
+
 @pytest.fixture(scope="module")
 def prefix() -> str:
     return f"it-topics-{uuid.uuid4().hex[:8]}."
