@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     append_ledger(ledger, folder / "fleet-ledger.jsonl")
     spec = Check(ledger, endpoints, names.prefix, names.es_alias, names.store_target, windows,
                          window_ms=seconds(args.window) * 1000, excluded=f"{prefix}watermark",
-                         whole_from_ms=whole_from_ms)  # fmt: skip
+                         whole_from_ms=whole_from_ms, watermark_ms=seconds(args.watermark) * 1000)  # fmt: skip
     save(spec, folder / "check.json")
     result = check(spec)
     stores.close()

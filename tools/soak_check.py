@@ -23,12 +23,13 @@ What it holds the pipeline to:
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import math
 import struct
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,6 +168,7 @@ class Check:
     window_ms: int
     excluded: str  # the watermark push's device
     metric: str = "temperature"
+    watermark_ms: int | None = None  # the aggregator's delay; None: every reading stamped late must be judged late
     whole_from_ms: int = 0  # late readings are judged from here (the pipeline whole for the first time)
 
 
@@ -295,29 +297,40 @@ def check(spec: Check) -> Result:
     decode = Decoder(spec.endpoints.registry_url)
     bootstrap, topic = spec.endpoints.bootstrap, (lambda name: spec.prefix + name)
     arrived: Counter[Identity] = Counter()
+    ingested: dict[Identity, int] = {}  # the first arrival's ingest time (the gateways' clock)
     for message in records(bootstrap, topic("sensors.readings")):
         reading = decode(message.value())
         if reading is None:
             result.problems.append(f"undecodable reading at {message.partition()}:{message.offset()}")
         elif reading["device_id"] != spec.excluded:
-            arrived[identity(reading)] += 1
+            arrived[key := identity(reading)] += 1
+            ingested.setdefault(key, to_ms(reading["ingest_time"]))
     late: Counter[Identity] = Counter()
     for message in records(bootstrap, topic("temperatures.late")):
         if (reading := decode(message.value())) is not None:
             late[identity(reading)] += 1
     cut = CutOff.of(spec.faults, sent, arrived)
-    readings(spec, sent, arrived, late, cut, result)
+    topic_windows = AggregatesOnTopic.read(spec, decode)
+    readings(spec, sent, arrived, late, cut, result, topic_windows.behind(spec, ingested))
     windows = expected_windows(spec, sent, arrived, late, cut)
-    aggregates(spec, decode, windows, result)
-    for store, found in read_stores(spec).items():
-        compare(store, found, without_lost_with_member(store, found, windows, spec.faults, result), result)
+    compare("topic", topic_windows.written, windows, result)
+    positions = topic_windows.positions
+    ring: dict[str, int] = {}
+    for store, found in read_stores(spec, ring).items():
+        wanted = without_lost_with_member(store, found, windows, spec.faults, result)
+        if store == "hazelcast":
+            wanted = without_overwritten(found, wanted, positions, ring.get("head", 0), result)
+        compare(store, found, wanted, result)
     dead_letters(spec, sent, decode, cut, result)
     return result
 
 
 def readings(
-    spec: Check, sent: Sent, arrived: Counter[Identity], late: Counter[Identity], cut: CutOff, result: Result
-) -> None:
+    spec: Check, sent: Sent, arrived: Counter[Identity], late: Counter[Identity], cut: CutOff, result: Result,
+    behind: Callable[[Identity], bool] | None = None,
+) -> None:  # fmt: skip
+    """``behind``: whether a reading stamped late was surely behind its device's watermark
+    when it arrived (default: every one); only those must be on the late topic."""
     missing: Counter[str] = Counter()
     cut_off: Counter[str] = Counter()
     for key, entry in sent.good.items():
@@ -341,7 +354,8 @@ def readings(
         result.problems.append(f"{len(twice_late)} readings on the late topic more than once, e.g. {twice_late[:3]}")
     # Only the aggregated metric's late readings are written to the late topic.
     checked = [(k, e) for k, e in sent.good.items() if k[1] == spec.metric and e["w"] >= spec.whole_from_ms]
-    stamped_late = [key for key, entry in checked if entry["k"] == "late" and key in arrived]
+    stamped_late = [key for key, entry in checked if entry["k"] == "late" and key in arrived
+                    and (behind is None or behind(key))]  # fmt: skip
     not_late = [key for key in stamped_late if key not in late]
     if not_late:
         result.problems.append(f"{len(not_late)} late readings not on the late topic, e.g. {not_late[:3]}")
@@ -371,13 +385,54 @@ def expected_windows(
     return {window: stats(v) for window, v in values.items()}
 
 
-def aggregates(spec: Check, decode: Decoder, windows: dict[Window, dict[str, float]], result: Result) -> None:
-    written: dict[Window, list[dict[str, Any]]] = defaultdict(list)
-    for message in records(spec.endpoints.bootstrap, spec.prefix + "temperatures.aggregated"):
-        aggregate = decode(message.value())
-        if aggregate is not None and aggregate["device_id"] != spec.excluded:
-            written[(aggregate["device_id"], to_ms(aggregate["window_start"]))].append(aggregate)
-    compare("topic", written, windows, result)
+@dataclass
+class AggregatesOnTopic:
+    """The aggregates topic, read once: each window's copies, where they are (partition,
+    offsets) and, per device, when each of its windows was written (the record's timestamp)."""
+
+    written: dict[Window, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    positions: dict[Window, tuple[int, list[int]]] = field(default_factory=dict)
+    emitted: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+
+    @classmethod
+    def read(cls, spec: Check, decode: Decoder) -> AggregatesOnTopic:
+        topic = cls()
+        for message in records(spec.endpoints.bootstrap, spec.prefix + "temperatures.aggregated"):
+            aggregate = decode(message.value())
+            if aggregate is not None and aggregate["device_id"] != spec.excluded:
+                window = (aggregate["device_id"], to_ms(aggregate["window_start"]))
+                topic.written[window].append(aggregate)
+                topic.positions.setdefault(window, (message.partition() or 0, []))[1].append(message.offset() or 0)
+                topic.emitted[window[0]].append((message.timestamp()[1], window[1]))
+        return topic
+
+    def behind(self, spec: Check, ingested: dict[Identity, int]) -> Callable[[Identity], bool] | None:
+        """Whether a reading was surely late when the job read it (decision 0011). A device's
+        watermark is at least its newest event time minus the delay, as of the batches before;
+        a window of the device on the topic before the reading was ingested was written by
+        such a batch, and holds a reading at or after its start. So a reading at or before a
+        start, minus the delay, of the device's windows written before its ingest was behind.
+        A reading stamped in the past is not surely late otherwise: a device's first reading
+        sets its clock (one stamped two minutes back is a clock two minutes behind), and a job
+        stalled longer than the reading was stamped back has not moved its watermark past it."""
+        if spec.watermark_ms is None:
+            return None
+        newest: dict[str, tuple[list[int], list[int]]] = {}  # device -> write times, newest start by then
+        for device, windows in self.emitted.items():
+            times, starts, most = [], [], -(2**62)
+            for written_ms, start in sorted(windows):
+                most = max(most, start)
+                times.append(written_ms)
+                starts.append(most)
+            newest[device] = (times, starts)
+        delay = spec.watermark_ms
+
+        def behind(key: Identity) -> bool:
+            times, starts = newest.get(key[0], ([], []))
+            before = bisect.bisect_left(times, ingested.get(key, -(2**62)))  # written strictly before
+            return before > 0 and key[2] <= starts[before - 1] - delay
+
+        return behind
 
 
 def without_lost_with_member(
@@ -393,6 +448,31 @@ def without_lost_with_member(
     lost = {w for w in windows if w not in found and w[1] < max(kills)}
     result.figures["hazelcast_windows_lost_with_killed_member"] = len(lost)
     return {w: stats for w, stats in windows.items() if w not in lost}
+
+
+def without_overwritten(
+    found: dict[Window, Any], windows: dict[Window, dict[str, float]],
+    positions: dict[Window, tuple[int, list[int]]], head: int, result: Result,
+) -> dict[Window, dict[str, float]]:  # fmt: skip
+    """The windows the ringbuffer should still hold. It keeps its capacity's newest items and
+    overwrites the oldest (``head`` of them so far): a fleet's soak writes more windows than
+    that. The persister appends a partition's aggregates in their order on the topic, so a
+    window is overwritten, not lost, when every copy of it on the topic comes before the
+    first copy of any window the ringbuffer still holds from the same partition. Those are
+    counted apart; they cannot be more than the items overwritten."""
+    if head <= 0:
+        return windows
+    first_held: dict[int, int] = {}
+    for window in found:
+        if window in positions:
+            partition, offsets = positions[window]
+            first_held[partition] = min(first_held.get(partition, 2**62), min(offsets))
+    overwritten = {w for w in windows if w not in found and w in positions
+                   and max(positions[w][1]) < first_held.get(positions[w][0], 2**62)}  # fmt: skip
+    result.figures["hazelcast_windows_overwritten_at_capacity"] = {"windows": len(overwritten), "items": head}
+    if len(overwritten) > head:
+        result.problems.append(f"hazelcast: {len(overwritten)} windows overwritten, more than its {head} items")
+    return {w: stats for w, stats in windows.items() if w not in overwritten}
 
 
 def compare(
@@ -416,11 +496,12 @@ def compare(
         result.figures["windows"][store]["expected"] = len(windows)  # fewer: some excused (a killed member)
 
 
-def read_stores(spec: Check) -> dict[str, dict[Window, list[dict[str, Any]]]]:
+def read_stores(spec: Check, ring: dict[str, int]) -> dict[str, dict[Window, list[dict[str, Any]]]]:
+    """Every store's windows; ``ring`` gets the ringbuffer's head sequence (items overwritten)."""
     return {
         "elasticsearch": by_window(elasticsearch_documents(spec)),
         "scylla": by_window(scylla_rows(spec)),
-        "hazelcast": by_window(hazelcast_items(spec)),
+        "hazelcast": by_window(hazelcast_items(spec, ring)),
     }
 
 
@@ -460,7 +541,7 @@ def scylla_rows(spec: Check) -> Iterator[dict[str, Any]]:
 RING_READ_MAX = 999  # read_many refuses a max_count of 1000 or more
 
 
-def hazelcast_items(spec: Check) -> Iterator[dict[str, Any]]:
+def hazelcast_items(spec: Check, ring_info: dict[str, int] | None = None) -> Iterator[dict[str, Any]]:
     from hazelcast.client import HazelcastClient
 
     client = HazelcastClient(
@@ -469,6 +550,8 @@ def hazelcast_items(spec: Check) -> Iterator[dict[str, Any]]:
     try:
         ring = client.get_ringbuffer(spec.store_target).blocking()
         head, tail = ring.head_sequence(), ring.tail_sequence()
+        if ring_info is not None:
+            ring_info["head"] = head
         for sequence in range(head, tail + 1, RING_READ_MAX):
             for item in ring.read_many(sequence, 1, min(RING_READ_MAX, tail + 1 - sequence)):
                 text = item.to_string() if hasattr(item, "to_string") else item  # WITHFORMAT JSON: HazelcastJsonValue
