@@ -16,6 +16,20 @@ from fluxgate_core.settings import Group
 
 SCHEMES = ("coap", "coaps", "coap+tcp")
 _PATH_RULE = re.compile(r"^path:(-?\d+)$")
+# What the tinydtls behind aiocoap's coaps:// (DTLSSocket 0.2.3) takes. It builds the pre-master
+# secret (2 + N + 2 + N bytes, RFC 4279) in a 40-byte buffer, and holds the identity in 32: past
+# either, every handshake failed with nothing but timeouts (measured against libcoap's server:
+# a key of 18 bytes works, 19 does not; an identity of 32 works, 33 does not).
+MAX_PSK_KEY_BYTES = 18
+MAX_PSK_IDENTITY_BYTES = 32
+
+
+def check_psk_sizes(identity: str | None, key: SecretStr | None) -> None:
+    """Raise naming the field (a group's check across fields: its input, the key, is not shown)."""
+    if identity is not None and len(identity.encode()) > MAX_PSK_IDENTITY_BYTES:
+        raise ValueError(f"psk_identity: takes at most {MAX_PSK_IDENTITY_BYTES} bytes (tinydtls), this one is longer")
+    if key is not None and len(key.get_secret_value().encode()) > MAX_PSK_KEY_BYTES:
+        raise ValueError(f"psk_key: takes at most {MAX_PSK_KEY_BYTES} bytes (tinydtls), this one is longer")
 
 
 class ResourceSettings(Group):
@@ -62,6 +76,7 @@ class ResourceSettings(Group):
             raise ValueError("psk_identity and psk_key go together")
         if self.psk_key is not None and not self.secure:
             raise ValueError("psk_identity/psk_key need a coaps:// URI")
+        check_psk_sizes(self.psk_identity, self.psk_key)
         return self
 
     @property

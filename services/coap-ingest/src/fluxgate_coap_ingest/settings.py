@@ -15,7 +15,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_settings import BaseSettings
 
 from fluxgate_coap_ingest.kcql import resources_from_kcql
-from fluxgate_coap_ingest.resource_settings import SCHEMES, ResourceSettings
+from fluxgate_coap_ingest.resource_settings import SCHEMES, ResourceSettings, check_psk_sizes
 from fluxgate_core.kcql import COAP_SOURCE, KcqlError, parse_sources
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.settings import (
@@ -58,6 +58,7 @@ class DtlsSettings(Group):
     def _identity_with_key(self) -> DtlsSettings:
         if self.psk_key is not None and not self.psk_identity:
             raise ValueError("psk_identity is required with psk_key")
+        check_psk_sizes(self.psk_identity, self.psk_key)
         return self
 
 
