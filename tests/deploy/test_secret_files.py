@@ -150,3 +150,21 @@ def test_the_chart_refuses_a_file_setting_it_cannot_mount(case: str, built_chart
     with pytest.raises(ChartError) as refused:
         render(built_charts / "es-persister", values=[values])
     assert message in str(refused.value)
+
+
+@pytest.mark.downloads
+def test_the_umbrella_console_reads_a_stores_password_from_the_file_its_persister_does(
+    built_charts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    es = {
+        "config": {"FLUXGATE_ES_ELASTICSEARCH__USERNAME": "elastic"},
+        "secrets": {"files": {"FLUXGATE_ES_ELASTICSEARCH__PASSWORD_FILE": {"secret": "es-user", "key": "password"}}},
+    }
+    values = [built_charts / UMBRELLA / "values-dev.yaml",
+              {"global": {"existingSecret": "fluxgate-secrets"}, "es-persister": es}]  # fmt: skip
+    objects = render(built_charts / UMBRELLA, values=values)
+    [console] = [p for p in pods(objects) if p.argv == ["fluxgate-console"]]
+    env = local_env(console, objects, files_on_disk(console, tmp_path))
+    assert "FLUXGATE_CONSOLE_ELASTICSEARCH__PASSWORD" not in env
+    settings = specs.load_with_env(SETTINGS["console"], env, monkeypatch)
+    assert settings.elasticsearch.basic_auth() == ("elastic", "es-pw")

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 from chart_schemas import TOPICS_FILE, pipeline_topics
 from charts import UMBRELLA, copy_built, install_dry_run, render
@@ -26,6 +27,7 @@ from fluxgate_testing.k8s import Pod
 from fluxgate_stack import Grant
 
 CA_MOUNT = "/etc/fluxgate/kafka-ca"
+KUBERNETES = "1.37.0"  # test_charts' version of the schemas
 COMMAND = ["python", "-m", "fluxgate_core.topic_provisioning"]
 
 
@@ -43,6 +45,14 @@ def test_the_notes_name_every_topic_and_where_the_jobs_report_is(built_charts: P
     notes = install_dry_run(built_charts / UMBRELLA, values=[built_charts / UMBRELLA / "values-dev.yaml"]).notes
     assert all(topic in notes for topic in pipeline_topics()), notes
     assert "kubectl -n fluxgate logs job/fluxgate-topics" in notes
+
+
+def test_the_jobs_default_image_holds_its_entry_point() -> None:
+    """mqtt-proxy's image installs fluxgate-core (this module) and confluent-kafka from its lock."""
+    root = Path(__file__).resolve().parents[2]
+    assert "COPY libs/fluxgate-core " in (root / "services/mqtt-proxy/Dockerfile").read_text()
+    lock = (root / "services/mqtt-proxy/requirements.lock").read_text()
+    assert any(line.startswith("confluent-kafka==") for line in lock.splitlines())
 
 
 def job_topics(charts: Path, values: dict[str, Any]) -> set[str]:
@@ -111,6 +121,7 @@ def secured_values(secured_kafka: Any, prefix: str, user: str, overrides: dict[s
 def job_of(objects: list[dict[str, Any]]) -> Pod:
     [job] = [obj for obj in objects if obj["kind"] == "Job"]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    kubernetes_validate.validate(job, KUBERNETES, strict=True)  # unknown fields fail, as in test_charts
     return Pod(job, 0, "fluxgate")
 
 

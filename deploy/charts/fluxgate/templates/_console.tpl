@@ -116,11 +116,13 @@ its store not shown). Its secrets and certificate volumes: fluxgate.umbrella.con
 The rest of what the console needs to reach each store as its persister does:
 secrets: the console's secret settings, each read from the Secret and key the persister's
   is read from (its {secret, key}, or its key in its existingSecret, else the global one);
+files: the same for the secret file settings (secrets.files: PASSWORD_FILE);
 volumes, mounts: the persister's extraVolumes mounted where its TLS files are (the
   console's settings name the same paths), renamed <persister>-<name> to stay apart.
 */}}
 {{- define "fluxgate.umbrella.consoleStoreAccess" -}}
 {{- $secrets := dict -}}
+{{- $secretFiles := dict -}}
 {{- $volumes := dict -}}
 {{- $mounts := list -}}
 {{- range $name, $store := include "fluxgate.umbrella.storeSettings" . | fromYaml -}}
@@ -132,6 +134,11 @@ volumes, mounts: the persister's extraVolumes mounted where its TLS files are (t
 {{- $to := printf "FLUXGATE_CONSOLE_%s%s" $store.to $field -}}
 {{- if kindIs "map" $ref }}{{ $_ := set $secrets $to $ref }}
 {{- else if and $ref $secret }}{{ $_ := set $secrets $to (dict "secret" $secret "key" $ref) }}{{ end -}}
+{{- with index ($v.secrets.files | default dict) (printf "%s%s_FILE" $store.prefix $field) -}}
+{{- $toFile := printf "%s_FILE" $to -}}
+{{- if kindIs "map" . }}{{ $_ := set $secretFiles $toFile . }}
+{{- else if $secret }}{{ $_ := set $secretFiles $toFile (dict "secret" $secret "key" .) }}{{ end -}}
+{{- end -}}
 {{- end -}}
 {{- $files := list -}}
 {{- range $field := $store.files }}{{ with index $v.config (printf "%s%s" $store.prefix $field) }}{{ $files = append $files . }}{{ end }}{{ end -}}
@@ -151,5 +158,5 @@ volumes, mounts: the persister's extraVolumes mounted where its TLS files are (t
 {{- end -}}
 {{- $listed := list -}}
 {{- range $renamed := keys $volumes | sortAlpha }}{{ $listed = append $listed (index $volumes $renamed) }}{{ end -}}
-{{- toYaml (dict "secrets" $secrets "volumes" $listed "mounts" $mounts) -}}
+{{- toYaml (dict "secrets" $secrets "files" $secretFiles "volumes" $listed "mounts" $mounts) -}}
 {{- end -}}
