@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -362,8 +363,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="every service on Kafka's SASL_SSL listener as its own principal, allowed only what it needs (ACLs), "
         "the persisters and the console on the stack's secured Elasticsearch and Cassandra (TLS, own users), "
-        "every service through the registry's HTTPS door as its own Keycloak client, and the MQTT devices and "
-        "mqtt-proxy on Mosquitto's TLS listener with client certificates and passwords",
+        "every service through the registry's HTTPS door as its own Keycloak client, the MQTT devices and "
+        "mqtt-proxy on Mosquitto's TLS listener with client certificates and passwords, and the CoAP devices "
+        "serving coap-ingest over DTLS with a pre-shared key made for the run",
     )
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 unless readings (and aggregates) arrived")
@@ -434,10 +436,11 @@ def device_prefix(names: Names) -> tuple[str, ...]:
 
 
 def coap_resources_of(args: argparse.Namespace, names: Names) -> str:
-    """FLUXGATE_COAP_RESOURCES for the simulated CoAP devices (JSON)."""
+    """FLUXGATE_COAP_RESOURCES for the simulated CoAP devices (JSON; coaps:// when ``--secured``)."""
+    coaps = ("--coaps",) if getattr(args, "secured", False) else ()
     return subprocess.run(
         [str(BIN / "fluxgate-sim"), "coap-resources", "--coap-devices", str(args.coap_devices),
-         "--coap-port", str(args.coap_port), "--topic", names.readings, *device_prefix(names)],
+         "--coap-port", str(args.coap_port), "--topic", names.readings, *device_prefix(names), *coaps],
         check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
 
@@ -506,10 +509,26 @@ SECURED_SERVERS = ["elasticsearch-secured", "cassandra-secured", "registry-secur
 
 def secured_devices(folder: Path) -> tuple[str, ...]:
     """``--secured``: the simulated MQTT devices on Mosquitto's TLS listener, with their
-    client certificate and password."""
+    client certificate and password; the CoAP devices serving DTLS with the pre-shared key
+    :func:`secured_coap` wrote for this run."""
     from fluxgate_stack.secured_mqtt import device_args
 
-    return tuple(device_args(folder))
+    coap = ("--coap-psk-identity", COAP_PSK_IDENTITY, "--coap-psk-file", str(folder / COAP_PSK_FILE))
+    return (*device_args(folder), *coap)
+
+
+COAP_PSK_IDENTITY, COAP_PSK_FILE = "fluxgate-coap-ingest", "coap-devices.psk"
+
+
+def secured_coap(folder: Path) -> dict[str, str]:
+    """``--secured``: coap-ingest's DTLS settings for the CoAP devices: a new pre-shared key
+    each run, in coap-ingest's secret setting and in the 0600 file the devices read."""
+    from fluxgate_stack.private_files import write_private
+
+    key = secrets.token_urlsafe(13)  # 18 characters, the longest PSK tinydtls (both ends) takes
+    write_private(folder / COAP_PSK_FILE, key)
+    say("secured: the CoAP devices serve coap-ingest over DTLS with a pre-shared key made for this run")
+    return {"DTLS__PSK_IDENTITY": COAP_PSK_IDENTITY, "DTLS__PSK_KEY": key}
 
 
 def secured_stores(folder: Path) -> dict[str, dict[str, str]]:
@@ -554,6 +573,7 @@ def secured(names: Names, folder: Path) -> Callable[[str], dict[str, str]]:
     kafka, stores, registry = secured_kafka(names, folder), secured_stores(folder), secured_registry(folder)
     stores["mqtt-proxy"] = mqtt_proxy_env()
     say("secured: the devices and mqtt-proxy reach Mosquitto over TLS, each with a client certificate and a password")
+    stores["coap-ingest"] = secured_coap(folder)
     return lambda service: {**kafka(service), **stores.get(service, {}), **registry[service]}
 
 

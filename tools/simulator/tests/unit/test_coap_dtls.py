@@ -79,8 +79,12 @@ def test_the_key_comes_from_a_file_and_stays_out_of_repr(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="cannot read --coap-psk-file"):
         CoapPsk.from_file("gateway", tmp_path / "missing")
     key_file.write_text("\n")
-    with pytest.raises(ValueError, match=r"pre-shared key .* is empty"):
+    with pytest.raises(ValueError, match=r"pre-shared key .* must be 1 to 18 bytes, not 0"):
         CoapPsk.from_file("gateway", key_file)
+    with pytest.raises(ValueError, match="must be 1 to 18 bytes, not 24"):
+        CoapPsk("gateway", b"x" * 24)  # tinydtls's limit: every handshake would fail
+    with pytest.raises(ValueError, match="--coap-psk-identity must be 1 to 32 bytes"):
+        CoapPsk("i" * 33, b"run-secret")
 
 
 def test_the_cli_takes_the_identity_and_the_file_together(tmp_path: Path) -> None:
