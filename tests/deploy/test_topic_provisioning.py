@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,7 +166,12 @@ def run_job(
 
 
 def described(admin: AdminClient, topics: list[str]) -> dict[str, tuple[int, dict[str, str]]]:
-    metadata = admin.list_topics(timeout=15).topics
+    """Each topic's partitions and config, once this client's broker has them in its metadata
+    (a topic created through another listener reaches every broker's cache a moment later)."""
+    deadline = time.monotonic() + 15
+    while not set(topics) <= set(metadata := admin.list_topics(timeout=15).topics):
+        assert time.monotonic() < deadline, f"never listed: {sorted(set(topics) - set(metadata))}"
+        time.sleep(0.2)
     resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in topics]
     configs = {r.name: f.result(timeout=15) for r, f in admin.describe_configs(resources, request_timeout=15).items()}
     return {name: (len(metadata[name].partitions), {k: e.value for k, e in configs[name].items()}) for name in topics}
