@@ -6,9 +6,17 @@ variables the service's Settings class reads, typed from its fields, and refuses
 name, so ``helm install`` with a misspelled or renamed setting fails, naming it, instead of
 the pod failing at start. ``global.kafka`` and ``global.registry`` are typed from the
 fields the library chart maps them to (its ``_config.tpl``), and the umbrella's top level
-allows only its own blocks and its charts. The services and their classes are the ones
-``tools/settings_reference.py`` documents; `tests/static/test_chart_schemas.py` fails when
-a committed schema is not what this writes.
+allows only its own blocks and its charts. ``secrets.files`` lists the file settings a secret
+may be read from instead (``KAFKA__SASL_PASSWORD_FILE``). Every other key a chart takes is
+one of its defaults (fluxgate-lib's, then its values.yaml): the schema allows those alone, at
+the top and in every block the chart defines, so ``replicaCout: 2`` fails too. The services
+and their classes are the ones ``tools/settings_reference.py`` documents;
+`tests/static/test_chart_schemas.py` fails when a committed schema is not what this writes.
+
+It also writes the umbrella's ``files/topics.json``: every topic the services' Settings name
+by default, which its topic-provisioning Job (``fluxgate_core.topic_provisioning``, whose
+``FLUXGATE_TOPICS_*`` settings type the ``topicProvisioning`` block) creates;
+`tests/deploy/test_topic_provisioning.py` fails when it is stale.
 
     python tools/chart_schemas.py          # or: make chart-schemas
 """
