@@ -379,7 +379,7 @@ def run_latency(
         with CpuSampler(measured) as sampler, ProcessPoolExecutor(1, get_context("spawn")) as pool:
             job = (endpoints.bootstrap, endpoints.registry_url, settings.input_topic, args.devices)
             paced = pool.submit(pace_in_child, *job, args.latency_rate, args.latency_seconds).result()
-        time.sleep(5 + seconds(args.latency_trigger))  # windows closed at the very end: their last trigger
+        time.sleep(30 + seconds(args.latency_trigger))  # stragglers count, with their real delay
         peak = peak_rss_mib(measured)
     finally:
         for query in state.queries:
@@ -389,7 +389,7 @@ def run_latency(
         arrivals.stop()
     window = settings.window
     figures = latencies(arrivals.seen, paced, seconds(window.size) * 1000, seconds(window.watermark) * 1000,
-                        args.latency_settle)  # fmt: skip
+                        args.latency_settle, args.devices)  # fmt: skip
     cpu = micros_per(sampler.used(paced.start, paced.end), paced.sent)
     return {"readings_per_second": round(paced.rate), "sent": paced.sent, "cpu_us_per_reading": cpu,
             "peak_mib": peak} | figures  # fmt: skip

@@ -11,6 +11,7 @@ Imported as ``kstreams.latency`` by the scripts in ``bench/``.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -123,20 +124,44 @@ def _ms(value: Any) -> int:
 
 
 def latencies(
-    arrivals: dict[tuple[str, int], float], paced: Paced, size_ms: int, grace_ms: int, settle_s: float
-) -> dict[str, float]:
+    arrivals: dict[tuple[str, int], float], paced: Paced, size_ms: int, grace_ms: int, settle_s: float, devices: int
+) -> dict[str, float | int | None]:
     """p50, p99 and max seconds from close to arrival, of the windows that closed while the
-    readings flowed, ``settle_s`` after the first (the engine's first batches and JIT)."""
+    readings flowed, ``settle_s`` after the first (the engine's first batches and JIT).
+
+    Every device sends in every window, so ``devices`` windows close at each window end plus
+    the grace; one that never arrived counts as infinitely late (a percentile it reaches is
+    None, and ``missing`` says how many)."""
+    closes = [
+        close
+        for close in range(_first_close_after(paced.start + settle_s, size_ms, grace_ms), int(paced.end * 1000) + 1,
+                           size_ms)
+    ]  # fmt: skip
     delays = sorted(
         seen - (begin + size_ms + grace_ms) / 1000
         for (_, begin), seen in arrivals.items()
-        if paced.start + settle_s <= (begin + size_ms + grace_ms) / 1000 <= paced.end
+        if (begin + size_ms + grace_ms) in closes
     )
-    if not delays:
-        return {"windows": 0}
+    expected = len(closes) * devices
+    missing = max(expected - len(delays), 0)
+    ordered = delays + [math.inf] * missing
+    if not ordered:
+        return {"windows": 0, "expected": 0}
+
+    def finite(value: float) -> float | None:
+        return round(value, 3) if math.isfinite(value) else None
+
     return {
         "windows": len(delays),
-        "p50_s": round(percentile(delays, 50), 3),
-        "p99_s": round(percentile(delays, 99), 3),
-        "max_s": round(delays[-1], 3),
+        "expected": expected,
+        "missing": missing,
+        "p50_s": finite(percentile(ordered, 50)),
+        "p99_s": finite(percentile(ordered, 99)),
+        "max_s": finite(ordered[-1]),
     }
+
+
+def _first_close_after(instant: float, size_ms: int, grace_ms: int) -> int:
+    """Epoch ms of the first window close (a window end plus the grace) at or after ``instant``."""
+    ends_after = math.ceil((instant * 1000 - grace_ms) / size_ms) * size_ms
+    return ends_after + grace_ms

@@ -79,13 +79,30 @@ def test_latency_counts_the_windows_that_closed_while_readings_flowed_after_sett
         ("d1", 960_000): 1051.0,  # 1 s
         ("d0", 900_000): 990.0,  # closed at 990 s, before the readings began
         ("d0", 1_020_000): 1111.0,  # closes at 1110 s: 1 s
+        ("d1", 1_020_000): 1110.5,  # 0.5 s
+        ("d0", 1_080_000): 1172.0,  # closes at 1170 s: 2 s
+        ("d1", 1_080_000): 1170.1,  # 0.1 s
         ("d0", 1_140_000): 1240.0,  # closes at 1230 s, after they stopped
-        ("d2", 920_000): 1010.1,  # closes at 1010 s, within the settling time
     }
-    figures = latencies(arrivals, paced, 60_000, 30_000, settle_s=20.0)
-    assert figures["windows"] == 3
+    figures = latencies(arrivals, paced, 60_000, 30_000, settle_s=20.0, devices=2)
+    assert (figures["windows"], figures["expected"], figures["missing"]) == (6, 6, 0)
     assert figures["p50_s"] == pytest.approx(1.0)
-    assert figures["max_s"] == pytest.approx(1.0)
+    assert figures["max_s"] == pytest.approx(2.0)
+
+
+def test_a_window_that_never_arrived_is_infinitely_late() -> None:
+    paced = Paced(start=1000.0, end=1200.0, sent=2_000_000)
+    arrivals = {("d0", 960_000): 1050.2, ("d0", 1_020_000): 1111.0, ("d0", 1_080_000): 1171.0}  # none of d1's
+    figures = latencies(arrivals, paced, 60_000, 30_000, settle_s=20.0, devices=2)
+    assert (figures["windows"], figures["missing"]) == (3, 3)
+    assert figures["p50_s"] is None and figures["p99_s"] is None
+
+
+def test_windows_within_the_settling_time_do_not_count() -> None:
+    paced = Paced(start=1000.0, end=1100.0, sent=1_000_000)
+    # closes at 1010 s, within the first 20 s; the next close (1070 s) is counted and missing
+    figures = latencies({("d0", 920_000): 1010.1}, paced, 60_000, 30_000, settle_s=20.0, devices=1)
+    assert (figures["windows"], figures["expected"], figures["missing"]) == (0, 1, 1)
 
 
 def test_durations_in_seconds() -> None:
