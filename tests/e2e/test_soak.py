@@ -7,6 +7,7 @@ share them while this one runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # Hive's shape beside the soak's own devices: 100,000 fleet devices, each reporting every
 # 300 s (333 reports/s), so nearly every reading is an aggregate of its own (10 s windows).
 FLEET_DEVICES, FLEET_PERIOD_S = 100_000, 300
+# A fleet device is silent for a period between reports: device-status's silence threshold (60 s
+# by default) below it would mark each device OFFLINE, and ONLINE again, every period.
+FLEET_ENV = {**os.environ, "FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S": str(3 * FLEET_PERIOD_S)}
 
 
 def test_every_store_exact_through_a_killed_aggregator_and_a_stopped_mqtt_gateway(stack: Any, tmp_path: Path) -> None:
@@ -34,7 +38,7 @@ def test_every_store_exact_through_a_killed_aggregator_and_a_stopped_mqtt_gatewa
          "--kill-down", "3", "--stop-for", "50", "--calm", "3", "--mqtt-devices", "8", "--coap-devices", "3",
          "--recover-timeout", "150", "--fleet-devices", str(FLEET_DEVICES), "--fleet-period", str(FLEET_PERIOD_S),
          "--report", str(tmp_path)],
-        capture_output=True, text=True, timeout=900, check=False,
+        capture_output=True, text=True, timeout=900, check=False, env=FLEET_ENV,
     )  # fmt: skip
     (folder,) = tmp_path.glob("soak-*")
     report = json.loads((folder / "report.json").read_text())
