@@ -3,7 +3,8 @@ serving DTLS with the run's pre-shared key, and coap-ingest observing them, both
 run_pipeline's own functions (the key file and settings of ``secured_coap``, the devices'
 options of ``secured_devices``, the ``coaps://`` resource list of ``coap_resources_of``), on
 names of their own (``Names`` with a prefix) against the shared Kafka. Readings arrive; a wrong
-key never yields one, and coap-ingest stays not ready; the key shows in no log and no metric."""
+key never yields one, and coap-ingest stays not ready; the key shows in no log and no metric;
+devices restarted (their DTLS session forgotten) are observed again."""
 
 from __future__ import annotations
 
@@ -159,3 +160,27 @@ def test_a_wrong_key_or_identity_never_yields_a_reading(
     log = gateway.log_text()
     assert gateway.terminate() == 0
     assert "observation.ended" in log and "coaps://" in log
+
+
+def test_readings_come_back_after_the_devices_restart(
+    stack: Any, run_args: Any, names: Names, devices: Any, tmp_path: Path
+) -> None:
+    # Restarted devices have forgotten the DTLS session: coap-ingest notices the silence and
+    # shakes hands anew (the plain-CoAP case is test_libcoap.py's).
+    dtls = {"DTLS__PSK_IDENTITY": run_pipeline.COAP_PSK_IDENTITY, "DTLS__PSK_KEY": the_runs_key(tmp_path)}
+    gateway = ingest(stack, run_args, names, tmp_path, {**dtls, "OBSERVE__MAX_AGE_S": "3"})
+    gateway.wait_ready()
+    os.killpg(devices.pid, signal.SIGKILL)
+    devices.wait(10)
+    gateway.wait_until(lambda: gateway.get("/readyz")[0] == 503, "the observations to be noticed lost")
+    before = len(consume(stack.bootstrap, names.readings, timeout=5, idle=1))
+    again = subprocess.Popen(devices.args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        gateway.wait_ready(timeout=60)
+        every_resource_again = len(METRICS) * COAP_DEVICES
+        after = consume(stack.bootstrap, names.readings, timeout=30, idle=0, expected=before + every_resource_again)
+    finally:
+        os.killpg(again.pid, signal.SIGTERM)
+        again.wait(30)
+    assert gateway.terminate() == 0
+    assert len(after) >= before + every_resource_again
