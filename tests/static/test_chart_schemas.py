@@ -1,5 +1,7 @@
 """Each chart's `values.schema.json` is what `tools/chart_schemas.py` writes from the
-Settings classes, and the value forms it allows are the ones the Settings accept.
+Settings classes, and the value forms it allows are the ones the Settings accept; the
+umbrella's `files/topics.json` (its topic Job's list) is what it writes too, and every
+setting a chart takes is in `docs/settings.md`.
 
 A setting added, renamed or retyped then shows up as a change of the schemas in review
 (regenerate them: `make chart-schemas`), never as a chart that refuses a real setting or
@@ -10,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 import pytest
-from chart_schemas import leaf_schema, not_starting_with, schemas
+from chart_schemas import TOPICS_FILE, leaf_schema, not_starting_with, pipeline_topics, schemas, topics_file
 from fluxgate_testing import specs
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -29,6 +32,38 @@ def test_every_charts_schema_is_generated_from_the_settings_classes() -> None:
     for path, text in schemas().items():
         assert path.is_file(), f"{path.relative_to(ROOT)} is missing: make chart-schemas"
         assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: make chart-schemas"
+
+
+def test_the_topic_list_is_generated_and_names_every_topic_of_the_pipeline() -> None:
+    """files/topics.json, what the umbrella's topic-provisioning Job creates."""
+    assert TOPICS_FILE.read_text() == topics_file(), f"{TOPICS_FILE.relative_to(ROOT)} is stale: make chart-schemas"
+    assert set(pipeline_topics()) == {
+        "sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late",
+        "devices.status", "persisters.deadletter", "console.replays",
+    }  # fmt: skip
+
+
+def chart_variables(schema: Any) -> Iterator[str]:
+    """Every variable a schema takes in a ``config`` or a ``secrets`` block, at any depth (the
+    umbrella's topicProvisioning has its own)."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "config" and isinstance(value, dict) and "properties" in value:
+                yield from value["properties"]
+            if key == "secrets" and isinstance(value, dict):
+                for block in ("keys", "files"):
+                    yield from value["properties"][block].get("properties", {})
+            yield from chart_variables(value)
+
+
+def test_every_setting_a_chart_takes_is_in_the_settings_page() -> None:
+    """The services' and the topic-provisioning Job's alike: docs/settings.md lists them (a
+    group's own variable, which takes the whole group as JSON, by its fields)."""
+    documented = set(re.findall(r"^\| `(FLUXGATE_\w+)` \|", (ROOT / "docs/settings.md").read_text(), re.M))
+    groups = {name.rsplit("__", depth)[0] for name in documented for depth in range(1, name.count("__") + 1)}
+    taken = {variable for text in schemas().values() for variable in chart_variables(json.loads(text))}
+    assert any(variable.startswith("FLUXGATE_TOPICS_") for variable in taken)
+    assert taken - documented - groups == set(), "missing from docs/settings.md (tools/settings_reference.py)"
 
 
 def test_every_chart_has_a_schema() -> None:
