@@ -1,7 +1,8 @@
 """Each chart's `values.schema.json` is what `tools/chart_schemas.py` writes from the
 Settings classes, and the value forms it allows are the ones the Settings accept; the
 umbrella's `files/topics.json` (its topic Job's list) is what it writes too, and every
-setting a chart takes is in `docs/settings.md`.
+setting a chart takes is in `docs/settings.md`; the root README's deploy row names the topic Job
+and `secrets.files`, linking to where `deploy/README.md` says more.
 
 A setting added, renamed or retyped then shows up as a change of the schemas in review
 (regenerate them: `make chart-schemas`), never as a chart that refuses a real setting or
@@ -64,6 +65,18 @@ def test_every_setting_a_chart_takes_is_in_the_settings_page() -> None:
     taken = {variable for text in schemas().values() for variable in chart_variables(json.loads(text))}
     assert any(variable.startswith("FLUXGATE_TOPICS_") for variable in taken)
     assert taken - documented - groups == set(), "missing from docs/settings.md (tools/settings_reference.py)"
+
+
+def test_the_readmes_deploy_row_names_the_topic_job_and_the_secret_files_where_deploy_says_more() -> None:
+    """Every link of the root README's ``deploy/`` row leads to a file, and to a heading there."""
+    [row] = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `deploy/` |")]
+    assert "FLUXGATE_TOPICS_" in row and "secrets.files" in row, row
+    links = re.findall(r"\]\(([^)#]+)(?:#([^)]+))?\)", row)
+    assert ("deploy/README.md", "topics") in links and ("deploy/README.md", "configure") in links, links
+    for target, heading in links:
+        assert (ROOT / target).is_file(), target
+        headings = re.findall(r"^#+ (.+)$", (ROOT / target).read_text(), re.M)
+        assert not heading or heading in {re.sub(r"[^\w -]", "", h).lower().replace(" ", "-") for h in headings}
 
 
 def test_every_chart_has_a_schema() -> None:
