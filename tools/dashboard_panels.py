@@ -64,32 +64,23 @@ def p95(histogram: str, by: str, selector: str = "") -> str:
     return f"histogram_quantile(0.95, sum by ({by}, le) (rate({picked(histogram + '_bucket', selector)}[{RATE}])))"
 
 
+def stat(title: str, description: str, aggregation: str, metric: str, by: str, width: int) -> PanelSpec:
+    """A stat panel of one gauge: a value for each ``by`` label, named by it."""
+    query = q(f"{aggregation} by ({by}) ({metric})", f"{{{{{by}}}}}")
+    return PanelSpec(title, description, (query,), kind="stat", width=width)
+
+
 DEAD_LETTERS = " or ".join(
     f"sum by (fluxgate_service) (rate({metric}[{RATE}]))"
     for metric in ("fluxgate_dead_letters_total", "fluxgate_sink_records_dead_lettered_total",
                    "fluxgate_aggregator_dead_letters")
 )  # fmt: skip
-READY = PanelSpec(
-    "Services ready",
-    "Ready instances of each service (fluxgate_ready): 0 is a service up but not ready.",
-    (q("sum by (fluxgate_service) (fluxgate_ready)", "{{fluxgate_service}}"),),
-    kind="stat",
-    width=10,
-)
-STORES_UP = PanelSpec(
-    "Stores reachable",
-    "1 while each persister's store takes writes, 0 while it is down or overloaded.",
-    (q("min by (fluxgate_service) (fluxgate_sink_store_up)", "{{fluxgate_service}}"),),
-    kind="stat",
-    width=8,
-)
-DEVICES = PanelSpec(
-    "Devices",
-    "Devices by the status device-status gives them.",
-    (q("sum by (status) (fluxgate_status_devices)", "{{status}}"),),
-    kind="stat",
-    width=6,
-)
+READY = stat("Services ready", "Ready instances of each service (fluxgate_ready): 0 is a service up but not ready.",
+             "sum", "fluxgate_ready", "fluxgate_service", width=10)  # fmt: skip
+STORES_UP = stat("Stores reachable", "1 while each persister's store takes writes, 0 while it is down or overloaded.",
+                 "min", "fluxgate_sink_store_up", "fluxgate_service", width=8)  # fmt: skip
+DEVICES = stat("Devices", "Devices by the status device-status gives them.",
+               "sum", "fluxgate_status_devices", "status", width=6)  # fmt: skip
 LAG = "fluxgate_sink_consumer_lag or fluxgate_aggregator_consumer_lag or fluxgate_status_consumer_lag"
 
 
