@@ -10,6 +10,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from fluxgate_testing import connect_json
+from fluxgate_testing.connect_json import TIMESTAMP, field, struct
 
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.serde import AvroDecoder
@@ -17,36 +19,21 @@ from fluxgate_core.settings import RegistrySettings
 from fluxgate_sink.formats import ConnectJsonDecoder, value_decoder
 from fluxgate_sink.settings import SinkSettings
 
-READING_SCHEMA = {
-    "type": "struct",
-    "name": "reading",
-    "optional": False,
-    "fields": [
-        {"field": "device_id", "type": "string", "optional": False},
-        {"field": "count", "type": "int64", "optional": False},
-        {"field": "mean", "type": "double", "optional": True},
-        {"field": "unit", "type": "string", "optional": True, "default": "C"},
-        {
-            "field": "at",
-            "type": "int64",
-            "optional": False,
-            "name": "org.apache.kafka.connect.data.Timestamp",
-            "version": 1,
-        },
-        {"field": "tags", "type": "array", "items": {"type": "string"}, "optional": True},
-        {
-            "field": "site",
-            "type": "struct",
-            "optional": True,
-            "fields": [{"field": "room", "type": "int32", "optional": False}],
-        },
-    ],
-}
+READING_SCHEMA = struct(
+    "reading",
+    field("device_id", "string"),
+    field("count", "int64"),
+    field("mean", "double", optional=True),
+    field("unit", "string", optional=True, default="C"),
+    field("at", "int64", name=TIMESTAMP, version=1),
+    field("tags", "array", optional=True, items={"type": "string"}),
+    field("site", "struct", optional=True, fields=[field("room", "int32")]),
+)
 READING = {"device_id": "dev-1", "count": 3, "mean": 21.5, "at": 1795435200000, "tags": ["a"], "site": {"room": 4}}
 
 
 def envelope(payload: Any, schema: Any = READING_SCHEMA) -> bytes:
-    return json.dumps({"schema": schema, "payload": payload}).encode()
+    return connect_json.envelope(payload, schema)
 
 
 def reason(decoder: ConnectJsonDecoder, data: bytes) -> str:

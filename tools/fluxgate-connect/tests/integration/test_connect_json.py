@@ -17,22 +17,19 @@ import httpx
 import pytest
 from connect_runs import committed, documents, lines, produce, run_until
 from fluxgate_testing import consume, unique_topic
+from fluxgate_testing.connect_json import TIMESTAMP, envelope, field, struct
 
 from fluxgate_core import deadletter as dlq
 
 pytestmark = pytest.mark.integration
 
-ENVELOPE_SCHEMA = {
-    "type": "struct",
-    "name": "reading",
-    "optional": False,
-    "fields": [
-        {"field": "device_id", "type": "string", "optional": False},
-        {"field": "temperature", "type": "double", "optional": False},
-        {"field": "count", "type": "int64", "optional": True},
-        {"field": "at", "type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp"},
-    ],
-}
+ENVELOPE_SCHEMA = struct(
+    "reading",
+    field("device_id", "string"),
+    field("temperature", "double"),
+    field("count", "int64", optional=True),
+    field("at", "int64", name=TIMESTAMP),
+)
 AT = 1773478800000  # 2026-03-14T09:00:00Z
 CONVERTERS = ("key.converter=org.apache.kafka.connect.storage.StringConverter",
               "value.converter=org.apache.kafka.connect.json.JsonConverter")  # fmt: skip
@@ -66,7 +63,7 @@ def test_a_json_topic_flows_into_elasticsearch_and_a_bad_record_is_dead_lettered
 ) -> None:
     run = uuid.uuid4().hex[:8]
     values = readings(run, 4)
-    encoded = [json.dumps({"schema": ENVELOPE_SCHEMA, "payload": v} if schemas else v).encode() for v in values]
+    encoded = [envelope(v, ENVELOPE_SCHEMA) if schemas else json.dumps(v).encode() for v in values]
     bad = json.dumps(values[0]).encode() if schemas else b'{"device_id": "json-broken", '
     topic = unique_topic("connect.json", stack.bootstrap, partitions=1)
     dead = unique_topic("connect.json.deadletter", stack.bootstrap, partitions=1)
@@ -107,7 +104,7 @@ def test_a_json_topic_with_schemas_flows_into_an_existing_cassandra_table(
     run = uuid.uuid4().hex[:8]
     values, table = readings(run, 4), f"json_{run}"
     topic = unique_topic("connect.json", stack.bootstrap, partitions=1)
-    produce(stack.bootstrap, topic, [(v["device_id"], json.dumps({"schema": ENVELOPE_SCHEMA, "payload": v}).encode())
+    produce(stack.bootstrap, topic, [(v["device_id"], envelope(v, ENVELOPE_SCHEMA))
                                      for v in values])  # fmt: skip
     host, port = cassandra
     cluster = Cluster([host], port=port)
