@@ -260,8 +260,8 @@ def main() -> int:
     if "kstreams" in args.legs:
         build_jar()  # before any leg: a cold Maven cache takes minutes, which no leg should pay
     with tempfile.TemporaryDirectory(prefix="fluxgate-bench-agg-") as tmp:
-        legs, produced, windows = run_legs(args, endpoints, readings, Path(tmp))
-    report(legs, produced, windows, args)
+        legs, produced, windows, paced = run_legs(args, endpoints, readings, Path(tmp))
+    report(legs, produced, windows, paced, args)
     return 0
 
 
@@ -303,7 +303,7 @@ AnyLeg = Leg | PeerLeg
 
 def run_legs(
     args: argparse.Namespace, endpoints: Endpoints, readings: Readings, tmp: Path
-) -> tuple[list[AnyLeg], dict[str, Any], dict[str, Any]]:
+) -> tuple[list[AnyLeg], dict[str, Any], dict[str, Any], dict[str, Any]]:
     spark_settings = SparkSettings(
         master=args.master,
         shuffle_partitions=args.shuffle_partitions,
@@ -353,7 +353,7 @@ def run_legs(
             print(f"latency {engine}: {paced[engine]}", flush=True)
     finally:
         spark.stop()
-    return legs, produced, check_windows(legs, endpoints.bootstrap, client) | {"latency": paced}
+    return legs, produced, check_windows(legs, endpoints.bootstrap, client), paced
 
 
 def run_latency(
@@ -487,7 +487,10 @@ def leg_row(leg: AnyLeg) -> list[object]:
     return [leg.name, leg.rows, batches, leg.per_second, cpu, leg.peak_mib, first, leg.wall]
 
 
-def report(legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any], args: argparse.Namespace) -> None:
+def report(
+    legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any], paced: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:  # fmt: skip
     header = ["leg", "rows", "batches", "rows/s", "CPU µs/row", "peak MiB", "first batch s", "wall s"]
     title = (
         f"Spark {args.master}, {args.shuffle_partitions} shuffle partitions, "
@@ -499,7 +502,9 @@ def report(legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any]
     for name, check in windows.items():
         if name != "against":
             print(f"  windows of {name} against {windows['against']}: {check}")
-    ratios = compare(legs) | job_over_kstreams(legs)
+    for engine, figures in paced.items():
+        print(f"  close -> output topic, {engine} at {args.latency_rate:,.0f} readings/s: {figures}")
+    ratios = compare(legs) | job_over_kstreams(legs) | latency_ratio(paced)
     for name, ratio in ratios.items():
         print(f"{name}: {ratio:.2f}")
     results = [
@@ -522,6 +527,13 @@ def report(legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any]
         "rounds": args.rounds,
         "input_produced_in": produced,
         "windows_checked": windows,
+        "latency": {
+            "rate": args.latency_rate,
+            "seconds": args.latency_seconds,
+            "job_trigger": args.latency_trigger,
+            "settle_s": args.latency_settle,
+            "legs": paced,
+        },
         "what": {leg.name: leg.what for leg in legs},
     }
     paths = write_report("aggregator", title, "row", results, ratios, settings)
@@ -565,6 +577,12 @@ def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
         theirs = median(peers, figure)
         ratios[f"job_over_kstreams_{key}"] = round(median(jobs, figure) / theirs, 3) if theirs else 0.0
     return ratios
+
+
+def latency_ratio(paced: dict[str, Any]) -> dict[str, float]:
+    """p99 close -> output of the job over the peer's, when both are finite (every window came)."""
+    ours, theirs = (paced.get(engine, {}).get("p99_s") for engine in ALTERNATED)
+    return {"job_over_kstreams_latency_p99": round(ours / theirs, 1)} if ours and theirs else {}
 
 
 if __name__ == "__main__":

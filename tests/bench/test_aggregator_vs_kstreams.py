@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from aggregator import job_over_kstreams, leg_names, seconds
+from aggregator import job_over_kstreams, latency_ratio, leg_names, seconds
 from kstreams.latency import Paced, latencies
 from kstreams.peer import PeerLeg, Progress, compare_windows, steady_span, windows_of
 
@@ -103,6 +103,13 @@ def test_windows_within_the_settling_time_do_not_count() -> None:
     # closes at 1010 s, within the first 20 s; the next close (1070 s) is counted and missing
     figures = latencies({("d0", 920_000): 1010.1}, paced, 60_000, 30_000, settle_s=20.0, devices=1)
     assert (figures["windows"], figures["expected"], figures["missing"]) == (0, 1, 1)
+
+
+def test_the_latency_ratio_needs_every_window_on_both_sides() -> None:
+    both = {"job": {"p99_s": 12.6}, "kstreams": {"p99_s": 0.13}}
+    assert latency_ratio(both) == {"job_over_kstreams_latency_p99": 96.9}
+    assert latency_ratio({"job": {"p99_s": None}, "kstreams": {"p99_s": 0.13}}) == {}
+    assert latency_ratio({}) == {}
 
 
 def test_durations_in_seconds() -> None:
