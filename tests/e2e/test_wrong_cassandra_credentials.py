@@ -11,35 +11,22 @@ listener.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import certifi
 import pytest
+from fluxgate_testing.startup import START_TIMEOUT, console_with_only, run_until_exit
+
+from fluxgate_core.lifecycle import EXIT_CONFIG
 
 pytestmark = pytest.mark.integration
 
-BIN = Path(sys.executable).parent
 SERVICES = {  # console script: (env prefix, role on the secured node, what else it needs to start)
     "fluxgate-scylla-persister": ("FLUXGATE_SCYLLA_", "scylla-persister", {}),
-    "fluxgate-console": (
-        "FLUXGATE_CONSOLE_",
-        "console",
-        # Only Cassandra among the stores: the others are not what is tested here.
-        {
-            "PAGE_AUTH__MODE": "none",
-            "REPLAY_AUTH__MODE": "none",
-            "WEB__PORT": "0",
-            "ELASTICSEARCH__HOSTS": "[]",
-            "HAZELCAST__MEMBERS": "[]",
-        },
-    ),
+    # Only Cassandra among the stores: the others are not what is tested here.
+    "fluxgate-console": ("FLUXGATE_CONSOLE_", "console", console_with_only("SCYLLA")),
 }
-EXIT_CONFIG = 2
-START_TIMEOUT = 60.0
 
 
 @pytest.fixture(params=sorted(SERVICES))
@@ -53,18 +40,9 @@ def service(request: pytest.FixtureRequest, secured_cassandra: Any) -> tuple[str
 def start(stack: Any, script: str, env: dict[str, str], timeout: float = START_TIMEOUT) -> tuple[int | None, str]:
     """Run ``script`` until it exits (or ``timeout``: then it is stopped, code None)."""
     prefix, _role, needs = SERVICES[script]
-    variables = {name: value for name, value in os.environ.items() if not name.startswith("FLUXGATE_")}
-    variables |= {f"{prefix}KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap, f"{prefix}REGISTRY__URL": stack.registry_url}
-    variables |= {f"{prefix}HTTP__PORT": "0", f"{prefix}HTTP__HOST": "127.0.0.1"}
-    variables |= {prefix + name: value for name, value in needs.items()} | env
-    try:
-        done = subprocess.run(
-            [str(BIN / script)], env=variables, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:  # still running: it never said what was wrong
-        said = (exc.stdout or b"") + (exc.stderr or b"")
-        return None, said.decode(errors="replace") if isinstance(said, bytes) else str(said)
-    return done.returncode, done.stdout + done.stderr
+    settings = {prefix + name: value for name, value in needs.items()} | env
+    exited: tuple[int | None, str] = run_until_exit(script, prefix, stack, settings, timeout)
+    return exited
 
 
 Service = tuple[str, str, dict[str, str], tuple[str, str]]

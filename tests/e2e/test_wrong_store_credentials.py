@@ -10,52 +10,30 @@ certificate, or a CA file that is not there. Exit 2 is a configuration error (se
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import certifi
 import pytest
+from fluxgate_testing.startup import console_with_only, run_until_exit
+
+from fluxgate_core.lifecycle import EXIT_CONFIG
 
 pytestmark = pytest.mark.integration
 
-BIN = Path(sys.executable).parent
 SERVICES = {  # console script: (env prefix, role on the secured node, what else it needs to start)
     "fluxgate-es-persister": ("FLUXGATE_ES_", "es-persister", {}),
-    "fluxgate-console": (
-        "FLUXGATE_CONSOLE_",
-        "console",
-        # Only Elasticsearch among the stores: the others are not what is tested here.
-        {
-            "PAGE_AUTH__MODE": "none",
-            "REPLAY_AUTH__MODE": "none",
-            "WEB__PORT": "0",
-            "SCYLLA__CONTACT_POINTS": "[]",
-            "HAZELCAST__MEMBERS": "[]",
-        },
-    ),
+    # Only Elasticsearch among the stores: the others are not what is tested here.
+    "fluxgate-console": ("FLUXGATE_CONSOLE_", "console", console_with_only("ELASTICSEARCH")),
 }
-EXIT_CONFIG = 2
-START_TIMEOUT = 60.0
 
 
 def start(script: str, stack: Any, env: dict[str, str]) -> tuple[int | None, str]:
     """Run ``script`` until it exits (or ``START_TIMEOUT``: then it is stopped, code None)."""
     prefix, _role, needs = SERVICES[script]
-    variables = {name: value for name, value in os.environ.items() if not name.startswith("FLUXGATE_")}
-    variables |= {f"{prefix}KAFKA__BOOTSTRAP_SERVERS": stack.bootstrap, f"{prefix}REGISTRY__URL": stack.registry_url}
-    variables |= {f"{prefix}HTTP__PORT": "0", f"{prefix}HTTP__HOST": "127.0.0.1"}
-    variables |= {prefix + name: value for name, value in needs.items()} | env
-    try:
-        done = subprocess.run(
-            [str(BIN / script)], env=variables, capture_output=True, text=True, timeout=START_TIMEOUT, check=False
-        )
-    except subprocess.TimeoutExpired as exc:  # still running: it never said what was wrong
-        said = (exc.stdout or b"") + (exc.stderr or b"")
-        return None, said.decode(errors="replace") if isinstance(said, bytes) else str(said)
-    return done.returncode, done.stdout + done.stderr
+    settings = {prefix + name: value for name, value in needs.items()} | env
+    exited: tuple[int | None, str] = run_until_exit(script, prefix, stack, settings)
+    return exited
 
 
 @pytest.mark.parametrize("script", sorted(SERVICES))
