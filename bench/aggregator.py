@@ -456,9 +456,12 @@ def leg_settings(
     input_topic = unique_topic("bench.agg.in", endpoints.bootstrap, PARTITIONS)
     names = leg_names(args.legs, args.rounds)
     for name in ["warm-up", *names] if args.warm_up else names:
+        # The peer stamps each aggregate with its window's event time (2023, FIRST_EVENT_MS): the
+        # broker's retention would delete them before they are read back. Append time keeps them.
+        stamped = {"message.timestamp.type": "LogAppendTime"} if kind(name) == "kstreams" else None
         topics = {
-            kind: unique_topic(f"bench.agg.{kind}-{name}", endpoints.bootstrap, PARTITIONS)
-            for kind in ("out", "dlq", "late")
+            topic: unique_topic(f"bench.agg.{topic}-{name}", endpoints.bootstrap, PARTITIONS, stamped)
+            for topic in ("out", "dlq", "late")
         }
         yield (
             name,

@@ -62,7 +62,10 @@ class PeerProcess:
     state_dir: Path
     threads: int = 2
     commit_ms: int = 1000
-    emit_interval_ms: int = 1000
+    # Look for closed windows on every record that moves the close time (Kafka's internal
+    # emit interval; its 1 s default leaves the last windows of a finite input unemitted when
+    # the records after their close take under a second, as a 50,000-reading run showed).
+    emit_interval_ms: int = 0
     progress: list[Progress] = field(default_factory=list)
     states: list[tuple[float, str]] = field(default_factory=list)
     started: float = 0.0
