@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
@@ -21,6 +22,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretBytes,
     SecretStr,
     ValidationError,
     field_validator,
@@ -395,9 +397,27 @@ def _describe(prefix: str, err: Any, cls: type[BaseModel]) -> str:
     env_path = list(itertools.takewhile(lambda part: not isinstance(part, int), err["loc"]))
     env_name = (prefix + "__".join(map(str, env_path))).upper()
     given = err.get("input")
-    # A message over several lines (KCQL's: the line and a caret under the fault) shows the input itself.
-    shown = "" if isinstance(given, dict) or given is None or "\n" in err["msg"] else f" (got {given!r})"
+    # A message over several lines (KCQL's: the line and a caret under the fault) shows the
+    # input itself; a secret's input is never shown, whatever refused it.
+    hidden = isinstance(given, dict) or given is None or "\n" in err["msg"] or _is_secret(cls, err["loc"])
+    shown = "" if hidden else f" (got {given!r})"
     return f"{dotted} [env {env_name}]: {err['msg']}{shown}"
+
+
+def _is_secret(cls: type[BaseModel], loc: tuple[Any, ...]) -> bool:
+    """Whether ``loc`` leads to a secret field (``SecretStr``/``SecretBytes``, optional or not)."""
+    model: Any = cls
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) and hasattr(model, "model_fields") else None
+        if field is None:
+            return False
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+            continue
+        kinds = typing.get_args(annotation) or (annotation,)
+        return any(kind in (SecretStr, SecretBytes) for kind in kinds)
+    return False
 
 
 def _fields_at(cls: type[BaseModel], loc: tuple[Any, ...]) -> set[str]:

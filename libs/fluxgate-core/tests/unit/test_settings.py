@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.errors import ConfigError
@@ -186,3 +186,23 @@ def test_a_groups_service_default_holds_with_none_some_or_all_of_its_variables(
     monkeypatch.setenv("FLUXGATE_DEMO_HTTP__PORT", "70000")
     with pytest.raises(ConfigError, match=r"http.port \[env FLUXGATE_DEMO_HTTP__PORT\]"):
         load_settings(_Service)
+
+
+class CheckedSecretSettings(BaseSettings):
+    model_config = service_config("FLUXGATE_DEMO_")
+    key: SecretStr | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _short(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) > 4:
+            raise ValueError("takes at most 4 characters")
+        return value
+
+
+def test_a_refused_secret_is_named_but_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_KEY", "hunter2-and-more")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(CheckedSecretSettings)
+    assert "FLUXGATE_DEMO_KEY" in str(refused.value) and "at most 4" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
