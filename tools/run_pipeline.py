@@ -522,13 +522,13 @@ COAP_PSK_IDENTITY, COAP_PSK_FILE = "fluxgate-coap-ingest", "coap-devices.psk"
 
 def secured_coap(folder: Path) -> dict[str, str]:
     """``--secured``: coap-ingest's DTLS settings for the CoAP devices: a new pre-shared key
-    each run, in coap-ingest's secret setting and in the 0600 file the devices read."""
+    each run, in the 0600 file both the devices and coap-ingest read (never in a variable)."""
     from fluxgate_stack.private_files import write_private
 
     key = secrets.token_urlsafe(13)  # 18 characters, the longest PSK tinydtls (both ends) takes
     write_private(folder / COAP_PSK_FILE, key)
     say("secured: the CoAP devices serve coap-ingest over DTLS with a pre-shared key made for this run")
-    return {"DTLS__PSK_IDENTITY": COAP_PSK_IDENTITY, "DTLS__PSK_KEY": key}
+    return {"DTLS__PSK_IDENTITY": COAP_PSK_IDENTITY, "DTLS__PSK_KEY_FILE": str(folder / COAP_PSK_FILE)}
 
 
 def secured_stores(folder: Path) -> dict[str, dict[str, str]]:

@@ -60,11 +60,17 @@ def run_args() -> Any:
 
 
 @pytest.fixture
-def devices(run_args: Any, names: Names, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """The simulator as the secured run starts it (``secured_coap`` first writes the key)."""
+def dtls(tmp_path: Path) -> dict[str, str]:
+    """coap-ingest's DTLS settings as the secured run makes them (``secured_coap`` writes the key)."""
     secrets = tmp_path / "secrets"
     secrets.mkdir(mode=0o700)
-    secured_coap(secrets)
+    return secured_coap(secrets)
+
+
+@pytest.fixture
+def devices(run_args: Any, names: Names, tmp_path: Path, dtls: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """The simulator as the secured run starts it, reading the key ``dtls`` wrote."""
+    secrets = tmp_path / "secrets"
     argv = devices_argv(run_args, names, secured_devices(secrets))
     log = (tmp_path / "simulator.log").open("ab")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -113,14 +119,16 @@ def the_runs_key(tmp_path: Path) -> str:
 
 
 def test_readings_arrive_over_dtls_with_the_runs_key(
-    stack: Any, registry_client: Any, run_args: Any, names: Names, devices: Any, tmp_path: Path
+    stack: Any, registry_client: Any, run_args: Any, names: Names, devices: Any, dtls: dict[str, str], tmp_path: Path
 ) -> None:
     resources = json.loads(coap_resources_of(run_args, names))
     assert len(resources) == COAP_DEVICES * len(METRICS)
     assert all(r["uri"].startswith(f"coaps://127.0.0.1:{run_args.coap_port}/") for r in resources)
     key = the_runs_key(tmp_path)
     assert key not in " ".join(devices.args)  # the devices read it from the file, not the command line
-    dtls = {"DTLS__PSK_IDENTITY": run_pipeline.COAP_PSK_IDENTITY, "DTLS__PSK_KEY": key}
+    # coap-ingest reads the key from the devices' file, not from a variable.
+    assert dtls == {"DTLS__PSK_IDENTITY": run_pipeline.COAP_PSK_IDENTITY,
+                    "DTLS__PSK_KEY_FILE": str(tmp_path / "secrets" / run_pipeline.COAP_PSK_FILE)}  # fmt: skip
     gateway = ingest(stack, run_args, names, tmp_path, dtls)
     gateway.wait_ready()
     device_prefix = names.prefix.replace(".", "-")

@@ -166,7 +166,7 @@ def load_credentials(context: aiocoap.Context, settings: CoapIngestSettings) -> 
         if not resource.secure:
             continue
         identity = resource.psk_identity or settings.dtls.psk_identity or ""
-        key = resource.psk_key or settings.dtls.psk_key
+        key = resource.psk_key or settings.dtls.key()
         assert key is not None, "settings validation guarantees a key for every coaps resource"
         # The lookup matches the request URI as aiocoap renders it (default port dropped ...).
         rendered = aiocoap.Message(code=aiocoap.GET, uri=resource.uri).get_request_uri()

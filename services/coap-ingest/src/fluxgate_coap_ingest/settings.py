@@ -8,6 +8,7 @@ observation that never produces anything.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ from fluxgate_core.settings import (
     LogSettings,
     RegistrySettings,
     group,
+    read_secret_file,
     service_config,
 )
 
@@ -52,14 +54,26 @@ class DtlsSettings(Group):
     """Default DTLS pre-shared key for coaps:// resources without their own."""
 
     psk_identity: str | None = Field(default=None, description="PSK identity")
-    psk_key: SecretStr | None = Field(default=None, description="pre-shared key")
+    psk_key: SecretStr | None = Field(default=None, description="pre-shared key; excludes psk_key_file")
+    psk_key_file: Path | None = Field(
+        default=None, description="file holding the pre-shared key (a mounted Secret), read at start; excludes psk_key"
+    )
 
     @model_validator(mode="after")
     def _identity_with_key(self) -> DtlsSettings:
-        if self.psk_key is not None and not self.psk_identity:
+        if self.psk_key is not None and self.psk_key_file is not None:
+            raise ValueError("psk_key_file: set either it or psk_key, not both")
+        key = self.key()
+        if key is not None and not self.psk_identity:
             raise ValueError("psk_identity is required with psk_key")
-        check_psk_sizes(self.psk_identity, self.psk_key)
+        check_psk_sizes(self.psk_identity, key)
         return self
+
+    def key(self) -> SecretStr | None:
+        """The pre-shared key, from ``psk_key`` or the file ``psk_key_file`` names."""
+        if self.psk_key_file is None:
+            return self.psk_key
+        return SecretStr(read_secret_file(self.psk_key_file, "psk_key_file"))
 
 
 # Records linger 25 ms, not 5. Notifications arrive a few per event-loop turn, so at 5 ms a
@@ -130,7 +144,7 @@ class CoapIngestSettings(BaseSettings):
         cls, resources: list[ResourceSettings], info: ValidationInfo
     ) -> list[ResourceSettings]:
         dtls = info.data.get("dtls")
-        default_key = dtls.psk_key if isinstance(dtls, DtlsSettings) else None
+        default_key = dtls.key() if isinstance(dtls, DtlsSettings) else None
         for index, resource in enumerate(resources):
             if resource.secure and resource.psk_key is None and default_key is None:
                 raise ValueError(f"resource {index} ({resource.uri}) is coaps:// but no PSK is set (dtls__psk_key)")
@@ -170,7 +184,7 @@ class CoapIngestSettings(BaseSettings):
         if self.source_uri is None:
             raise ValueError("FLUXGATE_COAP_KCQL needs FLUXGATE_COAP_SOURCE_URI: the server its resources are on")
         resources = resources_from_kcql(self.kcql, self.source_uri)
-        if resources[0].secure and self.dtls.psk_key is None:
+        if resources[0].secure and self.dtls.key() is None:
             raise ValueError("FLUXGATE_COAP_SOURCE_URI is coaps:// but no PSK is set (FLUXGATE_COAP_DTLS__PSK_KEY)")
         # The settings are frozen; this is their construction, so the resources are set once, here.
         object.__setattr__(self, "resources", resources)

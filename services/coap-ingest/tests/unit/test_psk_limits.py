@@ -4,6 +4,7 @@ variable; it used to be accepted, and every handshake then failed with nothing b
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from fluxgate_testing.specs import load_with_env
@@ -48,3 +49,38 @@ def test_a_resources_own_key_too_long_names_the_variable(monkeypatch: pytest.Mon
         load(monkeypatch, {"psk_identity": "gw", "psk_key": "a-key-of-24-characters!!"})
     assert "psk_key: takes at most 18 bytes" in str(caught.value)
     assert "a-key-of-24-characters!!" not in str(caught.value)
+
+
+def test_the_default_key_can_come_from_a_mounted_secret_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    key_file = tmp_path / "psk"
+    key_file.write_text("k" * 18 + "\n")  # an editor's trailing newline is not part of the key
+    settings = load(
+        monkeypatch, {}, FLUXGATE_COAP_DTLS__PSK_IDENTITY="gw", FLUXGATE_COAP_DTLS__PSK_KEY_FILE=str(key_file)
+    )
+    key = settings.dtls.key()
+    assert key is not None and key.get_secret_value() == "k" * 18
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("k" * 19, "takes at most 18 bytes"), (None, "cannot read"), ("", "is empty")],
+)
+def test_a_key_file_too_long_missing_or_empty_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str | None, message: str
+) -> None:
+    key_file = tmp_path / "psk"
+    if content is not None:
+        key_file.write_text(content)
+    with pytest.raises(ConfigError, match=r"dtls\.psk_key\w* \[env FLUXGATE_COAP_DTLS__PSK_KEY\w*\]") as caught:
+        load(monkeypatch, {}, FLUXGATE_COAP_DTLS__PSK_IDENTITY="gw", FLUXGATE_COAP_DTLS__PSK_KEY_FILE=str(key_file))
+    assert message in str(caught.value)
+    assert "k" * 19 not in str(caught.value)
+
+
+def test_a_key_and_a_key_file_together_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    key_file = tmp_path / "psk"
+    key_file.write_text("secret")
+    env = {"FLUXGATE_COAP_DTLS__PSK_IDENTITY": "gw", "FLUXGATE_COAP_DTLS__PSK_KEY": "secret",
+           "FLUXGATE_COAP_DTLS__PSK_KEY_FILE": str(key_file)}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"FLUXGATE_COAP_DTLS__PSK_KEY_FILE.*not both"):
+        load(monkeypatch, {}, **env)
