@@ -16,7 +16,7 @@ and their classes are the ones ``tools/settings_reference.py`` documents;
 It also writes the umbrella's ``files/topics.json``: every topic the services' Settings name
 by default, which its topic-provisioning Job (``fluxgate_core.topic_provisioning``, whose
 ``FLUXGATE_TOPICS_*`` settings type the ``topicProvisioning`` block) creates;
-`tests/deploy/test_topic_provisioning.py` fails when it is stale.
+`tests/static/test_chart_schemas.py` fails when it is stale too.
 
     python tools/chart_schemas.py          # or: make chart-schemas
 """
