@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+# Appended, not first: bench/ has an elasticsearch.py, which must never shadow the library for
+# the tests that share this worker's interpreter (test_schema_evolution failed to import once).
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
 from pipeline import FirstSeen, Step, group_cpu_seconds, latencies, percentile
 
