@@ -99,12 +99,12 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
                 dead,
             )
             assert bars == [1, 1]
-            stages = {
-                e.get_attribute("data-service"): e.get_attribute("class")
-                for e in browser.find_elements(By.CSS_SELECTOR, ".stage")
-            }
+            # Read in one go too: an element found before a refresh is stale after it.
+            stages, summary = browser.execute_script(
+                "return [Object.fromEntries([...document.querySelectorAll('.stage')]"
+                ".map(e => [e.dataset.service, e.className])), document.getElementById('summary').innerText]"
+            )
             assert stages == {"mqtt-proxy": "stage down", "aggregator": "stage ready", "es-persister": "stage degraded"}
-            summary = browser.find_element(By.ID, "summary").text
             assert "mqtt-proxy" in summary and "Connection refused" in summary
             browser.find_element(By.ID, "replay-user").send_keys("ops")
             browser.find_element(By.ID, "replay-password").send_keys("replay-secret")
