@@ -119,6 +119,12 @@ class ServiceProcess:
         """SIGTERM (the service drains), wait, and return the exit code."""
         return self.signal(signal.SIGTERM, timeout)
 
+    def pause(self) -> None:
+        """SIGSTOP the process and everything it started: it does nothing more until killed or
+        continued, so a test can change the world around it without racing it."""
+        assert self.process is not None and self.process.poll() is None, "not running"
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
     def kill(self) -> None:
         """SIGKILL the process and everything it started (a JVM ...), then reap it."""
         if self.process is None or self.process.poll() is not None:
