@@ -5,6 +5,11 @@ partition of the event being processed), so the timer does not mark devices OFFL
 itself: it sends a silence check for each device it finds silent to an internal topic,
 on the device's own partition, and an agent there decides again against the table (a
 reading may have arrived since) and writes the transition.
+
+The timer does not walk the table: ``deadlines.py`` indexes, beside it, when each owned
+device turns silent and how many are ONLINE and OFFLINE, updated wherever the table is
+written here and rebuilt from the table after each restore. A tick reads from the table
+only the devices the index says are due, and judges them on what the table says.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
 from fluxgate_device_status.codec import AwaitingRegistry, TableStates, Undecodable
+from fluxgate_device_status.deadlines import Deadlines
 from fluxgate_device_status.device_state import (
     CatchUp,
     Reading,
@@ -67,6 +73,7 @@ class DeviceTracker:
         self.end_offsets = end_offsets
         # partition -> when this instance started watching it (see device_state.py on restarts)
         self.watch_start: dict[int, int] = {}
+        self.deadlines = Deadlines(self.threshold_ms)
         # Raw UTF-8 keys (bytes), as the gateways write them: faust routes ``GET /devices/{id}``
         # by partitioning the changelog's serialized key, which must equal the input's key.
         # (A str key type would get faust's default key serializer, JSON: the id in quotes.)
@@ -117,6 +124,8 @@ class DeviceTracker:
         self._drop_unreadable()
         for state in self.table.values():
             self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
+        # The changelog wrote the table without the tracker: indexed afresh, once per restore.
+        self.deadlines.rebuild(self.table.items(), self.active_partitions())
         self.restore_ends = {}
         self.newest_sent = {}
         self.watch_start = {}
@@ -187,6 +196,9 @@ class DeviceTracker:
             return
         new, turned = apply_reading(state, reading, self.clock())
         self.table[key] = new
+        if state is not None and state["partition"] != new["partition"]:
+            self.deadlines.forget(key, state["partition"])  # the input was repartitioned
+        self.deadlines.track(key, new)
         metrics.READINGS.inc()
         if turned is not None:
             await self._emit(new, state["status"] if state else None)
@@ -203,7 +215,10 @@ class DeviceTracker:
             if is_silent(state, checked_at, self.threshold_ms, watch_start):
                 offline = mark_offline(state, checked_at)
                 self.table[event.key] = offline
+                self.deadlines.track(event.key, offline)
                 await self._emit(offline, state["status"])
+            else:  # heard since the check was sent: due again from what the table says now
+                self.deadlines.track(event.key, state)
 
     async def _emit(self, state: State, previous: Status | None) -> None:
         await self.status.send(key=state["device_id"], value=transition_record(state, previous, self.threshold_ms))
@@ -250,18 +265,29 @@ class DeviceTracker:
         self._start_watching(active, ends, now)
         as_of = {p: self._judged_as_of(p, ends, now) for p in active}
         metrics.JUDGED_LATE.set(sum(1 for at in as_of.values() if at != now))
-        counts = {"ONLINE": 0, "OFFLINE": 0}
-        for key, state in list(self.table.items()):
-            partition = state["partition"]
-            if partition not in active:
+        self.deadlines.retain(active)
+        for partition, at in as_of.items():
+            watch_start = self.watch_start.get(partition)
+            # Silence counts from no earlier than the watch's start: before that plus the
+            # threshold nobody on the partition can be silent.
+            if at is not None and watch_start is not None and watch_start + self.threshold_ms <= at:
+                await self._check_due(partition, at, watch_start)
+        for status, count in self.deadlines.counts(active).items():
+            metrics.DEVICES.labels(status).set(count)
+
+    async def _check_due(self, partition: int, at: int, watch_start: int) -> None:
+        """Ask for a silence check of each device silent as of ``at``. The index only says which
+        devices to read: each is judged on the table's entry, which is indexed again. One found
+        silent stays due, so every tick asks again until the check has turned it OFFLINE."""
+        for key in self.deadlines.due(partition, at):
+            state: State | None = self.table.get(key)
+            if state is None:
+                self.deadlines.forget(key, partition)
                 continue
-            counts[state["status"]] += 1
-            at, watch_start = as_of[partition], self.watch_start.get(partition)
-            if at is not None and watch_start is not None and is_silent(state, at, self.threshold_ms, watch_start):
+            self.deadlines.track(key, state)
+            if is_silent(state, at, self.threshold_ms, watch_start):
                 metrics.CHECKS.inc()
                 await self.checks.send(key=key, value={"checked_at_ms": at}, partition=partition)
-        for status, count in counts.items():
-            metrics.DEVICES.labels(status).set(count)
 
     def _show_lag(self, active: set[int], ends: dict[int, int]) -> None:
         """The lag of each owned partition whose end Kafka just gave; a partition no longer

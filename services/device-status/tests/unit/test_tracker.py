@@ -6,12 +6,16 @@ subject); the same behaviour runs against the real servers in the integration te
 
 from __future__ import annotations
 
+import random
+from copy import deepcopy
+from types import SimpleNamespace
 from typing import Any
 
 import faust
 
 from fluxgate_core.errors import ConsumeError
-from fluxgate_device_status.device_state import Reading, apply_reading
+from fluxgate_device_status.deadlines import Deadlines
+from fluxgate_device_status.device_state import Reading, State, apply_reading
 from fluxgate_device_status.settings import DeviceStatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
 from fluxgate_device_status.transport import StatusApp
@@ -89,6 +93,7 @@ def watched_silent_device(ends: Ends, clock: Clock) -> tuple[DeviceTracker, Chec
     devices.active_partitions = lambda: {0}  # type: ignore[method-assign]
     reading = Reading("dev-1", "temperature", 21.5, "Cel", HEARD_MS - 5, HEARD_MS, "MQTT", "sensors/dev-1", 0, 5)
     devices.table.data[b"dev-1"] = apply_reading(None, reading, HEARD_MS)[0]
+    devices._on_restored(None)  # as a takeover leaves it: the table restored, the deadlines indexed from it
     devices.read, devices.newest_sent = {0: 5}, {0: HEARD_MS}
     devices.restore_ends, devices.watch_start = {0: 6}, {0: HEARD_MS - 10_000}
     return devices, checks
@@ -137,3 +142,208 @@ async def test_each_owned_partitions_lag_is_shown_and_a_revoked_one_is_not() -> 
     devices.read = {0: 8}
     await devices._tick()
     assert (lag(0), lag(1)) == (0, None)
+
+
+class Table:
+    """The device table as the tracker uses it, counting the entries read one by one; with
+    ``walkable`` false, a walk of the whole table (``items``, ``values``) fails the test."""
+
+    def __init__(self) -> None:
+        self.data: dict[bytes, State] = {}
+        self.gets = 0
+        self.walkable = True
+
+    def get(self, key: bytes) -> State | None:
+        self.gets += 1
+        return self.data.get(key)
+
+    def __setitem__(self, key: bytes, value: State) -> None:
+        self.data[key] = value
+
+    def items(self) -> Any:
+        assert self.walkable, "the table was walked"
+        return self.data.items()
+
+    def values(self) -> Any:
+        assert self.walkable, "the table was walked"
+        return self.data.values()
+
+
+class Statuses:
+    """The status topic: the transitions written."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, key: str, value: dict[str, Any]) -> None:
+        self.sent.append((key, value["status"]))
+
+
+class CheckStream:
+    """The silence-check topic's stream, as the agent reads it."""
+
+    def __init__(self, checks: list[tuple[bytes, int, int]]) -> None:
+        self.checks = checks
+
+    async def events(self) -> Any:
+        for key, at, partition in self.checks:
+            yield SimpleNamespace(key=key, value={"checked_at_ms": at}, message=SimpleNamespace(partition=partition))
+
+
+class Fleet:
+    """A tracker owning ``owned`` input partitions, caught up and watched since
+    ``HEARD_MS - THRESHOLD_MS`` (so a device is silent from its own deadline on), with the
+    table, the checks and the status topic replaced; readings go through ``on_reading`` and
+    checks through ``_decide_silence``, as the agents would."""
+
+    def __init__(self, owned: set[int]) -> None:
+        self.owned = owned
+        self.clock = Clock(HEARD_MS)
+        self.devices = tracker(Ends({0: 0, 1: 0, 2: 0}), self.clock)  # nothing waits: judged as of now
+        self.table, self.checks, self.statuses = Table(), Checks(), Statuses()
+        self.devices.table, self.devices.checks, self.devices.status = self.table, self.checks, self.statuses  # type: ignore[assignment]
+        self.devices.settled = lambda: True  # type: ignore[method-assign]
+        self.devices.active_partitions = lambda: self.owned  # type: ignore[method-assign]
+        self.offset = 0
+        self.restore()
+
+    def restore(self) -> None:
+        self.devices._on_restored(None)
+        self.devices.restore_ends = dict.fromkeys(self.owned, 0)
+        self.devices.watch_start = dict.fromkeys(self.owned, HEARD_MS - THRESHOLD_MS)
+
+    async def hear(self, device: str, at: int) -> None:
+        self.clock.now = at
+        self.offset += 1
+        partition = int(device[1:]) % 3
+        reading = Reading(
+            device, "temperature", 20.0, "Cel", at - 5, at, "MQTT", f"sensors/{device}", partition, self.offset
+        )
+        await self.devices.on_reading(reading)
+
+    async def tick(self, at: int) -> list[bytes]:
+        """The devices the tick asked about."""
+        self.clock.now, self.checks.sent, self.table.gets = at, [], 0
+        await self.devices._tick()
+        return sorted(key for key, _, _ in self.checks.sent)
+
+    async def decide(self) -> None:
+        """The silence-check agent deciding every check the last tick sent."""
+        await self.devices._decide_silence(CheckStream(self.checks.sent))
+
+    def counts(self) -> dict[str, float | None]:
+        from prometheus_client import REGISTRY
+
+        return {s: REGISTRY.get_sample_value("fluxgate_status_devices", {"status": s}) for s in ("ONLINE", "OFFLINE")}
+
+    def walked(self) -> dict[str, float]:
+        """The counts as the tick used to make them: every entry of the owned partitions."""
+        states = [s for s in self.table.data.values() if s["partition"] in self.owned]
+        return {s: float(sum(1 for state in states if state["status"] == s)) for s in ("ONLINE", "OFFLINE")}
+
+
+def keys(*devices: int) -> list[bytes]:
+    return sorted(f"d{i}".encode() for i in devices)
+
+
+async def test_a_tick_reads_only_the_devices_due_and_never_walks_the_table() -> None:
+    fleet = Fleet({0, 1, 2})
+    for i in range(1000):
+        await fleet.hear(f"d{i}", HEARD_MS + 10 * i)  # d{i} is due from HEARD_MS + 10 i + the threshold
+    fleet.table.walkable = False
+
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS + 95) == keys(*range(10))
+    assert fleet.table.gets == 10
+    # As of now, each on its device's own partition.
+    assert {at for _, at, _ in fleet.checks.sent} == {HEARD_MS + THRESHOLD_MS + 95}
+    assert {int(key[1:]) % 3 == partition for key, _, partition in fleet.checks.sent} == {True}
+    await fleet.decide()
+    assert sorted(fleet.statuses.sent[1000:]) == sorted((f"d{i}", "OFFLINE") for i in range(10))
+
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS + 195) == keys(*range(10, 20))  # the OFFLINE ones are not read
+    assert fleet.table.gets == 10
+    assert fleet.counts() == {"ONLINE": 990, "OFFLINE": 10}
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS + 195) == keys(*range(10, 20))  # not decided yet: asked again
+    assert await fleet.tick(HEARD_MS + 5_000) == []  # before anyone's deadline: nothing read
+    assert fleet.table.gets == 0
+
+
+async def test_counts_stay_exact_through_online_offline_online() -> None:
+    fleet = Fleet({0, 1, 2})
+    await fleet.hear("d1", HEARD_MS)
+    await fleet.hear("d2", HEARD_MS)
+    await fleet.tick(HEARD_MS + 1)
+    assert fleet.counts() == fleet.walked() == {"ONLINE": 2, "OFFLINE": 0}
+
+    await fleet.hear("d2", HEARD_MS + 30_000)
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS) == keys(1)
+    assert fleet.counts() == fleet.walked() == {"ONLINE": 2, "OFFLINE": 0}  # asked about, still ONLINE
+    await fleet.decide()
+    await fleet.tick(HEARD_MS + THRESHOLD_MS + 1)
+    assert fleet.counts() == fleet.walked() == {"ONLINE": 1, "OFFLINE": 1}
+
+    await fleet.hear("d1", HEARD_MS + THRESHOLD_MS + 2)
+    await fleet.tick(HEARD_MS + THRESHOLD_MS + 3)
+    assert fleet.counts() == fleet.walked() == {"ONLINE": 2, "OFFLINE": 0}
+    assert fleet.statuses.sent == [("d1", "ONLINE"), ("d2", "ONLINE"), ("d1", "OFFLINE"), ("d1", "ONLINE")]
+
+
+async def test_a_device_heard_after_its_check_stays_online_and_is_due_again_at_its_new_deadline() -> None:
+    fleet = Fleet({0, 1, 2})
+    await fleet.hear("d1", HEARD_MS)
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS) == keys(1)
+    await fleet.hear("d1", HEARD_MS + THRESHOLD_MS + 500)  # before the check is decided
+    await fleet.decide()
+    assert fleet.statuses.sent == [("d1", "ONLINE")]  # the re-check kept it ONLINE
+    assert await fleet.tick(HEARD_MS + 2 * THRESHOLD_MS + 499) == []
+    assert fleet.table.gets == 0
+    assert await fleet.tick(HEARD_MS + 2 * THRESHOLD_MS + 500) == keys(1)
+
+
+async def test_a_revoked_partitions_devices_leave_the_counts_and_the_index() -> None:
+    fleet = Fleet({0, 1, 2})
+    for i in range(9):
+        await fleet.hear(f"d{i}", HEARD_MS)
+    await fleet.tick(HEARD_MS + 1)
+    assert fleet.counts() == {"ONLINE": 9, "OFFLINE": 0}
+
+    fleet.owned = {0, 1}  # partition 2 went to another instance; its entries may stay as a standby copy
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS) == keys(0, 1, 3, 4, 6, 7)
+    assert fleet.counts() == fleet.walked() == {"ONLINE": 6, "OFFLINE": 0}
+    assert set(fleet.devices.deadlines.partitions) == {0, 1}
+
+    fleet.devices._on_revoked(None)  # a rebalance: revoked, then restored with partition 0 only
+    fleet.owned = {0}
+    fleet.restore()
+    assert set(fleet.devices.deadlines.partitions) == {0}
+    assert await fleet.tick(HEARD_MS + THRESHOLD_MS) == keys(0, 3, 6)
+    assert fleet.counts() == fleet.walked() == {"ONLINE": 3, "OFFLINE": 0}
+
+
+def snapshot(deadlines: Deadlines, times: list[int]) -> dict[int, Any]:
+    """What an index says: per partition, the ONLINE devices with their deadlines, the OFFLINE
+    ones, and which would be due at each of ``times`` (asked of a copy: ``due`` reorders the heap)."""
+    copy = deepcopy(deadlines)
+    return {
+        p: (index.online, index.offline, [sorted(copy.due(p, at)) for at in times])
+        for p, index in deadlines.partitions.items()
+    }
+
+
+async def test_an_index_rebuilt_after_a_restore_equals_the_one_built_reading_by_reading() -> None:
+    fleet = Fleet({0, 1, 2})
+    rng = random.Random(3)
+    now = HEARD_MS
+    for _ in range(20):  # readings, ticks and decided checks, interleaved
+        for i in rng.sample(range(300), 40):
+            now += rng.randrange(0, 200)
+            await fleet.hear(f"d{i}", now)
+        now += rng.randrange(0, THRESHOLD_MS // 2)
+        await fleet.tick(now)
+        await fleet.decide()
+    assert 0 < fleet.walked()["OFFLINE"] < fleet.walked()["ONLINE"]  # both statuses, and transitions both ways
+    times = [now + step * THRESHOLD_MS // 4 for step in range(6)]
+    built = snapshot(fleet.devices.deadlines, times)
+
+    fleet.restore()
+    assert snapshot(fleet.devices.deadlines, times) == built
