@@ -61,6 +61,9 @@ CUT_OFF = {"coap": {("coap-ingest", "kill"), ("coap-ingest", "stop"), ("kafka", 
 # before the kill, after its last one that arrived, may be missing; one missing before another
 # of the same resource that arrived is a loss (the gateway keeps a resource's order).
 IN_FLIGHT = {("coap-ingest", "kill")}
+# The aggregator's default horizon: max(window 1 min, watermark 30 s, dedup horizon 2 min).
+HORIZON_MS = 120_000
+CLOCK_MARGIN_MS = 30_000  # the clock a batch starts from may lead a copy's own ingest time
 IN_FLIGHT_MS = 5_000  # far more than a reading spends in the gateway (25 ms linger, Kafka's ack)
 
 
@@ -307,17 +310,23 @@ def check(spec: Check) -> Result:
             ingested.setdefault(key, to_ms(reading["ingest_time"]))
     late: Counter[Identity] = Counter()
     first_late: Counter[Identity] = Counter()  # the first arrival judged late: never counted
+    copy_after: dict[Identity, int] = {}  # a late copy: how long after the first arrival it came
     for message in records(bootstrap, topic("temperatures.late")):
         if (reading := decode(message.value())) is not None:
             late[key := identity(reading)] += 1
             if to_ms(reading["ingest_time"]) == ingested.get(key):
                 first_late[key] += 1
-    # A later copy (a broker's redelivery) judged late when its first arrival was counted: the
-    # aggregator keeps a counted reading for its dedup horizon behind its device's watermark by
-    # event time, so a device's first reading, counted however old, is not kept (a fleet device's
-    # out-of-order reading held back a period, redelivered after the MQTT gateway's stop).
+            elif key in ingested:
+                copy_after[key] = to_ms(reading["ingest_time"]) - ingested[key]
+    # A later copy (a broker's redelivery) judged late when its first arrival was counted. The
+    # aggregator keeps a counted reading for its horizon on the gateways' clock too, so a copy
+    # that came within it (less a margin: the job judges by the clock at the batch's start)
+    # must not be there; one that came later may.
     copies = sorted(set(late) - set(first_late))
     result.figures["late_copies_of_counted_readings"] = {"count": len(copies), "e.g.": copies[:3]}
+    early = sorted(key for key in copies if copy_after.get(key, HORIZON_MS) < HORIZON_MS - CLOCK_MARGIN_MS)
+    if early:
+        result.problems.append(f"{len(early)} copies of counted readings written late within the horizon: {early[:3]}")
     cut = CutOff.of(spec.faults, sent, arrived)
     topic_windows = AggregatesOnTopic.read(spec, decode)
     readings(spec, sent, arrived, late, cut, result, topic_windows.behind(spec, ingested))

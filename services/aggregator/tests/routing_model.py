@@ -10,7 +10,8 @@ batch starts with,
 * one at or behind it is late: written to the late topic once, unless a reading with its
   identity was recorded before and is still remembered: a counted one while its event time,
   a late one while the watermark at its arrival, is within the horizon
-  ``max(window size, watermark delay, dedup horizon)`` of the watermark;
+  ``max(window size, watermark delay, dedup horizon)`` of the watermark (per device, a
+  counted one also while its arrival is within the horizon of the gateways' clock);
 * the watermark moves to the newest event time of the batch's readings minus the delay,
   never back;
 * every window whose end the watermark passes (in ``(before, after]``) is aggregated from the
@@ -185,7 +186,7 @@ class DeviceClockModel(RoutingModel):
             mark = before.get(reading.device_id)
             if mark is None or reading.event_ms > mark or reading.identity in out.late:
                 continue
-            if reading.identity not in self._remembered(reading.device_id, mark):
+            if reading.identity not in self._remembered(reading.device_id, mark, self.fleet_clock_ms):
                 out.late.append(reading.identity)
         self.recorded += [(r, self._counted(r, before), before.get(r.device_id, 0)) for r in readings]
         self._learn(readings)
@@ -205,12 +206,20 @@ class DeviceClockModel(RoutingModel):
         mark = before.get(reading.device_id)
         return mark is None or reading.event_ms > mark
 
-    def _remembered(self, device: str, mark: int) -> set[Identity]:
+    def _remembered(self, device: str, mark: int, clock: int | None) -> set[Identity]:
+        # A counted reading is also kept by its arrival on the gateways' clock: the batch that
+        # counted it may have moved its device's watermark far past it (a new device's first
+        # batch, a clock set forward), and a copy within the horizon is still that reading.
         oldest = mark - self.horizon_ms
+        since = None if clock is None else clock - self.horizon_ms
         return {
             r.identity
             for r, counted, arrived in self.recorded
-            if r.device_id == device and (r.event_ms if counted else arrived) > oldest
+            if r.device_id == device
+            and (
+                (r.event_ms if counted else arrived) > oldest
+                or (counted and since is not None and r.received_ms > since)
+            )
         }
 
     def _learn(self, readings: Sequence[Reading]) -> None:

@@ -10,7 +10,10 @@ single query keeps its own, versioned by batch id like Spark's offset log:
   kept while ``keep_ms`` is within the horizon of its own device's watermark: a counted
   reading's event time; a late one's arrival (its device's watermark then), as it was
   already behind the watermark: a copy a broker redelivers a minute later must still be
-  known. An entry goes once none of its readings is kept;
+  known. A counted one is also kept while its arrival (``arrived_ms``, on the gateways'
+  clock) is within the horizon of that clock: the batch that counted it may have moved its
+  device's watermark far past it (a new device's first batch, a clock set forward). An
+  entry goes once none of its readings is kept;
 * ``devices/<batch id>/``: the device table (Parquet) as that batch left it;
 * ``meta/<batch id>.json``: the gateways' clock and the watermark after that batch, which
   device table and which ``rows/`` it still needs.
@@ -38,11 +41,23 @@ from fluxgate_aggregator import checkpoints, device_clocks
 log = structlog.get_logger(__name__)
 
 ROW_SCHEMA = (
-    "device_id string, event_time timestamp, value double, sequence long, unit string, counted boolean, keep_ms long"
+    "device_id string, event_time timestamp, value double, sequence long, unit string, counted boolean, keep_ms long,"
+    " arrived_ms long"
 )
-ROW_COLUMNS = ("device_id", "event_time", "value", "sequence", "unit", "counted", "keep_ms")
+ROW_COLUMNS = ("device_id", "event_time", "value", "sequence", "unit", "counted", "keep_ms", "arrived_ms")
 KEPT_METAS = 10
 NEVER = -(2**62)  # a mark before any reading: what a device new in a batch has
+
+
+def remembered(rows: DataFrame, mark: Column, horizon_ms: int, clock_ms: int | None) -> Column:
+    """Whether a ledger row (of ``rows``) is still known to a reading of its device whose
+    watermark is ``mark``, the gateways' clock at the batch's start being ``clock_ms``."""
+    by_device = rows["keep_ms"] > mark - F.lit(horizon_ms)
+    if clock_ms is None:
+        return by_device
+    # Null for rows written before rows had arrived_ms: kept by keep_ms alone, as then.
+    by_arrival = rows["counted"] & (rows["arrived_ms"] > F.lit(clock_ms - horizon_ms))
+    return by_device | F.coalesce(by_arrival, F.lit(False))
 
 
 @dataclass
@@ -197,10 +212,9 @@ class Ledger:
         if not older:
             return []
         mark = F.coalesce(self.mark_of(F.col("mark_ms")), F.lit(NEVER))
+        rows = self.rows(entry=True).join(marks, "device_id", "left")
         live = (
-            self.rows(entry=True)
-            .join(marks, "device_id", "left")
-            .where(F.col("keep_ms") > mark - F.lit(horizon_ms))
+            rows.where(remembered(rows, mark, horizon_ms, self.clock_ms))
             .select("entry")
             .distinct()
         )

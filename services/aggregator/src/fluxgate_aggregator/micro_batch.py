@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from fluxgate_aggregator.consumed import IDENTITY_IN_METRIC
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.deadletters import dead_letter_headers
-from fluxgate_aggregator.ledger import Ledger
+from fluxgate_aggregator.ledger import Ledger, remembered
 from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.window_stats import encoded, window_stats
 from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, with_reading
@@ -91,6 +91,8 @@ def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int],
         # How long the ledger keeps the reading: by its event time while it may be in an open
         # window, a late one by when it came (its device's watermark then).
         F.when(counted, F.unix_millis(F.col("reading.event_time"))).otherwise(mark).alias("keep_ms"),
+        # When it came on the gateways' clock (a reading without an ingest time: its own).
+        F.unix_millis(F.coalesce(F.col("reading.ingest_time"), F.col("reading.event_time"))).alias("arrived_ms"),
         F.when(unknown, F.col(SCHEMA_ID)).alias("unknown_id"),
     )
 
@@ -111,14 +113,15 @@ def outcome(records: DataFrame) -> Outcome:
     )
 
 
-def first_late(records: DataFrame, seen: DataFrame, horizon: int) -> DataFrame:
+def first_late(records: DataFrame, seen: DataFrame, horizon: int, clock_ms: int | None) -> DataFrame:
     """The late readings of this batch that are neither copies of one another nor of a
-    reading of their device the ledger still knows (kept within ``horizon`` of the device's
-    watermark). Late readings are few: the ledger is scanned for those only."""
+    reading of their device the ledger still knows (:func:`~fluxgate_aggregator.ledger.remembered`
+    with the gateways' clock ``clock_ms`` at the batch's start). Late readings are few: the
+    ledger is scanned for those only."""
     behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY_IN_METRIC))
     asked = F.broadcast(behind.select(*IDENTITY_IN_METRIC, "mark_ms"))
-    remembered = _same(seen, asked) & (seen["keep_ms"] > asked["mark_ms"] - F.lit(horizon))
-    known = seen.join(asked, remembered, "left_semi")
+    same_known = _same(seen, asked) & remembered(seen, asked["mark_ms"], horizon, clock_ms)
+    known = seen.join(asked, same_known, "left_semi")
     return behind.join(known, _same(behind, known), "left_anti")
 
 
@@ -234,7 +237,7 @@ def router(
                 )
             if got.behind:
                 with PHASE_SECONDS.labels("late").time():
-                    late = first_late(records, ledger.rows(), horizon).persist()
+                    late = first_late(records, ledger.rows(), horizon, ledger.clock_ms).persist()
                     late_count = late.count()
                 if settings.late_topic:
                     outputs.append(tagged(late, settings.late_topic, "record_key", "record_value"))

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def row(second: int, value: float) -> tuple[Any, ...]:
-    return ("d1", datetime.fromtimestamp(second, UTC), value, None, "Cel", True, second * 1000)
+    return ("d1", datetime.fromtimestamp(second, UTC), value, None, "Cel", True, second * 1000, second * 1000)
 
 
 def held(ledger: Ledger) -> list[tuple[Any, ...]]:

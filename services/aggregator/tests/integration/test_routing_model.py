@@ -135,6 +135,21 @@ def test_a_late_reading_is_remembered_from_its_arrival_not_its_event_time(pair: 
     assert out.late == [other.identity]
 
 
+def test_a_counted_reading_its_batch_left_far_behind_is_known_to_its_copies(pair: Callable[..., Any]) -> None:
+    # A new device's first batch counts a reading it buffered ten minutes, then its watermark
+    # is ten minutes past it: kept by its arrival on the gateways' clock, its copy a batch
+    # later is dropped, not written late; once that clock moved the horizon on, a copy is late.
+    model, job = pair(dedup="1 minute")
+    t0 = 1_000_000
+    buffered = Reading("d1", t0 - 600_000, 19.0, 1, ingest_ms=t0 + 50)
+    run(model, job, 0, [buffered, Reading("d1", t0, 20.0, 2, ingest_ms=t0 + 50)])
+    out = run(model, job, 1, [buffered, Reading("d1", t0 + 5_000, 20.5, 3, ingest_ms=t0 + 5_050)])
+    assert out.late == []
+    run(model, job, 2, [Reading("d1", t0 + 70_000, 21.0, 4, ingest_ms=t0 + 70_050)])
+    out = run(model, job, 3, [buffered, Reading("d1", t0 + 71_000, 21.0, 5, ingest_ms=t0 + 71_050)], crash=True)
+    assert out.late == [buffered.identity]
+
+
 def test_every_phase_of_a_batch_is_timed(pair: Callable[..., Any]) -> None:
     def seconds(phase: str) -> float:
         return REGISTRY.get_sample_value("fluxgate_aggregator_phase_seconds_sum", {"phase": phase}) or 0.0

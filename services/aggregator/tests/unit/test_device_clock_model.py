@@ -111,3 +111,34 @@ def test_a_last_batch_of_nothing_but_a_stale_reading_holds_its_device_back_one_b
     aggregates, late = outcome(run(model(), sorted([*readings, stale], key=lambda r: r.received_ms)), {"d004"})
     assert sorted(start - T0 for _, start, _ in aggregates) == [0, 10_000, 20_000, 30_000, 40_000]
     assert late == [stale.identity]
+
+
+def test_a_counted_reading_far_behind_its_device_is_known_to_its_copies_for_the_horizon() -> None:
+    """A new device's first batch counts everything, a reading it buffered ten minutes too;
+    the batch moves the device's watermark ten minutes past that reading, so by its event time
+    it is forgotten at once. A copy redelivered a batch later is the same reading, counted:
+    it is dropped, not written late. Kept by its arrival on the gateways' clock, it is let go
+    once that clock has moved the horizon on (a copy after that is late, once)."""
+    m = DeviceClockModel(size_ms=SIZE, slide_ms=SIZE, delay_ms=DELAY, dedup_ms=60_000)
+    fresh = Reading("d1", T0, 20.0, 2, ingest_ms=T0 + 50)
+    buffered = Reading("d1", T0 - 600_000, 19.0, 1, ingest_ms=T0 + 50)
+    first = m.batch([buffered, fresh])
+    assert first.late == [] and any(start == T0 - 600_000 for _, start, _ in first.aggregates)
+    again = m.batch([buffered, Reading("d1", T0 + 5_000, 20.5, 3, ingest_ms=T0 + 5_050)])
+    assert again.late == []
+    m.batch([Reading("d1", T0 + 70_000, 21.0, 4, ingest_ms=T0 + 70_050)])  # the gateways' clock 70 s on
+    assert m.batch([buffered, Reading("d1", T0 + 71_000, 21.0, 5, ingest_ms=T0 + 71_050)]).late == [
+        buffered.identity
+    ]
+
+
+def test_a_counted_reading_a_jump_of_its_device_left_behind_is_known_to_its_copies() -> None:
+    """A known device whose batch holds a reading just ahead of its watermark and one an hour
+    ahead (its clock set forward): the first is counted, then left an hour behind the
+    device's new watermark; its copy a batch later is dropped, not written late."""
+    m = DeviceClockModel(size_ms=SIZE, slide_ms=SIZE, delay_ms=DELAY, dedup_ms=60_000)
+    m.batch([Reading("d1", T0, 20.0, 1, ingest_ms=T0 + 50)])
+    counted = Reading("d1", T0 + 1_000, 20.5, 2, ingest_ms=T0 + 1_050)
+    jumped = Reading("d1", T0 + HOUR, 21.0, 3, ingest_ms=T0 + 1_100)
+    assert m.batch([counted, jumped]).late == []
+    assert m.batch([counted, Reading("d1", T0 + HOUR + 1_000, 21.0, 4, ingest_ms=T0 + 2_100)]).late == []
