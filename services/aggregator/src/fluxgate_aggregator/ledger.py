@@ -213,11 +213,7 @@ class Ledger:
             return []
         mark = F.coalesce(self.mark_of(F.col("mark_ms")), F.lit(NEVER))
         rows = self.rows(entry=True).join(marks, "device_id", "left")
-        live = (
-            rows.where(remembered(rows, mark, horizon_ms, self.clock_ms))
-            .select("entry")
-            .distinct()
-        )
+        live = rows.where(remembered(rows, mark, horizon_ms, self.clock_ms)).select("entry").distinct()
         kept = {row["entry"] for row in live.collect()}
         return [entry for entry in older if entry not in kept]
 

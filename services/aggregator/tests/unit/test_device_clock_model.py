@@ -127,9 +127,7 @@ def test_a_counted_reading_far_behind_its_device_is_known_to_its_copies_for_the_
     again = m.batch([buffered, Reading("d1", T0 + 5_000, 20.5, 3, ingest_ms=T0 + 5_050)])
     assert again.late == []
     m.batch([Reading("d1", T0 + 70_000, 21.0, 4, ingest_ms=T0 + 70_050)])  # the gateways' clock 70 s on
-    assert m.batch([buffered, Reading("d1", T0 + 71_000, 21.0, 5, ingest_ms=T0 + 71_050)]).late == [
-        buffered.identity
-    ]
+    assert m.batch([buffered, Reading("d1", T0 + 71_000, 21.0, 5, ingest_ms=T0 + 71_050)]).late == [buffered.identity]
 
 
 def test_a_counted_reading_a_jump_of_its_device_left_behind_is_known_to_its_copies() -> None:
