@@ -8,6 +8,11 @@ answer), the producer started, a :class:`~fluxgate_core.topic_watch.TopicWatch` 
 topic (one deleted while running makes the gateway unready); then a dead-letter
 writer that keeps what the limits allow of a rejected payload.
 
+The record's value is written as :class:`~fluxgate_core.json_records.OutputSettings` says: Avro
+through the registry (the default), or as Kafka Connect's JsonConverter or StringConverter writes it
+(:mod:`fluxgate_core.json_records`), when the registry is neither checked nor contacted: a Connect
+cluster with those converters has none.
+
 A target met only at run time (mqtt-proxy's ``INSERT INTO $``, where the device's topic
 names it) is registered with :func:`register_targets`: a subject the registry refuses, or a
 topic that does not exist (and is not created), is that target's answer (its messages are
@@ -19,22 +24,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import InvalidReading, RegistryError
+from fluxgate_core.json_records import OutputSettings, connect_encoder
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
-from fluxgate_core.serde import AvroEncoder, registry_client
+from fluxgate_core.serde import AvroEncoder, RecordEncoder, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_core.topic_access import unusable_topics
 from fluxgate_core.topic_watch import TopicWatch
 
 W = TypeVar("W", bound=DeadLetterWriter)
+E = TypeVar("E", bound=RecordEncoder)
+AVRO_OUTPUT = OutputSettings()
 # The registry's answers that are about the request, not about the registry being away.
 _NOT_REFUSALS = frozenset({408, 429})
 
@@ -46,10 +54,12 @@ class SubjectRefused(InvalidReading):
 
 
 @dataclass(frozen=True)
-class GatewayOutput:
+class GatewayOutput(Generic[E]):
+    """``E``: :class:`AvroEncoder` when the gateway asked for no other ``output``."""
+
     service: str
     deadletter_topic: str
-    encoders: dict[str, AvroEncoder]  # target topic -> the record schema's encoder under its subject
+    encoders: dict[str, E]  # target topic -> its encoder (Avro: the schema's, under its subject)
     producer: AsyncProducer  # started
     watch: TopicWatch  # started: whether every topic is still there (fold present() into ready())
 
@@ -84,18 +94,22 @@ def register_targets(
     kafka: KafkaSettings | None = None,
     service: str = "",
     env_prefix: str = "",
-) -> dict[str, AvroEncoder | SubjectRefused]:
+    output: OutputSettings = AVRO_OUTPUT,
+) -> dict[str, RecordEncoder | SubjectRefused]:
     """:func:`register_readings` for targets met at run time: per topic its encoder, or why the
     registry refused its subject. A registry away (or answering 5xx) still raises
     :class:`~fluxgate_core.errors.RegistryError` (retriable: nothing of the input is lost).
     With ``kafka``, each topic must exist first (created if ``kafka.topic_creation`` says so),
     else it is refused naming the command that creates it: a producer would hold its records
-    with no end."""
-    client = registry_client(registry)
-    text, schema = schema_text(schema_name), schema_dict(schema_name)
+    with no end. With an ``output`` that needs no registry, each topic there gets its encoder."""
     wanted = sorted(set(topics))
     absent = unusable_topics(kafka, service, wanted, env_prefix) if kafka is not None and wanted else {}
-    answers: dict[str, AvroEncoder | SubjectRefused] = {topic: SubjectRefused(why) for topic, why in absent.items()}
+    answers: dict[str, RecordEncoder | SubjectRefused] = {topic: SubjectRefused(why) for topic, why in absent.items()}
+    if not output.uses_registry:
+        encoder = connect_encoder(output, schema_dict(schema_name))
+        return answers | {topic: encoder for topic in wanted if topic not in absent}
+    client = registry_client(registry)
+    text, schema = schema_text(schema_name), schema_dict(schema_name)
     for topic in (topic for topic in wanted if topic not in absent):
         try:
             answers[topic] = AvroEncoder.registered(client, topic, text, schema, registry.compatibility)
@@ -112,6 +126,38 @@ def refused(exc: RegistryError) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status not in _NOT_REFUSALS
 
 
+@overload
+async def open_gateway_output(
+    service: str,
+    kafka: KafkaSettings,
+    registry: RegistrySettings,
+    topics: Iterable[str],
+    deadletter_topic: str,
+    max_in_flight: int,
+    schema_name: str = ...,
+    *,
+    env_prefix: str,
+    topics_setting: str = ...,
+    output: None = None,
+) -> GatewayOutput[AvroEncoder]: ...
+
+
+@overload
+async def open_gateway_output(
+    service: str,
+    kafka: KafkaSettings,
+    registry: RegistrySettings,
+    topics: Iterable[str],
+    deadletter_topic: str,
+    max_in_flight: int,
+    schema_name: str = ...,
+    *,
+    env_prefix: str,
+    topics_setting: str = ...,
+    output: OutputSettings,
+) -> GatewayOutput[RecordEncoder]: ...
+
+
 async def open_gateway_output(
     service: str,
     kafka: KafkaSettings,
@@ -123,17 +169,23 @@ async def open_gateway_output(
     *,
     env_prefix: str,
     topics_setting: str = "",
-) -> GatewayOutput:
+    output: OutputSettings | None = None,
+) -> GatewayOutput[Any]:
     """Kafka checked (the login, every topic there or created), the schemas
-    (``schemas/<schema_name>.avsc``) registered, then the fitted producer, started (see the module).
-    ``env_prefix`` is the service's and ``topics_setting`` the setting naming ``topics`` (``kcql``),
-    for errors that name the setting to fix."""
+    (``schemas/<schema_name>.avsc``) registered (Avro ``output`` only), then the fitted producer,
+    started (see the module). ``env_prefix`` is the service's and ``topics_setting`` the setting
+    naming ``topics`` (``kcql``), for errors that name the setting to fix."""
     topics = list(topics)
     named = {**dict.fromkeys(topics, topics_setting), deadletter_topic: "deadletter_topic"}
     await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, named)
-    await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
-    with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
-        encoders = await asyncio.to_thread(register_readings, registry, topics, schema_name)
+    encoders: dict[str, Any]
+    if output is None or output.uses_registry:
+        await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
+        with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
+            encoders = dict(await asyncio.to_thread(register_readings, registry, topics, schema_name))
+    else:  # Kafka Connect's JSON or text: one encoder for every topic, no registry
+        encoder = connect_encoder(output, schema_dict(schema_name))
+        encoders = dict.fromkeys(sorted(set(topics)), encoder)
     every_topic = [*encoders, deadletter_topic]
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)
     producer = make_producer(config, max_in_flight=max_in_flight)

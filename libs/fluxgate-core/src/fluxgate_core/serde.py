@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from typing import Any
+from typing import Any, Protocol
 
 import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -59,6 +59,15 @@ def _set_compatibility(client: SchemaRegistryClient, subject: str, level: str) -
         # answers all but the first of simultaneous creators 409 "rule already exists".
         # The rule exists now, so setting it again is an update, which cannot conflict.
         client.set_compatibility(subject_name=subject, level=level)
+
+
+class RecordEncoder(Protocol):
+    """What a gateway writes a record's value with: :class:`AvroEncoder` (the wire format, the
+    schema in the registry), or one of Kafka Connect's converters
+    (:mod:`fluxgate_core.json_records`). Raises :class:`SerializationError` for a record that does
+    not fit its schema (the input is dead-lettered)."""
+
+    def encode(self, record: dict[str, Any]) -> bytes: ...
 
 
 class AvroEncoder:

@@ -24,7 +24,7 @@ from fluxgate_core.kcql import FieldPath
 from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits, header_bytes
 from fluxgate_core.payloads import NO_ATTRIBUTES, load_document, parse_payload
 from fluxgate_core.readings import Origin, build_reading
-from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.serde import RecordEncoder
 from fluxgate_mqtt_proxy.route_settings import RouteSettings
 from fluxgate_mqtt_proxy.topic_routes import Route, compile_routes, route_for
 from fluxgate_mqtt_proxy.topics import DerivedTargets
@@ -32,8 +32,8 @@ from fluxgate_mqtt_proxy.topics import DerivedTargets
 TOPIC_HEADER = "mqtt.topic"
 USER_PROPERTY_PREFIX = "mqtt.user."  # every header a device names itself: never one of ours
 ROUTE_CACHE_SIZE = 65_536  # distinct MQTT topics whose route is remembered (least recently used go)
-# Kafka topics -> their registered encoders, or why the registry refused a subject
-Register = Callable[[Iterable[str]], Mapping[str, AvroEncoder | SubjectRefused]]
+# Kafka topics -> their encoders (Avro: registered), or why the registry refused a subject
+Register = Callable[[Iterable[str]], Mapping[str, RecordEncoder | SubjectRefused]]
 _MISSING = object()
 ANY_DERIVED = DerivedTargets()  # the defaults of ProxySettings.derived_topics, without a dead-letter topic
 
@@ -82,7 +82,7 @@ class MessageConverter:
     def __init__(
         self,
         rules: Sequence[RouteSettings | Route],
-        encoder: AvroEncoder | Mapping[str, AvroEncoder],
+        encoder: RecordEncoder | Mapping[str, RecordEncoder],
         limits: PayloadLimits = DEFAULT_LIMITS,
         register: Register | None = None,
         derived: DerivedTargets = ANY_DERIVED,
@@ -136,7 +136,7 @@ class MessageConverter:
                 names.append(name)
         return names
 
-    def _remember(self, answers: Mapping[str, AvroEncoder | SubjectRefused]) -> None:
+    def _remember(self, answers: Mapping[str, RecordEncoder | SubjectRefused]) -> None:
         for name, answer in answers.items():
             self._derived_count += 1
             if isinstance(answer, SubjectRefused):
@@ -208,7 +208,7 @@ class MessageConverter:
             origin = self._origins[topic] = Origin("MQTT", topic, now_ms, plan.device, plan.metric)
         return origin
 
-    def _encoder(self, target: str) -> AvroEncoder:
+    def _encoder(self, target: str) -> RecordEncoder:
         """A topic :meth:`prepare` did not register: refused by the registry, past the bound (both
         raise, to dead-letter the message), or one a caller that does not prepare meets here."""
         if target not in self._refused:
@@ -223,7 +223,9 @@ class MessageConverter:
         return self._encoders[target]
 
 
-def _one_encoder(encoder: AvroEncoder | Mapping[str, AvroEncoder], topics: Iterable[str]) -> dict[str, AvroEncoder]:
+def _one_encoder(
+    encoder: RecordEncoder | Mapping[str, RecordEncoder], topics: Iterable[str]
+) -> dict[str, RecordEncoder]:
     """Without a registry (tests): the one encoder for every topic; per-topic encoders cannot guess."""
     if isinstance(encoder, Mapping):
         raise RuntimeError(f"no encoder for Kafka topics {sorted(topics)} and no registry to register them")

@@ -1,4 +1,4 @@
-"""The proxy's lifecycle: register the schema, connect, subscribe, and drain on SIGTERM.
+"""The proxy's lifecycle: register the schema (Avro output), connect, subscribe, and drain on SIGTERM.
 
 Shutdown order: refuse new messages and stop reading the socket, let every message in
 hand reach Kafka and be acknowledged, flush the producer, then disconnect without
@@ -93,6 +93,7 @@ class MqttProxy:
             settings.max_in_flight,
             env_prefix=prefix,
             topics_setting="kcql" if settings.kcql is not None else "routes",
+            output=settings.output,
         )
         producer, self._watch = output.producer, output.watch
         self._producer = producer
@@ -100,7 +101,12 @@ class MqttProxy:
         valve = SocketValve(client, settings.max_pending_messages)
         dead_letters = output.dead_letters(DeadLetterWriter, settings.limits)
         register = functools.partial(  # for the topics `$` routes derive: registered, and there or created
-            register_targets, settings.registry, kafka=settings.kafka, service=SERVICE, env_prefix=prefix
+            register_targets,
+            settings.registry,
+            kafka=settings.kafka,
+            service=SERVICE,
+            env_prefix=prefix,
+            output=settings.output,
         )
         limits, derived = settings.limits.payload_limits(), settings.derived_targets()
         converter = MessageConverter(self.routes, output.encoders, limits, register, derived)

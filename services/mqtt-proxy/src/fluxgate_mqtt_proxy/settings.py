@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
+from fluxgate_core.json_records import OutputSettings
 from fluxgate_core.kcql import KcqlError
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.settings import (
@@ -129,6 +130,7 @@ class ProxySettings(BaseSettings):
     )
     drain_timeout_s: float = Field(30.0, gt=0, description="on SIGTERM, wait this long for in-flight messages")
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    output: OutputSettings = group(OutputSettings)
     kafka: KafkaSettings = group(KafkaSettings)
     registry: RegistrySettings = group(RegistrySettings)
     http: HttpSettings = group(HttpSettings, port=HEALTH_PORT)

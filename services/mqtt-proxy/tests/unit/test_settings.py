@@ -119,6 +119,8 @@ def test_level_within_a_shared_filter_counts_without_the_prefix() -> None:
         ("FLUXGATE_MQTT_MAX_IN_FLIGHT", "0", "FLUXGATE_MQTT_MAX_IN_FLIGHT"),
         ("FLUXGATE_MQTT_HTTP__PORT", "-1", "FLUXGATE_MQTT_HTTP__PORT"),
         ("FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES", "0", "FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES"),
+        ("FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT", "bytes", "FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT"),
+        ("FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE", "maybe", "FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE"),
     ],
 )
 def test_bad_values_name_the_env_var(clean_env: pytest.MonkeyPatch, name: str, value: str, env: str) -> None:
@@ -138,3 +140,13 @@ def test_the_output_limit_per_message_is_a_setting(clean_env: pytest.MonkeyPatch
     assert load_settings(ProxySettings).limits.payload_limits().max_output_bytes == 1024 * 1024
     clean_env.setenv("FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES", "65536")
     assert load_settings(ProxySettings).limits.payload_limits().max_output_bytes == 65536
+
+
+def test_records_are_avro_unless_the_output_says_kafka_connects_json_or_text(clean_env: pytest.MonkeyPatch) -> None:
+    assert load_settings(ProxySettings).output.value_format == "avro"
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT", "json")
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE", "false")
+    output = load_settings(ProxySettings).output
+    assert (output.value_format, output.value_schemas_enable, output.uses_registry) == ("json", False, False)
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT", "string")
+    assert load_settings(ProxySettings).output.value_format == "string"
