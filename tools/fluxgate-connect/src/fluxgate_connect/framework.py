@@ -93,6 +93,43 @@ def value_format(value: str) -> dict[str, str]:
     raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER, STRING_CONVERTER))}")
 
 
+def source_value_format(value: str) -> dict[str, str]:
+    """An MQTT source's ``value.converter`` as the format mqtt-proxy writes its records in (Avro is
+    the default): what the users' consumers of the topic read today."""
+    name = value.strip()
+    if name in AVRO:
+        return {}
+    if name == JSON_CONVERTER:
+        return {"output.value_format": "json"}
+    if name == STRING_CONVERTER:
+        return {"output.value_format": "string"}
+    if name == BYTES_CONVERTER:
+        raise RuleError(
+            "mqtt-proxy writes records with fields (SensorReading, schemas/sensor_reading.avsc), not a payload's "
+            f"bytes; consumers of JSON read them with value.converter={JSON_CONVERTER} and "
+            f"value.converter.schemas.enable=false (the record's JSON), or {STRING_CONVERTER} (the same JSON as text)"
+        )
+    raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER, STRING_CONVERTER))}")
+
+
+# The MQTT source's converters: mqtt-proxy writes its records as the config names (OUTPUT__VALUE_FORMAT).
+MQTT_SOURCE_CONVERTERS: dict[str, Rule] = {
+    "value.converter": Setting(
+        ("output.value_format",),
+        source_value_format,
+        note=f"{AVRO[0]} (or Apicurio's): Avro in the Confluent wire format, the schema registered in the registry "
+        f"(the default); {JSON_CONVERTER}: the record as JsonConverter writes it (see "
+        f"value.converter.schemas.enable), no registry; {STRING_CONVERTER}: the record's JSON as text, no registry",
+    ),
+    "value.converter.schemas.enable": to(
+        "output.value_schemas_enable",
+        boolean,
+        note="JsonConverter's: true (its default) writes each record as the {schema, payload} envelope, false "
+        "the bare JSON; with other converters it means nothing and is not set",
+    ),
+}
+
+
 def key_format(value: str) -> dict[str, str]:
     """A sink's ``key.converter`` as the format ``PK _key`` reads keys in (text is the default)."""
     name = value.strip()

@@ -11,6 +11,7 @@ from fluxgate_connect.framework import (
     COAP_SOURCE_URI,
     COAP_TASKS,
     MQTT_KCQL,
+    MQTT_SOURCE_CONVERTERS,
     MQTT_TASKS,
     SOURCE_ERRORS,
     Connector,
@@ -46,6 +47,7 @@ MQTT_SOURCE = Connector(
     chart_owned=frozenset({"mqtt.client_id"}),
     rules={
         **framework(sink=False, tasks=MQTT_TASKS),
+        **MQTT_SOURCE_CONVERTERS,  # the CoAP source's records stay Avro (framework's rules)
         **aliases(to(MQTT_KCQL, text), f"{_MQTT}.kcql", f"{_MQTT}.source.kcql"),
         **aliases(
             Setting(("mqtt.host", "mqtt.port", "mqtt.tls"), mqtt_broker, note="tcp://host:port; ssl:// sets tls"),

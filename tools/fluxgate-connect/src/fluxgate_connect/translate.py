@@ -182,9 +182,9 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
 
 def _json_only(result: Translation) -> None:
     """``*.converter.schemas.enable`` is JsonConverter's: with other converters it sets nothing."""
-    for side in ("value", "key"):
-        flag = f"sink.{side}_schemas_enable"
-        if result.values.get(f"sink.{side}_format") != "json" and flag in result.values:
+    for side, group in (("value", "sink"), ("key", "sink"), ("value", "output")):
+        flag = f"{group}.{side}_schemas_enable"
+        if result.values.get(f"{group}.{side}_format") != "json" and flag in result.values:
             del result.values[flag]
             result.notes.append(
                 f"{side}.converter.schemas.enable: nothing to set: JsonConverter's, not {side}.converter"

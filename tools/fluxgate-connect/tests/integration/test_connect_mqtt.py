@@ -1,6 +1,7 @@
 """An MQTT source config, run by ``fluxgate connect``: mqtt-proxy subscribes the KCQL's filter on
 the real Mosquitto and writes each JSON message as a SensorReading to the KCQL's topic, keyed
-WITHKEY(sensorId). With tasks.max=2, two proxies share the subscription ($share): each message
+WITHKEY(sensorId); in Avro, or with value.converter JsonConverter as the JSON its consumers read.
+With tasks.max=2, two proxies share the subscription ($share): each message
 is delivered by one of them."""
 
 from __future__ import annotations
@@ -51,6 +52,35 @@ def test_the_mqtt_source_config_moves_messages_into_its_topic(stack: Any, regist
         (f"d{n}".encode(), f"d{n}", 20.0 + n) for n in range(5)
     ]
     assert "running mqtt-proxy" in proxy.log_text()
+
+
+def test_a_json_converter_config_writes_what_a_json_converter_consumer_reads(stack: Any) -> None:
+    readings = unique_topic("connect.mqtt.readings", stack.bootstrap, 1)
+    prefix = f"connect-{uuid.uuid4().hex[:8]}"
+    placeholders = placeholders_of(stack, readings, prefix)
+    with connect("mqtt-source-local-json.properties", "FLUXGATE_MQTT_", stack, placeholders) as proxy:
+        proxy.start()
+        publish(stack, f"{prefix}/room", readings_of(3))
+        got = consume(stack.bootstrap, readings, expected=3, timeout=60)
+        assert proxy.terminate() == 0, proxy.log_tail()
+    envelopes = [json.loads(record.value) for record in got]  # plain JSON: no registry, no wire format
+    assert all(envelope.keys() == {"schema", "payload"} for envelope in envelopes)
+    schema = envelopes[0]["schema"]
+    assert (schema["type"], schema["name"], schema["optional"]) == (
+        "struct",
+        "io.fluxgate.sensors.SensorReading",
+        False,
+    )
+    fields = {field["field"]: field for field in schema["fields"]}
+    timestamp = {"type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1}
+    assert fields["event_time"] == {**timestamp, "field": "event_time"}
+    assert fields["value"] == {"type": "float64", "optional": False, "field": "value"}
+    assert fields["sequence"] == {"type": "int64", "optional": True, "field": "sequence"}
+    payloads = sorted((record.key, envelope["payload"]) for record, envelope in zip(got, envelopes, strict=True))
+    assert [(key, p["device_id"], p["value"]) for key, p in payloads] == [
+        (f"d{n}".encode(), f"d{n}", 20.0 + n) for n in range(3)
+    ]
+    assert all(p["source"] == f"{prefix}/room" and p["unit"] is not None for _, p in payloads)
 
 
 def test_two_tasks_share_the_subscription_and_deliver_each_message_once(

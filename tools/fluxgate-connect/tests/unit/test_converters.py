@@ -1,14 +1,22 @@
 """A sink config's converters: JsonConverter values (with or without schemas) become the persister's
 value format, StringConverter values are JSON text, a JsonConverter key is the key format (read
-where a PK names _key), bytes values are refused naming what to write instead, and the sources still
-write Avro."""
+where a PK names _key), bytes values are refused naming what to write instead. The MQTT source writes its records as its
+value.converter says (Avro, JsonConverter's JSON with or without schemas, StringConverter's text);
+the CoAP source's still write Avro."""
 
 from __future__ import annotations
 
 import pytest
 from connect_fixtures import load_env
 
-from fluxgate_connect.connectors import CASSANDRA_SINK, ELASTIC_SINK, HAZELCAST_SINK, Connector
+from fluxgate_connect.connectors import (
+    CASSANDRA_SINK,
+    COAP_SOURCE,
+    ELASTIC_SINK,
+    HAZELCAST_SINK,
+    MQTT_SOURCE,
+    Connector,
+)
 from fluxgate_connect.errors import ConnectError
 from fluxgate_connect.translate import Translation, translate
 
@@ -99,6 +107,61 @@ def test_an_unknown_value_converter_names_the_known_ones() -> None:
         sink(ELASTIC_SINK, value_converter="org.example.X")
 
 
-def test_the_sources_still_write_avro() -> None:
+def mqtt_source(**converters: str) -> Translation:
+    config = {"connector.class": MQTT, "connect.mqtt.hosts": "tcp://mqtt:1883",
+              "connect.mqtt.kcql": "INSERT INTO readings SELECT * FROM sensors/+"}  # fmt: skip
+    return translate(config | {name.replace("_", "."): value for name, value in converters.items()})
+
+
+@pytest.mark.parametrize("schemas", ["true", "false"])
+def test_the_mqtt_source_writes_json_with_or_without_schemas(schemas: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = mqtt_source(value_converter=JSON, value_converter_schemas_enable=schemas)
+    assert result.env["FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT"] == "json"
+    assert result.env["FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE"] == schemas
+    output = load_env(MQTT_SOURCE.settings, result.env, monkeypatch).output
+    assert (output.value_format, output.value_schemas_enable, output.uses_registry) == (
+        "json",
+        schemas == "true",
+        False,
+    )
+
+
+def test_the_mqtt_source_writes_the_envelope_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    output = load_env(MQTT_SOURCE.settings, mqtt_source(value_converter=JSON).env, monkeypatch).output
+    assert output.value_format == "json" and output.value_schemas_enable is True  # JsonConverter's default
+
+
+def test_the_mqtt_source_writes_string_values_as_json_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = mqtt_source(value_converter=STRING, value_converter_schemas_enable="true")
+    assert "output.value_schemas_enable" not in result.values
+    assert "value.converter.schemas.enable: nothing to set: JsonConverter's, not value.converter" in result.notes
+    assert load_env(MQTT_SOURCE.settings, result.env, monkeypatch).output.value_format == "string"
+
+
+@pytest.mark.parametrize("avro", [AVRO, "io.apicurio.registry.utils.converter.AvroConverter"])
+def test_the_mqtt_source_writes_avro_by_default_and_with_avro(avro: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for result in (mqtt_source(), mqtt_source(value_converter=avro, value_converter_schemas_enable="false")):
+        assert not {"output.value_format", "output.value_schemas_enable"} & result.values.keys()
+        assert load_env(MQTT_SOURCE.settings, result.env, monkeypatch).output.value_format == "avro"
+
+
+def test_the_mqtt_source_refuses_byte_array_values_naming_what_writes_json() -> None:
+    value = "org.apache.kafka.connect.converters.ByteArrayConverter"
+    with pytest.raises(ConnectError) as raised:
+        mqtt_source(value_converter=value)
+    assert f"value.converter={value}: mqtt-proxy writes records with fields" in str(raised.value)
+    assert f"value.converter={JSON} and value.converter.schemas.enable=false" in str(raised.value)
+    assert f"or {STRING}" in str(raised.value)
+
+
+def test_the_mqtt_source_names_the_converters_it_knows() -> None:
+    with pytest.raises(ConnectError, match=r"value.converter=org.example.X: expected io.confluent.*JsonConverter"):
+        mqtt_source(value_converter="org.example.X")
+
+
+def test_the_coap_source_still_writes_avro() -> None:
+    config = {"connector.class": COAP_SOURCE.classes[-1], "connect.coap.uri": "coap://127.0.0.1:5683",
+              "connect.coap.kcql": "INSERT INTO readings SELECT * FROM sensors", "value.converter": JSON}  # fmt: skip
     with pytest.raises(ConnectError, match=r"value.converter=.*JsonConverter: not supported: records are Avro"):
-        translate({"connector.class": MQTT, "connect.mqtt.hosts": "tcp://mqtt:1883", "value.converter": JSON})
+        translate(config)
+    assert "value.converter" in translate({**config, "value.converter": AVRO}).connector.rules

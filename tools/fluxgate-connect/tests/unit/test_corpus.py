@@ -38,6 +38,7 @@ TRANSLATED = [
     "hazelcast-sink-kafka-predicates.properties",
     "hazelcast-sink.properties",
     "mqtt-source-datamountaineer-throw.properties",
+    "mqtt-source-local-json.properties",
     "mqtt-source-local.properties",
     "mqtt-source.properties",
 ]
