@@ -154,7 +154,7 @@ def _ended(progress: Any) -> float:
 def run_rate(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts, readings: Readings) -> Leg:
     rate = (
         spark.readStream.format("rate-micro-batch")
-        .option("rowsPerBatch", str(settings.spark.max_offsets_per_trigger or readings.count))
+        .option("rowsPerBatch", str(settings.spark.max_offsets_per_trigger))
         .option("numPartitions", str(PARTITIONS))
         .load()
     )

@@ -65,9 +65,8 @@ def read_framed(spark: SparkSession, settings: AggregatorSettings) -> DataFrame:
         # Offsets removed before they were read are skipped, not fatal (a query failing on them
         # would fail at every restart); each batch reports them first (losses.py).
         .option("failOnDataLoss", "false")
+        .option("maxOffsetsPerTrigger", str(settings.spark.max_offsets_per_trigger))
     )
-    if settings.spark.max_offsets_per_trigger:
-        raw = raw.option("maxOffsetsPerTrigger", str(settings.spark.max_offsets_per_trigger))
     return framed(raw.load())
 
 

@@ -129,7 +129,12 @@ class SparkSettings(Group):
         4, ge=1, description="spark.sql.shuffle.partitions (window aggregation parallelism)"
     )
     trigger_interval: str = Field("5 seconds", description="micro-batch interval")
-    max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
+    max_offsets_per_trigger: int = Field(
+        200_000,
+        ge=1,
+        description="cap on records per micro-batch: a backlog (after a stop, at the first start) is read in batches"
+        " of this size, never all at once",
+    )
     packages: str | None = Field(
         None, description="spark.jars.packages (Ivy); unset = the connectors resolved by Maven into jars_dir"
     )

@@ -104,3 +104,49 @@ def test_setting_only_the_http_host_keeps_the_service_port(monkeypatch: pytest.M
     monkeypatch.setenv("FLUXGATE_AGG_HTTP__HOST", "0.0.0.0")
     settings = load_settings(AggregatorSettings)
     assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9103)
+
+
+class _Reader:
+    """Spark's DataStreamReader as far as read_framed uses it: the options it was given."""
+
+    def __init__(self) -> None:
+        self.set: dict[str, str] = {}
+        self.options_given: dict[str, str] = {}
+
+    def format(self, _: str) -> _Reader:
+        return self
+
+    def option(self, key: str, value: str) -> _Reader:
+        self.set[key] = value
+        return self
+
+    def options(self, **given: str) -> _Reader:
+        self.options_given = given
+        return self
+
+    def load(self) -> _Reader:
+        raise _Loaded
+
+
+class _Loaded(Exception):
+    pass
+
+
+def _options_read_with(settings: AggregatorSettings) -> dict[str, str]:
+    from types import SimpleNamespace
+
+    from fluxgate_aggregator import job
+
+    reader = _Reader()
+    reader_any: object = reader
+    with pytest.raises(_Loaded):
+        job.read_framed(SimpleNamespace(readStream=reader_any), settings)  # type: ignore[arg-type]
+    return reader.set
+
+
+def test_a_backlog_is_read_in_bounded_batches_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing set, a batch reads at most 200,000 records: a stopped job's backlog (or a
+    first start from the earliest offsets) is not read in one batch that must fit in memory."""
+    assert _options_read_with(AggregatorSettings())["maxOffsetsPerTrigger"] == "200000"
+    monkeypatch.setenv("FLUXGATE_AGG_SPARK__MAX_OFFSETS_PER_TRIGGER", "5000")
+    assert _options_read_with(load_settings(AggregatorSettings))["maxOffsetsPerTrigger"] == "5000"
