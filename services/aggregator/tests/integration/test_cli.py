@@ -41,6 +41,10 @@ def job(job_env: dict[str, str], tmp_path: Path) -> Iterator[ServiceProcess]:
         yield job
 
 
+# Two JVM starts and a replayed batch that fails once in Spark's progress report (SPARK-55271,
+# see the README) before the query is restarted: its own waits add up to 600 s, and on a
+# loaded CI machine it took 244 s and 300+ s, over the suite's 300 s default.
+@pytest.mark.timeout(600)
 def test_killed_mid_stream_and_restarted_from_its_checkpoint(
     job: ServiceProcess, devices: Any, topics: Any, read_aggregates: Any
 ) -> None:
