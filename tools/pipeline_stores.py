@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import json
 import ssl
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -33,6 +35,7 @@ class Stores:
         self._secured = secured
         self._scylla: Any = None
         self._hazelcast: Any = None
+        self._rows_counted = RingCount(table)
 
     def counts(self) -> dict[str, int]:
         return {"elasticsearch": self._documents(), "scylla": self._rows(), "hazelcast": self._items()}
@@ -63,10 +66,7 @@ class Stores:
 
     def _rows(self) -> int:
         session = self.scylla_session()
-        with contextlib.suppress(Exception):  # no table yet, or the store is away: nothing counted
-            if session is not None:
-                return int(session.execute(f"SELECT count(*) FROM {self._table}").one()[0])  # noqa: S608
-        return 0
+        return self._rows_counted.count(session) if session is not None else self._rows_counted.total
 
     def _items(self) -> int:
         client = self.hazelcast_client()
@@ -123,3 +123,64 @@ class Stores:
                     cluster_connect_timeout=5,
                 )
         return self._hazelcast
+
+
+# Murmur3Partitioner's tokens: the lowest is never a partition's, so (MIN, MAX] is the whole ring.
+MIN_TOKEN, MAX_TOKEN = -(2**63), 2**63 - 1
+
+
+class RingCount:
+    """A Cassandra table's rows, counted one slice of the token ring at a time.
+
+    ``SELECT count(*)`` of the whole table reads every partition in one request: with a
+    fleet's hundred thousand partitions on a loaded machine it outlasts the server's range
+    timeout (10 s) and fails as a whole, every time, so a live count read 0 for the rest of
+    a run. Here each call counts as many slices as fit in ``budget_s`` (at least one) and
+    keeps the last count of the others. A small table is counted whole on every call; a
+    big one lags by at most one turn of the ring. Rows are only ever added or overwritten,
+    so the total never goes down, and a slice whose count fails keeps its last one."""
+
+    def __init__(self, table: str, slices: int = 32, budget_s: float = 1.0) -> None:
+        self._table, self._budget_s = table, budget_s
+        step = (MAX_TOKEN - MIN_TOKEN) // slices
+        edges = [MIN_TOKEN + i * step for i in range(slices)] + [MAX_TOKEN]
+        self._slices = list(itertools.pairwise(edges))
+        self._counts = [0] * slices
+        self._next = 0
+        self._partition_key = ""
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts)
+
+    def count(self, session: Any) -> int:
+        """The table's rows as last counted, after counting the slices that fit in the budget."""
+        if not self._partition_key:
+            self._partition_key = partition_key(session, self._table)
+        started = time.monotonic()
+        for _ in self._slices if self._partition_key else ():
+            self._count_slice(session, self._next)
+            self._next = (self._next + 1) % len(self._slices)
+            if time.monotonic() - started > self._budget_s:
+                break
+        return self.total
+
+    def _count_slice(self, session: Any, index: int) -> None:
+        low, high = self._slices[index]
+        token = f"token({self._partition_key})"
+        cql = f"SELECT count(*) FROM {self._table} WHERE {token} > %s AND {token} <= %s"  # noqa: S608
+        with contextlib.suppress(Exception):  # the store is away or slow: the slice keeps its count
+            self._counts[index] = int(session.execute(cql, (low, high), timeout=30).one()[0])
+
+
+def partition_key(session: Any, table: str) -> str:
+    """``table``'s partition key columns, in order and comma-separated; "" while it does not exist."""
+    from cassandra.metadata import protect_name
+
+    keyspace, name = table.split(".", 1)
+    query = "SELECT column_name, kind, position FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s"
+    with contextlib.suppress(Exception):  # the store is away: asked again on the next count
+        rows = session.execute(query, (keyspace, name))
+        columns = sorted((row.position, row.column_name) for row in rows if row.kind == "partition_key")
+        return ", ".join(protect_name(column) for _, column in columns)
+    return ""
