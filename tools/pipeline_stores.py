@@ -36,6 +36,9 @@ class Stores:
         self._scylla: Any = None
         self._hazelcast: Any = None
         self._rows_counted = RingCount(table)
+        # A count that fails (the store away, or slow under load) reads as the last one seen:
+        # a 0 would look like a stall, and the next good count like progress that is not new.
+        self._last = {"elasticsearch": 0, "hazelcast": 0}
 
     def counts(self) -> dict[str, int]:
         return {"elasticsearch": self._documents(), "scylla": self._rows(), "hazelcast": self._items()}
@@ -60,9 +63,13 @@ class Stores:
         request = urllib.request.Request(f"{base}/{self._es_alias}/_count", headers=headers)  # noqa: S310 - loopback
         try:
             with urllib.request.urlopen(request, timeout=5, context=context) as reply:  # noqa: S310
-                return int(json.load(reply)["count"])
+                self._last["elasticsearch"] = int(json.load(reply)["count"])
+        except urllib.error.HTTPError as error:
+            if error.code == 404:  # no index behind the alias yet: nothing written
+                self._last["elasticsearch"] = 0
         except (urllib.error.URLError, OSError, ValueError, KeyError):
-            return 0
+            pass
+        return self._last["elasticsearch"]
 
     def _rows(self) -> int:
         session = self.scylla_session()
@@ -73,10 +80,10 @@ class Stores:
         try:
             if client is not None:
                 ring = client.get_ringbuffer(self._ringbuffer).blocking()
-                return int(ring.tail_sequence()) + 1  # every item added, even past the capacity
-        except Exception:  # no ringbuffer yet, or the member is away: nothing counted
+                self._last["hazelcast"] = int(ring.tail_sequence()) + 1  # every item added, even past the capacity
+        except Exception:  # the member is away: the last count stands
             self.drop_hazelcast()
-        return 0
+        return self._last["hazelcast"]
 
     def scylla_session(self) -> Any:
         """The run's session (the Scylla persister's driver), or None while the store is away."""
