@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TypeVar
 
 from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
@@ -41,7 +41,6 @@ from fluxgate_core.topic_access import unusable_topics
 from fluxgate_core.topic_watch import TopicWatch
 
 W = TypeVar("W", bound=DeadLetterWriter)
-E = TypeVar("E", bound=RecordEncoder)
 AVRO_OUTPUT = OutputSettings()
 # The registry's answers that are about the request, not about the registry being away.
 _NOT_REFUSALS = frozenset({408, 429})
@@ -54,12 +53,10 @@ class SubjectRefused(InvalidReading):
 
 
 @dataclass(frozen=True)
-class GatewayOutput(Generic[E]):
-    """``E``: :class:`AvroEncoder` when the gateway asked for no other ``output``."""
-
+class GatewayOutput:
     service: str
     deadletter_topic: str
-    encoders: dict[str, E]  # target topic -> its encoder (Avro: the schema's, under its subject)
+    encoders: dict[str, RecordEncoder]  # target topic -> its encoder (Avro: the schema's, under its subject)
     producer: AsyncProducer  # started
     watch: TopicWatch  # started: whether every topic is still there (fold present() into ready())
 
@@ -126,38 +123,6 @@ def refused(exc: RegistryError) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status not in _NOT_REFUSALS
 
 
-@overload
-async def open_gateway_output(
-    service: str,
-    kafka: KafkaSettings,
-    registry: RegistrySettings,
-    topics: Iterable[str],
-    deadletter_topic: str,
-    max_in_flight: int,
-    schema_name: str = ...,
-    *,
-    env_prefix: str,
-    topics_setting: str = ...,
-    output: None = None,
-) -> GatewayOutput[AvroEncoder]: ...
-
-
-@overload
-async def open_gateway_output(
-    service: str,
-    kafka: KafkaSettings,
-    registry: RegistrySettings,
-    topics: Iterable[str],
-    deadletter_topic: str,
-    max_in_flight: int,
-    schema_name: str = ...,
-    *,
-    env_prefix: str,
-    topics_setting: str = ...,
-    output: OutputSettings,
-) -> GatewayOutput[RecordEncoder]: ...
-
-
 async def open_gateway_output(
     service: str,
     kafka: KafkaSettings,
@@ -169,8 +134,8 @@ async def open_gateway_output(
     *,
     env_prefix: str,
     topics_setting: str = "",
-    output: OutputSettings | None = None,
-) -> GatewayOutput[Any]:
+    output: OutputSettings = AVRO_OUTPUT,
+) -> GatewayOutput:
     """Kafka checked (the login, every topic there or created), the schemas
     (``schemas/<schema_name>.avsc``) registered (Avro ``output`` only), then the fitted producer,
     started (see the module). ``env_prefix`` is the service's and ``topics_setting`` the setting
@@ -178,8 +143,8 @@ async def open_gateway_output(
     topics = list(topics)
     named = {**dict.fromkeys(topics, topics_setting), deadletter_topic: "deadletter_topic"}
     await asyncio.to_thread(verify_kafka, kafka, service, env_prefix, named)
-    encoders: dict[str, Any]
-    if output is None or output.uses_registry:
+    encoders: dict[str, RecordEncoder]
+    if output.uses_registry:
         await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
         with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
             encoders = dict(await asyncio.to_thread(register_readings, registry, topics, schema_name))

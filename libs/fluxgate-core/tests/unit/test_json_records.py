@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from fluxgate_testing import CONNECT_TIMESTAMP, SENSOR_READING_CONNECT_SCHEMA
 from pydantic import ValidationError
 
 from fluxgate_core.errors import SerializationError
@@ -31,31 +32,6 @@ READING: dict[str, Any] = {
     "sequence": None,
     "attributes": {"site": "läb"},
 }
-TIMESTAMP = {"type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1}
-SENSOR_SCHEMA = {
-    "type": "struct",
-    "fields": [
-        {"type": "string", "optional": False, "field": "device_id"},
-        {"type": "string", "optional": False, "field": "metric"},
-        {"type": "float64", "optional": False, "field": "value"},
-        {"type": "string", "optional": True, "field": "unit"},
-        {**TIMESTAMP, "field": "event_time"},
-        {**TIMESTAMP, "field": "ingest_time"},
-        {"type": "string", "optional": False, "field": "source_protocol"},
-        {"type": "string", "optional": False, "field": "source"},
-        {"type": "int64", "optional": True, "field": "sequence"},
-        {
-            "type": "map",
-            "keys": {"type": "string", "optional": False},
-            "values": {"type": "string", "optional": False},
-            "optional": False,
-            "default": {},
-            "field": "attributes",
-        },
-    ],
-    "optional": False,
-    "name": "io.fluxgate.sensors.SensorReading",
-}
 PAYLOAD = {**READING, "value": 21.0}
 
 
@@ -65,7 +41,7 @@ def encoder(schemas_enable: bool = True) -> ConnectJsonEncoder:
 
 def test_the_envelope_holds_the_connect_schema_and_the_payload() -> None:
     data = encoder().encode(READING)
-    assert json.loads(data) == {"schema": SENSOR_SCHEMA, "payload": PAYLOAD}
+    assert json.loads(data) == {"schema": SENSOR_READING_CONNECT_SCHEMA, "payload": PAYLOAD}
     assert data.startswith(b'{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"d')
     # Compact, keys in JsonConverter's order, a float64 as a double, non-ASCII as UTF-8.
     assert b' "' not in data and b'"value":21.0,' in data and "läb".encode() in data
@@ -78,7 +54,7 @@ def test_timestamps_are_epoch_millis_int64_and_optional_fields_null() -> None:
     event_time = next(
         f for f in json.loads(encoder().encode(READING))["schema"]["fields"] if f["field"] == "event_time"
     )
-    assert event_time == {**TIMESTAMP, "field": "event_time"}
+    assert event_time == {**CONNECT_TIMESTAMP, "field": "event_time"}
 
 
 def test_without_schemas_the_value_is_the_bare_payload() -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from fluxgate_core.consumer import RecordConsumer
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
+from fluxgate_testing.connect_schemas import CONNECT_TIMESTAMP, SENSOR_READING_CONNECT_SCHEMA
 from fluxgate_testing.process import ServiceProcess
 from fluxgate_testing.secured import Principal, SecuredKafka
 
@@ -18,7 +19,16 @@ if TYPE_CHECKING:
     # Not re-exported: tests import ConsumedRecord from its one home, fluxgate_core.consumed_record.
     from fluxgate_core.consumed_record import ConsumedRecord, Decoder
 
-__all__ = ["Principal", "SecuredKafka", "ServiceProcess", "consume", "free_port", "unique_topic"]
+__all__ = [
+    "CONNECT_TIMESTAMP",
+    "SENSOR_READING_CONNECT_SCHEMA",
+    "Principal",
+    "SecuredKafka",
+    "ServiceProcess",
+    "consume",
+    "free_port",
+    "unique_topic",
+]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

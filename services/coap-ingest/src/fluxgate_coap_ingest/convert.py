@@ -26,7 +26,7 @@ from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.limits import DEFAULT_LIMITS, PayloadLimits
 from fluxgate_core.payloads import JsonFields, Measurement, PayloadFormat, format_for_content_format, parse_payload
 from fluxgate_core.readings import Origin, build_reading
-from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.serde import RecordEncoder
 
 DEFAULT_FIELDS = JsonFields()
 
@@ -45,7 +45,7 @@ class NotificationConverter:
     def __init__(
         self,
         resource: ResourceSettings,
-        encoder: AvroEncoder,
+        encoder: RecordEncoder,
         fields: JsonFields = DEFAULT_FIELDS,
         limits: PayloadLimits = DEFAULT_LIMITS,
     ) -> None:

@@ -37,7 +37,7 @@ from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_core.delivery import Delivery
 from fluxgate_core.kafka import KafkaRecord
 from fluxgate_core.limits import PayloadTooLarge
-from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.serde import RecordEncoder
 
 log = structlog.get_logger(__name__)
 DEFAULT_MAX_AGE_S = 60  # RFC 7252 §5.10.5: the Max-Age of a response without the option
@@ -46,7 +46,7 @@ DEFAULT_MAX_AGE_S = 60  # RFC 7252 §5.10.5: the Max-Age of a response without t
 class CoapMessageConverter:
     """Notifications of one resource into ``CoapMessage`` records; ``max_payload_bytes`` bounds the payload."""
 
-    def __init__(self, resource: ResourceSettings, encoder: AvroEncoder, max_payload_bytes: int) -> None:
+    def __init__(self, resource: ResourceSettings, encoder: RecordEncoder, max_payload_bytes: int) -> None:
         self.resource = resource
         self.max_payload_bytes = max_payload_bytes
         self._encoder = encoder

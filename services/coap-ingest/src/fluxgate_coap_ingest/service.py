@@ -1,4 +1,4 @@
-"""The service's lifecycle: register schemas, start the producer, observe, drain on stop."""
+"""The service's lifecycle: register schemas (Avro output), start the producer, observe, drain on stop."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from fluxgate_core.errors import ConfigError
 from fluxgate_core.gateway import open_gateway_output
 from fluxgate_core.kafka import AsyncProducer
 from fluxgate_core.schemas import COAP_MESSAGE, SENSOR_READING
-from fluxgate_core.serde import AvroEncoder
+from fluxgate_core.serde import RecordEncoder
 from fluxgate_core.topic_watch import TopicWatch
 
 log = structlog.get_logger(__name__)
@@ -48,7 +48,7 @@ class CoapIngestService:
         self._started = False
 
     async def start(self) -> None:
-        """Fail fast: registry, Kafka producer and CoAP context before any observation."""
+        """Fail fast: registry (Avro output), Kafka producer and CoAP context before any observation."""
         check_dtls_available(self.settings.resources)
         settings = self.settings
         output = await open_gateway_output(
@@ -61,6 +61,7 @@ class CoapIngestService:
             COAP_MESSAGE if settings.output_format == "coap-message" else SENSOR_READING,
             env_prefix=str(settings.model_config["env_prefix"]),
             topics_setting="kcql" if settings.kcql is not None else "resources",
+            output=settings.output,
         )
         self._producer, encoders, self._watch = output.producer, output.encoders, output.watch
         receive_whole_datagrams()
@@ -124,7 +125,7 @@ class CoapIngestService:
     ) -> None:
         await self.stop()
 
-    def _observe(self, resource: ResourceSettings, encoder: AvroEncoder, batcher: NotificationBatcher) -> None:
+    def _observe(self, resource: ResourceSettings, encoder: RecordEncoder, batcher: NotificationBatcher) -> None:
         assert self._context is not None
         messages = self.settings.output_format == "coap-message"
         inlet = batcher.inlet(self._handler(resource, encoder))
@@ -135,7 +136,7 @@ class CoapIngestService:
         self.observers.append(observer)
         self._readers.append(asyncio.create_task(observer.run(), name=f"observe {resource.uri}"))
 
-    def _handler(self, resource: ResourceSettings, encoder: AvroEncoder) -> Handler:
+    def _handler(self, resource: ResourceSettings, encoder: RecordEncoder) -> Handler:
         """What ``resource``'s notifications become, by ``output_format``."""
         limits = self.settings.limits
         if self.settings.output_format == "coap-message":

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings
 
 from fluxgate_coap_ingest.kcql import resources_from_kcql
 from fluxgate_coap_ingest.resource_settings import SCHEMES, ResourceSettings, check_psk_sizes
+from fluxgate_core.json_records import OutputSettings
 from fluxgate_core.kcql import COAP_SOURCE, KcqlError, parse_sources
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.settings import (
@@ -111,6 +112,7 @@ class CoapIngestSettings(BaseSettings):
     )
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    output: OutputSettings = group(OutputSettings)
     kafka: KafkaSettings = group(KafkaSettings, linger_ms=KAFKA_LINGER_MS)
     registry: RegistrySettings = group(RegistrySettings)
     http: HttpSettings = group(HttpSettings, port=9102)

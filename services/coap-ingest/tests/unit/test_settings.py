@@ -144,3 +144,30 @@ def test_the_output_limit_per_notification_is_a_setting_checked_at_start(monkeyp
     assert settings.limits.payload_limits().max_output_bytes == 65536
     with pytest.raises(ConfigError, match="FLUXGATE_COAP_LIMITS__MAX_OUTPUT_BYTES"):
         load(monkeypatch, [{"uri": URI}], FLUXGATE_COAP_LIMITS__MAX_OUTPUT_BYTES="0")
+
+
+def test_records_are_avro_unless_the_output_says_kafka_connects_json_or_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load(monkeypatch, []).output.value_format == "avro"
+    json_bare = {"FLUXGATE_COAP_OUTPUT__VALUE_FORMAT": "json", "FLUXGATE_COAP_OUTPUT__VALUE_SCHEMAS_ENABLE": "false"}
+    output = load(monkeypatch, [], **json_bare).output
+    assert (output.value_format, output.value_schemas_enable, output.uses_registry) == ("json", False, False)
+    output = load(monkeypatch, [], FLUXGATE_COAP_OUTPUT__VALUE_FORMAT="json").output
+    assert output.value_schemas_enable is True  # JsonConverter's envelope unless told otherwise
+    assert load(monkeypatch, [], FLUXGATE_COAP_OUTPUT__VALUE_FORMAT="string").output.value_format == "string"
+
+
+def test_the_value_format_and_the_record_are_set_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OUTPUT_FORMAT says which record (readings or CoAP messages), OUTPUT__VALUE_FORMAT how it is written."""
+    settings = load(
+        monkeypatch, [], FLUXGATE_COAP_OUTPUT_FORMAT="coap-message", FLUXGATE_COAP_OUTPUT__VALUE_FORMAT="string"
+    )
+    assert (settings.output_format, settings.output.value_format) == ("coap-message", "string")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("FLUXGATE_COAP_OUTPUT__VALUE_FORMAT", "bytes"), ("FLUXGATE_COAP_OUTPUT__VALUE_SCHEMAS_ENABLE", "maybe")],
+)
+def test_a_bad_output_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"\[env {name}\]"):
+        load(monkeypatch, [], **{name: value})

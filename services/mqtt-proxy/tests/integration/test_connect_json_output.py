@@ -10,36 +10,11 @@ import time
 from typing import Any
 
 import pytest
-from fluxgate_testing import consume
+from fluxgate_testing import SENSOR_READING_CONNECT_SCHEMA, consume
 
 pytestmark = pytest.mark.integration
 Setup = Any  # the `setup` fixture's type lives in conftest.py, which tests cannot import
 NO_REGISTRY = "http://127.0.0.1:9"  # discard: a proxy that contacted it would fail to start
-TIMESTAMP = {"type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1}
-SCHEMA = {
-    "type": "struct",
-    "fields": [
-        {"type": "string", "optional": False, "field": "device_id"},
-        {"type": "string", "optional": False, "field": "metric"},
-        {"type": "float64", "optional": False, "field": "value"},
-        {"type": "string", "optional": True, "field": "unit"},
-        {**TIMESTAMP, "field": "event_time"},
-        {**TIMESTAMP, "field": "ingest_time"},
-        {"type": "string", "optional": False, "field": "source_protocol"},
-        {"type": "string", "optional": False, "field": "source"},
-        {"type": "int64", "optional": True, "field": "sequence"},
-        {
-            "type": "map",
-            "keys": {"type": "string", "optional": False},
-            "values": {"type": "string", "optional": False},
-            "optional": False,
-            "default": {},
-            "field": "attributes",
-        },
-    ],
-    "optional": False,
-    "name": "io.fluxgate.sensors.SensorReading",
-}
 
 
 def proxy_writing(setup: Setup, value_format: str, schemas_enable: str = "true") -> Any:
@@ -78,7 +53,7 @@ def test_json_with_schemas_is_the_connect_envelope(setup: Setup) -> None:
     assert record.key == b"dev-1"
     envelope = json.loads(record.value)
     assert envelope.keys() == {"schema", "payload"}
-    assert envelope["schema"] == SCHEMA
+    assert envelope["schema"] == SENSOR_READING_CONNECT_SCHEMA
     assert b'"value":21.0' in record.value  # a float64 is written as a double, as Jackson does
     assert_payload(envelope["payload"], stamp, topic)
 
