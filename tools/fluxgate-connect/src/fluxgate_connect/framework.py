@@ -5,7 +5,7 @@ keys (:func:`framework`), the sinks' KCQL, error policy, retries and batch size
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic_settings import BaseSettings
@@ -93,41 +93,53 @@ def value_format(value: str) -> dict[str, str]:
     raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER, STRING_CONVERTER))}")
 
 
-def source_value_format(value: str) -> dict[str, str]:
-    """An MQTT source's ``value.converter`` as the format mqtt-proxy writes its records in (Avro is
-    the default): what the users' consumers of the topic read today."""
-    name = value.strip()
-    if name in AVRO:
-        return {}
-    if name == JSON_CONVERTER:
-        return {"output.value_format": "json"}
-    if name == STRING_CONVERTER:
-        return {"output.value_format": "string"}
-    if name == BYTES_CONVERTER:
-        raise RuleError(
-            "mqtt-proxy writes records with fields (SensorReading, schemas/sensor_reading.avsc), not a payload's "
-            f"bytes; consumers of JSON read them with value.converter={JSON_CONVERTER} and "
-            f"value.converter.schemas.enable=false (the record's JSON), or {STRING_CONVERTER} (the same JSON as text)"
-        )
-    raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER, STRING_CONVERTER))}")
+def source_value_format(service: str, record: str) -> Callable[[str], dict[str, str]]:
+    """A source's ``value.converter`` as the format its gateway (``service``, writing ``record``)
+    writes in (Avro is the default): what the users' consumers of the topic read today."""
+
+    def convert(value: str) -> dict[str, str]:
+        name = value.strip()
+        if name in AVRO:
+            return {}
+        if name == JSON_CONVERTER:
+            return {"output.value_format": "json"}
+        if name == STRING_CONVERTER:
+            return {"output.value_format": "string"}
+        if name == BYTES_CONVERTER:
+            raise RuleError(
+                f"{service} writes records with fields ({record}), not a payload's bytes; consumers of JSON "
+                f"read them with value.converter={JSON_CONVERTER} and value.converter.schemas.enable=false (the "
+                f"record's JSON), or {STRING_CONVERTER} (the same JSON as text)"
+            )
+        raise RuleError(f"expected {' or '.join((*AVRO, JSON_CONVERTER, STRING_CONVERTER))}")
+
+    return convert
 
 
-# The MQTT source's converters: mqtt-proxy writes its records as the config names (OUTPUT__VALUE_FORMAT).
-MQTT_SOURCE_CONVERTERS: dict[str, Rule] = {
-    "value.converter": Setting(
-        ("output.value_format",),
-        source_value_format,
-        note=f"{AVRO[0]} (or Apicurio's): Avro in the Confluent wire format, the schema registered in the registry "
-        f"(the default); {JSON_CONVERTER}: the record as JsonConverter writes it (see "
-        f"value.converter.schemas.enable), no registry; {STRING_CONVERTER}: the record's JSON as text, no registry",
-    ),
-    "value.converter.schemas.enable": to(
-        "output.value_schemas_enable",
-        boolean,
-        note="JsonConverter's: true (its default) writes each record as the {schema, payload} envelope, false "
-        "the bare JSON; with other converters it means nothing and is not set",
-    ),
-}
+def source_converters(service: str, record: str) -> dict[str, Rule]:
+    """A source's converters: its gateway writes its records as the config names (its
+    OUTPUT__VALUE_FORMAT and OUTPUT__VALUE_SCHEMAS_ENABLE, fluxgate_core.json_records)."""
+    return {
+        "value.converter": Setting(
+            ("output.value_format",),
+            source_value_format(service, record),
+            note=f"{AVRO[0]} (or Apicurio's): Avro in the Confluent wire format, the schema registered in the "
+            f"registry (the default); {JSON_CONVERTER}: the record as JsonConverter writes it (see "
+            f"value.converter.schemas.enable), no registry; {STRING_CONVERTER}: the record's JSON as text, "
+            "no registry",
+        ),
+        "value.converter.schemas.enable": to(
+            "output.value_schemas_enable",
+            boolean,
+            note="JsonConverter's: true (its default) writes each record as the {schema, payload} envelope, false "
+            "the bare JSON; with other converters it means nothing and is not set",
+        ),
+    }
+
+
+MQTT_SOURCE_CONVERTERS = source_converters("mqtt-proxy", "SensorReading, schemas/sensor_reading.avsc")
+# A CoAP source config always has coap-ingest write Stream-Reactor's record (COAP_MESSAGE).
+COAP_SOURCE_CONVERTERS = source_converters("coap-ingest", "CoapMessage, schemas/coap_message.avsc")
 
 
 def key_format(value: str) -> dict[str, str]:
@@ -194,8 +206,9 @@ COAP_TASKS = tasks(
 )
 
 
-def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
-    """Kafka Connect's own keys, the same for every connector of a kind."""
+def framework(sink: bool, tasks: Covered, converters: Mapping[str, Rule] | None = None) -> dict[str, Rule]:
+    """Kafka Connect's own keys, the same for every connector of a kind; a source's
+    ``converters`` are its :func:`source_converters` (a sink's are :data:`SINK_CONVERTERS`)."""
     rules: dict[str, Rule] = {
         "tasks.max": tasks,
         "value.converter.schema.registry.url": to("registry.url", text),
@@ -237,11 +250,8 @@ def framework(sink: bool, tasks: Covered) -> dict[str, Rule]:
             "errors.tolerance": SOURCE_ERRORS,
             "name": to("kafka.client_id", text, note="the Kafka client id"),
             "key.converter": Covered("the gateway writes its own record key (the device id)"),
-            "value.converter": Covered(
-                "records are Avro in the Confluent wire format, schemas in a registry", accept=AVRO
-            ),
-            "value.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
-            "key.converter.schemas.enable": Covered("JsonConverter's option: records are Avro"),
+            **(converters or {}),
+            "key.converter.schemas.enable": Covered("JsonConverter's option: the gateway writes its own record key"),
             **transforms.SOURCE_RULES,
             **topic_creation.RULES,
         }

@@ -8,6 +8,7 @@ from fluxgate_connect.framework import (
     COAP_KCQL,
     COAP_MESSAGE,
     COAP_OUTPUT_FORMAT,
+    COAP_SOURCE_CONVERTERS,
     COAP_SOURCE_URI,
     COAP_TASKS,
     MQTT_KCQL,
@@ -46,8 +47,7 @@ MQTT_SOURCE = Connector(
     sink=False,
     chart_owned=frozenset({"mqtt.client_id"}),
     rules={
-        **framework(sink=False, tasks=MQTT_TASKS),
-        **MQTT_SOURCE_CONVERTERS,  # the CoAP source's records stay Avro (framework's rules)
+        **framework(sink=False, tasks=MQTT_TASKS, converters=MQTT_SOURCE_CONVERTERS),
         **aliases(to(MQTT_KCQL, text), f"{_MQTT}.kcql", f"{_MQTT}.source.kcql"),
         **aliases(
             Setting(("mqtt.host", "mqtt.port", "mqtt.tls"), mqtt_broker, note="tcp://host:port; ssl:// sets tls"),
@@ -129,7 +129,7 @@ COAP_SOURCE = Connector(
     sink=False,
     fixed={COAP_OUTPUT_FORMAT: COAP_MESSAGE},
     rules={
-        **framework(sink=False, tasks=COAP_TASKS),
+        **framework(sink=False, tasks=COAP_TASKS, converters=COAP_SOURCE_CONVERTERS),
         **aliases(to(COAP_KCQL, text), f"{_COAP}.kcql", f"{_COAP}.source.kcql"),
         **aliases(to(COAP_SOURCE_URI, text), f"{_COAP}.uri", f"{_COAP}.source.uri"),
         **{f"{_COAP}.{where}{name}": _COAP_DTLS for name in _COAP_STORES for where in ("", "source.")},

@@ -1,8 +1,8 @@
 """A sink config's converters: JsonConverter values (with or without schemas) become the persister's
 value format, StringConverter values are JSON text, a JsonConverter key is the key format (read
-where a PK names _key), bytes values are refused naming what to write instead. The MQTT source writes its records as its
-value.converter says (Avro, JsonConverter's JSON with or without schemas, StringConverter's text);
-the CoAP source's still write Avro."""
+where a PK names _key), bytes values are refused naming what to write instead. The MQTT and CoAP
+sources write their records as their value.converter says (Avro, JsonConverter's JSON with or
+without schemas, StringConverter's text), by one rule."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from fluxgate_connect.connectors import (
     Connector,
 )
 from fluxgate_connect.errors import ConnectError
+from fluxgate_connect.rules import Setting
 from fluxgate_connect.translate import Translation, translate
 
 JSON = "org.apache.kafka.connect.json.JsonConverter"
@@ -107,18 +108,31 @@ def test_an_unknown_value_converter_names_the_known_ones() -> None:
         sink(ELASTIC_SINK, value_converter="org.example.X")
 
 
-def mqtt_source(**converters: str) -> Translation:
-    config = {"connector.class": MQTT, "connect.mqtt.hosts": "tcp://mqtt:1883",
-              "connect.mqtt.kcql": "INSERT INTO readings SELECT * FROM sensors/+"}  # fmt: skip
+SOURCE_CONFIGS = {
+    MQTT_SOURCE.service: {"connector.class": MQTT, "connect.mqtt.hosts": "tcp://mqtt:1883",
+                          "connect.mqtt.kcql": "INSERT INTO readings SELECT * FROM sensors/+"},
+    COAP_SOURCE.service: {"connector.class": COAP_SOURCE.classes[-1], "connect.coap.uri": "coap://127.0.0.1:5683",
+                          "connect.coap.kcql": "INSERT INTO readings SELECT * FROM sensors"},
+}  # fmt: skip
+# The record each source's gateway writes (a CoAP source config always has coap-ingest write CoapMessage).
+RECORDS = {MQTT_SOURCE.service: "SensorReading", COAP_SOURCE.service: "CoapMessage"}
+sources = pytest.mark.parametrize("connector", [MQTT_SOURCE, COAP_SOURCE], ids=lambda c: c.service)
+
+
+def source(connector: Connector, **converters: str) -> Translation:
+    config = SOURCE_CONFIGS[connector.service]
     return translate(config | {name.replace("_", "."): value for name, value in converters.items()})
 
 
+@sources
 @pytest.mark.parametrize("schemas", ["true", "false"])
-def test_the_mqtt_source_writes_json_with_or_without_schemas(schemas: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = mqtt_source(value_converter=JSON, value_converter_schemas_enable=schemas)
-    assert result.env["FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT"] == "json"
-    assert result.env["FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE"] == schemas
-    output = load_env(MQTT_SOURCE.settings, result.env, monkeypatch).output
+def test_a_source_writes_json_with_or_without_schemas(
+    connector: Connector, schemas: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = source(connector, value_converter=JSON, value_converter_schemas_enable=schemas)
+    assert result.env[f"{connector.prefix}OUTPUT__VALUE_FORMAT"] == "json"
+    assert result.env[f"{connector.prefix}OUTPUT__VALUE_SCHEMAS_ENABLE"] == schemas
+    output = load_env(connector.settings, result.env, monkeypatch).output
     assert (output.value_format, output.value_schemas_enable, output.uses_registry) == (
         "json",
         schemas == "true",
@@ -126,42 +140,58 @@ def test_the_mqtt_source_writes_json_with_or_without_schemas(schemas: str, monke
     )
 
 
-def test_the_mqtt_source_writes_the_envelope_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
-    output = load_env(MQTT_SOURCE.settings, mqtt_source(value_converter=JSON).env, monkeypatch).output
+@sources
+def test_a_source_writes_the_envelope_unless_told_not_to(connector: Connector, monkeypatch: pytest.MonkeyPatch) -> None:
+    output = load_env(connector.settings, source(connector, value_converter=JSON).env, monkeypatch).output
     assert output.value_format == "json" and output.value_schemas_enable is True  # JsonConverter's default
 
 
-def test_the_mqtt_source_writes_string_values_as_json_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = mqtt_source(value_converter=STRING, value_converter_schemas_enable="true")
+@sources
+def test_a_source_writes_string_values_as_json_text(connector: Connector, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = source(connector, value_converter=STRING, value_converter_schemas_enable="true")
     assert "output.value_schemas_enable" not in result.values
     assert "value.converter.schemas.enable: nothing to set: JsonConverter's, not value.converter" in result.notes
-    assert load_env(MQTT_SOURCE.settings, result.env, monkeypatch).output.value_format == "string"
+    assert load_env(connector.settings, result.env, monkeypatch).output.value_format == "string"
 
 
+@sources
 @pytest.mark.parametrize("avro", [AVRO, "io.apicurio.registry.utils.converter.AvroConverter"])
-def test_the_mqtt_source_writes_avro_by_default_and_with_avro(avro: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    for result in (mqtt_source(), mqtt_source(value_converter=avro, value_converter_schemas_enable="false")):
+def test_a_source_writes_avro_by_default_and_with_avro(
+    connector: Connector, avro: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for result in (source(connector), source(connector, value_converter=avro, value_converter_schemas_enable="false")):
         assert not {"output.value_format", "output.value_schemas_enable"} & result.values.keys()
-        assert load_env(MQTT_SOURCE.settings, result.env, monkeypatch).output.value_format == "avro"
+        assert load_env(connector.settings, result.env, monkeypatch).output.value_format == "avro"
 
 
-def test_the_mqtt_source_refuses_byte_array_values_naming_what_writes_json() -> None:
+@sources
+def test_a_source_refuses_byte_array_values_naming_what_writes_json(connector: Connector) -> None:
     value = "org.apache.kafka.connect.converters.ByteArrayConverter"
     with pytest.raises(ConnectError) as raised:
-        mqtt_source(value_converter=value)
-    assert f"value.converter={value}: mqtt-proxy writes records with fields" in str(raised.value)
-    assert f"value.converter={JSON} and value.converter.schemas.enable=false" in str(raised.value)
-    assert f"or {STRING}" in str(raised.value)
+        source(connector, value_converter=value)
+    said = str(raised.value)
+    assert (
+        f"value.converter={value}: {connector.service} writes records with fields ({RECORDS[connector.service]}" in said
+    )
+    assert f"value.converter={JSON} and value.converter.schemas.enable=false" in said
+    assert f"or {STRING}" in said
 
 
-def test_the_mqtt_source_names_the_converters_it_knows() -> None:
+@sources
+def test_a_source_names_the_converters_it_knows(connector: Connector) -> None:
     with pytest.raises(ConnectError, match=r"value.converter=org.example.X: expected io.confluent.*JsonConverter"):
-        mqtt_source(value_converter="org.example.X")
+        source(connector, value_converter="org.example.X")
 
 
-def test_the_coap_source_still_writes_avro() -> None:
-    config = {"connector.class": COAP_SOURCE.classes[-1], "connect.coap.uri": "coap://127.0.0.1:5683",
-              "connect.coap.kcql": "INSERT INTO readings SELECT * FROM sensors", "value.converter": JSON}  # fmt: skip
-    with pytest.raises(ConnectError, match=r"value.converter=.*JsonConverter: not supported: records are Avro"):
-        translate(config)
-    assert "value.converter" in translate({**config, "value.converter": AVRO}).connector.rules
+def test_both_sources_share_one_converter_rule() -> None:
+    """The CoAP source maps value.converter as the MQTT source does: the same rule, documented alike."""
+    for key in ("value.converter", "value.converter.schemas.enable"):
+        mqtt, coap = MQTT_SOURCE.rules[key], COAP_SOURCE.rules[key]
+        assert isinstance(mqtt, Setting) and isinstance(coap, Setting)
+        assert (mqtt.fields, mqtt.describe()) == (coap.fields, coap.describe())
+
+
+def test_the_coap_source_keeps_writing_stream_reactors_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = source(COAP_SOURCE, value_converter=JSON, value_converter_schemas_enable="false")
+    settings = load_env(COAP_SOURCE.settings, result.env, monkeypatch)
+    assert (settings.output_format, settings.output.value_format) == ("coap-message", "json")
