@@ -48,6 +48,7 @@ __all__ = [
     "FieldPath",
     "FieldRef",
     "Statement",
+    "lookup",
     "parse",
     "safe_id",
     "statements_for",
@@ -110,9 +111,9 @@ class Statement:
         for ref in self.fields:
             if not ref.wildcard:
                 if ref.path not in ignored:
-                    document[ref.alias or ref.path[-1]] = _prune(_lookup(record, ref.path), ref.path, ignored)
+                    document[ref.alias or ref.path[-1]] = _prune(lookup(record, ref.path), ref.path, ignored)
                 continue
-            source = _lookup(record, ref.path) if ref.path else record
+            source = lookup(record, ref.path) if ref.path else record
             if not isinstance(source, Mapping):
                 raise FieldMissing(
                     f"field {_dotted(ref.path)} is not a record, so {_dotted(ref.path)}.* selects nothing"
@@ -136,7 +137,7 @@ class Statement:
     def event_time(self, record: Mapping[str, Any]) -> datetime:
         """The record's event time in UTC, from a datetime or epoch milliseconds."""
         name = self.event_time_field(record)
-        value = _lookup(record, tuple(name.split(".")))
+        value = lookup(record, tuple(name.split(".")))
         if isinstance(value, datetime):
             return value if value.tzinfo is UTC else utc(value)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -148,7 +149,7 @@ class Statement:
         made safe for every store by :func:`safe_id`: the same record always gets the same id,
         so a replay overwrites instead of duplicating."""
         paths = self.pk or (*DEFAULT_PK, tuple(self.event_time_field(record).split(".")))
-        joined = "|".join(_id_part(_lookup(record, path), path) for path in paths)
+        joined = "|".join(_id_part(lookup(record, path), path) for path in paths)
         return safe_id(joined) if len(joined) > _ALWAYS_FITS else joined  # one length check per record
 
     def target_for(self, event_time: datetime) -> str:
@@ -196,7 +197,8 @@ def _dotted(path: FieldPath) -> str:
     return ".".join(path) or "*"
 
 
-def _lookup(record: Mapping[str, Any], path: FieldPath) -> Any:
+def lookup(record: Mapping[str, Any], path: FieldPath) -> Any:
+    """The value at ``path`` (``("device", "id")`` is ``device.id``); FieldMissing if there is none."""
     if len(path) == 1 and type(record) is dict:  # a top-level field of a decoded record: the hot path
         try:
             return record[path[0]]

@@ -13,6 +13,7 @@ from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
 from fluxgate_sink.errors import FieldMissing, SinkError, UndecodableKey
 from fluxgate_sink.formats import KEY_FIELD, key_reader
+from fluxgate_sink.ids import MakeId, fluxgate_id
 from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem
 
@@ -43,6 +44,7 @@ class Router:
         statements: Sequence[Statement],
         needs_ids: Callable[[Statement], bool] | None = None,
         read_key: ReadKey | None = None,
+        make_id: MakeId = fluxgate_id,
     ) -> None:
         self.statements = list(statements)
         read_key = read_key or key_reader("string", schemas_enable=False)
@@ -51,7 +53,9 @@ class Router:
         # without the default key fields always did, instead of an id derived from each record.
         keyed = needs_ids or (lambda _: True)
         self._plans = {
-            s.topic: [_Plan.of(t, bool(t.pk) or keyed(t), read_key) for t in statements_for(self.statements, s.topic)]
+            s.topic: [
+                _Plan.of(t, bool(t.pk) or keyed(t), read_key, make_id) for t in statements_for(self.statements, s.topic)
+            ]
             for s in self.statements
         }
 
@@ -88,14 +92,16 @@ class _Plan:
     dated: bool  # the target's name depends on the event time (WITHINDEXSUFFIX)
     time_fields: tuple[str, ...]  # top-level fields that may hold the event time, in order
     read_key: ReadKey | None  # only for a statement whose PK names the record key (_key)
+    make_id: MakeId  # Fluxgate's ids or Stream-Reactor's (fluxgate_sink.ids)
 
     @classmethod
-    def of(cls, statement: Statement, keyed: bool, read_key: ReadKey) -> _Plan:
+    def of(cls, statement: Statement, keyed: bool, read_key: ReadKey, make_id: MakeId) -> _Plan:
         named = statement.properties.get(EVENT_TIME_PROPERTY)
         fields = EVENT_TIME_FIELDS if named is None else () if "." in named else (named,)
         by_key = any(path[0] == KEY_FIELD for path in statement.pk)
         dated = bool(statement.index_suffix)
-        return cls(statement, keyed, statement.selects_everything, dated, fields, read_key if by_key else None)
+        reads_key = read_key if by_key else None
+        return cls(statement, keyed, statement.selects_everything, dated, fields, reads_key, make_id)
 
     def route_into(self, records: list[ConsumedRecord], routed: Routed) -> None:
         """:meth:`route`'s results sorted into ``routed``: when every record routes (the usual
@@ -138,7 +144,7 @@ class _Plan:
             record,
             statement,
             statement.target_for(event_time) if self.dated else statement.target,
-            _document_id(record, statement, self.with_key(record, value)) if self.keyed else "",
+            self.make_id(record, statement, self.with_key(record, value)) if self.keyed else "",
             value if self.whole else statement.project(value),
             event_time,
         )
@@ -202,17 +208,6 @@ def _event_time(record: ConsumedRecord, statement: Statement) -> datetime:
         if statement.index_suffix or EVENT_TIME_PROPERTY in statement.properties:
             raise
         return datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
-
-
-def _document_id(record: ConsumedRecord, statement: Statement, value: dict[str, Any]) -> str:
-    """The PK's values; without a PK and without the default key fields (a ringbuffer of plain
-    readings), the record's Kafka coordinates, which are as stable across a replay."""
-    try:
-        return statement.document_id(value)
-    except FieldMissing:
-        if statement.pk:
-            raise
-        return record.source
 
 
 def _as_sink_error(exc: Exception) -> SinkError:

@@ -86,7 +86,7 @@ class SinkRunner:
         self._source_factory = source_factory or self._kafka_source
         self._dead_letters = dead_letters
         read_key = key_reader(settings.key_format, settings.key_schemas_enable)
-        self._router = Router(parse(settings.kcql), sink.needs_ids, read_key)
+        self._router = Router(parse(settings.kcql), sink.needs_ids, read_key, settings.document_ids())
         self._transforms = Transforms(
             settings.transforms, read_key, value_reader(settings.value_format, settings.value_schemas_enable)
         )

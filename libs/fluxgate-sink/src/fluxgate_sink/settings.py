@@ -2,12 +2,13 @@
 
 Names and defaults follow Stream-Reactor's (``error.policy`` THROW, ``max.retries`` 20,
 ``retry.interval`` 60 s) so its users find what they know. A persister subclasses
-:class:`SinkSettings` only to give ``kcql`` its own default.
+:class:`SinkSettings` to give ``kcql`` its own default (es-persister, also its choice of ids:
+:meth:`SinkSettings.document_ids`).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
@@ -16,6 +17,9 @@ from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.formats import KeyFormat, RecordFormat
 from fluxgate_sink.smt import TransformConfigError
 from fluxgate_sink.transforms import TransformConfig, chain
+
+if TYPE_CHECKING:
+    from fluxgate_sink.ids import MakeId
 
 ErrorPolicy = Literal["NOOP", "THROW", "RETRY"]
 
@@ -64,6 +68,12 @@ class SinkSettings(Group):
         '"config": {"topic.field": "topic"}, "predicate": {"name": ..., "type": ..., "config": {...}}, '
         '"negate": false}]; a record a transform cannot apply to is dead-lettered with the reason',
     )
+
+    def document_ids(self) -> MakeId:
+        """How items' ids are made: Fluxgate's here; a persister with a choice overrides this."""
+        from fluxgate_sink.ids import fluxgate_id  # as kcql below: the settings load without the grammar
+
+        return fluxgate_id
 
     @field_validator("kcql")
     @classmethod

@@ -128,6 +128,10 @@ ELASTIC_SINK = Connector(
     settings=ElasticsearchSettings,
     classes=_ES_CLASSES,
     sink=True,
+    # Stream-Reactor's document ids, so a replay overwrites what its connector wrote: the PK values
+    # joined by connect.elastic.pk.separator, else topic-partition-offset (fluxgate_sink.ids, from
+    # ElasticJsonWriter.scala and JsonBulkWriter.scala). Our services keep ours (es-persister README).
+    fixed={"sink.document_id": "stream-reactor"},
     rules={
         **framework(sink=True, tasks=SINK_TASKS),
         **sink_options(_ES, legacy_sink_prefix=True, export_route=True),
@@ -162,7 +166,13 @@ ELASTIC_SINK = Connector(
             "es-persister creates each daily index as it writes, with its own mapping", accept=("true",)
         ),
         f"{_ES}.write.timeout": to("elasticsearch.request_timeout", ms_to_seconds, note="ms to seconds"),
-        f"{_ES}.pk.separator": Unsupported("a document's id is its PK fields joined by '|', always"),
+        # Every Elastic config class spells it so (ElasticConfigConstants of elastic5/6/7, ElasticConfigDef
+        # and ElasticCommonConfigConstants' "pk.separator" of io.lenses); taken as it is, spaces included.
+        f"{_ES}.pk.separator": to(
+            "sink.pk_separator",
+            note="joins the PK values of a document id, and the topic, partition and offset of one without a PK "
+            "(default -)",
+        ),
         f"{_ES}.tableprefix": Unsupported("write the prefix into the KCQL target (INSERT INTO <prefix><index>)"),
         f"{_ES}.index.suffix": Unsupported("use KCQL's WITHINDEXSUFFIX"),
         f"{_ES}.document.type": Unsupported("mapping types are gone since Elasticsearch 7"),

@@ -46,6 +46,7 @@ def test_the_elastic_sink_of_the_documents() -> None:
         " WITHINDEXSUFFIX -{YYYY.MM.DD}",
         "FLUXGATE_ES_SINK__GROUP_ID": "connect-elastic-sink",
         "FLUXGATE_ES_REGISTRY__URL": "http://registry:8081/apis/ccompat/v7",
+        "FLUXGATE_ES_SINK__DOCUMENT_ID": "stream-reactor",
     }
     noted = " ".join(result.notes)
     assert "connect.elastic.cluster.name" in noted and "connect.elastic.index.auto.create" in noted
@@ -125,6 +126,17 @@ def test_a_sink_reads_exactly_its_topics() -> None:
 def test_a_sink_without_kcql_says_which_keys_set_it() -> None:
     with pytest.raises(ConnectError, match=r"no KCQL: set connect\.hazelcast\.kcql or connect\.hazelcast\.sink\.kcql"):
         translate({"connector.class": HZ})
+
+
+@pytest.mark.parametrize("separator", ["_", " | ", ""])
+def test_the_elastic_pk_separator_joins_stream_reactor_ids_as_it_is(separator: str) -> None:
+    config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t PK a.b, c",
+              "connect.elastic.pk.separator": separator}  # fmt: skip
+    env = translate(config).env
+    assert (env["FLUXGATE_ES_SINK__DOCUMENT_ID"], env["FLUXGATE_ES_SINK__PK_SEPARATOR"]) == (
+        "stream-reactor",
+        separator,
+    )
 
 
 def test_elastic_hosts_port_and_protocol_make_node_urls() -> None:

@@ -6,9 +6,9 @@ Nested groups with ``__``: ``FLUXGATE_ES_ELASTICSEARCH__HOSTS='["https://es:9200
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import (
@@ -21,6 +21,8 @@ from fluxgate_core.settings import (
     service_config,
 )
 from fluxgate_core.store_access import ElasticsearchAccess
+from fluxgate_sink.ids import STREAM_REACTOR_SEPARATOR, IdStyle, MakeId, id_maker
+from fluxgate_sink.kcql import parse
 from fluxgate_sink.settings import SinkSettings
 
 SERVICE = "es-persister"
@@ -33,13 +35,44 @@ DEFAULT_KCQL = (
 
 
 class EsSinkSettings(SinkSettings):
-    """The shared sink options, with this persister's default statement."""
+    """The shared sink options, with this persister's default statement and its choice of ids."""
 
     kcql: str = Field(
         DEFAULT_KCQL,
         min_length=1,
         description="KCQL statements (';'-separated): which topic goes to which index, id, suffix",
     )
+    # fluxgate stays the default (README, Document ids): an aggregate written again for its window
+    # (the aggregator's micro-batch replayed after a crash) replaces its document; an id from the
+    # offset would add a second one. stream-reactor is what fluxgate connect sets for its configs.
+    document_id: IdStyle = Field(
+        "fluxgate",
+        description="how a document's _id is made: fluxgate (the PK values joined by '|'; without a PK, "
+        "device_id|metric|<event time>, else topic/partition/offset) or stream-reactor (as its Elastic sink, "
+        "set by fluxgate connect: the PK values joined by pk_separator; without a PK, topic, partition and "
+        "offset joined by it); an id over 512 bytes is hashed (sha256:<hex>) in both",
+    )
+    pk_separator: str = Field(
+        STREAM_REACTOR_SEPARATOR,
+        description="document_id=stream-reactor: what joins the parts of an id "
+        "(Stream-Reactor's connect.elastic.pk.separator, default '-')",
+    )
+
+    @model_validator(mode="after")
+    def _ids_consistent(self) -> Self:
+        if self.document_id == "fluxgate" and "pk_separator" in self.model_fields_set:
+            raise ValueError("pk_separator applies to document_id=stream-reactor only: fluxgate ids join with '|'")
+        if self.document_id == "stream-reactor":
+            # JsonBulkWriter.scala / ElasticJsonWriter.scala: require(pks.nonEmpty, ...) for an UPSERT.
+            unkeyed = [s.text for s in parse(self.kcql) if s.mode == "UPSERT" and not s.pk]
+            if unkeyed:
+                raise ValueError(
+                    f"document_id=stream-reactor: an UPSERT needs a PK, as in Stream-Reactor: {unkeyed[0]}"
+                )
+        return self
+
+    def document_ids(self) -> MakeId:
+        return id_maker(self.document_id, self.pk_separator)
 
 
 class ConnectionSettings(ElasticsearchAccess):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -143,3 +144,59 @@ def test_a_bad_setting_exits_2_naming_the_variable(tmp_path: Path) -> None:
     process.start(wait_ready=False)
     assert process.wait(30) == 2
     assert "FLUXGATE_ES_RETENTION__ACTION" in process.log_text()
+
+
+def produce_json(stack: Any, topic: str, values: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """``values`` as bare JSON (JsonConverter with schemas.enable=false); their (partition, offset)."""
+    delivered: list[tuple[int, int]] = []
+
+    def done(error: Any, message: Any) -> None:
+        assert error is None, error
+        delivered.append((message.partition(), message.offset()))
+
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value=json.dumps(value).encode(), on_delivery=done)
+    assert producer.flush(30) == 0
+    return delivered
+
+
+def wait_for_version(
+    es: Elasticsearch, index: str, doc_id: str, version: int, process: ServiceProcess, timeout: float = 90
+) -> dict[str, Any]:
+    """The document once written ``version`` times (a rewrite of the same _id counts up)."""
+    deadline = time.monotonic() + timeout
+    found: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        assert process.running, f"the persister exited:\n{process.log_tail()}"
+        # 404: not written yet; 503: the index just made, its shard still starting.
+        found = dict(es.options(ignore_status=(404, 503), max_retries=0).get(index=index, id=doc_id))
+        if found.get("found") and found["_version"] >= version:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"{doc_id} not at version {version} after {timeout}s ({found}):\n{process.log_tail()}")
+
+
+def test_a_record_not_ours_gets_stream_reactors_id_and_a_replay_overwrites_it(
+    stack: Any, topic: str, target: str, sync_es: Elasticsearch, persister: Callable[..., ServiceProcess]
+) -> None:
+    # What fluxgate connect runs for a Stream-Reactor Elastic config over a JSON topic of any records.
+    env = {
+        "FLUXGATE_ES_SINK__KCQL": f"INSERT INTO {target} SELECT * FROM {topic}",
+        "FLUXGATE_ES_SINK__DOCUMENT_ID": "stream-reactor",
+        "FLUXGATE_ES_SINK__VALUE_FORMAT": "json",
+        "FLUXGATE_ES_SINK__VALUE_SCHEMAS_ENABLE": "false",
+    }
+    value = {"sensor": "x", "value": 1}
+    ((partition, offset),) = produce_json(stack, topic, [value])
+    doc_id = f"{topic}-{partition}-{offset}"  # ElasticJsonWriter.autoGenId, pk.separator's default '-'
+    process = persister(**env)
+    first = wait_for_version(sync_es, target, doc_id, 1, process)
+    assert first["_source"] == value
+    assert process.signal(signal.SIGTERM, timeout=60) == 0
+
+    again = persister("--from-beginning", **env)
+    assert wait_for_version(sync_es, target, doc_id, 2, again)["_source"] == value  # the same _id rewritten
+    sync_es.indices.refresh(index=target)
+    assert sync_es.count(index=target)["count"] == 1
+    assert again.signal(signal.SIGTERM, timeout=60) == 0

@@ -3,10 +3,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from fluxgate_testing.sink.memory import record
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_es_persister.settings import DEFAULT_KCQL, ElasticsearchSettings
+from fluxgate_sink.ids import fluxgate_id
+from fluxgate_sink.kcql import parse
 
 
 @pytest.fixture(autouse=True)
@@ -106,3 +109,35 @@ def test_a_missing_ca_file_stops_the_persister_naming_the_variable(clean_env: py
     clean_env.setenv("FLUXGATE_ES_ELASTICSEARCH__CA_CERTS", "/nowhere/ca.crt")
     with pytest.raises(ConfigError, match=r"\[env FLUXGATE_ES_ELASTICSEARCH__CA_CERTS\]: cannot read /nowhere/ca.crt"):
         make_sink(load_settings(ElasticsearchSettings))
+
+
+def test_ids_are_fluxgates_unless_a_connector_config_asks_for_stream_reactors(clean_env: pytest.MonkeyPatch) -> None:
+    assert load_settings(ElasticsearchSettings).sink.document_ids() is fluxgate_id
+    clean_env.setenv("FLUXGATE_ES_SINK__DOCUMENT_ID", "stream-reactor")
+    clean_env.setenv("FLUXGATE_ES_SINK__PK_SEPARATOR", "#")
+    clean_env.setenv("FLUXGATE_ES_SINK__KCQL", "INSERT INTO i SELECT * FROM sensors")
+    make_id = load_settings(ElasticsearchSettings).sink.document_ids()
+    (statement,) = parse("INSERT INTO i SELECT * FROM sensors")
+    assert make_id(record("sensors", 2, 9, {"sensor": "x"}), statement, {"sensor": "x"}) == "sensors#2#9"
+
+
+@pytest.mark.parametrize(
+    ("variables", "why"),
+    [
+        ({"FLUXGATE_ES_SINK__PK_SEPARATOR": "#"}, "pk_separator applies to document_id=stream-reactor only"),
+        (
+            {
+                "FLUXGATE_ES_SINK__DOCUMENT_ID": "stream-reactor",
+                "FLUXGATE_ES_SINK__KCQL": "UPSERT INTO i SELECT * FROM t",
+            },
+            "an UPSERT needs a PK",
+        ),
+    ],
+)
+def test_ids_settings_that_cannot_apply_are_refused(
+    clean_env: pytest.MonkeyPatch, variables: dict[str, str], why: str
+) -> None:
+    for name, value in variables.items():
+        clean_env.setenv(name, value)
+    with pytest.raises(ConfigError, match=why):
+        load_settings(ElasticsearchSettings)
