@@ -11,7 +11,9 @@ writer that keeps what the limits allow of a rejected payload.
 The record's value is written as :class:`~fluxgate_core.json_records.OutputSettings` says: Avro
 through the registry (the default), or as Kafka Connect's JsonConverter or StringConverter writes it
 (:mod:`fluxgate_core.json_records`), when the registry is neither checked nor contacted: a Connect
-cluster with those converters has none.
+cluster with those converters has none. Its key, as ``output.key_format`` says (:func:`with_key`, for
+every topic, at start and at run time): StringConverter's text by default, JsonConverter's, or Avro
+registered under ``<topic>-key`` (then the registry is checked and used, whatever the values are).
 
 A target met only at run time (mqtt-proxy's ``INSERT INTO $``, where the device's topic
 names it) is registered with :func:`register_targets`: a subject the registry refuses, or a
@@ -26,16 +28,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
 from fluxgate_core.batches import fit_batches_to_topics
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import InvalidReading, RegistryError
-from fluxgate_core.json_records import OutputSettings, connect_encoder
+from fluxgate_core.json_records import KeyedEncoder, OutputSettings, connect_encoder, json_key_encoder
 from fluxgate_core.kafka import AsyncProducer, make_producer
 from fluxgate_core.kafka_access import verify_kafka
 from fluxgate_core.limits import LimitSettings
 from fluxgate_core.registry_access import registrations_named, verify_registry
 from fluxgate_core.schemas import SENSOR_READING, schema_dict, schema_text
-from fluxgate_core.serde import AvroEncoder, RecordEncoder, registry_client
+from fluxgate_core.serde import AvroEncoder, RecordEncoder, avro_string_key, registry_client
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_core.topic_access import unusable_topics
 from fluxgate_core.topic_watch import TopicWatch
@@ -102,19 +106,48 @@ def register_targets(
     wanted = sorted(set(topics))
     absent = unusable_topics(kafka, service, wanted, env_prefix) if kafka is not None and wanted else {}
     answers: dict[str, RecordEncoder | SubjectRefused] = {topic: SubjectRefused(why) for topic, why in absent.items()}
+    usable = [topic for topic in wanted if topic not in absent]
     if not output.uses_registry:
-        encoder = connect_encoder(output, schema_dict(schema_name))
-        return answers | {topic: encoder for topic in wanted if topic not in absent}
+        encoder = with_key(connect_encoder(output, schema_dict(schema_name)), output)
+        return answers | dict.fromkeys(usable, encoder)
     client = registry_client(registry)
     text, schema = schema_text(schema_name), schema_dict(schema_name)
-    for topic in (topic for topic in wanted if topic not in absent):
+    values = None if output.value_format == "avro" else connect_encoder(output, schema)
+    for topic in usable:
         try:
-            answers[topic] = AvroEncoder.registered(client, topic, text, schema, registry.compatibility)
+            value = values or AvroEncoder.registered(client, topic, text, schema, registry.compatibility)
+            answers[topic] = with_key(value, output, topic, client, registry.compatibility)
         except RegistryError as exc:
             if not refused(exc):
                 raise
             answers[topic] = SubjectRefused(str(exc))  # it names the subject and says why
     return answers
+
+
+def with_key(
+    encoder: RecordEncoder,
+    output: OutputSettings,
+    topic: str = "",
+    client: SchemaRegistryClient | None = None,
+    compatibility: str | None = None,
+) -> RecordEncoder:
+    """``encoder`` (of ``topic``'s values) writing its record keys as ``output.key_format`` says: the one
+    place both gateways' keys are chosen. Avro keys register under ``<topic>-key`` through ``client``."""
+    if output.key_format == "string":
+        return encoder  # every value encoder writes StringConverter's keys itself
+    if output.key_format == "json":
+        return KeyedEncoder(encoder, json_key_encoder(output.key_schemas_enable))
+    if client is None:
+        raise ValueError(f"Avro keys of {topic!r} are registered: a registry client is needed")
+    return KeyedEncoder(encoder, avro_string_key(client, topic, compatibility))
+
+
+def _keyed(
+    encoders: dict[str, RecordEncoder], output: OutputSettings, registry: RegistrySettings
+) -> dict[str, RecordEncoder]:
+    """Every topic's encoder of :func:`open_gateway_output` with its keys (registered at start, Avro)."""
+    client = registry_client(registry) if output.key_format == "avro" else None
+    return {topic: with_key(e, output, topic, client, registry.compatibility) for topic, e in encoders.items()}
 
 
 def refused(exc: RegistryError) -> bool:
@@ -146,11 +179,12 @@ async def open_gateway_output(
     encoders: dict[str, RecordEncoder]
     if output.uses_registry:
         await asyncio.to_thread(verify_registry, registry, env_prefix)  # a refused secret or CA: named, exit 2
-        with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
+    with registrations_named(registry, env_prefix):  # a readonly client: named, exit 2
+        if output.value_format == "avro":
             encoders = dict(await asyncio.to_thread(register_readings, registry, topics, schema_name))
-    else:  # Kafka Connect's JSON or text: one encoder for every topic, no registry
-        encoder = connect_encoder(output, schema_dict(schema_name))
-        encoders = dict.fromkeys(sorted(set(topics)), encoder)
+        else:  # Kafka Connect's JSON or text: one encoder for every topic, no registry
+            encoders = dict.fromkeys(sorted(set(topics)), connect_encoder(output, schema_dict(schema_name)))
+        encoders = await asyncio.to_thread(_keyed, encoders, output, registry)
     every_topic = [*encoders, deadletter_topic]
     config = await asyncio.to_thread(fit_batches_to_topics, kafka.producer_config(service), every_topic)
     producer = make_producer(config, max_in_flight=max_in_flight)

@@ -18,6 +18,19 @@ enum's symbols (an enum is a Connect string, as it is for any consumer of the JS
 
 A record that does not fit the schema raises :class:`SerializationError`: the gateway
 dead-letters its input, as it does a record the Avro encoder refuses.
+
+Record keys are text (the device id, KCQL WITHKEY's values, coap-message's resource URI), what
+Stream-Reactor's MQTT source keys with WITHKEY: ``Schema.STRING_SCHEMA`` and the joined values
+(``JsonSimpleConverter.convert``, kafka-connect-common
+``io/lenses/streamreactor/connect/converters/source/JsonSimpleConverter.scala``; without WITHKEY it
+keys by ``MsgKey``, a struct of the MQTT topic and message id, and its CoAP source by a struct of
+source, resource and message id: ``CoapMessageConverter.keySchema``, kafka-connect-coap
+``domain/CoapMessageConverter.scala``; our gateways key by the device or the resource instead, so a
+topic's records of one device keep their order). ``OutputSettings.key_format`` writes that string
+key as the config's ``key.converter`` does: StringConverter's UTF-8 text (the default, and
+ByteArrayConverter's bytes), JsonConverter's JSON string (in the envelope
+``{"schema":{"type":"string","optional":false},"payload":...}`` with ``key_schemas_enable``), or
+AvroConverter's Avro ``"string"`` under ``<topic>-key`` (:func:`~fluxgate_core.serde.avro_string_key`).
 """
 
 from __future__ import annotations
@@ -25,14 +38,17 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring
 from typing import Any, Literal
 
 from pydantic import Field
 
 from fluxgate_core.errors import SerializationError
+from fluxgate_core.serde import KeyEncode, RecordEncoder, StringKeys
 from fluxgate_core.settings import Group
 
 ValueFormat = Literal["avro", "json", "string"]
+KeyFormat = Literal["string", "json", "avro"]
 
 TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 DATE = "org.apache.kafka.connect.data.Date"
@@ -68,10 +84,23 @@ class OutputSettings(Group):
         description='json: each value is JsonConverter\'s envelope {"schema": ..., "payload": ...} '
         "(its schemas.enable); false: the bare JSON value",
     )
+    key_format: KeyFormat = Field(
+        "string",
+        description="how the record key (text: the device id, KCQL WITHKEY's values, coap-message's resource URI) "
+        "is written: string (Kafka Connect's StringConverter, the text in UTF-8; ByteArrayConverter reads the same "
+        "bytes), json (its "
+        "JsonConverter; see key_schemas_enable) or avro (Confluent wire format, the Avro string schema "
+        "registered under <topic>-key in the registry)",
+    )
+    key_schemas_enable: bool = Field(
+        True,
+        description='json keys: each key is JsonConverter\'s envelope {"schema":{"type":"string","optional":false},'
+        '"payload":"<key>"} (its schemas.enable); false: the bare JSON string "<key>"',
+    )
 
     @property
     def uses_registry(self) -> bool:
-        return self.value_format == "avro"
+        return self.value_format == "avro" or self.key_format == "avro"
 
 
 def connect_schema(avro: Mapping[str, Any]) -> Schema:
@@ -212,7 +241,7 @@ def _dumps(value: Any) -> bytes:
         raise SerializationError(f"record is not JSON Kafka Connect can write: {exc}") from exc
 
 
-class ConnectJsonEncoder:
+class ConnectJsonEncoder(StringKeys):
     """A record of one Avro schema as JsonConverter writes it (a :class:`~fluxgate_core.serde.RecordEncoder`):
     the ``{"schema", "payload"}`` envelope with ``schemas_enable``, else the bare payload."""
 
@@ -231,7 +260,7 @@ class ConnectJsonEncoder:
         return self._head + body + b"}" if self.schemas_enable else body
 
 
-class ConnectStringEncoder:
+class ConnectStringEncoder(StringKeys):
     """A record as the value a StringConverter writes: a string. For a struct Kafka Connect would
     write ``Struct.toString()`` (``Struct{device_id=d1,...}``), a text no consumer parses; what users
     of Stream-Reactor's sources put under StringConverter, and what its sinks (and ours, with
@@ -254,3 +283,34 @@ def connect_encoder(
     if output.value_format == "string":
         return ConnectStringEncoder(avro_schema)
     raise ValueError(f"value_format {output.value_format!r} is written through the registry")
+
+
+KEY_SCHEMA = {"type": "string", "optional": False}  # Connect's Schema.STRING_SCHEMA, as JsonConverter writes it
+
+
+def json_key_encoder(schemas_enable: bool = True) -> KeyEncode:
+    """Keys as JsonConverter writes a Connect string key: in the envelope with ``schemas_enable``, else
+    the bare JSON string. The envelope around the key is the same for every key: made once."""
+    head = b'{"schema":' + _dumps(KEY_SCHEMA) + b',"payload":' if schemas_enable else b""
+    tail = b"}" if schemas_enable else b""
+
+    def encode(key: str) -> bytes:
+        try:  # the escaping json.dumps does (ensure_ascii=False), without building an encoder per key
+            return head + encode_basestring(key).encode() + tail
+        except UnicodeEncodeError as exc:  # a lone surrogate: no JSON text holds it
+            raise SerializationError(f"record key is not JSON Kafka Connect can write: {exc}") from exc
+
+    return encode
+
+
+class KeyedEncoder:
+    """A value encoder writing its record keys with ``keys`` (another format than StringConverter's).
+    Both are the bound functions themselves: no call added on the way to either."""
+
+    __slots__ = ("encode", "encode_key")
+    encode: Callable[[dict[str, Any]], bytes]
+    encode_key: KeyEncode
+
+    def __init__(self, values: RecordEncoder, keys: KeyEncode) -> None:
+        self.encode = values.encode
+        self.encode_key = keys

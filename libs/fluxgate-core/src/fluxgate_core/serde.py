@@ -13,24 +13,32 @@ from __future__ import annotations
 import io
 import json
 import struct
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from fluxgate_core.avro_fast import Unexpected, compile_record
+from fluxgate_core.avro_fast import Unexpected, compile_record, zigzag
 from fluxgate_core.avro_read import Reader, compile_reader
 from fluxgate_core.errors import RegistryError, SerializationError
 from fluxgate_core.settings import RegistrySettings
 
 MAGIC = 0
 _HEADER = struct.Struct(">bI")
+STRING_SCHEMA = '"string"'  # the Avro schema of a record key that is text
+KeyEncode = Callable[[str], bytes]  # a record key's text as the bytes written to Kafka
 
 
 def value_subject(topic: str) -> str:
     """Topic-name strategy subject for a record value."""
     return f"{topic}-value"
+
+
+def key_subject(topic: str) -> str:
+    """Topic-name strategy subject for a record key."""
+    return f"{topic}-key"
 
 
 def registry_client(settings: RegistrySettings) -> SchemaRegistryClient:
@@ -65,12 +73,37 @@ class RecordEncoder(Protocol):
     """What a gateway writes a record's value with: :class:`AvroEncoder` (the wire format, the
     schema in the registry), or one of Kafka Connect's converters
     (:mod:`fluxgate_core.json_records`). Raises :class:`SerializationError` for a record that does
-    not fit its schema (the input is dead-lettered)."""
+    not fit its schema (the input is dead-lettered). ``encode_key`` writes the record's key (its
+    text: the device id, or KCQL WITHKEY's values): :class:`StringKeys` unless the gateway's
+    output names another key format (:class:`~fluxgate_core.json_records.KeyedEncoder`)."""
 
     def encode(self, record: dict[str, Any]) -> bytes: ...
 
+    def encode_key(self, key: str) -> bytes: ...
 
-class AvroEncoder:
+
+class StringKeys:
+    """Record keys as Kafka Connect's StringConverter writes them, the text in UTF-8 (a ByteArrayConverter
+    consumer reads the same bytes): what every value encoder writes its keys as by default."""
+
+    @staticmethod
+    def encode_key(key: str) -> bytes:
+        return key.encode()
+
+
+def avro_string_key(client: SchemaRegistryClient, topic: str, compatibility: str | None) -> KeyEncode:
+    """Keys of ``topic`` as Confluent's AvroConverter writes a Connect string key: the Avro ``"string"``
+    registered under ``<topic>-key``, each key in the wire format."""
+    header = _HEADER.pack(MAGIC, register(client, key_subject(topic), STRING_SCHEMA, compatibility))
+
+    def encode(key: str) -> bytes:
+        body = key.encode()
+        return header + zigzag(len(body)) + body  # an Avro string: its length (a long), then its UTF-8
+
+    return encode
+
+
+class AvroEncoder(StringKeys):
     """Encodes dicts of one record type for one topic."""
 
     def __init__(self, schema: dict[str, Any], schema_id: int) -> None:

@@ -14,7 +14,8 @@ Rules:
   re-registration), so the same reading replayed after a re-registration would carry
   another one, and the aggregator, whose duplicate identity includes ``sequence``,
   would count it twice;
-* ``source`` is the resource URI; the Kafka key is the device id in UTF-8.
+* ``source`` is the resource URI; the Kafka key is the device id, as the encoder writes keys
+  (``OUTPUT__KEY_FORMAT``: UTF-8 text by default).
 """
 
 from __future__ import annotations
@@ -88,4 +89,6 @@ class NotificationConverter:
     def _record(self, measurement: Measurement, origin: Origin) -> KafkaRecord:
         reading = build_reading(measurement, origin)
         value = self._encoder.encode(reading)
-        return KafkaRecord(topic=self.resource.topic, key=str(reading["device_id"]).encode(), value=value)
+        return KafkaRecord(
+            topic=self.resource.topic, key=self._encoder.encode_key(str(reading["device_id"])), value=value
+        )

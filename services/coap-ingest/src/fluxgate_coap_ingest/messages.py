@@ -12,7 +12,7 @@ with no I/O, so the service and the contract tests run the same code. Where we d
   ``max_age`` is 60 (CoAP's default) when absent, as there;
 * ``token`` and ``etags`` are lower-case hex (ETags are opaque bytes: Stream-Reactor decoded them
   as text), ``size_1``/``size_2`` decimal strings (their declared type);
-* the Kafka key is the resource URI, so one resource's messages keep their order on one
+* the Kafka key is the resource URI (as the encoder writes keys), so one resource's messages keep their order on one
   partition (Stream-Reactor keyed by source, resource and message id, which scattered them).
 
 :class:`MessageHandler` is the :class:`~fluxgate_coap_ingest.handler.NotificationHandler` of
@@ -50,7 +50,7 @@ class CoapMessageConverter:
         self.resource = resource
         self.max_payload_bytes = max_payload_bytes
         self._encoder = encoder
-        self._key = resource.uri.encode()
+        self._key = encoder.encode_key(resource.uri)  # the same for every message: written once
 
     def convert(self, notification: Notification) -> KafkaRecord:
         """The record of ``notification``; PayloadTooLarge over the limit, SerializationError on a bug."""

@@ -18,9 +18,11 @@ from fluxgate_coap_ingest.observer import Notification
 from fluxgate_coap_ingest.resource_settings import ResourceSettings
 from fluxgate_coap_ingest.settings import CoapIngestSettings
 from fluxgate_core.errors import PayloadError
+from fluxgate_core.gateway import with_key
 from fluxgate_core.json_records import ConnectJsonEncoder, ConnectStringEncoder, OutputSettings
 from fluxgate_core.payloads import CF_JSON
 from fluxgate_core.schemas import COAP_MESSAGE, SENSOR_READING, schema_dict
+from fluxgate_core.serde import RecordEncoder
 
 URI = "coap://10.0.0.7:5683/sensors/dev-9/temperature"
 NOW = 1_764_201_600_000
@@ -29,7 +31,7 @@ READING = {"device_id": "dev-9", "metric": "temperature", "value": 21.0, "unit":
            "ingest_time": NOW, "source_protocol": "COAP", "source": URI, "sequence": 3, "attributes": {}}  # fmt: skip
 
 
-def readings(encoder: ConnectJsonEncoder | ConnectStringEncoder) -> NotificationConverter:
+def readings(encoder: RecordEncoder) -> NotificationConverter:
     return NotificationConverter(ResourceSettings(uri=URI), encoder)
 
 
@@ -85,3 +87,17 @@ async def test_the_service_starts_its_output_as_the_settings_say(
     with pytest.raises(RuntimeError, match="stop here"):
         await service.CoapIngestService(settings).start()
     assert asked["output"] == OutputSettings(value_format=value_format)
+
+
+@pytest.mark.parametrize("schemas_enable", [True, False])
+def test_keys_are_written_as_the_output_says_the_device_or_the_resource(schemas_enable: bool) -> None:
+    output = OutputSettings(value_format="json", key_format="json", key_schemas_enable=schemas_enable)
+    (reading,) = readings(with_key(ConnectJsonEncoder(schema_dict(SENSOR_READING)), output)).convert(
+        URI, PAYLOAD, CF_JSON, NOW
+    )
+    encoder = with_key(ConnectJsonEncoder(schema_dict(COAP_MESSAGE)), output)
+    notification = Notification(uri=URI, payload=b"{}", content_format=None, observe=5, received_ms=NOW)
+    message = CoapMessageConverter(ResourceSettings(uri=URI), encoder, 4096).convert(notification)
+    for record, text in ((reading, "dev-9"), (message, URI)):
+        envelope = {"schema": {"type": "string", "optional": False}, "payload": text}
+        assert json.loads(record.key) == (envelope if schemas_enable else text)

@@ -166,8 +166,21 @@ def test_the_value_format_and_the_record_are_set_apart(monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("FLUXGATE_COAP_OUTPUT__VALUE_FORMAT", "bytes"), ("FLUXGATE_COAP_OUTPUT__VALUE_SCHEMAS_ENABLE", "maybe")],
+    [
+        ("FLUXGATE_COAP_OUTPUT__VALUE_FORMAT", "bytes"),
+        ("FLUXGATE_COAP_OUTPUT__VALUE_SCHEMAS_ENABLE", "maybe"),
+        ("FLUXGATE_COAP_OUTPUT__KEY_FORMAT", "bytes"),
+        ("FLUXGATE_COAP_OUTPUT__KEY_SCHEMAS_ENABLE", "maybe"),
+    ],
 )
 def test_a_bad_output_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=rf"\[env {name}\]"):
         load(monkeypatch, [], **{name: value})
+
+
+def test_keys_are_text_unless_the_output_says_kafka_connects_json_or_avro(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load(monkeypatch, []).output.key_format == "string"
+    json_bare = {"FLUXGATE_COAP_OUTPUT__KEY_FORMAT": "json", "FLUXGATE_COAP_OUTPUT__KEY_SCHEMAS_ENABLE": "false"}
+    output = load(monkeypatch, [], **json_bare).output
+    assert (output.key_format, output.key_schemas_enable) == ("json", False)
+    assert load(monkeypatch, [], FLUXGATE_COAP_OUTPUT__KEY_FORMAT="avro").output.key_format == "avro"

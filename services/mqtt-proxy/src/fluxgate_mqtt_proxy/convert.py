@@ -158,7 +158,8 @@ class MessageConverter:
         headers: Sequence[tuple[str, bytes]] | None = None,
         plan: TopicPlan | None = None,
     ) -> list[KafkaRecord]:
-        """Records for ``payload`` (key = device id); raises PayloadError/InvalidReading for input to dead-letter.
+        """Records for ``payload`` (key = device id, or WITHKEY's values, as the encoder writes keys);
+        raises PayloadError/InvalidReading for input to dead-letter.
 
         ``headers``: :func:`message_headers` of the message, and ``plan``: :meth:`plan` of its
         topic, when the caller has them already.
@@ -184,11 +185,11 @@ class MessageConverter:
         for measurement in measurements:
             reading = build_reading(measurement, origin)
             if not route.key_fields:
-                key = reading["device_id"].encode()
+                key = encoder.encode_key(reading["device_id"])
             else:
                 if document is _MISSING and any(path[0] not in reading for path in route.key_fields):
                     document = load_document(payload, route.settings.format)
-                key = record_key(route.key_fields, route.settings.key_delimiter, reading, document)
+                key = encoder.encode_key(record_key(route.key_fields, route.settings.key_delimiter, reading, document))
             value = encoder.encode(reading)
             produced += len(value) + len(key) + overhead
             if produced > max_output:
@@ -232,9 +233,10 @@ def _one_encoder(
     return dict.fromkeys(topics, encoder)
 
 
-def record_key(paths: Sequence[FieldPath], delimiter: str, reading: Mapping[str, Any], document: Any) -> bytes:
-    """KCQL WITHKEY: the values of ``paths`` joined by ``delimiter``, each from the reading, else the payload."""
-    return delimiter.join(_key_part(path, reading, document) for path in paths).encode()
+def record_key(paths: Sequence[FieldPath], delimiter: str, reading: Mapping[str, Any], document: Any) -> str:
+    """KCQL WITHKEY: the values of ``paths`` joined by ``delimiter``, each from the reading, else the payload
+    (the text the topic's encoder writes as the key, in the output's key format)."""
+    return delimiter.join(_key_part(path, reading, document) for path in paths)
 
 
 def _key_part(path: FieldPath, reading: Mapping[str, Any], document: Any) -> str:

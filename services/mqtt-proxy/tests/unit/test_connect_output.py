@@ -1,14 +1,17 @@
 """The converter with Kafka Connect's JSON encoder: the same SensorReading the Avro path writes,
-as a JsonConverter consumer reads it; what does not convert is still rejected for the dead letters."""
+as a JsonConverter consumer reads it, its key (the device id, or WITHKEY's values) as the output's
+key format says; what does not convert is still rejected for the dead letters."""
 
 import json
 
 import pytest
 
 from fluxgate_core.errors import PayloadError
-from fluxgate_core.json_records import ConnectJsonEncoder
+from fluxgate_core.gateway import with_key
+from fluxgate_core.json_records import ConnectJsonEncoder, OutputSettings
 from fluxgate_core.schemas import SENSOR_READING, schema_dict
 from fluxgate_mqtt_proxy.convert import MessageConverter
+from fluxgate_mqtt_proxy.kcql import routes_from_kcql
 from fluxgate_mqtt_proxy.route_settings import default_routes
 
 NOW = 1_764_201_600_000
@@ -35,3 +38,23 @@ def test_a_message_becomes_the_connect_json_of_its_reading(schemas_enable: bool)
 def test_a_bad_payload_is_still_rejected() -> None:
     with pytest.raises(PayloadError):
         converter(True).convert("sensors/d1/temperature", b"{not json", {}, NOW)
+
+
+def keyed_converter(kcql: str, key_schemas_enable: bool) -> MessageConverter:
+    """The converter with the encoder the gateway's output makes of OUTPUT__KEY_FORMAT json."""
+    output = OutputSettings(value_format="json", key_format="json", key_schemas_enable=key_schemas_enable)
+    encoder = with_key(ConnectJsonEncoder(schema_dict(SENSOR_READING)), output)
+    return MessageConverter(routes_from_kcql(kcql), encoder)
+
+
+@pytest.mark.parametrize("schemas_enable", [True, False])
+def test_keys_are_written_as_the_output_says_the_device_or_withkeys_values(schemas_enable: bool) -> None:
+    payload = json.dumps({"sensorId": "d1", "site": "lab", "temperature": 21}).encode()
+    by_device = keyed_converter("INSERT INTO t SELECT * FROM s/+", schemas_enable)
+    by_fields = keyed_converter(
+        "INSERT INTO t SELECT * FROM s/+ WITHKEY(site, sensorId) KEYDELIMITER='-'", schemas_enable
+    )
+    for converter_, text in ((by_device, "d1"), (by_fields, "lab-d1")):
+        (record,) = converter_.convert("s/x", payload, {}, NOW)
+        key = json.loads(record.key)
+        assert key == ({"schema": {"type": "string", "optional": False}, "payload": text} if schemas_enable else text)

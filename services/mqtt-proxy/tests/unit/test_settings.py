@@ -121,6 +121,8 @@ def test_level_within_a_shared_filter_counts_without_the_prefix() -> None:
         ("FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES", "0", "FLUXGATE_MQTT_LIMITS__MAX_OUTPUT_BYTES"),
         ("FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT", "bytes", "FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT"),
         ("FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE", "maybe", "FLUXGATE_MQTT_OUTPUT__VALUE_SCHEMAS_ENABLE"),
+        ("FLUXGATE_MQTT_OUTPUT__KEY_FORMAT", "bytes", "FLUXGATE_MQTT_OUTPUT__KEY_FORMAT"),
+        ("FLUXGATE_MQTT_OUTPUT__KEY_SCHEMAS_ENABLE", "maybe", "FLUXGATE_MQTT_OUTPUT__KEY_SCHEMAS_ENABLE"),
     ],
 )
 def test_bad_values_name_the_env_var(clean_env: pytest.MonkeyPatch, name: str, value: str, env: str) -> None:
@@ -150,3 +152,15 @@ def test_records_are_avro_unless_the_output_says_kafka_connects_json_or_text(cle
     assert (output.value_format, output.value_schemas_enable, output.uses_registry) == ("json", False, False)
     clean_env.setenv("FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT", "string")
     assert load_settings(ProxySettings).output.value_format == "string"
+
+
+def test_keys_are_text_unless_the_output_says_kafka_connects_json_or_avro(clean_env: pytest.MonkeyPatch) -> None:
+    output = load_settings(ProxySettings).output
+    assert (output.key_format, output.key_schemas_enable) == ("string", True)
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__KEY_FORMAT", "json")
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__KEY_SCHEMAS_ENABLE", "false")
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__VALUE_FORMAT", "string")
+    output = load_settings(ProxySettings).output
+    assert (output.key_format, output.key_schemas_enable, output.uses_registry) == ("json", False, False)
+    clean_env.setenv("FLUXGATE_MQTT_OUTPUT__KEY_FORMAT", "avro")
+    assert load_settings(ProxySettings).output.uses_registry  # Avro keys are registered, whatever the values
