@@ -116,10 +116,44 @@ def source_value_format(service: str, record: str) -> Callable[[str], dict[str, 
     return convert
 
 
+def source_key_format(value: str) -> dict[str, str]:
+    """A source's ``key.converter`` as the format its gateway writes the record key in (the device id, or
+    KCQL WITHKEY's values: text, as Stream-Reactor's MQTT source keys with WITHKEY, a Connect string)."""
+    name = value.strip()
+    if name in (STRING_CONVERTER, BYTES_CONVERTER):  # the text's UTF-8 bytes: what both read (the default)
+        return {}
+    if name == JSON_CONVERTER:
+        return {"output.key_format": "json"}
+    if name in AVRO:
+        return {"output.key_format": "avro"}
+    raise RuleError(f"expected {' or '.join((STRING_CONVERTER, JSON_CONVERTER, BYTES_CONVERTER, *AVRO))}")
+
+
 def source_converters(service: str, record: str) -> dict[str, Rule]:
     """A source's converters: its gateway writes its records as the config names (its
-    OUTPUT__VALUE_FORMAT and OUTPUT__VALUE_SCHEMAS_ENABLE, fluxgate_core.json_records)."""
+    OUTPUT__VALUE_FORMAT and OUTPUT__VALUE_SCHEMAS_ENABLE, its keys OUTPUT__KEY_FORMAT and
+    OUTPUT__KEY_SCHEMAS_ENABLE: fluxgate_core.json_records)."""
     return {
+        "key.converter.schema.registry.url": to(
+            "registry.url",
+            text,
+            note="the one registry of Avro keys and values (value.converter.schema.registry.url wins when both "
+            "are set)",
+        ),
+        "key.converter": Setting(
+            ("output.key_format",),
+            source_key_format,
+            note="the record key is text (the device id, KCQL WITHKEY's values, coap-message's resource URI): "
+            f"{STRING_CONVERTER} or ByteArrayConverter: its UTF-8 text (the default); {JSON_CONVERTER}: the "
+            f"JSON string (see key.converter.schemas.enable); {AVRO[0]} (or Apicurio's): an Avro string in "
+            "the Confluent wire format, the schema registered under <topic>-key",
+        ),
+        "key.converter.schemas.enable": to(
+            "output.key_schemas_enable",
+            boolean,
+            note='JsonConverter\'s, for keys: true (its default) writes {"schema":{"type":"string","optional":false},'
+            '"payload":"<key>"}, false the bare JSON string; with other key converters it means nothing and is not set',
+        ),
         "value.converter": Setting(
             ("output.value_format",),
             source_value_format(service, record),
@@ -249,9 +283,7 @@ def framework(sink: bool, tasks: Covered, converters: Mapping[str, Rule] | None 
         rules |= {
             "errors.tolerance": SOURCE_ERRORS,
             "name": to("kafka.client_id", text, note="the Kafka client id"),
-            "key.converter": Covered("the gateway writes its own record key (the device id)"),
             **(converters or {}),
-            "key.converter.schemas.enable": Covered("JsonConverter's option: the gateway writes its own record key"),
             **transforms.SOURCE_RULES,
             **topic_creation.RULES,
         }

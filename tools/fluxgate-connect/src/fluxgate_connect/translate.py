@@ -182,7 +182,7 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
 
 def _json_only(result: Translation) -> None:
     """``*.converter.schemas.enable`` is JsonConverter's: with other converters it sets nothing."""
-    for side, group in (("value", "sink"), ("key", "sink"), ("value", "output")):
+    for side, group in (("value", "sink"), ("key", "sink"), ("value", "output"), ("key", "output")):
         flag = f"{group}.{side}_schemas_enable"
         if result.values.get(f"{group}.{side}_format") != "json" and flag in result.values:
             del result.values[flag]

@@ -2,7 +2,8 @@
 value format, StringConverter values are JSON text, a JsonConverter key is the key format (read
 where a PK names _key), bytes values are refused naming what to write instead. The MQTT and CoAP
 sources write their records as their value.converter says (Avro, JsonConverter's JSON with or
-without schemas, StringConverter's text), by one rule."""
+without schemas, StringConverter's text), and their keys as their key.converter says (text for
+StringConverter, ByteArrayConverter or none; JsonConverter's with or without schemas; Avro), by one rule."""
 
 from __future__ import annotations
 
@@ -195,3 +196,55 @@ def test_the_coap_source_keeps_writing_stream_reactors_record(monkeypatch: pytes
     result = source(COAP_SOURCE, value_converter=JSON, value_converter_schemas_enable="false")
     settings = load_env(COAP_SOURCE.settings, result.env, monkeypatch)
     assert (settings.output_format, settings.output.value_format) == ("coap-message", "json")
+
+
+@sources
+@pytest.mark.parametrize("schemas", ["true", "false"])
+def test_a_source_writes_json_keys_with_or_without_schemas(
+    connector: Connector, schemas: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = source(connector, key_converter=JSON, key_converter_schemas_enable=schemas)
+    assert result.env[f"{connector.prefix}OUTPUT__KEY_FORMAT"] == "json"
+    assert result.env[f"{connector.prefix}OUTPUT__KEY_SCHEMAS_ENABLE"] == schemas
+    output = load_env(connector.settings, result.env, monkeypatch).output
+    assert (output.key_format, output.key_schemas_enable) == ("json", schemas == "true")
+    default = load_env(connector.settings, source(connector, key_converter=JSON).env, monkeypatch).output
+    assert default.key_schemas_enable is True  # JsonConverter's default: the envelope
+
+
+@sources
+@pytest.mark.parametrize("key", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter", None])
+def test_a_source_writes_text_keys_by_default_and_for_string_or_bytes(
+    connector: Connector, key: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = source(connector, key_converter_schemas_enable="true", **({"key_converter": key} if key else {}))
+    assert not {"output.key_format", "output.key_schemas_enable"} & result.values.keys()
+    assert "key.converter.schemas.enable: nothing to set: JsonConverter's, not key.converter" in result.notes
+    assert load_env(connector.settings, result.env, monkeypatch).output.key_format == "string"
+
+
+@sources
+@pytest.mark.parametrize("avro", [AVRO, "io.apicurio.registry.utils.converter.AvroConverter"])
+def test_a_source_writes_avro_keys_through_the_registry(
+    connector: Connector, avro: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = source(connector, key_converter=avro, value_converter=JSON,
+                    key_converter_schema_registry_url="http://registry:8081")  # fmt: skip
+    output = load_env(connector.settings, result.env, monkeypatch).output
+    assert (output.key_format, output.value_format, output.uses_registry) == ("avro", "json", True)
+    assert result.env[f"{connector.prefix}REGISTRY__URL"] == "http://registry:8081"
+
+
+@sources
+def test_a_source_names_the_key_converters_it_knows(connector: Connector) -> None:
+    with pytest.raises(
+        ConnectError, match=r"key.converter=org.example.K: expected .*StringConverter or .*JsonConverter"
+    ):
+        source(connector, key_converter="org.example.K")
+
+
+def test_both_sources_share_one_key_converter_rule() -> None:
+    for key in ("key.converter", "key.converter.schemas.enable", "key.converter.schema.registry.url"):
+        mqtt, coap = MQTT_SOURCE.rules[key], COAP_SOURCE.rules[key]
+        assert isinstance(mqtt, Setting) and isinstance(coap, Setting)
+        assert (mqtt.fields, mqtt.describe()) == (coap.fields, coap.describe())
