@@ -41,6 +41,11 @@ HAZELCAST_SINK = Connector(
         "io.lenses.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
     ),
     sink=True,
+    # Stream-Reactor's reading of a statement, so data lands where its connector put it: no STOREAS
+    # (or MAP) is a reliable topic, TTL is milliseconds on an IMap only, keys as its writers make them
+    # (kafka-connect-hazelcast HazelCastSinkSettings.scala, MapWriter.scala, Writer.scala; see
+    # fluxgate_hazelcast_persister.structures). Our services keep ours (hazelcast-persister README).
+    fixed={"sink.semantics": "stream-reactor"},
     rules={
         **framework(sink=True, tasks=SINK_TASKS),
         **sink_options(_HZ, legacy_sink_prefix=True),

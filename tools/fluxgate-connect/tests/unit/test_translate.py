@@ -34,8 +34,14 @@ def test_the_hazelcast_sink_of_the_documents() -> None:
         "FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME": "dev",
         "FLUXGATE_HZ_SINK__KCQL": "INSERT INTO dev SELECT * FROM coap_sensor_topic WITHFORMAT JSON STOREAS QUEUE",
         "FLUXGATE_HZ_SINK__GROUP_ID": "connect-hazelcast-sink",
+        "FLUXGATE_HZ_SINK__SEMANTICS": "stream-reactor",
     }
     assert result.topics == ["coap_sensor_topic"]
+
+
+def test_every_hazelcast_config_reads_its_statements_as_stream_reactor_does() -> None:
+    config = {"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO m SELECT * FROM t STOREAS MAP TTL=5000"}
+    assert translate(config).env["FLUXGATE_HZ_SINK__SEMANTICS"] == "stream-reactor"
 
 
 def test_the_elastic_sink_of_the_documents() -> None:

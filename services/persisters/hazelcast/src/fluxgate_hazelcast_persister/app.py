@@ -16,7 +16,7 @@ QUIET_LOGGERS = ("hazelcast",)
 
 def make_sink(settings: HazelcastSettings) -> HazelcastSink:
     # The offset record is per consumer group: a replay under a new group writes everything again.
-    return HazelcastSink(settings.hazelcast, settings.group_id())
+    return HazelcastSink(settings.hazelcast, settings.group_id(), semantics=settings.sink.semantics)
 
 
 main = persister_main(

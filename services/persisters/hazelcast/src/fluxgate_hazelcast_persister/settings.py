@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -16,10 +16,13 @@ from fluxgate_core.settings import (
     service_config,
 )
 from fluxgate_core.store_access import HazelcastAccess
-from fluxgate_hazelcast_persister.structures import check_statements, check_value_format
+from fluxgate_hazelcast_persister.structures import Semantics, check_statements, check_value_format
 from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.settings import SinkSettings
+
+if TYPE_CHECKING:
+    from fluxgate_sink.ids import MakeId
 
 SERVICE = "hazelcast-persister"
 HEALTH_PORT = 9106
@@ -36,23 +39,43 @@ class HzSinkSettings(SinkSettings):
         min_length=1,
         description="KCQL statements (';'-separated): which topic goes to which ringbuffer, queue, map or topic",
     )
+    # fluxgate stays the default (README, Stream-Reactor semantics): our aggregates go to a ringbuffer
+    # readers page through, and a TTL in seconds; stream-reactor is what fluxgate connect sets.
+    semantics: Semantics = Field(
+        "fluxgate",
+        description="how a statement reads: fluxgate (no STOREAS: a ringbuffer; MAP: an IMap; TTL in seconds; "
+        "map keys: the PK values joined by '|') or stream-reactor (as its Hazelcast sink, set by fluxgate "
+        "connect: no STOREAS, MAP or any other unknown name: a reliable topic; TTL in milliseconds, IMap only; "
+        "map keys: the PK values joined by '-', without a PK topic-partition-offset)",
+    )
 
     @field_validator("kcql")
     @classmethod
     def _fits_hazelcast(cls, text: str) -> str:
+        # What both semantics refuse, here where pydantic names the field (FLUXGATE_HZ_SINK__KCQL);
+        # stream-reactor's reading is the more lenient one, ours is checked with the semantics below.
         try:
-            check_statements(parse(text))
-        except KcqlError as exc:  # pydantic names the field (FLUXGATE_HZ_SINK__KCQL) around this message
+            check_statements(parse(text), "stream-reactor")
+        except KcqlError as exc:
             raise ValueError(str(exc)) from exc
         return text
 
     @model_validator(mode="after")
-    def _avro_passes_through(self) -> HzSinkSettings:
+    def _fits_semantics(self) -> HzSinkSettings:
         try:
-            check_value_format(parse(self.kcql), self.value_format)
+            statements = parse(self.kcql)
+            check_statements(statements, self.semantics)
+            check_value_format(statements, self.value_format)
         except KcqlError as exc:
-            raise ValueError(str(exc)) from exc
+            raise ValueError(f"kcql: {exc}") from exc
         return self
+
+    def document_ids(self) -> MakeId:
+        """An IMap's keys: ours, or Stream-Reactor's (its docs: the PK values; Writer.scala's buildPKs
+        without a PK: topic-partition-offset, which fluxgate_sink.ids.stream_reactor_ids makes)."""
+        from fluxgate_sink.ids import id_maker
+
+        return id_maker(self.semantics)
 
 
 class ConnectionSettings(HazelcastAccess):

@@ -7,7 +7,8 @@
   the runner writes it again after a backoff, pausing the partition meanwhile. Nothing is
   dropped.
 * ``IMAP``: ``put_all`` keyed by the statement's PK values (``Sensor4|temperature|1486997160000``);
-  with ``TTL`` (seconds), ``set`` with that TTL per entry, concurrently.
+  with ``TTL`` (seconds; milliseconds with ``sink.semantics=stream-reactor``), ``set`` with that
+  TTL per entry, concurrently.
 * ``RELIABLE_TOPIC``: ``publish_all``, 1000 a call.
 
 Only the map is idempotent; for the others see ``written_offsets.py``.
@@ -34,7 +35,7 @@ from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVE
 
 from fluxgate_hazelcast_persister.connect import connect
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
-from fluxgate_hazelcast_persister.structures import Structure, check_statements, structure_of
+from fluxgate_hazelcast_persister.structures import Semantics, Structure, check_statements, structure_of, ttl_seconds
 from fluxgate_hazelcast_persister.values import Value, add_all_json_request, json_bytes, json_documents, value_of
 from fluxgate_hazelcast_persister.written_offsets import already_written, record_key, written_through
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
@@ -131,8 +132,15 @@ class HazelcastSink(Sink):
 
     name = "hazelcast"
 
-    def __init__(self, settings: ConnectionSettings, group: str, client_factory: ClientFactory = connect) -> None:
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        group: str,
+        client_factory: ClientFactory = connect,
+        semantics: Semantics = "fluxgate",
+    ) -> None:
         self._settings = settings
+        self._semantics: Semantics = semantics
         self._offsets_map = settings.offsets_map_prefix + group
         self._factory = client_factory
         self._client: Any = None
@@ -141,13 +149,17 @@ class HazelcastSink(Sink):
 
     async def setup(self, statements: Sequence[Statement]) -> None:
         """Check the statements, connect, and say where each one writes; fail fast."""
-        check_statements(statements)
+        check_statements(statements, self._semantics)
         await self._connect()
         for statement in statements:
+            structure = structure_of(statement, self._semantics)
+            if statement.ttl is not None and structure is not Structure.IMAP:
+                # Stream-Reactor's semantics only (ours refuse it): its writers but MapWriter.scala ignore TTL.
+                log.warning("hazelcast.ttl_ignored", target=statement.target, structure=structure.value)
             log.info(
                 "hazelcast.target",
                 target=statement.target,
-                structure=structure_of(statement).value,
+                structure=structure.value,
                 format=statement.format or "JSON",
                 topic=statement.topic,
             )
@@ -165,12 +177,12 @@ class HazelcastSink(Sink):
         """Only an IMap keys by the id. A STOREAS that names no structure says yes here and is
         refused by ``setup``, where every statement is checked, with its message."""
         try:
-            return structure_of(statement).idempotent
+            return structure_of(statement, self._semantics).idempotent
         except KcqlError:
             return True
 
     async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
-        groups = _groups(items)
+        groups = _groups(items, self._semantics)
         appended = [g for g in groups if not g.structure.idempotent]
         for group in appended:
             group.keys = _record_keys(group, items)
@@ -278,12 +290,12 @@ class HazelcastSink(Sink):
                 _add_written(group, part)
 
     async def _put(self, proxy: Any, statement: Statement, keys: list[str], values: list[Value]) -> None:
-        if statement.ttl is None:
+        ttl = ttl_seconds(statement, self._semantics)
+        if ttl is None:
             entries = list(zip(keys, values, strict=True))
             for start in range(0, len(entries), MAX_BATCH):
                 await proxy.put_all(dict(entries[start : start + MAX_BATCH]))
             return
-        ttl = float(statement.ttl)
         await asyncio.gather(*(proxy.set(key, value, ttl) for key, value in zip(keys, values, strict=True)))
 
     async def _add_to_queue(self, proxy: Any, chunk: list[Value], group: _Group) -> None:
@@ -374,7 +386,7 @@ class HazelcastSink(Sink):
             await self._client.shutdown()
 
 
-def _groups(items: Sequence[SinkItem]) -> list[_Group]:
+def _groups(items: Sequence[SinkItem], semantics: Semantics = "fluxgate") -> list[_Group]:
     """Items by structure, target and format, each group in batch order. A batch is mostly runs
     of one statement and target: the group is worked out once a run, not once an item."""
     groups: dict[tuple[Structure, str, bool], _Group] = {}
@@ -384,7 +396,7 @@ def _groups(items: Sequence[SinkItem]) -> list[_Group]:
     for index, item in enumerate(items):
         if item.statement is not statement or item.target != target or group is None:
             statement, target = item.statement, item.target
-            key = (structure_of(statement), target, statement.format == "AVRO")
+            key = (structure_of(statement, semantics), target, statement.format == "AVRO")
             group = groups.get(key)
             if group is None:
                 group = groups[key] = _Group(key[0], target, statement)

@@ -17,10 +17,10 @@ from fluxgate_core.settings import load_settings
 from fluxgate_hazelcast_persister import values as values_module
 from fluxgate_hazelcast_persister.settings import DEFAULT_KCQL, ConnectionSettings, HazelcastSettings
 from fluxgate_hazelcast_persister.sink import _groups, _record_keys, _record_keys_each
-from fluxgate_hazelcast_persister.structures import Structure, structure_of
+from fluxgate_hazelcast_persister.structures import Structure, structure_of, ttl_seconds
 from fluxgate_hazelcast_persister.values import add_all_json_request, json_bytes, json_data, json_documents, to_json
 from fluxgate_hazelcast_persister.written_offsets import already_written, written_through, written_through_each
-from fluxgate_sink.errors import FieldMissing
+from fluxgate_sink.errors import FieldMissing, KcqlError
 from fluxgate_sink.kcql import parse
 
 
@@ -242,3 +242,75 @@ def test_a_ringbuffer_is_written_apart_from_an_avro_statement_on_the_same_target
     batch = [item(s, aggregate(0, n), n) for n, s in enumerate([json_rb, avro_rb, json_rb])]
     groups = _groups(batch)
     assert [(g.target, g.framed, g.indices) for g in groups] == [("rb", True, [0, 2]), ("rb", False, [1])]
+
+
+@pytest.mark.parametrize(
+    ("store_as", "fluxgate", "stream_reactor"),
+    [
+        # HazelCastSinkSettings.scala: TargetType.withName(storedAs.toUpperCase), else RELIABLE_TOPIC.
+        ("", Structure.RING_BUFFER, Structure.RELIABLE_TOPIC),
+        (" STOREAS MAP", Structure.IMAP, Structure.RELIABLE_TOPIC),
+        (" STOREAS RINGBUFFER", Structure.RING_BUFFER, Structure.RELIABLE_TOPIC),
+        (" STOREAS imap", Structure.IMAP, Structure.IMAP),
+        (" STOREAS Ring_Buffer", Structure.RING_BUFFER, Structure.RING_BUFFER),
+        (" STOREAS QUEUE", Structure.QUEUE, Structure.QUEUE),
+        (" STOREAS RELIABLE_TOPIC", Structure.RELIABLE_TOPIC, Structure.RELIABLE_TOPIC),
+    ],
+)
+def test_the_structure_in_both_semantics(store_as: str, fluxgate: Structure, stream_reactor: Structure) -> None:
+    (stmt,) = parse(f"INSERT INTO x SELECT * FROM t PK a{store_as}")
+    assert structure_of(stmt) is fluxgate
+    assert structure_of(stmt, "stream-reactor") is stream_reactor
+
+
+def test_an_unknown_name_is_a_reliable_topic_for_stream_reactor_only() -> None:
+    (stmt,) = parse("INSERT INTO x SELECT * FROM t STOREAS CACHE")
+    assert structure_of(stmt, "stream-reactor") is Structure.RELIABLE_TOPIC
+    with pytest.raises(KcqlError, match="not a Hazelcast structure"):
+        structure_of(stmt)
+
+
+@pytest.mark.parametrize(
+    ("ttl", "fluxgate", "stream_reactor"), [(5000, 5000.0, 5.0), (1, 1.0, 0.001), (None, None, None)]
+)
+def test_a_ttl_is_seconds_for_us_and_milliseconds_for_stream_reactor(
+    ttl: int | None, fluxgate: float | None, stream_reactor: float | None
+) -> None:
+    (stmt,) = parse("INSERT INTO x SELECT * FROM t PK a STOREAS IMAP" + (f" TTL={ttl}" if ttl is not None else ""))
+    assert ttl_seconds(stmt) == fluxgate and ttl_seconds(stmt, "stream-reactor") == stream_reactor
+
+
+@pytest.mark.parametrize("name", ["SET", "list", "MULTI_MAP", "ICache"])
+@pytest.mark.parametrize("semantics", ["fluxgate", "stream-reactor"])
+def test_structures_we_cannot_write_are_refused_naming_the_alternative(
+    clean_env: pytest.MonkeyPatch, name: str, semantics: str
+) -> None:
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", f"INSERT INTO x SELECT * FROM t PK a STOREAS {name}")
+    clean_env.setenv("FLUXGATE_HZ_SINK__SEMANTICS", semantics)
+    with pytest.raises(ConfigError, match=r"FLUXGATE_HZ_SINK__KCQL.*is not supported: use STOREAS"):
+        load_settings(HazelcastSettings)
+
+
+def test_stream_reactor_accepts_a_ttl_off_a_map_which_it_ignores(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", "INSERT INTO x SELECT * FROM t TTL=5")
+    clean_env.setenv("FLUXGATE_HZ_SINK__SEMANTICS", "stream-reactor")
+    settings = load_settings(HazelcastSettings)
+    (stmt,) = parse(settings.sink.kcql)
+    assert structure_of(stmt, settings.sink.semantics) is Structure.RELIABLE_TOPIC
+    clean_env.setenv("FLUXGATE_HZ_SINK__SEMANTICS", "fluxgate")
+    with pytest.raises(ConfigError, match="TTL applies to STOREAS IMAP only"):
+        load_settings(HazelcastSettings)
+
+
+def test_map_keys_are_stream_reactors_in_its_semantics(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", "INSERT INTO x SELECT * FROM t PK a, b STOREAS IMAP")
+    clean_env.setenv("FLUXGATE_HZ_SINK__SEMANTICS", "stream-reactor")
+    make_key = load_settings(HazelcastSettings).sink.document_ids()
+    keyed, unkeyed = parse(
+        "INSERT INTO x SELECT * FROM t PK a, b STOREAS IMAP; INSERT INTO y SELECT * FROM u STOREAS IMAP"
+    )
+    value = {**aggregate(1, 0), "a": "s1", "b": 7}
+    # The docs' PK values (Writer.scala's buildPKs joins the PK names, the same key for every record:
+    # README, Stream-Reactor semantics), joined by '-'; without a PK buildPKs' topic-partition-offset.
+    assert make_key(item(keyed, value, 3, partition=1).source, keyed, value) == "s1-7"
+    assert make_key(item(unkeyed, value, 3, partition=1).source, unkeyed, value) == "temperatures.aggregated-1-3"
