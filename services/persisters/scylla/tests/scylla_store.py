@@ -16,6 +16,7 @@ from fluxgate_testing.aggregates import temperature_aggregate
 from fluxgate_testing.sink.items import sink_item
 from fluxgate_testing.sink.store import StoreUnderTest
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_scylla_persister.driver import CONNECTION_CLASS
 from fluxgate_sink.kcql import Statement, parse, safe_id
 from fluxgate_sink.sink import SinkItem
@@ -81,6 +82,14 @@ def aggregate(device: str, window_start: datetime, **changes: Any) -> dict[str, 
 def as_item(stmt: Statement, record: dict[str, Any], offset: int = 0) -> SinkItem:
     """What the runner's router makes of a decoded record."""
     return sink_item(stmt, record, offset, key=b"key")
+
+
+def any_item(stmt: Statement, record: dict[str, Any], offset: int = 0, timestamp_ms: int = 0) -> SinkItem:
+    """What the router makes of any record, as a connector config's topic holds them: no PK and no
+    event-time field needed (the document id is topic-partition-offset, the time the Kafka one)."""
+    source = ConsumedRecord("readings", 0, offset, b"key", b"", (), timestamp_ms, record)
+    event_time = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    return SinkItem(source, stmt, stmt.target, f"readings-0-{offset}", stmt.project(record), event_time)
 
 
 def items(stmt: Statement, records: list[dict[str, Any]]) -> list[SinkItem]:

@@ -6,9 +6,10 @@ Nested groups with ``__``: ``FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS='["10.0.0.1"
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+import structlog
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import (
@@ -20,7 +21,10 @@ from fluxgate_core.settings import (
     service_config,
 )
 from fluxgate_core.store_access import ScyllaAccess
+from fluxgate_scylla_persister.table import ColumnMatch
 from fluxgate_sink.settings import SinkSettings
+
+log = structlog.get_logger(__name__)
 
 SERVICE = "scylla-persister"
 HEALTH_PORT = 9105
@@ -62,6 +66,31 @@ class ConnectionSettings(ScyllaAccess):
         "NetworkTopologyStrategy", description="AUTOCREATE: replication class of a new keyspace"
     )
     replication_factor: int = Field(1, ge=1, le=16, description="AUTOCREATE: replicas per datacenter")
+    # fluxgate stays the default (README, Columns: ours and Stream-Reactor's): our tables' columns are
+    # named as our fields are, and an exact match never writes two fields into one column.
+    column_match: ColumnMatch = Field(
+        "fluxgate",
+        description="how a record's fields find their columns: fluxgate (by exact name) or stream-reactor "
+        "(as its Cassandra sink's JSON insert, set by fluxgate connect: a field name is lower-cased unless it is "
+        'in double quotes, so DeviceId writes column deviceid and "DeviceId" column "DeviceId"; the KCQL '
+        "target's keyspace and table are lower-cased too)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_login_is_none(cls, data: Any) -> Any:
+        """An empty username or password means no authentication, as in Stream-Reactor's Cassandra
+        sink (CassandraConnection.scala, addAuthMode: credentials only when both are non-empty)."""
+        if not isinstance(data, dict) or not ({"username", "password"} & {k for k, v in data.items() if _empty(v)}):
+            return data
+        if not all(_empty(data.get(key)) for key in ("username", "password")):
+            log.warning("scylla.no_authentication", reason="username or password empty: connecting without a login")
+        return {key: value for key, value in data.items() if key not in ("username", "password")}
+
+
+def _empty(value: Any) -> bool:
+    """A setting given as the empty string (None, not given, is not empty)."""
+    return (value.get_secret_value() if isinstance(value, SecretStr) else value) == ""
 
 
 class ScyllaSettings(BaseSettings):

@@ -31,6 +31,7 @@ from fluxgate_scylla_persister.table import (
     TableName,
     autocreate_layout,
     column_changes,
+    json_insert_column,
     table_name,
 )
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
@@ -119,7 +120,7 @@ class ScyllaSink(Sink):
         self._pump = Pump(self._session, self._settings.max_in_flight, self._settings.request_timeout_s)
 
     def _prepare(self, statement: Statement) -> Writer:
-        name = table_name(statement.target, self._settings.keyspace)
+        name = table_name(statement.target, self._settings.keyspace, self._settings.column_match)
         if statement.autocreate:
             wanted = autocreate_layout(statement, name)
             self._create(wanted)
@@ -134,7 +135,7 @@ class ScyllaSink(Sink):
 
     def _writer(self, statement: Statement, name: TableName, refused: Mapping[str, str] | None = None) -> Writer:
         layout = self._existing(name)
-        binder = RowBinder(name, list(layout.columns), statement, refused)
+        binder = RowBinder(name, list(layout.columns), statement, refused, self._settings.column_match)
         binder.check_selected(statement)
         prepared = self._ddl(layout.insert_cql(statement.ttl), name, prepare=True)
         return Writer(prepared, binder)
@@ -225,10 +226,14 @@ class ScyllaSink(Sink):
         schema id of a record that carries it (None: not Avro)."""
         missing: dict[Statement, dict[str, int | None]] = {}
         for item in items:
-            known = self._writers[item.statement].binder.known
-            if not known.issuperset(item.document):
+            binder = self._writers[item.statement].binder
+            try:
+                row = binder.row(item)
+            except SinkError:
+                continue  # fails alone when bound
+            if not binder.known.issuperset(row):
                 fields = missing.setdefault(item.statement, {})
-                for column in item.document.keys() - known - fields.keys():
+                for column in row.keys() - binder.known - fields.keys():
                     fields[column] = schema_id(item.source.value)
         return missing
 
@@ -263,7 +268,10 @@ class ScyllaSink(Sink):
                 self._schemas[schema] = self._writer_fields(schema)
             except Exception as exc:  # the record decoded a moment ago: the registry will answer again
                 raise StoreUnavailable(f"schema registry, fetching schema id {schema}: {describe(exc)}") from exc
-        return self._schemas[schema].get(field, UNKNOWN_TYPE)
+        fields = self._schemas[schema]
+        if field not in fields and self._settings.column_match == "stream-reactor":  # field is a folded column
+            fields = {json_insert_column(name): avro for name, avro in fields.items()}
+        return fields.get(field, UNKNOWN_TYPE)
 
     async def ping(self) -> bool:
         if self._session is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from cassandra.metadata import protect_name
 from cassandra.query import UNSET_VALUE
@@ -32,6 +32,9 @@ DAY = "day"
 DEFAULT_EVENT_TIME = "window_start"
 #: A field's writer type when the record's writer schema is not known (not Avro, no registry).
 UNKNOWN_TYPE = object()
+#: How a record's fields find their columns: ``fluxgate`` by exact name (our services), or
+#: ``stream-reactor`` as its Cassandra sink's JSON insert does (:func:`json_insert_column`).
+ColumnMatch = Literal["fluxgate", "stream-reactor"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,15 @@ class TableName:
         return f"{protect_name(self.keyspace)}.{protect_name(self.table)}"
 
 
-def table_name(target: str, default_keyspace: str) -> TableName:
-    """``keyspace.table``, or ``table`` in the default keyspace."""
+def table_name(target: str, default_keyspace: str, match: ColumnMatch = "fluxgate") -> TableName:
+    """``keyspace.table``, or ``table`` in the default keyspace: as written (``fluxgate``), or
+    lower-cased (``stream-reactor``), as CQL folds the unquoted names of Stream-Reactor's
+    ``INSERT INTO <keyspace>.<table> JSON ?`` (CassandraJsonWriter.scala)."""
     keyspace, _, table = target.rpartition(".")
     if "." in keyspace or not table:
         raise KcqlError(f"target {target!r}: expected keyspace.table or table")
-    return TableName(keyspace or default_keyspace, table)
+    name = TableName(keyspace or default_keyspace, table)
+    return TableName(name.keyspace.lower(), name.table.lower()) if match == "stream-reactor" else name
 
 
 @dataclass(frozen=True)
@@ -149,16 +155,49 @@ def column_changes(missing: Mapping[str, Any], name: TableName, *, autocreate: b
 ADVICE = "add the column or IGNORE the field in KCQL"
 
 
+def json_insert_column(key: str) -> str:
+    """The column Cassandra's ``INSERT INTO t JSON ?`` writes the key ``key`` into, the way
+    Stream-Reactor's Cassandra sink writes every record (CassandraJsonWriter.scala: the record, as
+    ToJsonWithProjections.scala makes it JSON, keys named as the fields or their SELECT aliases).
+    Cassandra decides (Json.handleCaseSensitivity, apache/cassandra cql3/Json.java): a key in
+    double quotes names its column exactly, quotes removed; any other is lower-cased (Locale.US),
+    as CQL folds an unquoted name. Python's ``str.lower`` is Java's for all but a few
+    locale-sensitive letters, which no column name of ours holds."""
+    if len(key) >= 2 and key.startswith('"') and key.endswith('"'):
+        return key[1:-1]
+    return key.lower()
+
+
+def json_insert_row(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` keyed by the columns :func:`json_insert_column` gives its fields. Two fields
+    landing in one column (``DeviceId`` and ``deviceid``) fail the record: which one Cassandra keeps
+    depends on its version (some replace key by key in order, others dequote every key first)."""
+    row: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for key, value in document.items():
+        column = json_insert_column(key)
+        if column in origin:
+            raise SinkError(f"{origin[column]}, {key}: both fields go to column {column}; rename one (KCQL AS)")
+        origin[column], row[column] = key, value
+    return row
+
+
 class RowBinder:
     """Turns an item into the values of the table's prepared INSERT, in column order.
 
     A column the document lacks is left as it is (``UNSET``, not a tombstone); under
     ``UPSERT`` so is a null field, which merges a record into the row instead of clearing
     columns. ``day`` is the UTC date of the item's event time. A field that is no column
-    fails that item, naming the field."""
+    fails that item, naming the field. Fields find their columns as ``match`` says: by exact
+    name (``fluxgate``), or as Stream-Reactor's JSON insert does (``stream-reactor``)."""
 
     def __init__(
-        self, name: TableName, columns: Sequence[str], statement: Statement, refused: Mapping[str, str] | None = None
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        statement: Statement,
+        refused: Mapping[str, str] | None = None,
+        match: ColumnMatch = "fluxgate",
     ) -> None:
         self.name = name
         self.columns = tuple(columns)
@@ -166,9 +205,18 @@ class RowBinder:
         self.refused = dict(refused or {})  # field -> why it has no column, when more is known than "none"
         self._day = DAY in self.known
         self._upsert = statement.mode == "UPSERT"
+        self.match: ColumnMatch = match
+
+    def column(self, field_name: str) -> str:
+        """The column a field (or a SELECT alias) is written into."""
+        return json_insert_column(field_name) if self.match == "stream-reactor" else field_name
+
+    def row(self, item: SinkItem) -> Mapping[str, Any]:
+        """The item's document keyed by column; fails it when two fields go to one column."""
+        return json_insert_row(item.document) if self.match == "stream-reactor" else item.document
 
     def values(self, item: SinkItem) -> list[Any]:
-        document = item.document
+        document = self.row(item)
         if not self.known.issuperset(document):
             raise SinkError(self._why_not(set(document) - self.known))
         if self._day:
@@ -181,7 +229,7 @@ class RowBinder:
         """Fail at start when an explicit SELECT names a field the table has no column for."""
         if any(ref.wildcard for ref in statement.fields):
             return  # known per record only: checked in values()
-        missing = [c for ref in statement.fields if (c := ref.alias or ref.path[-1]) not in self.known]
+        missing = [c for ref in statement.fields if (c := self.column(ref.alias or ref.path[-1])) not in self.known]
         if missing:
             raise KcqlError(f"{statement.text}: {self.name} has no column {', '.join(missing)}")
 

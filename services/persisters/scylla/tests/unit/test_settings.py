@@ -63,3 +63,32 @@ def test_username_without_password(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("FLUXGATE_SCYLLA_SCYLLA__USERNAME", "writer")
     with pytest.raises(ConfigError, match=r"FLUXGATE_SCYLLA_SCYLLA.*username and password"):
         load_settings(ScyllaSettings)
+
+
+@pytest.mark.parametrize(
+    ("username", "password"), [("", ""), ("writer", ""), ("", "s3cret")], ids=["both", "password", "username"]
+)
+def test_an_empty_username_or_password_means_no_authentication(
+    clean_env: pytest.MonkeyPatch, username: str, password: str
+) -> None:
+    # As Stream-Reactor's Cassandra sink (CassandraConnection.scala: credentials only when both are non-empty).
+    clean_env.setenv("FLUXGATE_SCYLLA_SCYLLA__USERNAME", username)
+    clean_env.setenv("FLUXGATE_SCYLLA_SCYLLA__PASSWORD", password)
+    settings = load_settings(ScyllaSettings)
+    assert settings.scylla.credentials() is None
+    assert settings.scylla.username is None and settings.scylla.password is None
+
+
+def test_a_username_without_any_password_is_still_refused(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FLUXGATE_SCYLLA_SCYLLA__USERNAME", "writer")
+    with pytest.raises(ConfigError, match="username and password"):
+        load_settings(ScyllaSettings)
+
+
+def test_the_column_match_is_fluxgate_unless_set(clean_env: pytest.MonkeyPatch) -> None:
+    assert load_settings(ScyllaSettings).scylla.column_match == "fluxgate"
+    clean_env.setenv("FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH", "stream-reactor")
+    assert load_settings(ScyllaSettings).scylla.column_match == "stream-reactor"
+    clean_env.setenv("FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH", "exact")
+    with pytest.raises(ConfigError, match="column_match"):
+        load_settings(ScyllaSettings)
