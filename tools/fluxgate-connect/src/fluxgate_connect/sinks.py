@@ -249,6 +249,10 @@ CASSANDRA_SINK = Connector(
         "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",  # 10.x, the DataStax driver's
     ),
     sink=True,
+    # Stream-Reactor writes each record with Cassandra's JSON insert, so fields find their columns
+    # as Cassandra folds names: lower-cased unless double-quoted, the keyspace and table too
+    # (CassandraJsonWriter.scala; scylla-persister README, Columns). Our services keep exact names.
+    fixed={"scylla.column_match": "stream-reactor"},
     rules={
         **framework(sink=True, tasks=SINK_TASKS),
         **sink_options(_CASS, legacy_sink_prefix=True, export_route=True),
@@ -256,8 +260,17 @@ CASSANDRA_SINK = Connector(
         f"{_CASS}.contact.points": to("scylla.contact_points", json_list, note="comma list"),
         f"{_CASS}.port": to("scylla.port", integer),
         f"{_CASS}.key.space": to("scylla.keyspace", text),
-        **aliases(to("scylla.username", text), f"{_CASS}.username", f"{_CASS}.auth.username"),
-        **aliases(to("scylla.password", text, secret=True), f"{_CASS}.password", f"{_CASS}.auth.password"),
+        # CassandraConnection.scala (addAuthMode): an empty username or password means no authentication.
+        **aliases(
+            to("scylla.username", str.strip, note="empty: no authentication"),
+            f"{_CASS}.username",
+            f"{_CASS}.auth.username",
+        ),
+        **aliases(
+            to("scylla.password", str.strip, secret=True, note="empty: no authentication"),
+            f"{_CASS}.password",
+            f"{_CASS}.auth.password",
+        ),
         f"{_CASS}.ssl.enabled": to("scylla.tls", boolean),
         f"{_CASS}.consistency.level": to("scylla.consistency", lambda v: text(v).upper()),
         **aliases(

@@ -13,6 +13,7 @@ from fluxgate_connect.translate import translate
 HZ = "com.datamountaineer.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector"
 ES = "io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector"
 MQTT = "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector"
+CASSANDRA = "com.datamountaineer.streamreactor.connect.cassandra.sink.CassandraSinkConnector"
 
 
 def test_the_coap_source_of_the_documents() -> None:
@@ -42,6 +43,19 @@ def test_the_hazelcast_sink_of_the_documents() -> None:
 def test_every_hazelcast_config_reads_its_statements_as_stream_reactor_does() -> None:
     config = {"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO m SELECT * FROM t STOREAS MAP TTL=5000"}
     assert translate(config).env["FLUXGATE_HZ_SINK__SEMANTICS"] == "stream-reactor"
+
+
+def test_every_cassandra_config_matches_columns_as_stream_reactor_does() -> None:
+    config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO T SELECT DeviceId FROM t"}
+    assert translate(config).env["FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH"] == "stream-reactor"
+
+
+@pytest.mark.parametrize("prefix", ["connect.cassandra.", "connect.cassandra.auth."])
+def test_empty_cassandra_credentials_run_without_authentication(prefix: str) -> None:
+    config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t",
+              f"{prefix}username": "", f"{prefix}password": " "}  # fmt: skip
+    result = translate(config)
+    assert (result.env["FLUXGATE_SCYLLA_SCYLLA__USERNAME"], result.env["FLUXGATE_SCYLLA_SCYLLA__PASSWORD"]) == ("", "")
 
 
 def test_the_elastic_sink_of_the_documents() -> None:
