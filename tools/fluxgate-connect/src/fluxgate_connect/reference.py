@@ -56,8 +56,9 @@ def table(connector: Connector) -> list[str]:
         "|---|---|---|",
     ]
     lines += [_row(connector, keys, rule) for keys, rule in _grouped(connector)]
+    always = "set for every config of this connector: what Stream-Reactor's connector does"
     lines += [
-        f"| (always) | `{env_name(connector.settings, path)}={value}` | what this connector's records are |"
+        f"| (always) | `{env_name(connector.settings, path)}={value}` | {always} |"
         for path, value in connector.fixed.items()
     ]
     return lines
