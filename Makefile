@@ -71,8 +71,8 @@ run: install ## The whole pipeline on the local stack with simulated devices; Ct
 .PHONY: test
 test: install ## Unit, integration, contract and static tests against real servers
 	$(STACK) up  # every server, before the workers: they would race to start them
-	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(PARALLEL_FIRST)  # mostly waiting on servers: two at once
-	$(PYTEST) -m serial $(TEST_DIRS)  # each kills or restarts a shared server (or uses its fixed names): alone
+	$(PYTEST) -n 2 --dist loadfile -m "not serial" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)  # mostly waiting on servers: two at once
+	$(PYTEST) -m serial --junitxml=.local/test-times/serial.xml $(TEST_DIRS)  # each kills or restarts a shared server (or uses its fixed names): alone
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## Only the tests that need no server and no network
