@@ -249,6 +249,13 @@ def _clause(text: str, node: Tree[Token], keyword: str, fields: tuple[FieldRef, 
     if keyword == "AUTOCREATE":
         return {"autocreate": True}
     token = leaf(kids[0])
+    if keyword == "TTL" and token.isdecimal() and int(token) == 0:
+        # No TTL, exactly as if the clause were absent: Stream-Reactor's sinks write a TTL of 0 (its
+        # default, when absent) without one: `if (ttl > 0L) ... USING TTL` in CassandraJsonWriter.scala
+        # (kafka-connect-cassandra sink/), `if (ttl > 0) put(..., ttl, MILLISECONDS) else put(...)` in
+        # MapWriter.scala (kafka-connect-hazelcast writers/). Its KCQL parser (Kcql.java, exitTtl_type)
+        # refuses an explicit TTL=0; we take it as its writers read it.
+        return {}
     if keyword in ("BATCH", "TTL"):
         if not token.isdecimal() or int(token) <= 0:
             raise located(text, token, f"{keyword} must be a positive integer, not '{token}'")

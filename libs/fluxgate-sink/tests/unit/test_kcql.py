@@ -1,5 +1,5 @@
 import hashlib
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -196,11 +196,21 @@ def test_unknown_format() -> None:
     )
 
 
-@pytest.mark.parametrize(("clause", "value"), [("BATCH", "0"), ("BATCH", "-5"), ("TTL", "abc"), ("TTL", "1.5")])
+@pytest.mark.parametrize(
+    ("clause", "value"), [("BATCH", "0"), ("BATCH", "-5"), ("TTL", "-1"), ("TTL", "abc"), ("TTL", "1.5")]
+)
 def test_batch_and_ttl_must_be_positive_integers(clause: str, value: str) -> None:
     assert f"{clause} must be a positive integer, not '{value}'" in error(
         f"INSERT INTO t SELECT * FROM x {clause}={value}"
     )
+
+
+def test_ttl_zero_is_no_ttl_as_if_absent() -> None:
+    # Stream-Reactor's sinks write a TTL of 0 as none (CassandraJsonWriter.scala, MapWriter.scala).
+    absent = one("INSERT INTO t SELECT * FROM x STOREAS IMAP")
+    for text in ("TTL=0", "TTL = 0", "ttl=00"):
+        zero = one(f"INSERT INTO t SELECT * FROM x STOREAS IMAP {text}")
+        assert zero.ttl is None and zero == replace(absent, text=zero.text)
 
 
 def test_repeated_clause() -> None:

@@ -105,7 +105,8 @@ def ttl_seconds(statement: Statement, semantics: Semantics = "fluxgate") -> floa
     """An IMap entry's time-to-live in seconds (the client's unit), or None for none.
 
     Ours: TTL in seconds. Stream-Reactor's MapWriter.scala: ``if (ttl > 0) put(key, value, ttl,
-    TimeUnit.MILLISECONDS)`` (the KCQL parser refuses a TTL that is not positive)."""
+    TimeUnit.MILLISECONDS)``, else a put without one; the KCQL parser reads ``TTL=0`` as no TTL
+    (fluxgate_sink.kcql), so the statement has none then."""
     if statement.ttl is None:
         return None
     return statement.ttl / 1000 if semantics == "stream-reactor" else float(statement.ttl)

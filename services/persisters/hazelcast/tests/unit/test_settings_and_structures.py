@@ -271,7 +271,7 @@ def test_an_unknown_name_is_a_reliable_topic_for_stream_reactor_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("ttl", "fluxgate", "stream_reactor"), [(5000, 5000.0, 5.0), (1, 1.0, 0.001), (None, None, None)]
+    ("ttl", "fluxgate", "stream_reactor"), [(5000, 5000.0, 5.0), (1, 1.0, 0.001), (0, None, None), (None, None, None)]
 )
 def test_a_ttl_is_seconds_for_us_and_milliseconds_for_stream_reactor(
     ttl: int | None, fluxgate: float | None, stream_reactor: float | None
@@ -300,6 +300,15 @@ def test_stream_reactor_accepts_a_ttl_off_a_map_which_it_ignores(clean_env: pyte
     clean_env.setenv("FLUXGATE_HZ_SINK__SEMANTICS", "fluxgate")
     with pytest.raises(ConfigError, match="TTL applies to STOREAS IMAP only"):
         load_settings(HazelcastSettings)
+
+
+@pytest.mark.parametrize("semantics", ["fluxgate", "stream-reactor"])
+def test_a_ttl_of_zero_is_no_ttl_on_any_structure(clean_env: pytest.MonkeyPatch, semantics: str) -> None:
+    # MapWriter.scala puts without a TTL when it is 0; a TTL=0 off a map asks for nothing, so it is no refusal.
+    clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", "INSERT INTO x SELECT * FROM t STOREAS QUEUE TTL=0")
+    clean_env.setenv("FLUXGATE_HZ_SINK__SEMANTICS", semantics)
+    (stmt,) = parse(load_settings(HazelcastSettings).sink.kcql)
+    assert stmt.ttl is None and structure_of(stmt, semantics) is Structure.QUEUE  # type: ignore[arg-type]
 
 
 def test_map_keys_are_stream_reactors_in_its_semantics(clean_env: pytest.MonkeyPatch) -> None:

@@ -50,6 +50,13 @@ def test_the_default_table_partitions_by_device_metric_and_day_newest_first() ->
     assert layout.insert_cql(3600).endswith("USING TTL 3600")
 
 
+def test_a_ttl_of_zero_writes_without_using_ttl() -> None:
+    # CassandraJsonWriter.scala appends USING TTL only for a TTL above 0.
+    statement = one(DEFAULT_KCQL + " TTL=0")
+    layout = autocreate_layout(statement, table_name(statement.target, "other"))
+    assert statement.ttl is None and "USING TTL" not in layout.insert_cql(statement.ttl)
+
+
 def test_every_consumed_field_has_its_type_in_the_aggregate_schema() -> None:
     schema_types = {field["name"]: field["type"] for field in schema_dict(TEMPERATURE_AGGREGATE)["fields"]}
     assert {n: schema_types.get(n) for n in CONSUMED_FIELDS} == dict(CONSUMED_FIELDS)
