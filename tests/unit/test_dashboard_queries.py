@@ -6,9 +6,7 @@ and the alerts' check read them."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -17,6 +15,7 @@ import httpx
 import pytest
 from dashboard_queries import PanelQuery, failing, failing_panels, legend_of, panel_metrics, panel_queries, query_range
 from dashboards import with_gaps
+from fluxgate_testing.json_server import JsonServer
 
 SERIES = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"a": "b"}, "value": [1, "2"]}]}}
 EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
@@ -74,42 +73,28 @@ def test_an_unreachable_prometheus_is_a_problem_not_a_crash() -> None:
     assert problem.startswith("dashboard d, panel 'p': 'up' could not be asked: refused")
 
 
-class FakePrometheus(BaseHTTPRequestHandler):
+class FakePrometheus:
     """Answers /api/v1/query: no series for ``late`` until it was asked ``ready_after`` times."""
 
     asked: dict[str, int] = {}
     ready_after = 2
 
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        query = parse_qs(self.rfile.read(length).decode())["query"][0]
-        self.asked[query] = self.asked.get(query, 0) + 1
+    @classmethod
+    def answer(cls, method: str, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        query = parse_qs(body.decode())["query"][0]
+        cls.asked[query] = cls.asked.get(query, 0) + 1
         if query == "broken(":
-            body: dict[str, Any] = BAD
-        elif query == "never":
-            body = EMPTY
-        else:
-            body = SERIES if query != "late" or self.asked[query] > self.ready_after else EMPTY
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        return
+            return 200, BAD
+        if query == "never":
+            return 200, EMPTY
+        return 200, SERIES if query != "late" or cls.asked[query] > cls.ready_after else EMPTY
 
 
 @pytest.fixture
 def fake_prometheus() -> Iterator[str]:
     FakePrometheus.asked = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with JsonServer(FakePrometheus.answer) as server:
+        yield server.url
 
 
 def dashboards(folder: Path, *exprs: str) -> Path:
