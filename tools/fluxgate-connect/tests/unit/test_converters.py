@@ -126,25 +126,27 @@ def source(connector: Connector, **converters: str) -> Translation:
 
 
 @sources
+@pytest.mark.parametrize("side", ["value", "key"])
 @pytest.mark.parametrize("schemas", ["true", "false"])
-def test_a_source_writes_json_with_or_without_schemas(
-    connector: Connector, schemas: str, monkeypatch: pytest.MonkeyPatch
+def test_a_source_writes_json_values_and_keys_with_or_without_schemas(
+    connector: Connector, side: str, schemas: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = source(connector, value_converter=JSON, value_converter_schemas_enable=schemas)
-    assert result.env[f"{connector.prefix}OUTPUT__VALUE_FORMAT"] == "json"
-    assert result.env[f"{connector.prefix}OUTPUT__VALUE_SCHEMAS_ENABLE"] == schemas
+    result = source(connector, **{f"{side}_converter": JSON, f"{side}_converter_schemas_enable": schemas})
+    assert result.env[f"{connector.prefix}OUTPUT__{side.upper()}_FORMAT"] == "json"
+    assert result.env[f"{connector.prefix}OUTPUT__{side.upper()}_SCHEMAS_ENABLE"] == schemas
     output = load_env(connector.settings, result.env, monkeypatch).output
-    assert (output.value_format, output.value_schemas_enable, output.uses_registry) == (
-        "json",
-        schemas == "true",
-        False,
-    )
+    assert (getattr(output, f"{side}_format"), getattr(output, f"{side}_schemas_enable")) == ("json", schemas == "true")
+    assert output.uses_registry is (side == "key")  # JSON keys beside Avro values (the default) still need it
 
 
 @sources
-def test_a_source_writes_the_envelope_unless_told_not_to(connector: Connector, monkeypatch: pytest.MonkeyPatch) -> None:
-    output = load_env(connector.settings, source(connector, value_converter=JSON).env, monkeypatch).output
-    assert output.value_format == "json" and output.value_schemas_enable is True  # JsonConverter's default
+@pytest.mark.parametrize("side", ["value", "key"])
+def test_a_source_writes_the_envelope_unless_told_not_to(
+    connector: Connector, side: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = load_env(connector.settings, source(connector, **{f"{side}_converter": JSON}).env, monkeypatch).output
+    assert getattr(output, f"{side}_format") == "json"
+    assert getattr(output, f"{side}_schemas_enable") is True  # JsonConverter's default
 
 
 @sources
@@ -179,37 +181,30 @@ def test_a_source_refuses_byte_array_values_naming_what_writes_json(connector: C
 
 
 @sources
-def test_a_source_names_the_converters_it_knows(connector: Connector) -> None:
-    with pytest.raises(ConnectError, match=r"value.converter=org.example.X: expected io.confluent.*JsonConverter"):
-        source(connector, value_converter="org.example.X")
+@pytest.mark.parametrize(
+    ("side", "known"), [("value", r"io.confluent.*JsonConverter"), ("key", r".*StringConverter or .*JsonConverter")]
+)
+def test_a_source_names_the_converters_it_knows(connector: Connector, side: str, known: str) -> None:
+    with pytest.raises(ConnectError, match=rf"{side}.converter=org.example.X: expected {known}"):
+        source(connector, **{f"{side}_converter": "org.example.X"})
 
 
-def test_both_sources_share_one_converter_rule() -> None:
-    """The CoAP source maps value.converter as the MQTT source does: the same rule, documented alike."""
-    for key in ("value.converter", "value.converter.schemas.enable"):
-        mqtt, coap = MQTT_SOURCE.rules[key], COAP_SOURCE.rules[key]
-        assert isinstance(mqtt, Setting) and isinstance(coap, Setting)
-        assert (mqtt.fields, mqtt.describe()) == (coap.fields, coap.describe())
+@pytest.mark.parametrize(
+    "key",
+    ["value.converter", "value.converter.schemas.enable", "key.converter", "key.converter.schemas.enable",
+     "key.converter.schema.registry.url"],
+)  # fmt: skip
+def test_both_sources_share_one_converter_rule(key: str) -> None:
+    """The CoAP source maps the converters as the MQTT source does: the same rule, documented alike."""
+    mqtt, coap = MQTT_SOURCE.rules[key], COAP_SOURCE.rules[key]
+    assert isinstance(mqtt, Setting) and isinstance(coap, Setting)
+    assert (mqtt.fields, mqtt.describe()) == (coap.fields, coap.describe())
 
 
 def test_the_coap_source_keeps_writing_stream_reactors_record(monkeypatch: pytest.MonkeyPatch) -> None:
     result = source(COAP_SOURCE, value_converter=JSON, value_converter_schemas_enable="false")
     settings = load_env(COAP_SOURCE.settings, result.env, monkeypatch)
     assert (settings.output_format, settings.output.value_format) == ("coap-message", "json")
-
-
-@sources
-@pytest.mark.parametrize("schemas", ["true", "false"])
-def test_a_source_writes_json_keys_with_or_without_schemas(
-    connector: Connector, schemas: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    result = source(connector, key_converter=JSON, key_converter_schemas_enable=schemas)
-    assert result.env[f"{connector.prefix}OUTPUT__KEY_FORMAT"] == "json"
-    assert result.env[f"{connector.prefix}OUTPUT__KEY_SCHEMAS_ENABLE"] == schemas
-    output = load_env(connector.settings, result.env, monkeypatch).output
-    assert (output.key_format, output.key_schemas_enable) == ("json", schemas == "true")
-    default = load_env(connector.settings, source(connector, key_converter=JSON).env, monkeypatch).output
-    assert default.key_schemas_enable is True  # JsonConverter's default: the envelope
 
 
 @sources
@@ -233,18 +228,3 @@ def test_a_source_writes_avro_keys_through_the_registry(
     output = load_env(connector.settings, result.env, monkeypatch).output
     assert (output.key_format, output.value_format, output.uses_registry) == ("avro", "json", True)
     assert result.env[f"{connector.prefix}REGISTRY__URL"] == "http://registry:8081"
-
-
-@sources
-def test_a_source_names_the_key_converters_it_knows(connector: Connector) -> None:
-    with pytest.raises(
-        ConnectError, match=r"key.converter=org.example.K: expected .*StringConverter or .*JsonConverter"
-    ):
-        source(connector, key_converter="org.example.K")
-
-
-def test_both_sources_share_one_key_converter_rule() -> None:
-    for key in ("key.converter", "key.converter.schemas.enable", "key.converter.schema.registry.url"):
-        mqtt, coap = MQTT_SOURCE.rules[key], COAP_SOURCE.rules[key]
-        assert isinstance(mqtt, Setting) and isinstance(coap, Setting)
-        assert (mqtt.fields, mqtt.describe()) == (coap.fields, coap.describe())
