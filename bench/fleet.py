@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -51,8 +50,8 @@ from fluxgate_testing import free_port
 
 # pipeline (first of these) takes this folder off the path, as its elasticsearch.py and
 # friends would shadow the client packages, and puts tools/ first for the rest.
-from pipeline import STORES, FirstSeen, group_cpu_seconds, group_peak_rss_mib, group_pids, percentile
-from pipeline_stores import Stores
+from pipeline import STORES, FirstSeen, close_to_readable, group_cpu_seconds, group_memory_mib, group_peak_rss_mib
+from prefixed_run import prepare, run_names, seconds, server_pids, wait_ready, whole
 from run_pipeline import (
     PERSISTERS,
     Names,
@@ -63,11 +62,7 @@ from run_pipeline import (
     start_console,
     stop_upstream_first,
 )
-from soak import SERVERS, SERVICES, TOPICS, seconds, wait_ready
 from soak_check import RING_READ_MAX, to_ms
-
-from fluxgate_stack import api as stack
-from fluxgate_stack.topics import create_topics
 
 BIN = Path(sys.executable).parent
 # The stages that keep something per device, and where: device-status's table (faust), the
@@ -176,30 +171,20 @@ def parse_args() -> argparse.Namespace:
     # What run_pipeline's start_all reads: no devices of its own (the fleets are started here).
     args.mqtt_devices, args.coap_devices = 0, 0
     args.malformed = args.late = args.late_by = 0
-    args.coap_port = free_port(socket.SOCK_DGRAM)
-    args.no_aggregator = args.no_persisters = False
-    args.status_port = free_port()
     args.sizes = [int(n) for n in args.devices.split(",")]
-    return args
+    return whole(args)
 
 
 def main() -> int:
     args = parse_args()
-    prefix = f"fleet{time.strftime('%m%d%H%M%S')}-"
-    names = Names(prefix)
-    endpoints = stack.ensure_up(list(SERVERS))
-    create_topics(endpoints.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
-    folder = RESULTS / f"fleet-{prefix.rstrip('-')}"
-    folder.mkdir(parents=True, exist_ok=True)
-    args.checkpoints = folder / "checkpoints"
-    pipeline = Pipeline(folder)
-    stores = Stores(endpoints, names.es_alias, names.scylla_table, names.store_target)
+    names = run_names("fleet")
+    folder = RESULTS / f"fleet-{names.prefix.rstrip('-')}"
+    endpoints, pipeline, stores, ports = prepare(names, folder, args)
     sample = frozenset(fleet_name(i * (min(args.sizes) // args.sample), min(args.sizes), names.prefix.replace(".", "-"))
                        for i in range(args.sample))  # fmt: skip
     seen = SampledSeen(stores, endpoints.elasticsearch_url, names.es_alias, names.scylla_table, names.store_target,
                        args.poll, sample=sample)  # fmt: skip
-    ports = {name: free_port() for name in SERVICES if name != "device-status"}
-    servers = {s.name: s.pid for s in stack.Stack().status() if s.name in SERVERS and s.pid}
+    servers = server_pids()
     points: list[Point] = []
     # A fleet device is silent for a period between reports: device-status's silence threshold
     # (60 s by default) below it would mark every device OFFLINE, and ONLINE again, each period.
@@ -306,13 +291,7 @@ def table_devices(port: int) -> int:
 def group_rss_mib(leader: int) -> float:
     """Resident memory now (VmRSS) of ``leader``'s process group, summed, in MiB
     (``pipeline.group_peak_rss_mib`` gives the peak)."""
-    total_kib = 0
-    for pid in group_pids(leader):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kib += int(line.split()[1])
-    return round(total_kib / 1024, 1)
+    return group_memory_mib(leader, "VmRSS")
 
 
 def per_device(point: Point, base: dict[str, float], devices: int, in_table: int) -> dict[str, float]:
@@ -358,14 +337,7 @@ def folder_bytes(path: Path) -> int:
 def latencies(point: Point, seen: SampledSeen, window_ms: int, watermark_ms: int) -> dict[str, dict[str, float]]:
     """Per store, seconds from close to readable of the sample's windows that began after the
     point's fleet started and closed before its measure ended."""
-    figures: dict[str, dict[str, float]] = {}
-    start_ms, end_ms = point.started * 1000, point.measure_end * 1000
-    for store, windows in seen.seen.items():
-        delays = sorted(first - (begin + window_ms + watermark_ms) / 1000 for (_, begin), first in windows.items()
-                        if begin >= start_ms and begin + window_ms + watermark_ms <= end_ms)  # fmt: skip
-        if delays:
-            figures[store] = {"p50": percentile(delays, 50), "p99": percentile(delays, 99), "windows": len(delays)}
-    return figures
+    return close_to_readable(seen, point.started, point.measure_end, window_ms, watermark_ms)
 
 
 def summary(point: Point) -> dict[str, Any]:

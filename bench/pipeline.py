@@ -2,7 +2,7 @@
 every store, each rate held for ``--hold`` seconds, then every reading accounted for.
 
 One pipeline of its own (prefixed topics, groups, MQTT root and store targets, as a soak
-run's; see ``tools/soak.py``) runs for the whole benchmark. Each step starts simulated MQTT
+run's; see ``tools/prefixed_run.py``) runs for the whole benchmark. Each step starts simulated MQTT
 devices of its own (one metric, temperature, so every reading is aggregated) at the step's
 rate for ``--hold`` seconds, and measures:
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
 import sys
 import threading
 import time
@@ -43,19 +42,26 @@ from typing import Any
 
 import httpx
 from _common import RESULTS, ROOT, LegResult, cpu_seconds, print_table, write_report
-from fluxgate_testing import free_port
 
 # This folder (first on the path when run as a script) holds elasticsearch.py, hazelcast.py
 # and scylla.py, which would shadow the client packages the stores are read with.
 sys.path[:] = [str(ROOT / "tools")] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 from pipeline_stores import Stores  # noqa: E402 - after the path is set
+from prefixed_run import (  # noqa: E402 - after the path is set
+    SERVICES,
+    closing_wait,
+    prepare,
+    push_watermark,
+    run_names,
+    seconds,
+    server_pids,
+    settle,
+    wait_ready,
+    whole,
+)
 from run_pipeline import PERSISTERS, Names, Offsets, Pipeline, devices_argv, start_all, stop_upstream_first  # noqa: E402 - after the path is set
-from soak import SERVERS, SERVICES, TOPICS, closing_wait, push_watermark, seconds, settle, wait_ready  # noqa: E402 - after the path is set
 from soak_check import RING_READ_MAX, Check, check, save, to_ms  # noqa: E402 - after the path is set
-
-from fluxgate_stack import api as stack  # noqa: E402 - after the path is set
-from fluxgate_stack.topics import create_topics  # noqa: E402 - after the path is set
 
 STORES = ("elasticsearch", "scylla", "hazelcast")
 # The per-service legs of the same `make bench`, by their names there: (file, group, leg, what one item is).
@@ -86,11 +92,17 @@ def group_cpu_seconds(leader: int) -> float:
 def group_peak_rss_mib(leader: int) -> float:
     """Peak resident memory (VmHWM) of ``leader``'s process group, summed, in MiB: what a
     pod of that service needs (the charts' memory defaults)."""
+    return group_memory_mib(leader, "VmHWM")
+
+
+def group_memory_mib(leader: int, figure: str) -> float:
+    """A memory figure of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``) of ``leader``'s
+    process group, summed, in MiB."""
     total_kib = 0
     for pid in group_pids(leader):
         with contextlib.suppress(OSError, ValueError, IndexError):
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{figure}:"):
                     total_kib += int(line.split()[1])
     return round(total_kib / 1024, 1)
 
@@ -195,28 +207,19 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     # What run_pipeline's start_all reads; no CoAP devices, nothing malformed or late: load, not faults.
     args.coap_devices, args.rate, args.malformed, args.late, args.late_by = 0, 1.0, 0, 0, 0
-    args.coap_port = free_port(socket.SOCK_DGRAM)
-    args.no_aggregator = args.no_persisters = False
-    args.status_port = free_port()
-    return args
+    return whole(args)
 
 
 def main() -> int:
     args = parse_args()
-    prefix = f"bench{time.strftime('%m%d%H%M%S')}-"
-    names = Names(prefix)
-    endpoints = stack.ensure_up(list(SERVERS))
-    create_topics(endpoints.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
+    names = run_names("bench")
+    prefix = names.prefix
     folder = RESULTS / f"pipeline-{prefix.rstrip('-')}"
-    folder.mkdir(parents=True, exist_ok=True)
-    args.checkpoints = folder / "checkpoints"
+    endpoints, pipeline, stores, ports = prepare(names, folder, args)
     ledger = folder / "ledger.jsonl"
-    pipeline = Pipeline(folder)
-    stores = Stores(endpoints, names.es_alias, f"fluxgate.{names.store_target}", names.store_target)
-    seen = FirstSeen(stores, endpoints.elasticsearch_url, names.es_alias, f"fluxgate.{names.store_target}",
-                     names.store_target, args.poll)  # fmt: skip
-    ports = {name: free_port() for name in SERVICES if name != "device-status"}
-    servers = {status.name: status.pid for status in stack.Stack().status() if status.name in SERVERS}
+    seen = FirstSeen(stores, endpoints.elasticsearch_url, names.es_alias, names.scylla_table, names.store_target,
+                     args.poll)  # fmt: skip
+    servers = server_pids()
     steps: list[Step] = []
     started_ms = int(time.time() * 1000)
     try:
@@ -272,11 +275,9 @@ def devices(
 
 def run_step(
     step: Step, pipeline: Pipeline, args: argparse.Namespace, names: Names, ledger: Path, offsets: Offsets,
-    servers: dict[str, int | None], aggregator_port: int,
+    servers: dict[str, int], aggregator_port: int,
 ) -> Step:  # fmt: skip
-    leaders = {name: pipeline.process(name).pid for name in SERVICES} | {
-        name: pid for name, pid in servers.items() if pid
-    }
+    leaders = {name: pipeline.process(name).pid for name in SERVICES} | servers
     before = {name: group_cpu_seconds(pid) for name, pid in leaders.items()}
     split_before = batch_split(aggregator_port)
     topic_before = sum(offsets.ends(names.readings).values())
@@ -335,13 +336,22 @@ def ledger_entries(ledger: Path) -> Iterator[dict[str, Any]]:
 
 def latencies(step: Step, seen: FirstSeen, window_ms: int, watermark_ms: int) -> dict[str, dict[str, float]]:
     """Per store, seconds from close to readable of the step's windows that closed while it sent."""
+    return close_to_readable(seen, step.start, step.end, window_ms, watermark_ms, step.devices)
+
+
+def close_to_readable(
+    seen: FirstSeen, start: float, end: float, window_ms: int, watermark_ms: int, devices: str = ""
+) -> dict[str, dict[str, float]]:
+    """Per store, p50 and p99 seconds from close to readable of the windows (of the devices
+    whose names begin with ``devices``) that began at ``start`` or later and closed by ``end``
+    (epoch seconds)."""
     figures: dict[str, dict[str, float]] = {}
-    start_ms, end_ms = step.start * 1000, step.end * 1000
+    start_ms, end_ms = start * 1000, end * 1000
     for store, windows in seen.seen.items():
         delays = sorted(
             first - (begin + window_ms + watermark_ms) / 1000
             for (device, begin), first in windows.items()
-            if device.startswith(step.devices) and begin >= start_ms and begin + window_ms + watermark_ms <= end_ms
+            if device.startswith(devices) and begin >= start_ms and begin + window_ms + watermark_ms <= end_ms
         )
         if delays:
             figures[store] = {"p50": percentile(delays, 50), "p99": percentile(delays, 99), "windows": len(delays)}

@@ -25,48 +25,42 @@ exit code says whether the check passed. The schedule and its seed are printed f
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import functools
 import json
 import os
 import random
 import signal
-import socket
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from containers import ContainerLauncher
 from fluxgate_testing import free_port
 from pipeline_stores import Stores
-from run_pipeline import (
-    BIN,
-    PERSISTERS,
-    Names,
-    Offsets,
-    Pipeline,
-    device_prefix,
-    start_all,
-    start_console,
-    stop_upstream_first,
+from prefixed_run import (
+    SERVERS,
+    SERVICES,
+    TOPICS,  # noqa: F401 - tests/deploy reads the run's topics from here
+    closing_wait,
+    prepare,
+    push_watermark,
+    run_names,
+    seconds,
+    settle,
+    wait_ready,
+    whole,
 )
+from run_pipeline import BIN, Names, Offsets, Pipeline, device_prefix, start_all, start_console, stop_upstream_first
 from soak_check import Check, FaultWindow, check, save
 from soak_report import write_report
 
 from fluxgate_stack import api as stack
-from fluxgate_stack.topics import create_topics
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = ("kafka", "registry", "mosquitto", "elasticsearch", "cassandra", "hazelcast")
-SERVICES = ("mqtt-proxy", "coap-ingest", "aggregator", *PERSISTERS, "device-status")
 KINDS = ("kill", "stop")
-TOPICS = ("sensors.readings", "sensors.deadletter", "temperatures.aggregated", "temperatures.late",
-          "persisters.deadletter", "devices.status")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -199,47 +193,6 @@ class Faulter:
             stack.start(fault.target)
 
 
-def push_watermark(host: str, port: int, names: Names, device: str, wait_s: float) -> None:
-    """The devices have stopped; close every window they sent into. A device's windows close
-    once the gateways' clock (the newest ingest time of any reading) has passed their end by
-    the watermark delay, plus how far in the past its last readings were stamped (decision
-    0011): ``wait_s`` covers that. Then one reading stamped now, through the MQTT gateway like
-    any other, moves the gateways' clock. (A reading from the future would move only its own
-    device's watermark.)"""
-    from gmqtt import Client
-
-    time.sleep(wait_s)
-
-    async def publish() -> None:
-        client = Client(f"{device}-push")
-        await client.connect(host, port)
-        payload = {"sensorId": device, "timestamp": int(time.time() * 1000), "temperature": 0.0, "seq": 1}
-        client.publish(f"{names.mqtt_root}/{device}/temperature", json.dumps(payload).encode(), qos=1)
-        await asyncio.sleep(1)
-        await client.disconnect()
-
-    asyncio.run(publish())
-
-
-def closing_wait(args: argparse.Namespace) -> float:
-    """How long after the devices stop their last windows can close: a window, the watermark
-    delay, and a micro-batch (a device whose last batch held only a reading stamped in the
-    past is held back by that batch's time)."""
-    return seconds(args.window) + seconds(args.watermark) + 5
-
-
-def wait_ready(port: int, timeout: float) -> None:
-    """Until a service's ``/readyz`` answers 200: the MQTT gateway has subscribed, so the
-    broker keeps what the devices send from then on."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as up:
-            if up.status == 200:
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"the service on port {port} was not ready within {timeout:.0f} s")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--faults", type=int, default=26, help="how many faults, one after another")
@@ -279,9 +232,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or kinds:
         parser.error(f"unknown targets or kinds: {', '.join(sorted(unknown | kinds))}")
     args.planned = [(target, kind) for target, kind in planned]
-    args.no_aggregator = args.no_persisters = False
-    args.status_port = free_port()
-    return args
+    return whole(args)
 
 
 @dataclass
@@ -299,30 +250,23 @@ class Run:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    prefix = f"soak{time.strftime('%m%d%H%M%S')}-"
-    names = Names(prefix)
+    names = run_names("soak")
+    prefix = names.prefix
     plan = [Fault(t, k, args.kill_down if k == "kill" else args.stop_for) for t, k in args.planned] or schedule(
         args.seed, args.targets.split(","), args.kinds.split(","), args.faults, args.kill_down, args.stop_for
     )
     print(json.dumps({"seed": args.seed, "prefix": prefix, "schedule": [asdict(f) for f in plan]}), flush=True)
-    endpoints = stack.ensure_up(list(SERVERS))
-    create_topics(endpoints.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
-    folder = args.report / f"soak-{prefix.rstrip('-')}"
-    folder.mkdir(parents=True, exist_ok=True)
-    args.checkpoints = args.checkpoints or folder / "checkpoints"
     # On a cluster the executors connect back to the driver: on loopback, it must say so.
     args.spark_conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    folder = args.report / f"soak-{prefix.rstrip('-')}"
+    endpoints, pipeline, stores, ports = prepare(names, folder, args, containers=args.containers)
     ledger = folder / "ledger.jsonl"
-    launcher = ContainerLauncher(prefix.rstrip("-"), folder / "volumes") if args.containers else None
-    pipeline = Pipeline(folder, launcher=launcher)
-    stores = Stores(endpoints, names.es_alias, f"fluxgate.{names.store_target}", names.store_target)
+    launcher = pipeline.launcher
     run = Run(args.seed, prefix)
     started = time.monotonic()
     timeline = Timeline(names, endpoints.bootstrap, stores)
     windows: list[FaultWindow] = []
     whole_from_ms = 0
-    args.coap_port = free_port(socket.SOCK_DGRAM)  # the simulated CoAP devices' UDP port
-    ports = {name: free_port() for name in SERVICES if name != "device-status"}
     try:
         gateway_ready = functools.partial(wait_ready, ports["mqtt-proxy"], args.recover_timeout)
         start_all(pipeline, args, names, ("--ledger", str(ledger)), ports, gateway_ready)
@@ -397,19 +341,6 @@ def append_ledger(ledger: Path, other: Path) -> None:
     if other.exists():
         with ledger.open("a", encoding="utf-8") as into, other.open(encoding="utf-8") as lines:
             into.writelines(lines)
-
-
-def settle(bootstrap: str, names: Names, quiet: float = 15.0, timeout: float = 120.0) -> None:
-    """After the push: the aggregator has read everything and written the windows it closed
-    (a batch without data writes them, a trigger or two after the push was read)."""
-    with Offsets(bootstrap) as offsets:
-        offsets.caught_up(names.group("aggregator"), names.readings, timeout)
-        print(offsets.settled(names.aggregated, timeout, quiet), flush=True)
-
-
-def seconds(duration: str) -> int:
-    number, unit = duration.split()
-    return int(number) * {"second": 1, "minute": 60}[unit.rstrip("s")]
 
 
 if __name__ == "__main__":
