@@ -164,15 +164,20 @@ class AvroDecoder:
                 return compiled(data, _HEADER.size)
             except Exception:  # noqa: S110 - fastavro decodes it, or says precisely why not
                 pass
+        record = self.read(data)
+        if not isinstance(record, dict):
+            raise SerializationError(f"schema id {wire_schema_id(data)} is not a record schema")
+        return record
+
+    def read(self, data: bytes) -> Any:
+        """Any datum, not only a record: a primitive as its value (a record key written by Confluent's
+        AvroConverter: an Avro string, int or long), a record as a dict; errors as :meth:`decode`'s."""
         schema_id = wire_schema_id(data)
         writer = self._writer_schema(schema_id)
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(data[_HEADER.size :]), writer, self._reader)
+            return fastavro.schemaless_reader(io.BytesIO(data[_HEADER.size :]), writer, self._reader)
         except Exception as exc:  # fastavro raises plain EOFError/ValueError/... on bad bodies
             raise SerializationError(f"Avro body does not match schema id {schema_id}: {exc}") from exc
-        if not isinstance(record, dict):
-            raise SerializationError(f"schema id {schema_id} is not a record schema")
-        return record
 
     def _writer_schema(self, schema_id: int) -> Any:
         writer = self._writers.get(schema_id)

@@ -23,24 +23,25 @@ from __future__ import annotations
 import binascii
 import json
 from base64 import b64decode
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
 from fluxgate_core.consumed_record import Decoder
-from fluxgate_core.errors import SerializationError
+from fluxgate_core.errors import FluxgateError, SerializationError
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import RegistrySettings
 
 RecordFormat = Literal["avro", "json", "string"]
-KeyFormat = Literal["string", "json"]
+KeyFormat = Literal["string", "json", "avro"]
 KEY_FIELD = "_key"  # KCQL's name for the record key (Stream-Reactor's ``PK _key``)
 ENVELOPE_REQUIRED = (
     'schemas.enable is true, so each value must be a JSON object of exactly two fields, "schema" and '
     '"payload" (Kafka Connect\'s envelope); for plain JSON set schemas.enable to false'
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_WIRE_HEADER = 5  # the magic byte and the 4-byte schema id
 Schema = Mapping[str, Any]
 Convert = Callable[[Schema, Any, str], Any]
 
@@ -56,10 +57,47 @@ def value_decoder(value_format: RecordFormat, schemas_enable: bool, registry: Re
 
 def key_reader(key_format: KeyFormat, schemas_enable: bool) -> Callable[[bytes | None], Any]:
     """How a record key is read where a statement asks for it (``PK _key``): as Kafka Connect's
-    StringConverter reads it (UTF-8 text, the default, what our gateways write) or its JsonConverter."""
+    StringConverter reads it (UTF-8 text, the default, what our gateways write) or its JsonConverter.
+    Avro keys need the registry: :class:`AvroKeys`."""
     if key_format == "json":
         return ConnectJsonDecoder(schemas_enable).read
+    if key_format == "avro":
+        raise ValueError("Avro keys are read through the registry: AvroKeys.of(registry).read")
     return _string_key
+
+
+class AvroKeys:
+    """Record keys as Confluent's AvroConverter writes them (the wire format, the schema registered under
+    ``<topic>-key``), read by the values' decoder (:class:`~fluxgate_core.serde.AvroDecoder`): a
+    primitive key (a string, an int, a long) as its value, a record key as a dict, a null key as None.
+
+    Keys are read while routing, on the event loop: :meth:`fetch_schemas` fetches the schemas of keys
+    not seen yet beforehand, on a thread, so routing never waits for the registry and a registry that
+    is away is waited for (its RegistryError, retriable) instead of failing the record."""
+
+    def __init__(self, decoder: AvroDecoder) -> None:
+        self._decoder = decoder
+        self._known: set[bytes] = set()  # the wire-format headers (magic byte and schema id) read once
+
+    @classmethod
+    def of(cls, registry: RegistrySettings) -> AvroKeys:
+        return cls(AvroDecoder(registry_client(registry)))
+
+    def read(self, key: bytes | None) -> Any:
+        return None if key is None else self._decoder.read(key)
+
+    def fetch_schemas(self, keys: Iterable[bytes | None]) -> None:
+        """Fetch the schema of each key whose schema id was not read yet; raises a retriable error
+        (the registry is away) and nothing else: a key that cannot decode fails when it is read."""
+        for key in keys:
+            if not key or len(key) < _WIRE_HEADER or (header := key[:_WIRE_HEADER]) in self._known:
+                continue
+            try:
+                self._decoder.read(key)
+            except FluxgateError as exc:
+                if exc.retriable:
+                    raise
+            self._known.add(header)
 
 
 def _string_key(key: bytes | None) -> str | None:

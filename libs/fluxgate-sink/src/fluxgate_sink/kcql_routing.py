@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import groupby, repeat
@@ -18,6 +18,7 @@ from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement
 from fluxgate_sink.sink import SinkItem
 
 ReadKey = Callable[[bytes | None], Any]
+_WHOLE_KEY = (KEY_FIELD,)  # PK _key: the record key itself, not a field of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,11 @@ class Router:
     @property
     def topics(self) -> list[str]:
         return list(self._plans)
+
+    @property
+    def reads_keys(self) -> bool:
+        """Whether some statement's PK names the record key (``_key``)."""
+        return any(plan.read_key is not None for plans in self._plans.values() for plan in plans)
 
     def batch_size(self, topic: str, default: int) -> int:
         """The smallest ``BATCH=`` among the topic's statements, else ``default``."""
@@ -155,11 +161,22 @@ class _Plan:
         if self.read_key is None:
             return value
         if record.transformed_key is not None:  # the sink's transforms read or replaced it
-            return {**value, KEY_FIELD: record.transformed_key[0]}
-        try:
-            key = self.read_key(record.key)
-        except FluxgateError as exc:
-            raise UndecodableKey(f"the record key does not decode: {exc}") from exc
+            key = record.transformed_key[0]
+        else:
+            try:
+                key = self.read_key(record.key)
+            except FluxgateError as exc:
+                raise UndecodableKey(f"the record key does not decode: {exc}") from exc
+        if isinstance(key, Mapping) and _WHOLE_KEY in self.statement.pk:
+            # Stream-Reactor reads a key to a JSON node and a PK path into it (elastic7's
+            # TransformAndExtractPK.scala, `_key` with PrimaryKeyExtractor.extract(keyNode, path.tail)):
+            # a struct key with nothing after `_key` is "not resolving to a primitive field", refused.
+            # Refused here too, and, as a key that does not decode, always dead-lettered, never a stop.
+            fields = ", ".join(map(str, key)) or "none"
+            raise UndecodableKey(
+                f"the record key is a record (fields {fields}), not one value: PK _key takes a string or "
+                "number key; name one of the key's fields instead, PK _key.<field>"
+            )
         return {**value, KEY_FIELD: key}
 
     def event_time(self, record: ConsumedRecord, value: dict[str, Any]) -> datetime:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from fluxgate_core.backoff import Backoff, sleep_unless
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError, SettingRefused
@@ -31,7 +32,7 @@ from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_core.topic_watch import TopicWatch
 from fluxgate_sink import metrics
-from fluxgate_sink.formats import key_reader, value_decoder
+from fluxgate_sink.formats import AvroKeys, key_reader, value_decoder
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.partitions import PAUSE_AFTER_S, PartitionState
@@ -85,8 +86,13 @@ class SinkRunner:
         self._tasks = tasks
         self._source_factory = source_factory or self._kafka_source
         self._dead_letters = dead_letters
-        read_key = key_reader(settings.key_format, settings.key_schemas_enable)
+        avro_keys = AvroKeys.of(registry) if settings.key_format == "avro" else None
+        read_key = avro_keys.read if avro_keys else key_reader(settings.key_format, settings.key_schemas_enable)
         self._router = Router(parse(settings.kcql), sink.needs_ids, read_key, settings.document_ids())
+        # Their schemas are fetched before routing only where something reads the keys.
+        self._avro_keys = avro_keys if avro_keys and (self._router.reads_keys or settings.transforms) else None
+        self._registry_wait = Backoff.capped(settings.outage_backoff_ms / 1000, settings.outage_max_backoff_ms / 1000)
+        self._stop: asyncio.Event | None = None
         self._transforms = Transforms(
             settings.transforms, read_key, value_reader(settings.value_format, settings.value_schemas_enable)
         )
@@ -105,11 +111,12 @@ class SinkRunner:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop``, then finish the batches in hand, commit them and return."""
+        self._stop = stop
         if self._source_factory == self._kafka_source:  # a wrong password or a missing topic: say so now
             topics = dict.fromkeys(self._router.topics, "sink.kcql")
             await asyncio.to_thread(verify_kafka, self._kafka, self._service, self._env_prefix, topics)
             self._watch = TopicWatch(self._kafka, self._service, topics).start()
-            if self._settings.value_format == "avro":  # JSON topics need no registry
+            if self._settings.value_format == "avro" or self._avro_keys:  # JSON topics need no registry
                 # A refused secret or CA stops it now; a registry away is waited for while reading, as before.
                 await asyncio.to_thread(verify_registry, self._registry, self._env_prefix, away_ok=True)
         try:
@@ -192,8 +199,33 @@ class SinkRunner:
     def _start_due(self, writer: BatchWriter, now: float) -> None:
         for partition in self._partitions.values():
             if partition.due(now):
-                routed = self._router.route(self._transforms.apply(partition.take()))
-                partition.writing = asyncio.create_task(writer.write(routed))
+                records = partition.take()
+                if self._avro_keys is None:
+                    routed = self._router.route(self._transforms.apply(records))
+                    partition.writing = asyncio.create_task(writer.write(routed))
+                else:
+                    partition.writing = asyncio.create_task(self._write_avro_keyed(writer, records))
+
+    async def _write_avro_keyed(self, writer: BatchWriter, records: list[ConsumedRecord]) -> None:
+        """Route and write records whose Avro keys are read: the keys' schemas first, on a thread, so
+        routing never waits for the registry; a registry away is waited for, as a store away, and
+        nothing is committed if the service stops meanwhile (the records are read again)."""
+        if self._avro_keys is None or self._stop is None:  # not started through run(): nothing to fetch ahead
+            await writer.write(self._router.route(self._transforms.apply(records)))
+            return
+        keys = [record.key for record in records]
+        waits = 0
+        while True:
+            try:
+                await asyncio.to_thread(self._avro_keys.fetch_schemas, keys)
+                break
+            except FluxgateError as exc:
+                if waits == 0:
+                    log.warning("sink.key_registry_unavailable", error=str(exc))
+                if await sleep_unless(self._stop, self._registry_wait.delay(waits)):
+                    raise Abandoned(f"stopping while the registry of the record keys is away: {exc}") from exc
+                waits += 1
+        await writer.write(self._router.route(self._transforms.apply(records)))
 
     async def _wait_for_room(self) -> bool:
         """Wait for the write of a full partition (not paused yet) instead of polling: a poll

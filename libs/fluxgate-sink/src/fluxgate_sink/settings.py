@@ -57,7 +57,9 @@ class SinkSettings(Group):
     key_format: KeyFormat = Field(
         "string",
         description="how record keys are read where a KCQL PK names _key: string (UTF-8 text, Kafka Connect's "
-        "StringConverter) or json (its JsonConverter; see key_schemas_enable); nothing else reads the key",
+        "StringConverter), json (its JsonConverter; see key_schemas_enable) or avro (Confluent's AvroConverter: "
+        "the wire format, the schema in the registry under <topic>-key; a string, int or long key is the value, "
+        "a record key needs PK _key.<field>); nothing else reads the key",
     )
     key_schemas_enable: bool = Field(True, description="json keys: the {schema, payload} envelope, as for values")
     from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
