@@ -181,7 +181,9 @@ def key_format(value: str) -> dict[str, str]:
     name = value.strip()
     if name == JSON_CONVERTER:
         return {"sink.key_format": "json"}
-    if name in (STRING_CONVERTER, BYTES_CONVERTER, *AVRO):  # an Avro key with PK _key: see translate
+    if name in AVRO:
+        return {"sink.key_format": "avro"}
+    if name in (STRING_CONVERTER, BYTES_CONVERTER):
         return {}
     raise RuleError(f"expected {' or '.join((STRING_CONVERTER, JSON_CONVERTER, BYTES_CONVERTER, *AVRO))}")
 
@@ -208,7 +210,15 @@ SINK_CONVERTERS: dict[str, Rule] = {
         key_format,
         note="read only where a KCQL PK names _key (the record key as the id, as Stream-Reactor's PK _key): "
         f"{STRING_CONVERTER} or ByteArrayConverter as UTF-8 text (the default), {JSON_CONVERTER} as JSON (see "
-        "key.converter.schemas.enable); an Avro key is accepted where no PK names _key",
+        f"key.converter.schemas.enable), {AVRO[0]} (or Apicurio's) through the registry (the schema under "
+        "<topic>-key): a string, int or long key is the id; a record key is read by its fields, PK _key.<field> "
+        "(PK _key itself dead-letters such a record, the reason naming it, where Stream-Reactor fails the record); "
+        "a key that does not decode goes to the dead-letter topic with the reason",
+    ),
+    "key.converter.schema.registry.url": to(
+        "registry.url",
+        text,
+        note="the one registry of Avro keys and values (value.converter.schema.registry.url wins when both are set)",
     ),
     "key.converter.schemas.enable": to(
         "sink.key_schemas_enable",

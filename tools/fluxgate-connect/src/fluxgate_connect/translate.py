@@ -13,12 +13,10 @@ from pydantic_settings import BaseSettings
 from fluxgate_connect.client_ssl import store_errors
 from fluxgate_connect.connectors import CONNECTORS, ELASTIC_SINK, Connector, by_class
 from fluxgate_connect.errors import ConnectError
-from fluxgate_connect.framework import AVRO
 from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer, is_transport, items
 from fluxgate_connect.topic_creation import is_topic_creation_key, topic_creation
 from fluxgate_connect.transforms import is_transform_key, sink_chain, source_refusal
 from fluxgate_sink.errors import KcqlError
-from fluxgate_sink.formats import KEY_FIELD
 from fluxgate_sink.kcql import parse
 
 
@@ -206,9 +204,6 @@ def _check_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:
     except KcqlError as exc:
         return [f"KCQL: {exc}"]
     result.topics = list(dict.fromkeys(statement.topic for statement in statements))
-    by_key = any(path[0] == KEY_FIELD for statement in statements for path in statement.pk)
-    if by_key and config.get("key.converter", "").strip() in AVRO:
-        return [f"key.converter={config['key.converter']}: a PK of _key reads String or JSON keys, not Avro ones"]
     result.notes += [_suffix_note(s.index_suffix) for s in statements if s.index_suffix and _java_only(s.index_suffix)]
     listed = [topic.strip() for topic in config.get("topics", "").split(",") if topic.strip()]
     if listed and set(listed) != set(result.topics):

@@ -70,8 +70,8 @@ def test_avro_values_set_nothing_and_ignore_schemas_enable() -> None:
     assert any(note.startswith("value.converter.schemas.enable: nothing to set") for note in result.notes)
 
 
-@pytest.mark.parametrize("key", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter", AVRO])
-def test_a_text_bytes_or_avro_key_sets_nothing(key: str) -> None:
+@pytest.mark.parametrize("key", [STRING, "org.apache.kafka.connect.converters.ByteArrayConverter"])
+def test_a_text_or_bytes_key_sets_nothing(key: str) -> None:
     result = sink(ELASTIC_SINK, value_converter=JSON, key_converter=key, key_converter_schemas_enable="true")
     assert result.warnings == [] and not {"sink.key_format", "sink.key_schemas_enable"} & result.values.keys()
 
@@ -83,11 +83,28 @@ def test_a_json_key_is_read_as_json_where_pk_names_it(monkeypatch: pytest.Monkey
     assert (settings.sink.key_format, settings.sink.key_schemas_enable) == ("json", False)
 
 
-def test_pk_key_with_an_avro_key_is_refused() -> None:
-    config = {"connector.class": ES, "connect.elastic.kcql": "UPSERT INTO r SELECT * FROM t PK _key",
-              "key.converter": AVRO}  # fmt: skip
-    with pytest.raises(ConnectError, match=r"key.converter=.*AvroConverter: a PK of _key reads String or JSON keys"):
-        translate(config)
+@pytest.mark.parametrize("connector", [ELASTIC_SINK, CASSANDRA_SINK, HAZELCAST_SINK], ids=lambda c: c.service)
+@pytest.mark.parametrize("avro", [AVRO, "io.apicurio.registry.utils.converter.AvroConverter"])
+def test_pk_key_reads_an_avro_key_through_the_registry(
+    connector: Connector, avro: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, _ = KCQL[connector.service]
+    kcql = "UPSERT INTO r SELECT * FROM t PK _key" + (" STOREAS IMAP" if connector is HAZELCAST_SINK else "")
+    config = {"connector.class": connector.classes[-1], key: kcql, "key.converter": avro,
+              "value.converter": JSON, "key.converter.schema.registry.url": "http://registry:8081",
+              "connect.cassandra.key.space": "k"}  # fmt: skip
+    if connector is not CASSANDRA_SINK:
+        config.pop("connect.cassandra.key.space")
+    result = translate(config)
+    settings = load_env(connector.settings, result.env, monkeypatch)
+    assert (settings.sink.key_format, settings.sink.value_format) == ("avro", "json")
+    assert result.env[f"{connector.prefix}REGISTRY__URL"] == "http://registry:8081"
+
+
+def test_the_values_registry_wins_over_the_keys() -> None:
+    result = sink(ELASTIC_SINK, key_converter=AVRO, key_converter_schema_registry_url="http://keys:8081",
+                  value_converter_schema_registry_url="http://values:8081")  # fmt: skip
+    assert result.values["registry.url"] == "http://values:8081"
 
 
 def test_string_values_are_json_text(monkeypatch: pytest.MonkeyPatch) -> None:
