@@ -22,6 +22,7 @@ from cassandra.metadata import protect_name
 from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.serde import wire_schema_id
 from fluxgate_scylla_persister.driver import Cluster, describe, is_transient, make_cluster, refusal
+from fluxgate_scylla_persister.grouping import group_statement, partition_groups
 from fluxgate_scylla_persister.pump import Pump
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.table import (
@@ -57,6 +58,13 @@ class Writer:
 
     prepared: PreparedStatement
     binder: RowBinder
+    clustering: tuple[int, ...]  # positions of the clustering columns among the INSERT's values
+
+    def row_key(self, bound: Any) -> tuple[Any, Any]:
+        """(partition, row) of a bound INSERT: the table with the routing key, and the
+        clustering values; already serialized, so this costs no encoding."""
+        values = bound.values
+        return (self.binder.name, bound.routing_key), tuple(values[i] for i in self.clustering)
 
     def bind(self, item: SinkItem) -> Any:
         bound = self.prepared.bind(self.binder.values(item))
@@ -138,7 +146,8 @@ class ScyllaSink(Sink):
         binder = RowBinder(name, list(layout.columns), statement, refused, self._settings.column_match)
         binder.check_selected(statement)
         prepared = self._ddl(layout.insert_cql(statement.ttl), name, prepare=True)
-        return Writer(prepared, binder)
+        columns = list(layout.columns)
+        return Writer(prepared, binder, tuple(columns.index(c) for c in layout.clustering))
 
     def _columns(self, name: TableName) -> dict[str, str]:
         """The table's columns as the driver's schema metadata has them now (kept current by the
@@ -206,10 +215,13 @@ class ScyllaSink(Sink):
         if missing := self._missing_columns(items):
             await asyncio.to_thread(self._widen, missing)
         failures: list[ItemFailure] = []
-        bound, positions = [], []
+        bound: list[Any] = []
+        positions: list[int] = []
+        keys: list[tuple[Any, Any]] = []
         for index, item in enumerate(items):
+            writer = self._writers[item.statement]
             try:
-                bound.append(self._writers[item.statement].bind(item))
+                bound.append(writer.bind(item))
             except SinkError as exc:
                 failures.append(ItemFailure(index, exc))
                 continue
@@ -218,8 +230,40 @@ class ScyllaSink(Sink):
                 failures.append(ItemFailure(index, error))
                 continue
             positions.append(index)
-        errors = await self._pump.run(bound)
+            keys.append(writer.row_key(bound[-1]))
+        errors = await self._written(bound, keys)
         return outcome(items, dict(zip(positions, errors, strict=True)), failures)
+
+    async def _written(self, bound: Sequence[Any], keys: Sequence[tuple[Any, Any]]) -> list[BaseException | None]:
+        """Write ``bound``, a partition's rows to a batch; each row's error, or None. A batch the
+        server refuses (a bad row in it, a batch over the fail threshold) is written again one
+        row per statement, so its good rows are written and each bad row fails with its own
+        reason; a batch that timed out or found no replica fails each of its rows with that."""
+        assert self._pump is not None
+        groups = partition_groups(keys, self._settings.partition_batch_rows)
+        sent = await self._pump.run([group_statement([bound[i] for i in group]) for group in groups])
+        errors: list[BaseException | None] = [None] * len(bound)
+        again: list[int] = []
+        for group, error in zip(groups, sent, strict=True):
+            if error is not None and len(group) > 1 and not is_transient(error):
+                log.info("scylla.batch_refused", rows=len(group), reason=describe(error))
+                again.extend(group)
+                continue
+            for position in group:
+                errors[position] = error
+        if again:
+            # A later version of a row sent in a later group must stay the later write.
+            first: dict[tuple[Any, Any], int] = {}
+            for position in again:
+                first.setdefault(keys[position], position)
+            retried = set(again)
+            later = [
+                p for p, key in enumerate(keys) if p not in retried and first.get(key, p) < p and errors[p] is None
+            ]
+            rows = sorted(again) + later
+            for position, error in zip(rows, await self._pump.run([bound[i] for i in rows]), strict=True):
+                errors[position] = error
+        return errors
 
     def _missing_columns(self, items: Sequence[SinkItem]) -> dict[Statement, dict[str, int | None]]:
         """Per statement, the fields of ``items`` its table has no column for, each with the

@@ -57,6 +57,28 @@ def test_a_statement_the_server_rejects_is_dead_lettered_under_noop(
         run.close()
 
 
+def test_a_bad_row_in_a_partition_batch_is_dead_lettered_alone_and_its_partition_written(
+    stack: Any, registry_client: Any, cassandra_address: tuple[str, int], cql: Session
+) -> None:
+    # One device, one day: the nine rows are one partition, so one UNLOGGED BATCH, which the
+    # server refuses for its null unit; written again row by row, only that row fails.
+    run = Run(stack, ClusteredByUnit(cassandra_address, cql), registry_client)
+    try:
+        rows = [aggregate(7, minute, unit=None if minute == 5 else "Cel") for minute in range(9)]
+        run.produce(rows, partition=0)
+        process = run.persister(error_policy="NOOP").start()
+        run.wait_for(process, 8)
+        (dead,) = consume(stack.bootstrap, run.deadletters, expected=1, timeout=30)
+        assert dead.header("fluxgate.dlq.offset") == b"5"
+        assert b"InvalidRequest" in (dead.header("fluxgate.dlq.reason") or b"")
+        assert b"unit" in (dead.header("fluxgate.dlq.reason") or b"")
+        assert process.running and process.terminate() == 0
+        assert run.committed(0) == 9
+        assert run.store.count(run.target) == 8
+    finally:
+        run.close()
+
+
 def test_a_bad_setting_exits_2_naming_it() -> None:
     env = {"PATH": "/usr/bin:/bin", "FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY": "MOST"}
     done = subprocess.run([PERSISTER], env=env, capture_output=True, text=True, timeout=60, check=False)

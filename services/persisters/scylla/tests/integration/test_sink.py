@@ -91,6 +91,29 @@ async def test_a_statement_the_server_rejects_fails_alone(sink: ScyllaSink, cql:
     assert len(cql.execute(f"SELECT * FROM {target}").all()) == 5
 
 
+async def test_a_partition_batch_with_a_bad_row_writes_every_good_row(
+    sink: ScyllaSink, cql: Session, target: str
+) -> None:
+    # Two partitions of 25 rows (capped at 20 a batch): the bad row's batch is refused whole by
+    # the server and written again row by row; the other batches are untouched.
+    cql.execute(
+        f"CREATE TABLE {target} (device_id text, day date, unit text, window_start timestamp, mean double,"
+        " PRIMARY KEY ((device_id, day), unit, window_start))"
+    )
+    stmt = statement(f"INSERT INTO {target} SELECT device_id, window_start, unit, mean FROM temperatures.aggregated")
+    await sink.setup([stmt])
+    records = [
+        aggregate(device, START + timedelta(minutes=i), unit=None if (device, i) == ("b", 12) else "Cel")
+        for i in range(25)
+        for device in ("a", "b")
+    ]
+    (failure,) = await sink.write_batch(items(stmt, records))
+    assert failure.index == 25 and not failure.error.retriable and "unit" in str(failure.error)
+    assert len(cql.execute(f"SELECT * FROM {target}").all()) == 49
+    assert await sink.write_batch(items(stmt, records[:25])) == []  # a replay: the same rows
+    assert len(cql.execute(f"SELECT * FROM {target}").all()) == 49
+
+
 async def test_a_key_longer_than_64_kib_fails_alone(sink: ScyllaSink, cql: Session, target: str) -> None:
     stmt = statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")
     await sink.setup([stmt])

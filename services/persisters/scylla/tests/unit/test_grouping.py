@@ -1,0 +1,103 @@
+"""The rows of one partition go out as one UNLOGGED BATCH, at most ``partition_batch_rows`` of
+them, never two partitions or two versions of a row in one; a refused batch is written again
+row by row so that only its bad rows fail."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cassandra import InvalidRequest, WriteTimeout
+from cassandra.query import BatchStatement, BatchType
+
+from fluxgate_scylla_persister.grouping import group_statement, partition_groups
+from fluxgate_scylla_persister.settings import ConnectionSettings
+from fluxgate_scylla_persister.sink import ScyllaSink
+
+
+def test_rows_are_grouped_by_partition_in_order_of_first_appearance() -> None:
+    keys = [("a", 1), ("b", 1), ("a", 2), ("c", 1), ("b", 2), ("a", 3)]
+    assert partition_groups(keys, cap=20) == [[0, 2, 5], [1, 4], [3]]
+
+
+def test_a_group_holds_at_most_cap_rows() -> None:
+    keys = [("a", minute) for minute in range(7)]
+    assert partition_groups(keys, cap=3) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert partition_groups(keys, cap=1) == [[i] for i in range(7)]
+
+
+def test_a_second_version_of_a_row_starts_a_later_group() -> None:
+    # Rows of one batch share one timestamp; the later version must be the later write.
+    keys = [("a", 1), ("a", 2), ("a", 1), ("a", 3)]
+    assert partition_groups(keys, cap=20) == [[0, 1], [2, 3]]
+
+
+def test_one_row_is_sent_as_it_is_and_several_as_an_unlogged_batch() -> None:
+    assert group_statement(["INSERT one"]) == "INSERT one"
+    batch = group_statement(["INSERT one", "INSERT two"])
+    assert isinstance(batch, BatchStatement) and batch.batch_type == BatchType.UNLOGGED
+    assert [query for _, query, _ in batch._statements_and_parameters] == ["INSERT one", "INSERT two"]
+
+
+class FakePump:
+    """Refuses any statement (or batch holding one) that says BAD; times out those that say SLOW."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[list[str]]] = []
+
+    async def run(self, statements: Sequence[Any]) -> list[BaseException | None]:
+        rows = [rows_of(statement) for statement in statements]
+        self.sent.append(rows)
+        return [fate(r) for r in rows]
+
+
+def rows_of(statement: Any) -> list[str]:
+    if isinstance(statement, BatchStatement):
+        return [query for _, query, _ in statement._statements_and_parameters]
+    return [statement]
+
+
+def fate(rows: list[str]) -> BaseException | None:
+    if any("SLOW" in row for row in rows):
+        return WriteTimeout("timed out", write_type=0)
+    if any("BAD" in row for row in rows):
+        return InvalidRequest("Invalid null value for clustering column window_start")
+    return None
+
+
+def written(rows: int, pump: FakePump) -> ScyllaSink:
+    sink = ScyllaSink(ConnectionSettings(partition_batch_rows=rows), cluster=object())  # type: ignore[arg-type]
+    sink._pump = pump  # type: ignore[assignment]
+    return sink
+
+
+async def test_a_refused_batch_is_written_again_row_by_row_and_only_the_bad_row_fails() -> None:
+    pump = FakePump()
+    bound = ["a1", "a2 BAD", "a3", "b1"]
+    keys = [("a", 1), ("a", 2), ("a", 3), ("b", 1)]
+    errors = await written(20, pump)._written(bound, keys)
+    assert pump.sent == [[["a1", "a2 BAD", "a3"], ["b1"]], [["a1"], ["a2 BAD"], ["a3"]]]
+    assert [type(e).__name__ if e else None for e in errors] == [None, "InvalidRequest", None, None]
+
+
+async def test_a_batch_that_timed_out_fails_each_of_its_rows_retriably_without_a_row_by_row_pass() -> None:
+    pump = FakePump()
+    errors = await written(20, pump)._written(["a1 SLOW", "a2", "b1"], [("a", 1), ("a", 2), ("b", 1)])
+    assert len(pump.sent) == 1
+    assert [type(e).__name__ if e else None for e in errors] == ["WriteTimeout", "WriteTimeout", None]
+
+
+async def test_a_later_version_of_a_row_in_a_refused_batch_is_written_again_after_the_earlier() -> None:
+    # a1 (old) is in the refused first group, a1' (new) was written in the second: the per-row
+    # pass writes a1 again, so a1' must be written after it to stay the later write.
+    pump = FakePump()
+    bound = ["a1 old", "a2 BAD", "a1 new"]
+    errors = await written(20, pump)._written(bound, [("a", 1), ("a", 2), ("a", 1)])
+    assert pump.sent[1] == [["a1 old"], ["a2 BAD"], ["a1 new"]]
+    assert [type(e).__name__ if e else None for e in errors] == [None, "InvalidRequest", None]
+
+
+async def test_the_cap_splits_a_partition_into_several_batches() -> None:
+    pump = FakePump()
+    await written(2, pump)._written(["a1", "a2", "a3"], [("a", 1), ("a", 2), ("a", 3)])
+    assert pump.sent == [[["a1", "a2"], ["a3"]]]
