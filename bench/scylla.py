@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -43,6 +45,7 @@ sys.path.insert(0, str(ROOT / "services" / "persisters" / "scylla" / "tests"))
 from scylla_store import connect, create_keyspace
 
 KEYSPACE = "fluxgate_bench"
+PERSISTER_SRC = "services/persisters/scylla/src"
 
 
 def kcql(target: str, topic: str) -> str:
@@ -80,9 +83,29 @@ def table_exists(session: Session, target: str) -> bool:
     return session.execute(query, (keyspace, table)).one() is not None
 
 
+def source_at(rev: str) -> Path:
+    """The persister's ``src`` as of git ``rev`` (``git archive``), for a before/after leg in one run."""
+    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True, text=True)
+    into = ROOT / "bench-results" / f"scylla-persister-{commit.stdout.strip()}"
+    if not into.exists():
+        into.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "archive", rev, PERSISTER_SRC], cwd=ROOT, check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / PERSISTER_SRC
+
+
 def persister(
-    stack: Any, session: Session, address: tuple[str, int], records: list[dict[str, Any]], args: Any, log: Path
+    stack: Any,
+    session: Session,
+    address: tuple[str, int],
+    records: list[dict[str, Any]],
+    args: Any,
+    log: Path,
+    source: Path | None = None,
 ) -> dict[str, Any]:
+    """The persister as a process; ``source`` (a ``src`` folder) runs that code instead of the installed."""
     target = f"{KEYSPACE}.bench_{uuid.uuid4().hex[:6]}"
     topic = produced(stack, records)
     port = free_port()
@@ -95,6 +118,8 @@ def persister(
         "FLUXGATE_SCYLLA_", stack, port=port, kcql=kcql(target, topic), batch=args.batch, group=f"bench-{target}",
         topic=topic, store=store,
     )  # fmt: skip
+    if source is not None:  # first on the path: the installed (editable) package comes after it
+        env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [env.get("PYTHONPATH")])])
     process = start_persister("fluxgate_scylla_persister", env, log)
     try:
         while not table_exists(session, target) or metric(port, "fluxgate_sink_store_up", missing=-1.0) < 0:
@@ -116,6 +141,7 @@ def persister(
         wall = time.perf_counter() - began
         cpu = cpu_seconds(process.pid) - cpu_before
         writes = metric(port, "fluxgate_sink_write_seconds_count")
+        requests = metric(port, "fluxgate_scylla_requests_total", missing=-1.0)  # -1: code without batches
         write_ms = 1000 * metric(port, "fluxgate_sink_write_seconds_sum") / max(writes, 1)
         counted = session.execute(f"SELECT COUNT(*) FROM {target}", timeout=120).one()[0]  # noqa: S608
         assert counted == len(records), f"{counted} rows, not {len(records)}: missing or doubled"
@@ -133,6 +159,7 @@ def persister(
         "persister_us_cpu_per_record": micros_per(cpu, timed),
         "writes": int(writes),
         "mean_write_ms": round(write_ms, 1),
+        "rows_per_request": round(len(records) / requests, 2) if requests > 0 else 1.0,
     }
 
 
@@ -143,6 +170,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="the persister's batch_size")
     parser.add_argument("--in-flight", type=int, default=256, help="statements in flight, both legs")
     parser.add_argument("--warmup", type=int, default=20_000, help="rows written first, untimed (0: none)")
+    parser.add_argument(
+        "--before", metavar="REV", help="also run the persister as of git REV, alternating with the current one"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the persister legs, taking turns")
     args = parser.parse_args()
 
     from fluxgate_stack import ensure_up
@@ -155,23 +186,45 @@ def main() -> None:
     records = aggregates(args.records, args.devices)
     log = ROOT / "bench-results" / "scylla-persister.log"
     log.parent.mkdir(exist_ok=True)
+    sources: dict[str, Path | None] = {"persister": None}
+    if args.before:
+        sources = {f"persister @{args.before}": source_at(args.before), **sources}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sources}
     try:
         if args.warmup:  # a JVM that just started (or a cold table cache) would handicap the first leg
             baseline(session, records[: args.warmup], args.in_flight)
         base = baseline(session, records, args.in_flight)
-        through = persister(stack, session, address, records, args, log)
+        for _ in range(args.rounds):
+            for name, source in sources.items():
+                runs[name].append(persister(stack, session, address, records, args, log, source))
+                print(f"{name}: {runs[name][-1]}", flush=True)
     finally:
         cluster.shutdown()
+    legs = [leg("baseline (execute_concurrent, no Kafka)", base, args.records, "client_cpu_s")]
+    legs += [leg(f"{name} (Kafka -> Cassandra process)", median_run(found), args.records, "persister_cpu_s")
+             for name, found in runs.items()]  # fmt: skip
+    through = median_run(runs["persister"])
+    ratios = {"throughput_persister_over_baseline": through["records_per_s"] / base["records_per_s"]}
+    if args.before:
+        before = median_run(runs[f"persister @{args.before}"])
+        ratios["throughput_persister_over_before"] = through["records_per_s"] / before["records_per_s"]
+        ratios["cpu_per_record_persister_over_before"] = (
+            through["persister_us_cpu_per_record"] / before["persister_us_cpu_per_record"]
+        )
     report(
         "scylla",
-        f"Cassandra: {args.records:,} aggregates, {args.in_flight} in flight, batch size {args.batch}",
-        [
-            leg("baseline (execute_concurrent, no Kafka)", base, args.records, "client_cpu_s"),
-            leg("persister (Kafka -> Cassandra process)", through, args.records, "persister_cpu_s"),
-        ],
-        {"throughput_persister_over_baseline": through["records_per_s"] / base["records_per_s"]},
+        f"Cassandra: {args.records:,} aggregates of {args.devices:,} devices, {args.in_flight} in flight, "
+        f"batch size {args.batch}, {args.rounds} round(s)",
+        legs,
+        ratios,
         vars(args),
     )
+
+
+def median_run(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median throughput among a leg's rounds (its own CPU and counts with it)."""
+    rate = statistics.median_low([run["records_per_s"] for run in found])
+    return next(run for run in found if run["records_per_s"] == rate)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from cassandra.metadata import protect_name
+from prometheus_client import Counter
 
 from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.serde import wire_schema_id
@@ -48,6 +49,9 @@ log = structlog.get_logger(__name__)
 PING = "SELECT release_version FROM system.local"
 #: A writer schema id -> that schema's fields (name -> Avro type); raises when the registry fails.
 WriterFields = Callable[[int], Mapping[str, Any]]
+REQUESTS = Counter(
+    "fluxgate_scylla_requests_total", "Requests sent: one row, or the rows of one partition as a batch", ["kind"]
+)
 #: Python's own refusals of a value for a column: binding it again can never help.
 BIND_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError)
 
@@ -242,6 +246,9 @@ class ScyllaSink(Sink):
         assert self._pump is not None
         groups = partition_groups(keys, self._settings.partition_batch_rows)
         sent = await self._pump.run([group_statement([bound[i] for i in group]) for group in groups])
+        batches = sum(len(group) > 1 for group in groups)
+        REQUESTS.labels("batch").inc(batches)
+        REQUESTS.labels("row").inc(len(groups) - batches)
         errors: list[BaseException | None] = [None] * len(bound)
         again: list[int] = []
         for group, error in zip(groups, sent, strict=True):
@@ -261,6 +268,7 @@ class ScyllaSink(Sink):
                 p for p, key in enumerate(keys) if p not in retried and first.get(key, p) < p and errors[p] is None
             ]
             rows = sorted(again) + later
+            REQUESTS.labels("row").inc(len(rows))
             for position, error in zip(rows, await self._pump.run([bound[i] for i in rows]), strict=True):
                 errors[position] = error
         return errors
