@@ -10,7 +10,7 @@ never both, never neither.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +98,14 @@ class Fates:
 
     def wrong_aggregates(self, window_ms: int, since: dict[int, int], windows_from_ms: int = 0) -> list[str]:
         return wrong_aggregates(self.bootstrap, self.registry_url, window_ms, since, windows_from_ms=windows_from_ms)
+
+    def readings_by_protocol(self, written_from_ms: int) -> Counter[str]:
+        """The readings on `sensors.readings` written from ``written_from_ms``, by the protocol
+        they arrived over (MQTT, COAP): which gateway hops delivered."""
+        decode = Decoder(self.registry_url)
+        start = offsets_at(self.bootstrap, "sensors.readings", written_from_ms)
+        decoded = (decode(m.value()) for m in records(self.bootstrap, "sensors.readings", start))
+        return Counter(reading["source_protocol"] for reading in decoded if reading is not None)
 
 
 @pytest.fixture

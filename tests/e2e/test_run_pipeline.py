@@ -88,6 +88,9 @@ def test_make_run_moves_readings_to_aggregates(stack: Any, fates: Any, tmp_path:
     assert set(summary["documents"].values()) == {summary["arrived"]["temperatures.aggregated"]}, summary
     assert summary["arrived"]["temperatures.late"] > 0, summary
     assert fates.wrong_aggregates(5_000, aggregates_before, run_windows_from_ms) == []
+    # Both gateway hops delivered, secured: MQTT over TLS with a client certificate, CoAP over DTLS.
+    protocols = fates.readings_by_protocol(run_windows_from_ms)
+    assert protocols["MQTT"] > 0 and protocols["COAP"] > 0, protocols
 
 
 def watch_the_console(url: str, bootstrap: str) -> None:
