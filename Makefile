@@ -122,6 +122,10 @@ chart-schemas: $(VENV)/.installed ## Write every chart's values.schema.json from
 dashboards: $(VENV)/.installed ## Write the Grafana dashboards (deploy/charts/fluxgate/files/dashboards/) from tools/dashboard_panels.py
 	$(PY) tools/dashboards.py
 
+.PHONY: kibana-objects
+kibana-objects: $(VENV)/.installed ## Write Kibana's data view, Vega panels and dashboard (deploy/kibana/fluxgate.ndjson) from tools/kibana_objects.py
+	$(PY) tools/kibana_objects.py
+
 .PHONY: clean
 clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
 	@test -x $(STACK) && $(STACK) purge || true
