@@ -8,12 +8,11 @@ import asyncio
 import io
 import json
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import fastavro
 import pytest
-from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
+from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record, until
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import RegistryError, SerializationError
@@ -56,14 +55,6 @@ def avro(schema_id: int, datum: Any) -> bytes:
 
 def keys(registry: Registry | None = None) -> AvroKeys:
     return AvroKeys(AvroDecoder(registry or Registry()))  # type: ignore[arg-type]
-
-
-async def until(done: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            if done():
-                return
-            await asyncio.sleep(0.005)
 
 
 def keyed(key: bytes | None, offset: int = 5) -> ConsumedRecord:

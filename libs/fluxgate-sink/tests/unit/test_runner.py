@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record
+from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record, until
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
@@ -57,15 +57,6 @@ class Harness:
 
     def committed(self, partition: int) -> int | None:
         return self.source.committed(("aggs", partition)) if self.source else None
-
-
-async def until(done: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait for a condition the fakes change (they have no events to wait on)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            if done():
-                return
-            await asyncio.sleep(0.005)
 
 
 def batch(count: int, partition: int = 0, first: int = 0) -> list[ConsumedRecord]:

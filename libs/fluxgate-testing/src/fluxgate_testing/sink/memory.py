@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,15 @@ from fluxgate_sink.sink import ItemFailure, Sink, SinkItem
 
 TP = tuple[str, int]
 START = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+async def until(done: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait for a condition the fakes change (they have no events to wait on)."""
+    async with asyncio.timeout(timeout):
+        while True:  # the fakes have no event to wait on (ASYNC110): poll
+            if done():
+                return
+            await asyncio.sleep(0.005)
 
 
 def aggregate(device: str, minute: int, **extra: Any) -> dict[str, Any]:
