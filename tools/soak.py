@@ -43,7 +43,6 @@ from pipeline_stores import Stores
 from prefixed_run import (
     SERVERS,
     SERVICES,
-    TOPICS,  # noqa: F401 - tests/deploy reads the run's topics from here
     closing_wait,
     prepare,
     push_watermark,

@@ -26,6 +26,7 @@ from containers import ContainerLauncher
 from fluxgate_testing import free_port
 from fluxgate_testing.k8s import Pod, pods
 from pipeline_stores import Stores
+from prefixed_run import TOPICS
 from run_pipeline import (
     Names,
     Pipeline,
@@ -36,7 +37,6 @@ from run_pipeline import (
     prefixed,
     stop_upstream_first,
 )
-from soak import TOPICS
 
 from fluxgate_stack import ensure_up
 from fluxgate_stack.topics import create_topics
