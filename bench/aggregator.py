@@ -70,7 +70,7 @@ from fluxgate_aggregator.contracts import Contracts, load_contracts
 from fluxgate_aggregator.driver_state import JobState
 from fluxgate_aggregator.job import aggregate, kafka_options, read_decoded, start
 from fluxgate_aggregator.progress import ProgressListener
-from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
+from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings, WindowSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_core.serde import AvroDecoder
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
@@ -281,7 +281,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=float, default=10_000.0, help="readings/s of the paced legs")
     parser.add_argument("--latency-trigger", default=SparkSettings().trigger_interval, help="the job's, paced")
     parser.add_argument("--latency-settle", type=float, default=20.0, help="s before windows count as closed")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if problem := latency_span_problem(args.latency_seconds, args.latency_settle):
+        parser.error(problem)
+    return args
+
+
+def latency_span_problem(span: float, settle: float) -> str | None:
+    """Why a paced span this short measures nothing, or None. A window close falls inside the
+    span only if it outlasts the settling time plus a window and its grace: shorter, whether
+    any close is caught depends on the wall clock, and an engine can report 0 of 0 windows."""
+    window = WindowSettings()  # the window the paced legs run (latency_settings leaves it as is)
+    shortest = settle + seconds(window.size) + seconds(window.watermark)
+    if 0 < span < shortest:
+        return (
+            f"--latency-seconds {span:g} is shorter than --latency-settle + a window + its grace"
+            f" ({shortest:g} s): no window close is sure to fall inside it"
+        )
+    return None
 
 
 def leg_names(legs: list[str], rounds: int) -> list[str]:
@@ -309,7 +326,8 @@ def run_legs(
         shuffle_partitions=args.shuffle_partitions,
         trigger_interval="0 seconds",  # back to back: the job's 5 s pause would only add idle time
         max_offsets_per_trigger=args.batch,
-        conf={"spark.ui.showConsoleProgress": "false"},
+        # recentProgress is what the legs read their batches from: keep every batch of a leg.
+        conf={"spark.ui.showConsoleProgress": "false", "spark.sql.streaming.numRecentProgressUpdates": "10000"},
     )
     client = SchemaRegistryClient({"url": endpoints.registry_url})
     spark = build_session(spark_settings)
@@ -381,6 +399,7 @@ def run_latency(
             paced = pool.submit(pace_in_child, *job, args.latency_rate, args.latency_seconds).result()
         time.sleep(30 + seconds(args.latency_trigger))  # stragglers count, with their real delay
         peak = peak_rss_mib(measured)
+        batches = batch_figures([p for query in state.queries for p in query.recentProgress])
     finally:
         for query in state.queries:
             query.stop()
@@ -392,7 +411,22 @@ def run_latency(
                         args.latency_settle, args.devices)  # fmt: skip
     cpu = micros_per(sampler.used(paced.start, paced.end), paced.sent)
     return {"readings_per_second": round(paced.rate), "sent": paced.sent, "cpu_us_per_reading": cpu,
-            "peak_mib": peak} | figures  # fmt: skip
+            "peak_mib": peak} | batches | figures  # fmt: skip
+
+
+def batch_figures(progress: list[Any]) -> dict[str, Any]:
+    """The job's batches over a paced leg (none for the peer): how many, how many readings they
+    read (against ``sent``: short means the job had not caught up when the leg ended), and
+    their median and longest time, which a close waits on after its trigger."""
+    if not progress:
+        return {}
+    took = sorted(p.durationMs.get("triggerExecution", 0) / 1000 for p in progress)
+    return {
+        "batches": len(progress),
+        "read": sum(p.numInputRows for p in progress),
+        "batch_p50_s": round(statistics.median(took), 3),
+        "batch_max_s": round(took[-1], 3),
+    }
 
 
 def pace_in_child(bootstrap: str, registry_url: str, topic: str, devices: int, rate: float, span: float) -> Paced:

@@ -158,7 +158,25 @@ def latencies(
         "p50_s": finite(percentile(ordered, 50)),
         "p99_s": finite(percentile(ordered, 99)),
         "max_s": finite(ordered[-1]),
+        "by_close": by_close(arrivals, closes, paced.end, size_ms, grace_ms),
     }
+
+
+def by_close(
+    arrivals: dict[tuple[str, int], float], closes: list[int], end: float, size_ms: int, grace_ms: int
+) -> list[dict[str, float | int | None]]:
+    """Per counted close: how long before the pacer stopped it came, how many of its windows
+    arrived, and their median delay. A delay that grows from close to close is an engine
+    falling behind the rate; windows missing only at a close near the end are ones that
+    waited for readings past it."""
+    rows: list[dict[str, float | int | None]] = []
+    for close in closes:
+        delays = sorted(
+            seen - close / 1000 for (_, begin), seen in arrivals.items() if begin + size_ms + grace_ms == close
+        )
+        median = round(percentile(delays, 50), 3) if delays else None
+        rows.append({"before_end_s": round(end - close / 1000, 3), "arrived": len(delays), "p50_s": median})
+    return rows
 
 
 def _first_close_after(instant: float, size_ms: int, grace_ms: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,7 +14,7 @@ import pytest
 # the tests that share this worker's interpreter (test_schema_evolution failed to import once).
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
-from aggregator import job_over_kstreams, latency_ratio, leg_names, seconds
+from aggregator import batch_figures, job_over_kstreams, latency_ratio, latency_span_problem, leg_names, seconds
 from kstreams.latency import Paced, latencies
 from kstreams.peer import PeerLeg, Progress, compare_windows, steady_span, windows_of
 
@@ -90,6 +91,9 @@ def test_latency_counts_the_windows_that_closed_while_readings_flowed_after_sett
     assert (figures["windows"], figures["expected"], figures["missing"]) == (6, 6, 0)
     assert figures["p50_s"] == pytest.approx(1.0)
     assert figures["max_s"] == pytest.approx(2.0)
+    # Per close, oldest first: the lag of each, to tell an engine falling behind from one late once.
+    assert [(row["before_end_s"], row["arrived"]) for row in figures["by_close"]] == [(150, 2), (90, 2), (30, 2)]
+    assert [row["p50_s"] for row in figures["by_close"]] == pytest.approx([1.0, 1.0, 2.0])
 
 
 def test_a_window_that_never_arrived_is_infinitely_late() -> None:
@@ -116,3 +120,18 @@ def test_the_latency_ratio_needs_every_window_on_both_sides() -> None:
 
 def test_durations_in_seconds() -> None:
     assert (seconds("30 seconds"), seconds("1 minute"), seconds("5 seconds")) == (30, 60, 5)
+
+
+def test_a_paced_span_too_short_to_hold_a_window_close_is_refused() -> None:
+    # 20 s settling + a 1-minute window + 30 s grace: a 60 s span may catch no close at all.
+    problem = latency_span_problem(60, 20)
+    assert problem is not None and "110 s" in problem
+    assert latency_span_problem(110, 20) is None
+    assert latency_span_problem(0, 20) is None  # 0: no paced leg
+
+
+def test_the_job_batches_of_a_paced_leg_say_whether_it_kept_up() -> None:
+    progress = [SimpleNamespace(numInputRows=rows, durationMs={"triggerExecution": ms})
+                for rows, ms in [(100, 4000), (25_000, 9000), (30_000, 12_000)]]  # fmt: skip
+    assert batch_figures(progress) == {"batches": 3, "read": 55_100, "batch_p50_s": 9.0, "batch_max_s": 12.0}
+    assert batch_figures([]) == {}  # the peer's leg has no Spark batches
