@@ -286,19 +286,6 @@ def generated() -> str:
     return "".join(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in objects())
 
 
-def as_kibana_sends(url: Mapping[str, Any], time_from: str, time_to: str) -> tuple[str, dict[str, Any]]:
-    """The index and search body Kibana sends for a Vega ``data.url`` on a dashboard without
-    filters or query bar text, over [time_from, time_to]: ``%context%`` becomes a query that
-    matches everything in the time range of ``%timefield%`` (the Vega reference above; a
-    body that has a ``query`` of its own cannot use ``%context%``). What a running Kibana
-    really sends is not checked here: no Kibana runs on these machines."""
-    body = dict(url["body"])
-    assert url.get("%context%") is True and "query" not in body, "a %context% search has no query of its own"
-    time_range = {"gte": time_from, "lte": time_to, "format": "strict_date_optional_time"}
-    body["query"] = {"bool": {"must": [{"range": {url["%timefield%"]: time_range}}]}}
-    return str(url["index"]), body
-
-
 def write() -> Path:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(generated())

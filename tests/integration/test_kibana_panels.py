@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +17,7 @@ import httpx
 import pytest
 from fluxgate_testing.aggregates import temperature_aggregate
 from fluxgate_testing.sink.items import sink_item
-from kibana_objects import OUT, PANELS, Panel, as_kibana_sends
+from kibana_objects import OUT, PANELS, Panel
 
 from fluxgate_es_persister.mapping import IndexFamily
 from fluxgate_es_persister.settings import ConnectionSettings, EsSinkSettings
@@ -40,6 +40,19 @@ WINDOWS = [
 ]
 FROM, TO = "2021-05-06T23:00:00.000Z", "2021-05-07T01:00:00.000Z"
 (DEFAULT,) = parse(str(EsSinkSettings.model_fields["kcql"].default))  # the es-persister's statement
+
+
+def as_kibana_sends(url: Mapping[str, Any], time_from: str, time_to: str) -> tuple[str, dict[str, Any]]:
+    """The index and search body Kibana sends for a Vega ``data.url`` on a dashboard without
+    filters or query bar text, over [time_from, time_to]: ``%context%`` becomes a query that
+    matches everything in the time range of ``%timefield%`` (Kibana's Vega reference, cited in
+    tools/kibana_objects.py; a body that has a ``query`` of its own cannot use ``%context%``).
+    What a running Kibana really sends is not checked here: no Kibana runs on these machines."""
+    body = dict(url["body"])
+    assert url.get("%context%") is True and "query" not in body, "a %context% search has no query of its own"
+    time_range = {"gte": time_from, "lte": time_to, "format": "strict_date_optional_time"}
+    body["query"] = {"bool": {"must": [{"range": {url["%timefield%"]: time_range}}]}}
+    return str(url["index"]), body
 
 
 def panels() -> dict[str, dict[str, Any]]:
