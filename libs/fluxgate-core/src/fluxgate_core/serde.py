@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -149,13 +150,26 @@ class AvroDecoder:
     applies Avro schema resolution so a consumer sees the fields it expects. Each id
     gets a reader compiled for its (writer, reader) pair, found by the message's
     five header bytes; a record it does not decode as fastavro would goes to fastavro.
+    An id the registry does not know is believed unknown for ``unknown_for_s`` seconds:
+    records carrying a bogus id (a broken or hostile producer) cost one registry request
+    in that time, not one each, while an id registered since is found after it.
     """
 
-    def __init__(self, client: SchemaRegistryClient, reader_schema: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        client: SchemaRegistryClient,
+        reader_schema: dict[str, Any] | None = None,
+        *,
+        unknown_for_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._client = client
         self._reader = fastavro.parse_schema(reader_schema) if reader_schema else None
         self._writers: dict[int, Any] = {}
         self._compiled: dict[bytes, Reader | None] = {}
+        self._unknown: dict[int, tuple[float, str]] = {}  # id -> (when the registry said 404, what it said)
+        self._unknown_for_s = unknown_for_s
+        self._clock = clock
 
     def decode(self, data: bytes) -> dict[str, Any]:
         compiled = self._compiled.get(data[: _HEADER.size])
@@ -182,10 +196,12 @@ class AvroDecoder:
     def _writer_schema(self, schema_id: int) -> Any:
         writer = self._writers.get(schema_id)
         if writer is None:
+            self._check_not_known_unknown(schema_id)
             try:
                 registered = self._client.get_schema(schema_id)
             except SchemaRegistryError as exc:
                 if exc.http_status_code == 404:
+                    self._unknown[schema_id] = (self._clock(), str(exc))
                     raise SerializationError(f"unknown schema id {schema_id}: {exc}") from exc
                 raise RegistryError(f"registry failed fetching schema id {schema_id}: {exc}") from exc
             except Exception as exc:
@@ -194,6 +210,14 @@ class AvroDecoder:
             self._writers[schema_id] = writer
             self._compiled[_HEADER.pack(MAGIC, schema_id)] = compile_reader(writer, self._reader)
         return writer
+
+    def _check_not_known_unknown(self, schema_id: int) -> None:
+        if (said := self._unknown.get(schema_id)) is None:
+            return
+        when, reply = said
+        if self._clock() - when < self._unknown_for_s:
+            raise SerializationError(f"unknown schema id {schema_id}: {reply} (the registry's answer, kept a while)")
+        del self._unknown[schema_id]
 
 
 def wire_schema_id(data: bytes) -> int:

@@ -4,12 +4,13 @@ from typing import Any
 
 import fastavro
 import pytest
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.schemas import COAP_MESSAGE, SENSOR_READING, TEMPERATURE_AGGREGATE, schema_dict
-from fluxgate_core.serde import AvroEncoder, value_subject, wire_schema_id
+from fluxgate_core.serde import AvroDecoder, AvroEncoder, value_subject, wire_schema_id
 
 READING = {
     "device_id": "d1",
@@ -192,3 +193,33 @@ _GOOD_READING: dict[str, Any] = {
     "sequence": None,
     "attributes": {"site": "lab"},
 }
+
+
+class _Registry:
+    """A registry that knows no schema id: counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def get_schema(self, schema_id: int) -> Any:
+        self.asked += 1
+        raise SchemaRegistryError(404, 40403, f"Schema {schema_id} not found")
+
+
+def test_an_unknown_schema_id_is_asked_of_the_registry_once_not_per_record() -> None:
+    # A producer writing a bogus id would otherwise cost a registry round trip per record, on
+    # the consumer's loop: one hostile device's worth of records stalls the whole partition.
+    registry, now = _Registry(), [1000.0]
+    decoder = AvroDecoder(registry, unknown_for_s=60, clock=lambda: now[0])  # type: ignore[arg-type]
+    record = b"\x00\x00\x00\x03\xe7" + b"\x02"  # schema id 999
+    for _ in range(100):
+        with pytest.raises(SerializationError, match="unknown schema id 999"):
+            decoder.decode(record)
+        with pytest.raises(SerializationError, match="unknown schema id 999"):
+            decoder.read(record)
+    assert registry.asked == 1
+    # An id registered since is found: a 404 is believed for a while only.
+    now[0] += 61
+    with pytest.raises(SerializationError):
+        decoder.decode(record)
+    assert registry.asked == 2

@@ -97,6 +97,9 @@ class AvroKeys:
             except FluxgateError as exc:
                 if exc.retriable:
                     raise
+                # An unknown id is not remembered as read: the decoder believes the registry's
+                # 404 for a while only, so a key read on the loop after that would ask it again.
+                continue
             self._known.add(header)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import fastavro
 import pytest
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from fluxgate_testing.sink.memory import FakeDeadLetters, FakeSink, FakeSource, aggregate, record, until
 
 from fluxgate_core.consumed_record import ConsumedRecord
@@ -44,6 +45,8 @@ class Registry:
         self.asked.append(schema_id)
         if self.away:
             raise ConnectionError("connection refused")
+        if schema_id not in SCHEMAS:
+            raise SchemaRegistryError(404, 40403, f"Schema {schema_id} not found")
         return type("Registered", (), {"schema_str": json.dumps(SCHEMAS[schema_id])})()
 
 
@@ -114,6 +117,23 @@ def test_schemas_are_fetched_once_per_id_and_a_registry_away_is_raised_not_swall
     with pytest.raises(RegistryError):
         avro_keys.fetch_schemas([avro(3, 5)])
     avro_keys.fetch_schemas([avro(1, "c")])  # known: no question to the registry
+
+
+def test_a_key_with_an_id_the_registry_lacks_asks_it_once_then_again_only_off_the_loop() -> None:
+    registry, now = Registry(), [0.0]
+    avro_keys = AvroKeys(AvroDecoder(registry, unknown_for_s=60, clock=lambda: now[0]))  # type: ignore[arg-type]
+    bogus = struct.pack(">bI", 0, 77) + b"\x02a"
+    for _ in range(50):  # batch after batch of a producer writing a bogus id
+        avro_keys.fetch_schemas([bogus])
+        with pytest.raises(SerializationError, match="unknown schema id 77"):
+            avro_keys.read(bogus)  # on the loop: never a registry request
+    assert registry.asked == [77]
+    now[0] = 61  # the 404 is believed a while only; asked again by the fetch, on its thread
+    avro_keys.fetch_schemas([bogus])
+    assert registry.asked == [77, 77]
+    with pytest.raises(SerializationError):
+        avro_keys.read(bogus)
+    assert registry.asked == [77, 77]
 
 
 async def test_the_runner_waits_for_the_registry_of_the_keys_and_dead_letters_nothing(
