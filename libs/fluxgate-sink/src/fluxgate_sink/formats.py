@@ -35,6 +35,7 @@ from fluxgate_core.settings import RegistrySettings
 
 RecordFormat = Literal["avro", "json", "string"]
 KeyFormat = Literal["string", "json", "avro"]
+StringKeys = Literal["text", "json"]  # how PK _key takes a key read as a string: see json_first
 KEY_FIELD = "_key"  # KCQL's name for the record key (Stream-Reactor's ``PK _key``)
 ENVELOPE_REQUIRED = (
     'schemas.enable is true, so each value must be a JSON object of exactly two fields, "schema" and '
@@ -106,6 +107,25 @@ class AvroKeys:
 def _string_key(key: bytes | None) -> str | None:
     # StringConverter decodes with Java's new String(bytes, UTF_8): a malformed sequence becomes U+FFFD.
     return None if key is None else key.decode("utf-8", "replace")
+
+
+def json_first(key: Any) -> Any:
+    """A key that reads as a string, parsed as JSON first, as Stream-Reactor's Elastic sink takes the
+    record key for ``PK _key`` (lensesio/stream-reactor, kafka-connect-elastic7's
+    ``io/lenses/streamreactor/connect/elastic7/JsonPayloadExtractor.scala``: ``handleString`` for a
+    STRING key schema, ``handleSchemaLess`` for a schemaless String, both ``tryParseJson`` first and
+    a ``TextNode`` of the text when that fails). So StringConverter's ``1.50``, JsonConverter's
+    ``"1.50"`` (envelope or bare) and an Avro string ``1.50`` are all the number 1.5, ``{"a": 1}`` a
+    record key, ``sensor-7`` or ``007`` (Jackson refuses leading zeros, as Python's json does) the
+    text. NaN and Infinity are not JSON to Jackson's default parser either: they stay text. Any key
+    that is not a string (a number, a record) is as it was read. Our own services keep the text
+    (``sink.string_keys=text``): a device id ``007`` or ``1.50`` is an id, not a number."""
+    if not isinstance(key, str):
+        return key
+    try:
+        return json.loads(key, parse_constant=_no_constant)
+    except ValueError:  # not JSON: the text itself, as TextNode.valueOf(s)
+        return key
 
 
 class ConnectJsonDecoder:

@@ -12,7 +12,7 @@ from typing import Any
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
 from fluxgate_sink.errors import FieldMissing, SinkError, UndecodableKey
-from fluxgate_sink.formats import KEY_FIELD, key_reader
+from fluxgate_sink.formats import KEY_FIELD, StringKeys, json_first, key_reader
 from fluxgate_sink.ids import MakeId, fluxgate_id
 from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem
@@ -46,6 +46,7 @@ class Router:
         needs_ids: Callable[[Statement], bool] | None = None,
         read_key: ReadKey | None = None,
         make_id: MakeId = fluxgate_id,
+        string_keys: StringKeys = "text",
     ) -> None:
         self.statements = list(statements)
         read_key = read_key or key_reader("string", schemas_enable=False)
@@ -55,7 +56,8 @@ class Router:
         keyed = needs_ids or (lambda _: True)
         self._plans = {
             s.topic: [
-                _Plan.of(t, bool(t.pk) or keyed(t), read_key, make_id) for t in statements_for(self.statements, s.topic)
+                _Plan.of(t, bool(t.pk) or keyed(t), read_key, make_id, string_keys == "json")
+                for t in statements_for(self.statements, s.topic)
             ]
             for s in self.statements
         }
@@ -99,15 +101,19 @@ class _Plan:
     time_fields: tuple[str, ...]  # top-level fields that may hold the event time, in order
     read_key: ReadKey | None  # only for a statement whose PK names the record key (_key)
     make_id: MakeId  # Fluxgate's ids or Stream-Reactor's (fluxgate_sink.ids)
+    parse_string_keys: bool  # a string key parsed as JSON first (formats.json_first: Stream-Reactor's)
 
     @classmethod
-    def of(cls, statement: Statement, keyed: bool, read_key: ReadKey, make_id: MakeId) -> _Plan:
+    def of(
+        cls, statement: Statement, keyed: bool, read_key: ReadKey, make_id: MakeId, parse_string_keys: bool = False
+    ) -> _Plan:
         named = statement.properties.get(EVENT_TIME_PROPERTY)
         fields = EVENT_TIME_FIELDS if named is None else () if "." in named else (named,)
         by_key = any(path[0] == KEY_FIELD for path in statement.pk)
         dated = bool(statement.index_suffix)
         reads_key = read_key if by_key else None
-        return cls(statement, keyed, statement.selects_everything, dated, fields, reads_key, make_id)
+        whole = statement.selects_everything
+        return cls(statement, keyed, whole, dated, fields, reads_key, make_id, parse_string_keys)
 
     def route_into(self, records: list[ConsumedRecord], routed: Routed) -> None:
         """:meth:`route`'s results sorted into ``routed``: when every record routes (the usual
@@ -167,6 +173,8 @@ class _Plan:
                 key = self.read_key(record.key)
             except FluxgateError as exc:
                 raise UndecodableKey(f"the record key does not decode: {exc}") from exc
+        if self.parse_string_keys:  # after the transforms, as the sink sees the key they leave
+            key = json_first(key)
         if isinstance(key, Mapping) and _WHOLE_KEY in self.statement.pk:
             # Stream-Reactor reads a key to a JSON node and a PK path into it (elastic7's
             # TransformAndExtractPK.scala, `_key` with PrimaryKeyExtractor.extract(keyNode, path.tail)):

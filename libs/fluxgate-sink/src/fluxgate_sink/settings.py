@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from fluxgate_core.settings import Group
 from fluxgate_sink.errors import KcqlError
-from fluxgate_sink.formats import KeyFormat, RecordFormat
+from fluxgate_sink.formats import KeyFormat, RecordFormat, StringKeys
 from fluxgate_sink.smt import TransformConfigError
 from fluxgate_sink.transforms import TransformConfig, chain
 
@@ -62,6 +62,14 @@ class SinkSettings(Group):
         "a record key needs PK _key.<field>); nothing else reads the key",
     )
     key_schemas_enable: bool = Field(True, description="json keys: the {schema, payload} envelope, as for values")
+    # Ours keep the text (a device id 007 or 1.50 is an id); Stream-Reactor's Elastic sink parses it
+    # (formats.json_first, from its JsonPayloadExtractor.scala): fluxgate connect sets json for its configs.
+    string_keys: StringKeys = Field(
+        "text",
+        description="where a KCQL PK names _key, how a key read as a string is taken: text (as it is) or json "
+        "(parsed as JSON first, a text that is not JSON kept as it is: 1.50 is the number 1.5, {...} a record "
+        "key; Stream-Reactor's Elastic sink, set by fluxgate connect)",
+    )
     from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
     transforms: list[TransformConfig] = Field(
         default_factory=list,

@@ -9,6 +9,7 @@ from fluxgate_testing.sink.memory import aggregate, record
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_sink.formats import key_reader
+from fluxgate_sink.ids import stream_reactor_ids
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router, Unroutable
 from fluxgate_sink.sink import SinkItem
@@ -174,3 +175,43 @@ def test_a_key_that_does_not_decode_is_dead_lettered_and_a_null_key_goes_through
     assert undecodable.offset == 5 and str(undecodable.error).startswith("the record key does not decode: not JSON")
     [null_key] = routed.unroutable
     assert null_key.source.offset == 6 and "_key is null" in str(null_key.error)
+
+
+# ---- string keys parsed as JSON first: Stream-Reactor's Elastic sink (elastic7's JsonPayloadExtractor.scala) ----
+
+
+def stream_reactor_ids_of(
+    keys: list[bytes], kcql: str = "UPSERT INTO i SELECT * FROM t PK _key", **reader: object
+) -> list[str]:
+    read = key_reader(**reader) if reader else key_reader("string", schemas_enable=False)  # type: ignore[arg-type]
+    router = Router(parse(kcql), read_key=read, make_id=stream_reactor_ids(), string_keys="json")
+    routed = router.route([keyed(key, offset) for offset, key in enumerate(keys)])
+    assert not routed.unroutable and not routed.undecodable
+    return [item.id for item in routed.items]
+
+
+def test_a_string_key_is_parsed_as_json_first_where_the_config_is_stream_reactors() -> None:
+    # StringConverter's text: JSON when it parses (1.50 the number 1.5, Double.toString's "1.5"), else the text.
+    texts = [b"1.50", b"sensor-7", b"007", b"NaN", b"true", b"12345678901234567890", b"1e3", b' "quoted" ']
+    assert stream_reactor_ids_of(texts) == ["1.5", "sensor-7", "007", "NaN", "true", "12345678901234567890",
+                                            "1000.0", "quoted"]  # fmt: skip
+    # a JSON object in the text is a record key: its fields by PK _key.<field>
+    assert stream_reactor_ids_of([b'{"site": 2.50}'], "UPSERT INTO i SELECT * FROM t PK _key.site") == ["2.5"]
+
+
+def test_a_json_string_key_is_parsed_again_with_or_without_schemas_and_a_number_stays_as_it_is() -> None:
+    bare = stream_reactor_ids_of([b'"1.50"', b'"x"', b"1.50"], key_format="json", schemas_enable=False)
+    envelope = b'{"schema": {"type": "string"}, "payload": "1.50"}'
+    assert bare == ["1.5", "x", "1.5"]
+    assert stream_reactor_ids_of([envelope], key_format="json", schemas_enable=True) == ["1.5"]
+
+
+def test_our_services_keep_a_string_key_as_its_text() -> None:
+    routed = Router(parse("UPSERT INTO i SELECT * FROM t PK _key")).route([keyed(b"1.50"), keyed(b'"x"')])
+    assert [item.id for item in routed.items] == ["1.50", '"x"']
+
+
+def test_a_string_key_that_parses_to_a_record_is_refused_by_pk_key_as_stream_reactor_refuses_it() -> None:
+    router = Router(parse("UPSERT INTO i SELECT * FROM t PK _key"), make_id=stream_reactor_ids(), string_keys="json")
+    [refused] = router.route([keyed(b'{"site": 1}')]).undecodable
+    assert "the record key is a record (fields site)" in str(refused.error)

@@ -136,7 +136,9 @@ ELASTIC_SINK = Connector(
     # Stream-Reactor's document ids, so a replay overwrites what its connector wrote: the PK values
     # joined by connect.elastic.pk.separator, else topic-partition-offset (fluxgate_sink.ids, from
     # ElasticJsonWriter.scala and JsonBulkWriter.scala). Our services keep ours (es-persister README).
-    fixed={"sink.document_id": "stream-reactor"},
+    # A string key parsed as JSON first for PK _key, as elastic7's JsonPayloadExtractor.scala reads it
+    # (fluxgate_sink.formats.json_first); the Hazelcast and Cassandra sinks never read the key to write.
+    fixed={"sink.document_id": "stream-reactor", "sink.string_keys": "json"},
     rules={
         **framework(sink=True, tasks=SINK_TASKS),
         **sink_options(_ES, legacy_sink_prefix=True, export_route=True),

@@ -141,3 +141,33 @@ def test_a_json_topic_with_schemas_flows_into_an_existing_cassandra_table(
     }
     first = written[values[0]["device_id"]].at  # the envelope's Timestamp, a CQL timestamp (naive UTC)
     assert int(first.replace(tzinfo=UTC).timestamp() * 1000) == AT
+
+
+def test_a_string_key_is_parsed_as_json_first_for_the_document_id(
+    stack: Any, elasticsearch: str, tmp_path: Path
+) -> None:
+    """StringConverter keys, parsed as JSON first as Stream-Reactor's Elastic sink does for PK _key
+    (elastic7's JsonPayloadExtractor.scala): 1.50 is the number 1.5, its id 1.5; 007 and sensor-7
+    are not JSON and stay as they are."""
+    run = uuid.uuid4().hex[:8]
+    values = readings(run, 3)
+    topic = unique_topic("connect.json.keys", stack.bootstrap, partitions=1)
+    dead = unique_topic("connect.json.keys.deadletter", stack.bootstrap, partitions=1)
+    keys = ["1.50", "007", f"sensor-{run}"]
+    produce(stack.bootstrap, topic, [(k, json.dumps(v).encode()) for k, v in zip(keys, values, strict=True)])
+    index = name = f"connect-json-keys-{run}"
+
+    def done() -> bool:
+        return len(documents(elasticsearch, index)) >= len(values)
+
+    sink_config = config(tmp_path, name, topic, index, False, elasticsearch, dead)
+    try:
+        run_until(sink_config, "FLUXGATE_ES_", stack, done, f"{len(values)} documents", 60)
+        written = documents(elasticsearch, index)
+    finally:
+        httpx.delete(f"{elasticsearch}/{index}")
+    assert {key: doc["device_id"] for key, doc in written.items()} == {
+        "1.5": values[0]["device_id"],
+        "007": values[1]["device_id"],
+        f"sensor-{run}": values[2]["device_id"],
+    }

@@ -45,6 +45,15 @@ def test_every_hazelcast_config_reads_its_statements_as_stream_reactor_does() ->
     assert translate(config).env["FLUXGATE_HZ_SINK__SEMANTICS"] == "stream-reactor"
 
 
+def test_only_the_elastic_sink_parses_string_keys_as_json_first() -> None:
+    # elastic7's TransformAndExtractPK.scala reads PK _key through JsonPayloadExtractor.scala; the
+    # Hazelcast and Cassandra sinks never read the record key for a write: ours keep the text there.
+    elastic = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT * FROM t PK _key"}
+    hazelcast = {"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO m SELECT * FROM t STOREAS MAP"}
+    assert translate(elastic).env["FLUXGATE_ES_SINK__STRING_KEYS"] == "json"
+    assert "FLUXGATE_HZ_SINK__STRING_KEYS" not in translate(hazelcast).env
+
+
 def test_every_cassandra_config_matches_columns_as_stream_reactor_does() -> None:
     config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO T SELECT DeviceId FROM t"}
     assert translate(config).env["FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH"] == "stream-reactor"
@@ -67,6 +76,7 @@ def test_the_elastic_sink_of_the_documents() -> None:
         "FLUXGATE_ES_SINK__GROUP_ID": "connect-elastic-sink",
         "FLUXGATE_ES_REGISTRY__URL": "http://registry:8081/apis/ccompat/v7",
         "FLUXGATE_ES_SINK__DOCUMENT_ID": "stream-reactor",
+        "FLUXGATE_ES_SINK__STRING_KEYS": "json",
     }
     noted = " ".join(result.notes)
     assert "connect.elastic.cluster.name" in noted and "connect.elastic.index.auto.create" in noted
