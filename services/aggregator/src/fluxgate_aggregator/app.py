@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import structlog
 import typer
@@ -86,7 +87,10 @@ class AggregatorJob:
             contracts = load_contracts(
                 client, settings.input_topic, settings.output_topic, settings.registry.compatibility
             )
+        building = time.monotonic()
         spark = build_session(settings.spark)
+        # A start's cost, split: the JVM and the session here, the first batch in query.first_batch.
+        session_s = round(time.monotonic() - building, 3)
         watermarks = KafkaWatermarks(settings)
         state = JobState(losses=LossWatch(watermarks, settings.data_loss_alert_seconds))
         committer = ProgressCommitter(settings) if settings.progress_group else None
@@ -95,7 +99,8 @@ class AggregatorJob:
             start(spark, settings, contracts, state)
             self._state = state
             window = settings.window.size
-            log.info("aggregator.started", input=settings.input_topic, output=settings.output_topic, window=window)
+            log.info("aggregator.started", input=settings.input_topic, output=settings.output_topic, window=window,
+                     session_s=session_s)  # fmt: skip
             return Supervisor(settings, state).run(stop)
         finally:
             for query in state.queries:

@@ -37,6 +37,7 @@ class ProgressListener(StreamingQueryListener):
     def __init__(self, state: JobState, committer: ProgressCommitter | None = None) -> None:
         self._state = state
         self._committer = committer
+        self._runs: set[str] = set()  # the query runs whose first batch was logged
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's API
         log.info("query.started", name=event.name, id=str(event.id))
@@ -44,6 +45,7 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         progress = event.progress
         name = progress.name or "unnamed"
+        self._log_first_batch(progress)
         INPUT_RATE.labels(name).set(progress.inputRowsPerSecond or 0.0)
         PROCESS_RATE.labels(name).set(progress.processedRowsPerSecond or 0.0)
         BATCH_SECONDS.labels(name).set((progress.batchDuration or 0) / 1000)
@@ -59,6 +61,18 @@ class ProgressListener(StreamingQueryListener):
             show_lag(source.endOffset, getattr(source, "latestOffset", None))
             if self._committer is not None:
                 self._committer.commit(source.endOffset)
+
+    def _log_first_batch(self, progress: Any) -> None:
+        """The first batch of each run of a query, with Spark's split of its time: after a
+        start it pays for code generation, the connectors' first requests and the checkpoint's
+        read-back, and is what a restart's recovery waits on (later batches are in the metrics)."""
+        run = str(getattr(progress, "runId", ""))
+        if run in self._runs:
+            return
+        self._runs.add(run)
+        parts = {f"{part}_s": millis / 1000 for part, millis in (progress.durationMs or {}).items()}
+        log.info("query.first_batch", name=progress.name, batch=getattr(progress, "batchId", None),
+                 rows=getattr(progress, "numInputRows", None), **parts)  # fmt: skip
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         return

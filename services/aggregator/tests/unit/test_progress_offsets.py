@@ -64,3 +64,28 @@ def test_a_kafka_sources_lag_is_its_latest_offset_minus_where_the_batch_stopped(
     assert (lag(0), lag(1)) == (60, 0)
     show_lag('{"logOffset": 3}', None)  # not Kafka: nothing shown, nothing changed
     assert lag(0) == 60
+
+
+def test_the_first_batch_of_each_run_is_logged_with_sparks_split_of_its_time() -> None:
+    from types import SimpleNamespace
+
+    from structlog.testing import capture_logs
+
+    from fluxgate_aggregator.driver_state import JobState
+    from fluxgate_aggregator.progress import ProgressListener
+
+    def batch(run: str, batch_id: int) -> SimpleNamespace:
+        progress = SimpleNamespace(name="aggregates", runId=run, batchId=batch_id, numInputRows=40,
+                                   inputRowsPerSecond=1.0, processedRowsPerSecond=1.0, batchDuration=52_000,
+                                   durationMs={"addBatch": 48_000, "triggerExecution": 52_000}, sources=[])  # fmt: skip
+        return SimpleNamespace(progress=progress)
+
+    listener = ProgressListener(JobState())
+    with capture_logs() as logs:
+        for event in (batch("run-1", 7), batch("run-1", 8), batch("run-2", 9), batch("run-2", 10)):
+            listener.onQueryProgress(event)
+    firsts = [entry for entry in logs if entry["event"] == "query.first_batch"]
+    assert [(entry["batch"], entry["addBatch_s"], entry["triggerExecution_s"]) for entry in firsts] == [
+        (7, 48.0, 52.0),
+        (9, 48.0, 52.0),  # a restart is a new run: its first batch is logged too
+    ]
