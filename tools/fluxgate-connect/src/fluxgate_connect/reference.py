@@ -61,6 +61,11 @@ def table(connector: Connector) -> list[str]:
         f"| (always) | `{env_name(connector.settings, path)}={value}` | {always} |"
         for path, value in connector.fixed.items()
     ]
+    unless = "set for every config of this connector whose keys do not set it: Stream-Reactor's default"
+    lines += [
+        f"| (unless set) | `{env_name(connector.settings, path)}={value}` | {unless} |"
+        for path, value in connector.defaults.items()
+    ]
     return lines
 
 

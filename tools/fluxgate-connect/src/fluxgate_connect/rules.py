@@ -210,6 +210,23 @@ def ignore_errors_mode(value: str) -> dict[str, str]:
     return {} if mode == "none" else {"sink.error_policy": "NOOP"}
 
 
+def cassandra_default_value(value: str) -> str:
+    """The Cassandra sink's ``default.value`` as scylla-persister's ``default_value``. Stream-Reactor
+    takes only the exact names NULL and UNSET and reads anything else, an empty value (its default)
+    included, as NULL (CassandraSettings.scala, DefaultValueServeStrategy.of: ``Try(withName(value))``,
+    else None, which CassandraJsonWriter.scala serves as NULL). An empty value is its NULL here too;
+    another spelling (``unset``) is refused rather than silently clearing columns as it would there."""
+    chosen = value.strip()  # Kafka's ConfigDef trims a STRING value
+    if chosen in ("", "NULL"):
+        return "NULL"
+    if chosen == "UNSET":
+        return "UNSET"
+    raise RuleError(
+        f"expected NULL or UNSET, exactly (Stream-Reactor would read {value!r} as NULL and write null into "
+        "every column a record lacks)"
+    )
+
+
 def also_true(field: str, flag: str) -> Setting:
     """A file setting that only means something with TLS on: it sets ``flag`` too."""
     return Setting((field, flag), lambda value: {field: text(value), flag: "true"}, note="PEM file; turns TLS on")

@@ -14,6 +14,7 @@ from fluxgate_connect.rules import (
     Setting,
     Unsupported,
     boolean,
+    cassandra_default_value,
     elastic_urls,
     error_throw,
     ignore_errors_mode,
@@ -255,6 +256,9 @@ CASSANDRA_SINK = Connector(
     # as Cassandra folds names: lower-cased unless double-quoted, the keyspace and table too
     # (CassandraJsonWriter.scala; scylla-persister README, Columns). Our services keep exact names.
     fixed={"scylla.column_match": "stream-reactor"},
+    # Without connect.cassandra.default.value its JSON insert writes null into the columns a record
+    # lacks (CassandraJsonWriter.scala adds DEFAULT UNSET only for UNSET); ours leave them (UNSET).
+    defaults={"scylla.default_value": "NULL"},
     rules={
         **framework(sink=True, tasks=SINK_TASKS),
         **sink_options(_CASS, legacy_sink_prefix=True, export_route=True),
@@ -291,10 +295,12 @@ CASSANDRA_SINK = Connector(
         ),
         f"{_CASS}.connect.timeout.ms": to("scylla.connect_timeout_s", ms_to_seconds, note="ms to seconds"),
         # CassandraConfigConstants' default.value: NULL (its default) writes null into the columns a
-        # record lacks, UNSET leaves them as they are; scylla-persister always leaves them (table.py).
-        f"{_CASS}.default.value": Covered(
-            "a field the record lacks leaves its column as it is (UNSET); NULL, clearing it, is not supported",
-            accept=("UNSET",),
+        # record lacks, UNSET leaves them as they are (CassandraJsonWriter.scala; scylla.default_value).
+        f"{_CASS}.default.value": to(
+            "scylla.default_value",
+            cassandra_default_value,
+            note="NULL (or empty, Stream-Reactor's default) writes null into a column the record has no field "
+            "for, UNSET leaves it as it is; any other spelling is refused (Stream-Reactor reads it as NULL)",
         ),
         f"{_CASS}.load.balancing.policy": Covered(
             "the driver routes each write token-aware to a replica in the local datacenter "

@@ -74,6 +74,7 @@ def translate(config: Mapping[str, str]) -> Translation:
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
+    result.values |= {path: value for path, value in connector.defaults.items() if path not in result.values}
     errors += _check_kcql(result, config)
     if errors:
         raise ConnectError(f"{connector.title} config ({connector.service}):\n  " + "\n  ".join(errors))

@@ -20,7 +20,8 @@ from fluxgate_connect.translate import Translation, has_field
 @pytest.mark.parametrize("connector", CONNECTORS, ids=lambda c: c.service)
 def test_every_target_is_a_field_of_the_services_settings(connector: Connector) -> None:
     targets = {path for rule in connector.rules.values() if isinstance(rule, Setting) for path in rule.fields}
-    missing = sorted(path for path in targets | set(connector.fixed) if not has_field(connector.settings, path))
+    implied = set(connector.fixed) | set(connector.defaults)
+    missing = sorted(path for path in targets | implied if not has_field(connector.settings, path))
     assert not missing, f"{connector.settings.__name__} has no field {missing}"
 
 

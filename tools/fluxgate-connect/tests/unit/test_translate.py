@@ -59,6 +59,26 @@ def test_every_cassandra_config_matches_columns_as_stream_reactor_does() -> None
     assert translate(config).env["FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH"] == "stream-reactor"
 
 
+@pytest.mark.parametrize(("given", "expected"), [(None, "NULL"), ("", "NULL"), ("NULL", "NULL"), ("UNSET", "UNSET")])
+def test_cassandra_default_value_is_stream_reactors_null_unless_the_config_says_unset(
+    given: str | None, expected: str
+) -> None:
+    # CassandraSettings.scala: DefaultValueServeStrategy.of(...) or NULL; CassandraJsonWriter.scala adds
+    # DEFAULT UNSET to its INSERT ... JSON only for UNSET.
+    config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t"}
+    if given is not None:
+        config["connect.cassandra.default.value"] = given
+    assert translate(config).env["FLUXGATE_SCYLLA_SCYLLA__DEFAULT_VALUE"] == expected
+
+
+@pytest.mark.parametrize("value", ["unset", "Null", "DEFAULT"])
+def test_a_cassandra_default_value_stream_reactor_would_misread_is_refused(value: str) -> None:
+    config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t",
+              "connect.cassandra.default.value": value}  # fmt: skip
+    with pytest.raises(ConnectError, match=r"connect\.cassandra\.default\.value.*NULL or UNSET"):
+        translate(config)
+
+
 @pytest.mark.parametrize("prefix", ["connect.cassandra.", "connect.cassandra.auth."])
 def test_empty_cassandra_credentials_run_without_authentication(prefix: str) -> None:
     config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t",

@@ -21,7 +21,7 @@ from fluxgate_core.settings import (
     service_config,
 )
 from fluxgate_core.store_access import ScyllaAccess
-from fluxgate_scylla_persister.table import ColumnMatch
+from fluxgate_scylla_persister.table import ColumnMatch, DefaultValue
 from fluxgate_sink.settings import SinkSettings
 
 log = structlog.get_logger(__name__)
@@ -86,6 +86,16 @@ class ConnectionSettings(ScyllaAccess):
         "(as its Cassandra sink's JSON insert, set by fluxgate connect: a field name is lower-cased unless it is "
         'in double quotes, so DeviceId writes column deviceid and "DeviceId" column "DeviceId"; the KCQL '
         "target's keyspace and table are lower-cased too)",
+    )
+    # UNSET stays the default (README, Columns): a record that lacks a field (an older writer's schema)
+    # must not clear what a newer one wrote. fluxgate connect sets Stream-Reactor's NULL unless its
+    # config says UNSET (connect.cassandra.default.value, CassandraJsonWriter.scala).
+    default_value: DefaultValue = Field(
+        "UNSET",
+        description="what a column gets when the record has no field for it: UNSET (left as it is; under "
+        "UPSERT a null field too) or NULL (null written into it, a null field too, whatever the write mode: "
+        "Stream-Reactor's Cassandra sink's connect.cassandra.default.value, NULL its default, set by fluxgate "
+        "connect)",
     )
 
     @model_validator(mode="before")

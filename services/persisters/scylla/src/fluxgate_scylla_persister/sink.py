@@ -147,7 +147,9 @@ class ScyllaSink(Sink):
 
     def _writer(self, statement: Statement, name: TableName, refused: Mapping[str, str] | None = None) -> Writer:
         layout = self._existing(name)
-        binder = RowBinder(name, list(layout.columns), statement, refused, self._settings.column_match)
+        binder = RowBinder(
+            name, list(layout.columns), statement, refused, self._settings.column_match, self._settings.default_value
+        )
         binder.check_selected(statement)
         prepared = self._ddl(layout.insert_cql(statement.ttl), name, prepare=True)
         columns = list(layout.columns)

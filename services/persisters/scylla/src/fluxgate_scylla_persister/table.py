@@ -35,6 +35,8 @@ UNKNOWN_TYPE = object()
 #: How a record's fields find their columns: ``fluxgate`` by exact name (our services), or
 #: ``stream-reactor`` as its Cassandra sink's JSON insert does (:func:`json_insert_column`).
 ColumnMatch = Literal["fluxgate", "stream-reactor"]
+#: What a column a record leaves empty gets: Stream-Reactor's connect.cassandra.default.value values.
+DefaultValue = Literal["UNSET", "NULL"]
 
 
 @dataclass(frozen=True)
@@ -185,9 +187,10 @@ def json_insert_row(document: Mapping[str, Any]) -> dict[str, Any]:
 class RowBinder:
     """Turns an item into the values of the table's prepared INSERT, in column order.
 
-    A column the document lacks is left as it is (``UNSET``, not a tombstone); under
-    ``UPSERT`` so is a null field, which merges a record into the row instead of clearing
-    columns. ``day`` is the UTC date of the item's event time. A field that is no column
+    With ``default_value`` UNSET (ours), a column the document lacks is left as it is (``UNSET``,
+    not a tombstone); under ``UPSERT`` so is a null field, which merges a record into the row
+    instead of clearing columns. With NULL (Stream-Reactor's default), a lacking or null field
+    writes null, whatever the write mode. ``day`` is the UTC date of the item's event time. A field that is no column
     fails that item, naming the field. Fields find their columns as ``match`` says: by exact
     name (``fluxgate``), or as Stream-Reactor's JSON insert does (``stream-reactor``)."""
 
@@ -198,6 +201,7 @@ class RowBinder:
         statement: Statement,
         refused: Mapping[str, str] | None = None,
         match: ColumnMatch = "fluxgate",
+        default_value: DefaultValue = "UNSET",
     ) -> None:
         self.name = name
         self.columns = tuple(columns)
@@ -206,6 +210,13 @@ class RowBinder:
         self._day = DAY in self.known
         self._upsert = statement.mode == "UPSERT"
         self.match: ColumnMatch = match
+        # Stream-Reactor's Cassandra sink writes every record as INSERT INTO t JSON ?, adding DEFAULT
+        # UNSET only for connect.cassandra.default.value=UNSET (CassandraJsonWriter.scala,
+        # getPreparedStatement; NULL when the key is unset or not an exact name, CassandraSettings.scala's
+        # DefaultValueServeStrategy.of). Cassandra's JSON insert then writes null into every column the
+        # JSON lacks (DEFAULT NULL) and null for a JSON null in either case, whatever KCQL's mode.
+        self._absent = None if default_value == "NULL" else UNSET_VALUE
+        self._null_unset = self._upsert and default_value == "UNSET"
 
     def column(self, field_name: str) -> str:
         """The column a field (or a SELECT alias) is written into."""
@@ -221,9 +232,9 @@ class RowBinder:
             raise SinkError(self._why_not(set(document) - self.known))
         if self._day:
             document = {**document, DAY: item.event_time.date()}
-        if self._upsert:
+        if self._null_unset:
             return [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
-        return [document.get(c, UNSET_VALUE) for c in self.columns]
+        return [document.get(c, self._absent) for c in self.columns]
 
     def check_selected(self, statement: Statement) -> None:
         """Fail at start when an explicit SELECT names a field the table has no column for."""

@@ -110,6 +110,24 @@ def test_upsert_leaves_null_and_absent_fields_unset() -> None:
     assert values == ["Sensor4", "temperature", date(2026, 3, 14), START, UNSET_VALUE, UNSET_VALUE]
 
 
+@pytest.mark.parametrize("mode", ["INSERT", "UPSERT"])
+def test_default_value_null_writes_null_into_absent_and_null_fields_as_stream_reactors_json_insert(mode: str) -> None:
+    # CassandraJsonWriter.scala: INSERT INTO t JSON ? (no DEFAULT UNSET), whatever the KCQL's write mode.
+    statement = one(f"{mode} INTO t SELECT device_id, metric, window_start, unit FROM x")
+    columns = ["device_id", "metric", "day", "window_start", "mean", "unit"]
+    binder = RowBinder(TableName("k", "t"), columns, statement, default_value="NULL")
+    values = binder.values(item(statement, aggregate(unit=None)))
+    assert values == ["Sensor4", "temperature", date(2026, 3, 14), START, None, None]
+
+
+def test_default_value_unset_leaves_absent_columns_and_writes_a_null_field_on_insert() -> None:
+    statement = one("INSERT INTO t SELECT device_id, metric, window_start, unit FROM x")
+    columns = ["device_id", "metric", "day", "window_start", "mean", "unit"]
+    binder = RowBinder(TableName("k", "t"), columns, statement, default_value="UNSET")
+    values = binder.values(item(statement, aggregate(unit=None)))
+    assert values == ["Sensor4", "temperature", date(2026, 3, 14), START, UNSET_VALUE, None]
+
+
 def test_a_field_that_is_no_column_fails_the_item_naming_it() -> None:
     statement = one("UPSERT INTO t SELECT * FROM x")
     binder = RowBinder(TableName("k", "t"), ["device_id", "metric", "window_start"], statement)
