@@ -78,16 +78,85 @@ class Options:
         return value == "true"
 
 
-# Options of Kafka 3.7+ (KIP-821 field paths, replace.null.with.default): accepted where they change
-# nothing here. replace.null.with.default needs a schema's default, and decoded records carry none.
+# Options of Kafka 3.7+: replace.null.with.default is accepted and changes nothing here (it needs a
+# schema's default, and decoded records carry none); field.syntax.version is KIP-821's (below).
 NULL_DEFAULT = "replace.null.with.default"
 SYNTAX = "field.syntax.version"
+_BACKTICK, _DOT, _BACKSLASH = "`", ".", "\\"
 
 
-def _syntax_v1(options: Options) -> None:
+def _syntax(options: Options) -> str:
+    """KIP-821's ``field.syntax.version``: V1 (the default, a field name at the top level, dots and all)
+    or V2 (a nested path), in any case (Kafka's FieldSyntaxVersion.java: a CaseInsensitiveValidString
+    of V1 and V2, read upper-cased)."""
     options.flag(NULL_DEFAULT) if NULL_DEFAULT in options.config else None
-    if options.text(SYNTAX, "V1").upper() != "V1":
-        raise options.error(SYNTAX, "only V1 (top-level field names, dots included) is supported, not nested paths")
+    version = options.text(SYNTAX, "V1")
+    if version.upper() not in ("V1", "V2"):
+        raise options.error(SYNTAX, f"{version!r}: expected V1 or V2")
+    return version.upper()
+
+
+def _syntax_v1(options: Options, transform: str) -> None:
+    """A transform that reads its fields by top-level name only. KIP-821 proposed V2 paths for it, but
+    Kafka's releases (3.8 to 4.x) define field.syntax.version in ExtractField alone (the other
+    transforms' changes are unmerged or unreleased, apache/kafka PRs #22235, #22237, #22240): Kafka
+    ignores the key there and reads a dotted name as one field. V2 asks for paths, so it is refused
+    rather than read another way than the user meant."""
+    if _syntax(options) == "V2":
+        raise options.error(
+            SYNTAX,
+            f"V2 (nested field paths) is not supported for {transform}: Kafka's releases read V2 paths in "
+            "ExtractField only; use V1 (top-level field names, dots included) or ExtractField",
+        )
+
+
+def field_path(path: str, version: str) -> tuple[str, ...]:
+    """A field path's steps. V1: the text is one top-level name. V2 (KIP-821), as Kafka splits it
+    (connect/transforms/.../field/SingleFieldPath.java, buildFieldPathV2): dots separate steps; a
+    step that opens with a backtick runs to the backtick that closes it (one followed by a dot, or
+    the path's last character), so it may hold dots; a backtick followed by anything else is part of
+    the name, and a backslash before a backtick followed by a dot escapes it (the backslash dropped);
+    a trailing dot adds an empty last step. An unclosed backtick raises ValueError."""
+    if version == "V1":
+        return (path,)
+    steps: list[str] = []
+    at = 0
+    while at < len(path):
+        if path[at] == _BACKTICK:
+            step, at = _wrapped_step(path, at)
+        else:
+            end = path.find(_DOT, at)
+            step, at = (path[at:], len(path)) if end < 0 else (path[at:end], end + 1)
+        steps.append(step)
+    if path.endswith(_DOT):
+        steps.append("")
+    return tuple(steps)
+
+
+def _wrapped_step(path: str, opened: int) -> tuple[str, int]:
+    """The step opened by the backtick at ``opened``, and where the next one starts."""
+    parts: list[str] = []
+    start = at = opened + 1
+    while True:
+        close = path.find(_BACKTICK, at)
+        if close < 0:
+            break
+        escaped = path[close - 1] == _BACKSLASH
+        if close == len(path) - 1:  # the path's last character closes it, unless escaped
+            if escaped:
+                break
+            return "".join([*parts, path[start:close]]), close + 1
+        if path[close + 1] != _DOT:  # not a closing one: part of the name, look further
+            at = close + 1
+        elif escaped:  # \` before a dot: a backtick in the name, the backslash dropped
+            parts.append(path[start : close - 1] + _BACKTICK)
+            start = at = close + 1
+        else:
+            return "".join([*parts, path[start:close]]), close + 2
+    raise ValueError(
+        f"incomplete backtick pair in path {path} (the backtick at position {opened}); "
+        "a backtick in a name before a dot is written \\`"
+    )
 
 
 def require_map(value: Any, purpose: str) -> dict[str, Any]:
@@ -109,7 +178,7 @@ def _field_name(spec: str) -> str:
 def insert_field(options: Options) -> Operate:
     """InsertField: the record's topic, partition, offset, timestamp and a static text as fields; a
     tombstone passes unchanged (Kafka docs, InsertField; KAFKA-8523)."""
-    _syntax_v1(options)
+    _syntax_v1(options, "InsertField")
     named = {
         key: _field_name(options.text(f"{key}.field", "")) for key in ("topic", "partition", "offset", "timestamp")
     }
@@ -137,7 +206,7 @@ def insert_field(options: Options) -> Operate:
 def replace_field(options: Options) -> Operate:
     """ReplaceField: ``exclude``/``include`` (before Kafka 2.6 ``blacklist``/``whitelist``, still read; the
     new name wins) filter fields by their original names, then ``renames`` (``old:new,...``)."""
-    _syntax_v1(options)
+    _syntax_v1(options, "ReplaceField")
     exclude = set(options.names("exclude") or options.names("blacklist"))
     include = set(options.names("include") or options.names("whitelist"))
     renames: dict[str, str] = {}
@@ -161,20 +230,37 @@ def replace_field(options: Options) -> Operate:
 
 
 def extract_field(options: Options) -> Operate:
-    """ExtractField: the value becomes one of its fields (null when absent or when the value is null)."""
-    _syntax_v1(options)
-    field = options.text("field")
+    """ExtractField: the value becomes one of its fields (null when absent or when the value is null);
+    with ``field.syntax.version=V2`` a nested one, by a KIP-821 path (:func:`field_path`), as Kafka
+    3.8+'s ExtractField.java reads it (the one released transform that takes V2)."""
+    version, field = _syntax(options), options.text("field")
     if not field:
         raise options.error("field", "required")
+    try:
+        *parents, last = field_path(field, version)
+    except ValueError as exc:  # Kafka's ConfigException at configure
+        raise options.error("field", str(exc)) from exc
 
     def operate(value: Any, facts: Facts) -> Any:
-        return None if value is None else require_map(value, "field extraction").get(field)
+        # SingleFieldPath.valueFrom(Map): a missing or null step is null; any other non-map fails.
+        current = None if value is None else require_map(value, "field extraction")
+        for step in parents:
+            if current is None:
+                break
+            current = _map_or_none(current.get(step), "nested field access")
+        return None if current is None else current.get(last)
 
     return operate
 
 
+def _map_or_none(value: Any, purpose: str) -> dict[str, Any] | None:
+    """Kafka's ``requireMapOrNull``."""
+    return None if value is None else require_map(value, purpose)
+
+
 def hoist_field(options: Options) -> Operate:
     """HoistField: the value, whatever it is (null included), becomes the one field of a new map."""
+    _syntax_v1(options, "HoistField")
     field = options.text("field")
     if not field:
         raise options.error("field", "required")
@@ -183,7 +269,7 @@ def hoist_field(options: Options) -> Operate:
 
 def value_to_key(options: Options) -> list[str]:
     """ValueToKey's ``fields``: the key becomes a map of these fields of the value (absent ones null)."""
-    _syntax_v1(options)
+    _syntax_v1(options, "ValueToKey")
     fields = options.names("fields")
     if not fields:
         raise options.error("fields", "required: the value's fields that make the key")
@@ -199,7 +285,7 @@ def timestamp_converter(options: Options) -> Operate:
     SimpleDateFormat pattern, in UTC), unix time (``unix.precision``, milliseconds by default), Date,
     Time and Timestamp. The input's kind is read from its type: a datetime, date or time (what a Connect
     Timestamp, Date or Time decodes to), an integer (unix) or a text (parsed with ``format``)."""
-    options.flag(NULL_DEFAULT) if NULL_DEFAULT in options.config else None
+    _syntax_v1(options, "TimestampConverter")
     field = options.text("field", "")
     target = options.choice("target.type", "", TARGETS) if "target.type" in options.config else None
     if target is None:
@@ -275,7 +361,7 @@ CAST_TYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "boolean"
 def cast(options: Options) -> Operate:
     """Cast: ``spec`` ``field:type,...`` casts those fields (a missing one becomes null, as in Kafka), a
     single ``type`` the whole value; types int8 to int64, float32, float64, boolean, string."""
-    _syntax_v1(options)
+    _syntax_v1(options, "Cast")
     casts: dict[str | None, str] = {}
     spec = options.names("spec")
     if not spec:

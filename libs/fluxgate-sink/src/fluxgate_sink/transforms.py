@@ -138,7 +138,8 @@ def _value_to_key(options: Options) -> Step:
     return step
 
 
-_NULL_DEFAULT, _SYNTAX = {smt.NULL_DEFAULT}, {smt.NULL_DEFAULT, smt.SYNTAX}
+# field.syntax.version: read by every field-naming transform, V2 taken by ExtractField only (smt._syntax_v1).
+_SYNTAX = {smt.NULL_DEFAULT, smt.SYNTAX}
 _SIDED: dict[str, tuple[set[str], Callable[[Options], Operate]]] = {
     "InsertField": (
         {"topic.field", "partition.field", "offset.field", "timestamp.field", "static.field", "static.value"} | _SYNTAX,
@@ -147,11 +148,11 @@ _SIDED: dict[str, tuple[set[str], Callable[[Options], Operate]]] = {
     "ReplaceField": ({"exclude", "include", "renames", "blacklist", "whitelist"} | _SYNTAX, smt.replace_field),
     "ExtractField": ({"field"} | _SYNTAX, smt.extract_field),
     "TimestampConverter": (
-        {"field", "target.type", "format", "unix.precision"} | _NULL_DEFAULT,
+        {"field", "target.type", "format", "unix.precision"} | _SYNTAX,
         smt.timestamp_converter,
     ),
     "Cast": ({"spec"} | _SYNTAX, smt.cast),
-    "HoistField": ({"field"}, smt.hoist_field),
+    "HoistField": ({"field"} | _SYNTAX, smt.hoist_field),
 }
 
 

@@ -3,6 +3,7 @@ chain's failures: a bad config names its key, a record a transform cannot apply 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import UTC, date, datetime, time
@@ -241,8 +242,23 @@ def test_a_record_that_did_not_decode_keeps_its_own_reason() -> None:
         ({"type": f"{KAFKA}TimestampConverter$Value", "config": {"target.type": "date"}}, "transforms.t0.target.type"),
         ({"type": f"{KAFKA}TimestampConverter$Value", "config": {"target.type": "string", "format": "yyyy-ww"}},
          "transforms.t0.format: pattern letter 'w' is not supported"),
-        ({"type": f"{KAFKA}ExtractField$Value", "config": {"field": "a.b", "field.syntax.version": "V2"}},
-         "transforms.t0.field.syntax.version: only V1"),
+        ({"type": f"{KAFKA}ExtractField$Value", "config": {"field": "`a.b", "field.syntax.version": "V2"}},
+         "transforms.t0.field: incomplete backtick pair in path `a.b"),
+        ({"type": f"{KAFKA}ExtractField$Value", "config": {"field": "a", "field.syntax.version": "V3"}},
+         "transforms.t0.field.syntax.version: 'V3': expected V1 or V2"),
+        ({"type": f"{KAFKA}ReplaceField$Value", "config": {"exclude": "a.b", "field.syntax.version": "V2"}},
+         "transforms.t0.field.syntax.version: V2 (nested field paths) is not supported for ReplaceField"),
+        ({"type": f"{KAFKA}Cast$Value", "config": {"spec": "a.b:int8", "field.syntax.version": "v2"}},
+         "transforms.t0.field.syntax.version: V2 (nested field paths) is not supported for Cast"),
+        ({"type": f"{KAFKA}ValueToKey", "config": {"fields": "a.b", "field.syntax.version": "V2"}},
+         "transforms.t0.field.syntax.version: V2 (nested field paths) is not supported for ValueToKey"),
+        ({"type": f"{KAFKA}TimestampConverter$Value",
+          "config": {"field": "a.b", "target.type": "unix", "field.syntax.version": "V2"}},
+         "transforms.t0.field.syntax.version: V2 (nested field paths) is not supported for TimestampConverter"),
+        ({"type": f"{KAFKA}InsertField$Value", "config": {"topic.field": "a.b", "field.syntax.version": "V2"}},
+         "transforms.t0.field.syntax.version: V2 (nested field paths) is not supported for InsertField"),
+        ({"type": f"{KAFKA}HoistField$Value", "config": {"field": "a.b", "field.syntax.version": "V2"}},
+         "transforms.t0.field.syntax.version: V2 (nested field paths) is not supported for HoistField"),
         ({"type": f"{KAFKA}ExtractField$Value", "config": {"feld": "a"}}, "transforms.t0.feld: not an option"),
         ({"type": f"{KAFKA}ValueToKey"}, "transforms.t0.fields: required"),
         ({"type": f"{KAFKA}Filter", "predicate": {"name": "p", "type": f"{PREDICATES}TopicNameMatches",
@@ -261,3 +277,58 @@ def test_the_sink_settings_refuse_a_bad_chain_naming_the_key() -> None:
     bad = [{"name": "r", "type": "io.confluent.connect.transforms.Drop$Value"}]
     with pytest.raises(ValidationError, match=r"transforms\.r\.type: io\.confluent\.connect\.transforms\.Drop"):
         SinkSettings(kcql="INSERT INTO i SELECT * FROM t", transforms=bad)  # type: ignore[arg-type]
+
+
+# ---- KIP-821's field.syntax.version=V2: nested paths, which Kafka's released ExtractField reads ----
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("a.b", {"a": {"b": 7}, "b": 1}, 7),
+        ("a.b.c", {"a": {"b": {"c": "deep"}}}, "deep"),
+        ("`a.b`", {"a.b": 3, "a": {"b": 4}}, 3),  # backticks: a name holding a dot
+        ("`a.b`.c", {"a.b": {"c": 5}}, 5),
+        ("a.`b.c`", {"a": {"b.c": 6}}, 6),
+        ("`a`", {"a": 8}, 8),  # wrapped without a dot: the name inside
+        ("a`b", {"a`b": 9}, 9),  # a backtick inside a step is a character
+        ("`a\\`.b`.c", {"a`.b": {"c": 10}}, 10),  # an escaped backtick before a dot is part of the name
+        ("`a\\`b`.c", {"a\\`b": {"c": 12}}, 12),  # before anything else the backslash stays too
+        ("a.", {"a": {"": 11}}, 11),  # a trailing dot: an empty last step
+        ("a.x", {"a": {"b": 1}}, None),  # absent: null, as Kafka's valueFrom
+        ("a.b", {"a": None}, None),
+        ("a.b", {"b": 1}, None),
+    ],
+)
+def test_extract_field_v2_reads_a_nested_path_as_kafkas_single_field_path(path: str, value: Any, expected: Any) -> None:
+    assert extracted_key(value, path, "V2") == expected
+
+
+def extracted_key(key: Any, path: str, version: str | None = None) -> Any:
+    """What ExtractField$Key leaves of a JSON key (a key may be any value, a value must stay a record)."""
+    config = {"field": path} | ({"field.syntax.version": version} if version else {})
+    step = {"type": f"{KAFKA}ExtractField$Key", "config": config}
+    [out] = transforms(step, key_format="json").apply([consumed({"v": 1}, key=json.dumps(key).encode())])
+    assert out.error is None and out.transformed_key is not None, out.error
+    return out.transformed_key[0]
+
+
+def test_extract_field_v1_takes_a_dotted_name_as_one_field_whatever_the_case_of_the_version() -> None:
+    assert extracted_key({"a.b": 1, "a": {"b": 2}}, "a.b") == 1
+    assert extracted_key({"a.b": 1, "a": {"b": 2}}, "a.b", "v1") == 1
+    assert extracted_key({"a": {"b": 2}}, "a.b", "v2") == 2
+    assert value_of({"a": {"b": {"c": 3}}}, "ExtractField$Value", field="a.b", **{"field.syntax.version": "V2"}) == {
+        "c": 3
+    }
+
+
+def test_extract_field_v2_through_a_value_that_is_no_map_fails_the_record() -> None:
+    message = failure({"a": 5}, "ExtractField$Value", field="a.b", **{"field.syntax.version": "V2"})
+    assert "nested field access" in message and "int" in message
+
+
+def test_extract_field_v2_on_the_key_makes_the_id() -> None:
+    step = {"type": f"{KAFKA}ExtractField$Key", "config": {"field": "site.id", "field.syntax.version": "V2"}}
+    [out] = transforms(step, key_format="json").apply([consumed({"v": 1}, key=b'{"site": {"id": "s9"}}')])
+    routed = Router(parse("UPSERT INTO i SELECT * FROM t PK _key")).route([out])
+    assert [item.id for item in routed.items] == ["s9"]

@@ -102,3 +102,19 @@ def test_keys_of_an_unlisted_transform_are_a_warning() -> None:
     result = translate(sink(**{"transforms.old.type": f"{KAFKA}Filter"}))
     assert "sink.transforms" not in result.values
     assert result.warnings == ["transforms.old.type: old is not listed in transforms: ignored"]
+
+
+def test_extract_field_with_nested_paths_runs_and_other_transforms_refuse_v2_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # KIP-821: Kafka's releases (3.8 to 4.x) read field.syntax.version=V2 in ExtractField alone.
+    keys = {"transforms": "x", "transforms.x.type": f"{KAFKA}ExtractField$Key", "transforms.x.field": "`a.b`.c",
+            "transforms.x.field.syntax.version": "V2"}  # fmt: skip
+    result = translate(sink(**keys))
+    [loaded] = load_env(result.connector.settings, result.env, monkeypatch).sink.transforms
+    assert loaded.config == {"field": "`a.b`.c", "field.syntax.version": "V2"}
+    replace = {"transforms": "x", "transforms.x.type": f"{KAFKA}ReplaceField$Value", "transforms.x.exclude": "a.b",
+               "transforms.x.field.syntax.version": "V2"}  # fmt: skip
+    assert "transforms.x.field.syntax.version: V2 (nested field paths) is not supported for ReplaceField" in refusal(
+        **replace
+    )
