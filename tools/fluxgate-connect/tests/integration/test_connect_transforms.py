@@ -110,3 +110,42 @@ def test_a_chain_of_transforms_shapes_the_documents_and_a_filter_drops_a_topic(
     assert letter.value == bad and letter.header(dlq.SOURCE_OFFSET) == b"2"
     reason = (letter.header(dlq.REASON) or b"").decode()
     assert reason.startswith("transforms.when: could not parse timestamp: value (yesterday)"), reason
+
+
+def test_extract_field_with_a_nested_path_makes_the_document_id(stack: Any, elasticsearch: str, tmp_path: Path) -> None:
+    """KIP-821's field.syntax.version=V2 on ExtractField$Key: a JSON key's nested field, its name
+    holding a dot (backticks), is the record key PK _key reads."""
+    run = uuid.uuid4().hex[:8]
+    topic = unique_topic("connect.smt.nested", stack.bootstrap, partitions=1)
+    dead = unique_topic("connect.smt.nested.deadletter", stack.bootstrap, partitions=1)
+    keys = [json.dumps({"site": {"device.id": f"nested-{run}-{n}"}}) for n in range(2)]
+    produce(stack.bootstrap, topic, [(k, json.dumps({"n": n}).encode()) for n, k in enumerate(keys)])
+    index = name = f"connect-smt-nested-{run}"
+    path = tmp_path / f"{name}.properties"
+    path.write_text(lines(
+        "# An Elastic sink whose record key is a nested field of a JSON key, written for this test",
+        f"name={name}",
+        "connector.class=io.lenses.streamreactor.connect.elastic8.Elastic8SinkConnector",
+        f"topics={topic}",
+        f"connect.elastic.url={elasticsearch}",
+        f"connect.elastic.kcql=INSERT INTO {index} SELECT * FROM {topic} PK _key",
+        "key.converter=org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable=false",
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable=false",
+        f"errors.deadletterqueue.topic.name={dead}",
+        "transforms=id",
+        f"transforms.id.type={KAFKA}ExtractField$Key",
+        "transforms.id.field=site.`device.id`",
+        "transforms.id.field.syntax.version=V2",
+    ))  # fmt: skip
+
+    def done() -> bool:
+        return len(documents(elasticsearch, index)) >= 2
+
+    try:
+        run_until(path, "FLUXGATE_ES_", stack, done, "2 documents", 60)
+        written = documents(elasticsearch, index)
+    finally:
+        httpx.delete(f"{elasticsearch}/{index}")
+    assert written == {f"nested-{run}-{n}": {"n": n} for n in range(2)}
