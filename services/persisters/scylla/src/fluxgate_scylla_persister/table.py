@@ -190,8 +190,10 @@ class RowBinder:
     With ``default_value`` UNSET (ours), a column the document lacks is left as it is (``UNSET``,
     not a tombstone); under ``UPSERT`` so is a null field, which merges a record into the row
     instead of clearing columns. With NULL (Stream-Reactor's default), a lacking or null field
-    writes null, whatever the write mode. ``day`` is the UTC date of the item's event time. A field that is no column
-    fails that item, naming the field. Fields find their columns as ``match`` says: by exact
+    writes null, whatever the write mode; under ``stream-reactor`` matching (a connector config)
+    the write mode changes nothing either, so a null field writes null under UNSET too. ``day`` is
+    the UTC date of the item's event time. A field that is no column fails that item, naming the
+    field. Fields find their columns as ``match`` says: by exact
     name (``fluxgate``), or as Stream-Reactor's JSON insert does (``stream-reactor``)."""
 
     def __init__(
@@ -214,9 +216,10 @@ class RowBinder:
         # UNSET only for connect.cassandra.default.value=UNSET (CassandraJsonWriter.scala,
         # getPreparedStatement; NULL when the key is unset or not an exact name, CassandraSettings.scala's
         # DefaultValueServeStrategy.of). Cassandra's JSON insert then writes null into every column the
-        # JSON lacks (DEFAULT NULL) and null for a JSON null in either case, whatever KCQL's mode.
+        # JSON lacks (DEFAULT NULL) and null for a JSON null in either case, whatever KCQL's mode: so
+        # UPSERT's merge of null fields (ours) holds for our services' exact-name matching only.
         self._absent = None if default_value == "NULL" else UNSET_VALUE
-        self._null_unset = self._upsert and default_value == "UNSET"
+        self._null_unset = self._upsert and default_value == "UNSET" and match == "fluxgate"
 
     def column(self, field_name: str) -> str:
         """The column a field (or a SELECT alias) is written into."""

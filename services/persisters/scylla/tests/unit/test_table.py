@@ -128,6 +128,15 @@ def test_default_value_unset_leaves_absent_columns_and_writes_a_null_field_on_in
     assert values == ["Sensor4", "temperature", date(2026, 3, 14), START, UNSET_VALUE, None]
 
 
+def test_from_a_connector_config_upsert_writes_a_null_field_under_unset_as_stream_reactors_json_insert() -> None:
+    # CassandraJsonWriter.scala ignores KCQL's write mode: DEFAULT UNSET leaves only absent keys unset.
+    statement = one("UPSERT INTO t SELECT device_id, metric, window_start, unit FROM x")
+    columns = ["device_id", "metric", "day", "window_start", "mean", "unit"]
+    binder = RowBinder(TableName("k", "t"), columns, statement, match="stream-reactor", default_value="UNSET")
+    values = binder.values(item(statement, aggregate(unit=None)))
+    assert values == ["Sensor4", "temperature", date(2026, 3, 14), START, UNSET_VALUE, None]
+
+
 def test_a_field_that_is_no_column_fails_the_item_naming_it() -> None:
     statement = one("UPSERT INTO t SELECT * FROM x")
     binder = RowBinder(TableName("k", "t"), ["device_id", "metric", "window_start"], statement)
