@@ -90,6 +90,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/decode.py  # CPU alone, no server: the compiled Avro reader against fastavro
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
+	$(PY) bench/trigger_cost.py  # the aggregator's per-trigger fixed cost, back-to-back batches at steady rates (issue #40)
 	$(PY) bench/elasticsearch.py
 	$(PY) bench/scylla.py
 	$(PY) bench/hazelcast.py
