@@ -43,7 +43,7 @@ def server_pid(name: str) -> int | None:
     """Pid of one of the stack's servers, when this machine's stack tool started it."""
     for status in Stack().status():
         if status.name == name and status.state == "ready":
-            return status.pid
+            return int(status.pid) if status.pid is not None else None
     return None
 
 

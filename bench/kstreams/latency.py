@@ -125,7 +125,7 @@ def _ms(value: Any) -> int:
 
 def latencies(
     arrivals: dict[tuple[str, int], float], paced: Paced, size_ms: int, grace_ms: int, settle_s: float, devices: int
-) -> dict[str, float | int | None]:
+) -> dict[str, Any]:
     """p50, p99 and max seconds from close to arrival, of the windows that closed while the
     readings flowed, ``settle_s`` after the first (the engine's first batches and JIT).
 
