@@ -528,6 +528,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--devices", type=int, default=1000, help="distinct device ids")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     parser.add_argument("--shuffle-partitions", type=int, default=SparkSettings().shuffle_partitions)
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for every leg (repeatable)")  # fmt: skip
     return parser.parse_args()
 
 
@@ -550,7 +552,8 @@ def main() -> int:
             master=args.master,
             shuffle_partitions=args.shuffle_partitions,
             # Enough progress events for a whole leg of short batches (Spark keeps 100).
-            conf={"spark.ui.showConsoleProgress": "false", "spark.sql.streaming.numRecentProgressUpdates": "2000"},
+            conf={"spark.ui.showConsoleProgress": "false", "spark.sql.streaming.numRecentProgressUpdates": "2000"}
+            | dict(setting.split("=", 1) for setting in args.conf),
         )
     )
     jvm = spark.sparkContext._jvm  # the JVM's pid is only reachable through the gateway
