@@ -443,7 +443,15 @@ def latency_settings(args: argparse.Namespace, endpoints: Endpoints, checkpoint:
     """A topic of its own in and out; the job as the service runs it (its trigger, no cap)."""
     spark = SparkSettings(master=args.master, shuffle_partitions=args.shuffle_partitions,
                           trigger_interval=args.latency_trigger)  # fmt: skip
-    topics = {kind: unique_topic(f"bench.agg.lat-{kind}", endpoints.bootstrap, PARTITIONS)
+    return fresh_job_settings(endpoints, spark, checkpoint, "bench.agg.lat-")
+
+
+def fresh_job_settings(
+    endpoints: Endpoints, spark: SparkSettings, checkpoint: Path, prefix: str, partitions: int = PARTITIONS
+) -> AggregatorSettings:
+    """The job's defaults on fresh topics (``<prefix>in``, ``out``, ``dlq``, ``late``) and a
+    checkpoint of its own, read from the earliest offset, with ``spark`` as given."""
+    topics = {kind: unique_topic(f"{prefix}{kind}", endpoints.bootstrap, partitions)
               for kind in ("in", "out", "dlq", "late")}  # fmt: skip
     return AggregatorSettings(
         kafka=KafkaSettings(bootstrap_servers=endpoints.bootstrap),

@@ -40,9 +40,7 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -53,11 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import CpuSampler, LegResult, micros_per, print_table, stack_up, write_report
-from aggregator import pace_in_child
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from aggregator import fresh_job_settings, pace_in_child
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from fluxgate_testing import unique_topic
-from kstreams.latency import Paced
+from kstreams.latency import Paced, TopicWatch
 from kstreams.peer import percentile
 from prometheus_client import REGISTRY
 from pyspark.sql import DataFrame, SparkSession
@@ -72,8 +68,6 @@ from fluxgate_aggregator.progress import ProgressListener
 from fluxgate_aggregator.settings import AggregatorSettings, SparkSettings
 from fluxgate_aggregator.spark import build_session
 from fluxgate_aggregator.wire import framed, with_reading
-from fluxgate_core.serde import AvroDecoder
-from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_stack import Endpoints
 
 PARTITIONS = 3
@@ -370,19 +364,7 @@ def leg_settings(
     master; ``max_offsets_per_trigger`` left at its cap, far above any batch here."""
     spark = SparkSettings(master=args.master, shuffle_partitions=args.shuffle_partitions,
                           trigger_interval="0 seconds")  # fmt: skip
-    topics = {kind: unique_topic(f"bench.trigger.{kind}", endpoints.bootstrap, partitions)
-              for kind in ("in", "out", "dlq", "late")}  # fmt: skip
-    return AggregatorSettings(
-        kafka=KafkaSettings(bootstrap_servers=endpoints.bootstrap),
-        registry=RegistrySettings(url=endpoints.registry_url),
-        spark=spark,
-        input_topic=topics["in"],
-        output_topic=topics["out"],
-        deadletter_topic=topics["dlq"],
-        late_topic=topics["late"],
-        starting_offsets="earliest",
-        checkpoint_dir=str(checkpoint),
-    )
+    return fresh_job_settings(endpoints, spark, checkpoint, "bench.trigger.", partitions)
 
 
 # --- real-time mode: the stateless routing alone -------------------------------------------------
@@ -403,42 +385,14 @@ def delay_figures(arrivals: Sequence[tuple[float, float]], after: float) -> dict
 
 
 @dataclass
-class Delays:
+class Delays(TopicWatch):
     """When each reading was sent (its event time: the pacer stamps the wall clock) and when
-    its copy arrived on ``topic``, read in a thread from the start."""
+    its copy arrived on ``topic``."""
 
-    bootstrap: str
-    topic: str
-    partitions: int
-    client: SchemaRegistryClient
     arrivals: list[tuple[float, float]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> Delays:
-        self._thread = threading.Thread(target=self._run, name="delays", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        decoder = AvroDecoder(self.client)
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"bench-delays-{uuid.uuid4().hex}",
-                             "enable.auto.commit": False, "fetch.wait.max.ms": 10})  # fmt: skip
-        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
-        try:
-            while not self._stop.is_set():
-                for message in consumer.consume(1000, 0.05):
-                    now = time.time()  # before decoding: what is measured is the arrival
-                    if message.error():
-                        continue
-                    self.arrivals.append((_epoch_s(decoder.decode(message.value() or b"")["event_time"]), now))
-        finally:
-            consumer.close()
+    def arrived(self, record: dict[str, Any], now: float) -> None:
+        self.arrivals.append((_epoch_s(record["event_time"]), now))
 
 
 def _epoch_s(value: Any) -> float:

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from _readings import FastEncoder, Readings
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -75,19 +75,20 @@ def pace(bootstrap: str, client: SchemaRegistryClient, topic: str, devices: int,
 
 
 @dataclass
-class Arrivals:
-    """When each window's aggregate first arrived on ``topic``, read in a thread from the start."""
+class TopicWatch:
+    """Reads ``topic`` from the start in a thread, handing each record's decoded value to
+    :meth:`arrived` with the instant it was read (before decoding: what is measured is the
+    arrival)."""
 
     bootstrap: str
     topic: str
     partitions: int
     client: SchemaRegistryClient
-    seen: dict[tuple[str, int], float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> Arrivals:
-        self._thread = threading.Thread(target=self._run, name="arrivals", daemon=True)
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__.lower(), daemon=True)
         self._thread.start()
         return self
 
@@ -96,12 +97,15 @@ class Arrivals:
         if self._thread is not None:
             self._thread.join(10)
 
+    def arrived(self, record: dict[str, Any], now: float) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
         decoder = AvroDecoder(self.client)
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
-                "group.id": f"bench-arrivals-{uuid.uuid4().hex}",
+                "group.id": f"bench-{type(self).__name__.lower()}-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
             }
@@ -110,13 +114,21 @@ class Arrivals:
         try:
             while not self._stop.is_set():
                 for message in consumer.consume(1000, 0.05):
-                    now = time.time()  # before decoding: what is measured is the arrival
-                    if message.error():
-                        continue
-                    record = decoder.decode(message.value() or b"")
-                    self.seen.setdefault((record["device_id"], _ms(record["window_start"])), now)
+                    now = time.time()
+                    if not message.error():
+                        self.arrived(decoder.decode(message.value() or b""), now)
         finally:
             consumer.close()
+
+
+@dataclass
+class Arrivals(TopicWatch):
+    """When each window's aggregate first arrived on ``topic``."""
+
+    seen: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def arrived(self, record: dict[str, Any], now: float) -> None:
+        self.seen.setdefault((record["device_id"], _ms(record["window_start"])), now)
 
 
 def _ms(value: Any) -> int:
