@@ -184,8 +184,8 @@ def _payload_converter(schema: Schema) -> Convert:
 
     elif kind in ("float32", "float64"):
         convert = _float
-    elif kind in ("int32", "int64"):
-        convert = _integer
+    elif kind in _INTEGER_RANGES:
+        convert = _integer(*_INTEGER_RANGES[kind])
     elif kind == "bytes":  # Jackson writes a binary node in base64
         convert = _base64
     elif kind == "boolean":
@@ -209,10 +209,21 @@ def _float(value: Any) -> float:
     return float(value)  # a Connect float64 is written as a double: 20.0, never 20
 
 
-def _integer(value: Any) -> int:
-    if type(value) is bool or not isinstance(value, int):
-        raise SerializationError(f"expected an integer, got {type(value).__name__}")
-    return value
+# A Connect int32 is a Java Integer, an int64 a Long: a larger number written here would be read back
+# wrapped (JsonConverter.java's toConnect takes intValue()/longValue() of the node), so it is refused,
+# as the Avro encoder refuses it.
+_INTEGER_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _integer(low: int, high: int) -> Convert:
+    def convert(value: Any) -> int:
+        if type(value) is bool or not isinstance(value, int):
+            raise SerializationError(f"expected an integer, got {type(value).__name__}")
+        if not low <= value <= high:
+            raise SerializationError(f"{value} is out of range for a Connect int{high.bit_length() + 1}")
+        return value
+
+    return convert
 
 
 def _boolean(value: Any) -> bool:
@@ -235,6 +246,10 @@ def _base64(value: Any) -> str:
 
 def _dumps(value: Any) -> bytes:
     """Compact JSON in UTF-8, as Jackson writes it (no spaces, non-ASCII as it is)."""
+    # Where Jackson writes what no reader gets back, we refuse the record instead (it is dead-lettered):
+    # a NaN or an infinity becomes the string "NaN" (Kafka's JsonSerializer.java keeps Jackson's
+    # default WRITE_NAN_AS_STRINGS), which JsonConverter reads into a float64 as 0.0 (doubleValue() of
+    # a text node); a lone surrogate becomes the escape \uD800, text that is no Unicode.
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
     except ValueError as exc:  # a NaN or infinity, a lone surrogate (UnicodeEncodeError)

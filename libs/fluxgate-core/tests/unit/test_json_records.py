@@ -144,3 +144,30 @@ def test_the_output_setting_chooses_the_encoder() -> None:
         connect_encoder(OutputSettings(), schema_dict(SENSOR_READING))
     with pytest.raises(ValidationError, match="value_format"):
         OutputSettings(value_format="bytes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"event_time": 2**63}, "out of range for a Connect int64"),
+        ({"event_time": -(2**63) - 1}, "out of range for a Connect int64"),
+        ({"value": float("inf")}, "not JSON Kafka Connect can write"),
+    ],
+)
+def test_what_connect_would_read_back_otherwise_is_a_serialization_error(change: dict[str, Any], reason: str) -> None:
+    # JsonConverter reads 2**63 in an int64 as longValue(), wrapped; Jackson writes an infinity as the
+    # string "Infinity", read back as 0.0.
+    with pytest.raises(SerializationError, match=reason):
+        encoder().encode({**READING, **change})
+
+
+def test_int64_bounds_are_written() -> None:
+    for bound in (2**63 - 1, -(2**63)):
+        assert json.loads(encoder().encode({**READING, "event_time": bound}))["payload"]["event_time"] == bound
+
+
+def test_an_int32_out_of_range_is_a_serialization_error() -> None:
+    schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
+    assert ConnectJsonEncoder(schema, schemas_enable=False).encode({"n": 2**31 - 1}) == b'{"n":2147483647}'
+    with pytest.raises(SerializationError, match="out of range for a Connect int32"):
+        ConnectJsonEncoder(schema).encode({"n": 2**31})
