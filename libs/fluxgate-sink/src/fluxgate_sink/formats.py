@@ -13,6 +13,12 @@ bare JSON, from the text. Values become what the
 Avro decoder gives for the same data (a datetime in UTC for a Timestamp, a date, a time, a
 Decimal, bytes), so no sink needs code of its own for JSON records.
 
+The JSON text itself is read as Kafka Connect's JsonDeserializer (Jackson) reads it, where Python's
+parser would read it otherwise (what follows the first value, leading zeros, whitespace only,
+exact numeric Decimals): :mod:`fluxgate_sink.jackson`. Where JsonConverter coerces a node into its
+schema's type (``intValue()`` of ``2.5`` or of a text, a wrapped int32 or int64), we dead-letter
+the record instead, the reason naming the field: a silently changed value is worse than a dead letter.
+
 A value that does not decode raises :class:`SerializationError` (never retriable): the consumer
 hands the record over undecoded and the runner dead-letters it with this reason, as it does an
 Avro body that does not match its schema.
@@ -32,6 +38,7 @@ from fluxgate_core.consumed_record import Decoder
 from fluxgate_core.errors import FluxgateError, SerializationError
 from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import RegistrySettings
+from fluxgate_sink import jackson
 
 RecordFormat = Literal["avro", "json", "string"]
 KeyFormat = Literal["string", "json", "avro"]
@@ -124,7 +131,7 @@ def json_first(key: Any) -> Any:
         return key
     try:
         return json.loads(key, parse_constant=_no_constant)
-    except ValueError:  # not JSON: the text itself, as TextNode.valueOf(s)
+    except (ValueError, RecursionError):  # not JSON (or too deep to read): the text, as TextNode.valueOf(s)
         return key
 
 
@@ -137,30 +144,46 @@ class ConnectJsonDecoder:
         self.text = text  # StringConverter's: UTF-8 text first, a malformed sequence as U+FFFD
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        value = self.read(data)
+        # The consumer hands a tombstone over as b"": no value, whatever schemas.enable says.
+        value = self.read(data) if data else None
         if not isinstance(value, dict):
             raise SerializationError(f"the value is {_kind(value)}, not an object: a sink writes records with fields")
         return value
 
     def read(self, data: bytes | None) -> Any:
-        """The value as Kafka Connect holds it (None for a null or empty value, a tombstone)."""
-        if not data:
+        """The value as Kafka Connect holds it (None for a null value or key, a tombstone)."""
+        if data is None:
             return None
-        try:
-            parsed = json.loads(data.decode("utf-8", "replace") if self.text else data, parse_constant=_no_constant)
-        except ValueError as exc:  # JSONDecodeError, a bad UTF-8 sequence, NaN
-            raise SerializationError(f"not JSON: {exc}") from exc
+        # Decimals exact only where a schema may ask for one: JsonConverter reads a numeric Decimal
+        # as BigDecimal (JsonConverter.java, the Decimal LogicalTypeConverter's toConnect).
+        exact = self.schemas_enable and _DECIMAL_BYTES in data
+        parsed = self._parse(data, exact)
         if not self.schemas_enable:
-            return parsed
+            # JsonConverter.convertToConnect: no content (MissingNode) is a null without schemas.
+            return None if parsed is jackson.MISSING else parsed
         if not isinstance(parsed, dict) or parsed.keys() != {"schema", "payload"}:
             found = f"an object of {sorted(parsed)}" if isinstance(parsed, dict) else _kind(parsed)
             raise SerializationError(f"{ENVELOPE_REQUIRED}; got {found}")
-        schema = parsed["schema"]
-        if schema is None:  # an envelope without a schema: the payload as it is
-            return parsed["payload"]
-        if not isinstance(schema, dict):
-            raise SerializationError(f'the envelope\'s "schema" is {_kind(schema)}, not an object')
-        return convert(schema, parsed["payload"], "payload")
+        try:
+            return _payload(parsed["schema"], parsed["payload"], exact)
+        except RecursionError:
+            raise SerializationError("payload: nested too deep to read through its schema") from None
+
+    def _parse(self, data: bytes, exact: bool) -> Any:
+        if self.text:
+            # StringConverter's text, parsed by the sink as a default Jackson mapper parses a String
+            # (no leading zeros; a BOM, U+FEFF in the text, is not JSON there either).
+            return jackson.loads(data.decode("utf-8", "replace"), leading_zeros=False)
+        # JsonDeserializer.java: readTree on the bytes, ALLOW_LEADING_ZEROS_FOR_NUMBERS on.
+        return jackson.loads(data, leading_zeros=True, exact_decimals=exact)
+
+
+def _payload(schema: Any, payload: Any, exact: bool) -> Any:
+    if schema is None:  # an envelope without a schema: the payload as it is
+        return _floats(payload) if exact else payload
+    if not isinstance(schema, dict):
+        raise SerializationError(f'the envelope\'s "schema" is {_kind(schema)}, not an object')
+    return convert(schema, payload, "payload")
 
 
 def convert(schema: Schema, node: Any, path: str) -> Any:
@@ -180,6 +203,9 @@ def convert(schema: Schema, node: Any, path: str) -> Any:
     return logical(schema, value, path) if logical else value
 
 
+# Deliberately stricter than JsonConverter.java's TO_CONNECT_CONVERTERS, which take intValue(),
+# longValue() or booleanValue() of whatever node they find: 2.5 as 2, 2**31 in an int32 wrapped to
+# -2**31, the text "3" as 0, "true" as false. Such a record is dead-lettered with the field's path.
 def _integer(low: int, high: int) -> Convert:
     def read(schema: Schema, node: Any, path: str) -> int:
         if type(node) is not int or not low <= node <= high:
@@ -190,9 +216,9 @@ def _integer(low: int, high: int) -> Convert:
 
 
 def _number(schema: Schema, node: Any, path: str) -> float:
-    if type(node) not in (int, float):
+    if type(node) not in (int, float, Decimal):  # a Decimal: parsed exactly for a Decimal elsewhere
         raise _mismatch(schema, node, path)
-    return float(node)
+    return float(node)  # float(Decimal) rounds as float(text) does: the double JsonConverter reads
 
 
 def _of(python_type: type) -> Convert:
@@ -205,8 +231,8 @@ def _of(python_type: type) -> Convert:
 
 
 def _bytes(schema: Schema, node: Any, path: str) -> bytes | Decimal:
-    if schema.get("name") == _DECIMAL and type(node) in (int, float):  # decimal.format NUMERIC writes a number
-        return Decimal(str(node))
+    if schema.get("name") == _DECIMAL and type(node) in (int, float, Decimal):  # decimal.format NUMERIC's number
+        return node if type(node) is Decimal else Decimal(str(node))  # BigDecimal, every digit (JsonConverter.java)
     if type(node) is not str:
         raise _mismatch(schema, node, path)
     try:
@@ -272,6 +298,7 @@ _READERS: dict[str, Convert] = {
     "struct": _struct,
 }
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_DECIMAL_BYTES = _DECIMAL.encode()
 
 
 def _timestamp(schema: Schema, value: Any, path: str) -> datetime:
@@ -315,8 +342,27 @@ def _mismatch(schema: Schema, node: Any, path: str) -> SerializationError:
     return SerializationError(f"{path}: expected {schema.get('type')}, got {_kind(node)}")
 
 
+def _floats(node: Any) -> Any:
+    """``node`` with its Decimals as floats: a payload without a schema, read as JsonConverter reads
+    a non-integral number without one (``doubleValue``)."""
+    if type(node) is Decimal:
+        return float(node)
+    if type(node) is dict:
+        return {key: _floats(item) for key, item in node.items()}
+    if type(node) is list:
+        return [_floats(item) for item in node]
+    return node
+
+
 def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number"}
+    names = {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        Decimal: "a number",
+    }
     if value is None:
         return "null (a tombstone or an empty value)"
     return names.get(type(value), "a number" if isinstance(value, float) else type(value).__name__)

@@ -16,7 +16,7 @@ from fluxgate_testing.connect_json import TIMESTAMP, field, struct
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.serde import AvroDecoder
 from fluxgate_core.settings import RegistrySettings
-from fluxgate_sink.formats import ConnectJsonDecoder, value_decoder
+from fluxgate_sink.formats import ConnectJsonDecoder, key_reader, value_decoder
 from fluxgate_sink.settings import SinkSettings
 
 READING_SCHEMA = struct(
@@ -164,3 +164,163 @@ def test_the_settings_choose_the_decoder() -> None:
     assert isinstance(decoder, ConnectJsonDecoder) and not decoder.schemas_enable
     assert isinstance(value_decoder("avro", True, RegistrySettings()), AvroDecoder)  # the default: our pipeline's
     assert SinkSettings(kcql="INSERT INTO t SELECT * FROM a").value_format == "avro"
+
+
+# Where Python's json and Kafka Connect's JsonConverter (JsonDeserializer, Jackson 2.21 as Kafka 4.4
+# ships it) could read the same bytes apart. Each expectation is what Connect does.
+
+
+@pytest.mark.parametrize("schemas_enable", [True, False])
+@pytest.mark.parametrize("tail", [b" x", b" }", b"\x00", b'{"b":2}', b" 1 2"])
+def test_what_follows_the_first_value_is_ignored_as_jackson_does(schemas_enable: bool, tail: bool) -> None:
+    body = envelope({"a": 1}, None) if schemas_enable else b'{"a":1}'
+    assert ConnectJsonDecoder(schemas_enable).decode(body + tail) == {"a": 1}
+
+
+def test_trailing_tokens_after_a_bare_number_and_in_json_text() -> None:
+    assert ConnectJsonDecoder(schemas_enable=False).read(b"1 2") == 1
+    assert value_decoder("string", False, RegistrySettings()).decode(b'{"a":1} trailing') == {"a": 1}
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+def test_nan_and_infinity_are_not_json(literal: bytes) -> None:
+    assert reason(ConnectJsonDecoder(schemas_enable=False), b'{"a":' + literal + b"}").startswith("not JSON")
+
+
+def test_a_duplicate_key_keeps_the_last_value() -> None:
+    assert ConnectJsonDecoder(schemas_enable=False).decode(b'{"a":1,"b":0,"a":2}') == {"a": 2, "b": 0}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"a":007}', 7),
+        (b'{"a":-007.5}', -7.5),
+        (b'{"a":00}', 0),
+        (b'{"a":[01, 1.007, 1e007, "007"]}', [1, 1.007, 1e7, "007"]),
+    ],
+)
+def test_leading_zeros_are_read_as_kafka_connect_reads_them(data: bytes, expected: Any) -> None:
+    assert ConnectJsonDecoder(schemas_enable=False).decode(data)["a"] == expected
+
+
+def test_leading_zeros_in_an_envelope_and_with_trailing_tokens() -> None:
+    body = envelope({"device_id": "d", "count": 1, "at": 0}).replace(b'"count": 1', b'"count": 0001')
+    assert ConnectJsonDecoder().decode(body + b" x")["count"] == 1
+
+
+def test_json_text_keeps_leading_zeros_refused() -> None:
+    # StringConverter's text is parsed by the sink (Stream-Reactor), not by JsonDeserializer.
+    assert reason(value_decoder("string", False, RegistrySettings()), b'{"a":007}').startswith("not JSON")
+
+
+def test_numbers_keep_their_types_without_schemas() -> None:
+    decoded = ConnectJsonDecoder(schemas_enable=False).decode(b'{"i":12345678901234567890,"f":0.1,"e":1e400}')
+    # Connect would wrap the integer to an int64 (BigInteger.longValue): we keep it exact, on purpose.
+    assert decoded == {"i": 12345678901234567890, "f": 0.1, "e": float("inf")}
+    assert type(decoded["f"]) is float
+
+
+def test_a_numeric_decimal_keeps_every_digit() -> None:
+    schema = struct(
+        "priced",
+        field("price", "bytes", name="org.apache.kafka.connect.data.Decimal", parameters={"scale": "9"}),
+        field("mean", "double"),
+        field("n", "int64"),
+    )
+    body = envelope({"price": 0, "mean": 0.1, "n": 1}, schema).replace(
+        b'"price": 0', b'"price": 12345678901234567890.123456789'
+    )
+    decoded = ConnectJsonDecoder().decode(body)
+    assert decoded == {"price": Decimal("12345678901234567890.123456789"), "mean": 0.1, "n": 1}
+    assert type(decoded["mean"]) is float
+
+
+def test_a_numeric_decimal_in_a_payload_without_a_schema_is_a_float() -> None:
+    body = b'{"schema":null,"payload":{"x":1.5,"name":"org.apache.kafka.connect.data.Decimal"}}'
+    decoded = ConnectJsonDecoder().decode(body)
+    assert decoded["x"] == 1.5 and type(decoded["x"]) is float
+
+
+def test_a_utf8_bom_is_skipped_and_utf16_is_read_as_jackson_detects_it() -> None:
+    decoder = ConnectJsonDecoder(schemas_enable=False)
+    assert decoder.decode(b'\xef\xbb\xbf{"a":1}') == {"a": 1}
+    assert decoder.decode('{"a":"é"}'.encode("utf-16-le")) == {"a": "é"}
+    # StringConverter's text keeps the BOM as U+FEFF, which Jackson's text parser refuses too.
+    assert reason(value_decoder("string", False, RegistrySettings()), b'\xef\xbb\xbf{"a":1}').startswith("not JSON")
+
+
+@pytest.mark.parametrize("data", [b"", b" \n\t\r"])
+def test_no_json_value_is_null_without_schemas_and_no_envelope_with(data: bytes) -> None:
+    assert ConnectJsonDecoder(schemas_enable=False).read(data) is None  # Jackson's MissingNode: a null
+    with pytest.raises(SerializationError, match='"schema" and "payload"'):
+        ConnectJsonDecoder(schemas_enable=True).read(data)
+    assert "null (a tombstone or an empty value)" in reason(ConnectJsonDecoder(schemas_enable=False), data)
+
+
+def test_an_empty_value_is_a_tombstone_whatever_schemas_enable_says() -> None:
+    # The consumer hands a tombstone over as b"", so decode cannot tell the two apart.
+    assert "null (a tombstone or an empty value)" in reason(ConnectJsonDecoder(), b"")
+
+
+def test_a_json_null_is_a_null_value() -> None:
+    assert ConnectJsonDecoder(schemas_enable=False).read(b"null") is None
+    assert ConnectJsonDecoder().read(envelope(None, None)) is None
+    assert '"schema" and "payload"' in reason(ConnectJsonDecoder(), b"null")
+
+
+def test_bytes_that_are_not_utf8_do_not_decode() -> None:
+    assert "can't decode byte 0xff" in reason(ConnectJsonDecoder(schemas_enable=False), b'{"s":"\xff"}')
+
+
+@pytest.mark.parametrize("schemas_enable", [True, False])
+@pytest.mark.parametrize("depth", [1001, 100_000])
+def test_deep_nesting_is_dead_lettered_never_a_crash(schemas_enable: bool, depth: int) -> None:
+    nested = b"[" * depth + b"]" * depth
+    body = b'{"schema":null,"payload":' + nested + b"}" if schemas_enable else nested
+    with pytest.raises(SerializationError, match="nested too deep") as raised:
+        ConnectJsonDecoder(schemas_enable).read(body)
+    assert not raised.value.retriable
+
+
+def test_nesting_well_within_the_limit_is_read() -> None:
+    nested = b"[" * 200 + b"]" * 200
+    assert ConnectJsonDecoder(schemas_enable=False).read(nested) is not None
+
+
+@pytest.mark.parametrize(
+    ("payload", "schema_type"),
+    [(2.0, "int64"), (2**31, "int32"), ("3", "int64"), ("true", "boolean"), (300, "int8")],
+)
+def test_a_value_connect_would_coerce_is_dead_lettered_on_purpose(payload: Any, schema_type: str) -> None:
+    # JsonConverter takes intValue()/longValue()/booleanValue() of whatever node it finds: 2.0 is 2,
+    # 2**31 wraps to -2147483648, "3" is 0, "true" is false. We dead-letter instead of guessing.
+    schema = struct("r", field("x", schema_type))
+    assert reason(ConnectJsonDecoder(), envelope({"x": payload}, schema)).startswith(
+        f"payload.x: expected {schema_type}"
+    )
+
+
+def test_a_json_key_of_no_value_is_refused_with_schemas_as_connect_does() -> None:
+    read = key_reader("json", schemas_enable=True)
+    assert read(None) is None  # a null key
+    with pytest.raises(SerializationError):
+        read(b"")
+    assert key_reader("json", schemas_enable=False)(b"") is None
+
+
+def test_a_bare_number_with_leading_zeros_is_one_value_never_zero_and_extra_data() -> None:
+    assert key_reader("json", schemas_enable=False)(b"007") == 7
+    assert key_reader("json", schemas_enable=False)(b"-007 8") == -7
+    with pytest.raises(SerializationError, match="not JSON"):  # Jackson's default: leading zeros refused
+        value_decoder("string", False, RegistrySettings()).read(b"007")
+
+
+def test_nesting_too_deep_for_its_schema_is_dead_lettered() -> None:
+    depth = 400  # Jackson reads it; converting it through the schema takes Python past its recursion limit
+    schema: dict[str, Any] = {"type": "int32"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    body = json.dumps({"schema": struct("deep", {**schema, "field": "x"}), "payload": {"x": [[0]]}}).encode()
+    said = reason(ConnectJsonDecoder(), body.replace(b"[[0]]", b"[" * depth + b"]" * depth))
+    assert said == "payload: nested too deep to read through its schema"
