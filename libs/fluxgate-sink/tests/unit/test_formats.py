@@ -16,7 +16,7 @@ from fluxgate_testing.connect_json import TIMESTAMP, field, struct
 from fluxgate_core.errors import SerializationError
 from fluxgate_core.serde import AvroDecoder
 from fluxgate_core.settings import RegistrySettings
-from fluxgate_sink.formats import ConnectJsonDecoder, key_reader, value_decoder
+from fluxgate_sink.formats import ConnectJsonDecoder, json_first, key_reader, value_decoder
 from fluxgate_sink.settings import SinkSettings
 
 READING_SCHEMA = struct(
@@ -324,3 +324,8 @@ def test_nesting_too_deep_for_its_schema_is_dead_lettered() -> None:
     body = json.dumps({"schema": struct("deep", {**schema, "field": "x"}), "payload": {"x": [[0]]}}).encode()
     said = reason(ConnectJsonDecoder(), body.replace(b"[[0]]", b"[" * depth + b"]" * depth))
     assert said == "payload: nested too deep to read through its schema"
+
+
+def test_a_string_key_nested_too_deep_to_parse_stays_text() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # Stream-Reactor's parse fails past Jackson's 1000 levels: TextNode
+    assert json_first(deep) == deep
