@@ -23,12 +23,19 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from fluxgate_aggregator.batch_values import with_values
+
 DEVICES_SCHEMA = "device_id string, newest_ms long, offset_ms long, floor_ms long"
+# The batch's values, as columns (batch_values: a literal would compile the plan anew per batch).
+CLOCK, MOVED = "_clock_ms", "_clock_moved_ms"
 
 
 def watermarks(devices: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
     """``device_id``, ``mark_ms``: each device's watermark at the gateways' clock ``clock_ms``."""
-    mark = _mark(F.col("floor_ms"), F.col("newest_ms"), F.col("offset_ms"), clock_ms, delay_ms)
+    clock = None if clock_ms is None else F.col(CLOCK)
+    if clock_ms is not None:
+        devices = with_values(devices, **{CLOCK: clock_ms})
+    mark = _mark(F.col("floor_ms"), F.col("newest_ms"), F.col("offset_ms"), clock, delay_ms)
     return devices.select("device_id", mark.alias("mark_ms"))
 
 
@@ -45,16 +52,19 @@ def learned(devices: DataFrame, readings: DataFrame, clocks: tuple[int | None, i
         F.max("mark_ms").alias("batch_mark"),  # one value per device: its watermark before the batch
     )
     both = devices.join(batch, "device_id", "full_outer")
+    clock = None if clock_ms is None else F.col(CLOCK)
+    if clock_ms is not None:
+        both = with_values(both, **{CLOCK: clock_ms, MOVED: moved})
     newest = F.greatest(F.col("newest_ms"), F.col("batch_newest"))  # greatest skips nulls
     sent = F.col("batch_newest").isNotNull()
     # A rise is believed only as fast as the gateways' clock moved: a batch holding nothing
     # but readings stamped in the past holds its device back by at most the batch's time
     # (least skips the null of a new device).
-    rise_bound = F.col("offset_ms") + F.lit(moved)
+    rise_bound = F.col("offset_ms") + (F.lit(0) if clock_ms is None else F.col(MOVED))
     offset = F.when(sent, F.least(F.col("batch_offset"), rise_bound)).otherwise(F.col("offset_ms"))
     # A device that sent sets its floor where its watermark is now; greatest(null, x) is x for
     # a new one. The others keep theirs: their watermark moves by C alone, never back.
-    floor = F.when(sent, F.greatest(F.col("batch_mark"), _mark(F.lit(None), newest, offset, clock_ms, delay_ms)))
+    floor = F.when(sent, F.greatest(F.col("batch_mark"), _mark(F.lit(None), newest, offset, clock, delay_ms)))
     return both.select(
         "device_id",
         newest.alias("newest_ms"),
@@ -63,6 +73,6 @@ def learned(devices: DataFrame, readings: DataFrame, clocks: tuple[int | None, i
     )
 
 
-def _mark(floor: Column, newest: Column, offset: Column, clock_ms: int | None, delay_ms: int) -> Column:
-    own = newest if clock_ms is None else F.greatest(newest, F.lit(clock_ms) - offset)
+def _mark(floor: Column, newest: Column, offset: Column, clock: Column | None, delay_ms: int) -> Column:
+    own = newest if clock is None else F.greatest(newest, clock - offset)
     return F.greatest(floor, own - F.lit(delay_ms))

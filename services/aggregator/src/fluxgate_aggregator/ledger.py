@@ -37,6 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from fluxgate_aggregator import checkpoints, device_clocks
+from fluxgate_aggregator.batch_values import with_values
 
 log = structlog.get_logger(__name__)
 
@@ -49,14 +50,23 @@ KEPT_METAS = 10
 NEVER = -(2**62)  # a mark before any reading: what a device new in a batch has
 
 
-def remembered(rows: DataFrame, mark: Column, horizon_ms: int, clock_ms: int | None) -> Column:
-    """Whether a ledger row (of ``rows``) is still known to a reading of its device whose
-    watermark is ``mark``, the gateways' clock at the batch's start being ``clock_ms``."""
+ARRIVED_AFTER = "_arrived_after_ms"  # a batch value (batch_values), not a literal
+
+
+def with_clock(rows: DataFrame, horizon_ms: int, clock_ms: int | None) -> DataFrame:
+    """Ledger ``rows`` ready for :func:`remembered` in a batch that starts at the gateways'
+    clock ``clock_ms`` (None: no reading has told it yet)."""
+    return rows if clock_ms is None else with_values(rows, **{ARRIVED_AFTER: clock_ms - horizon_ms})
+
+
+def remembered(rows: DataFrame, mark: Column, horizon_ms: int) -> Column:
+    """Whether a ledger row (of ``rows``, from :func:`with_clock`) is still known to a reading
+    of its device whose watermark is ``mark``."""
     by_device = rows["keep_ms"] > mark - F.lit(horizon_ms)
-    if clock_ms is None:
+    if ARRIVED_AFTER not in rows.columns:
         return by_device
     # Null for rows written before rows had arrived_ms: kept by keep_ms alone, as then.
-    by_arrival = rows["counted"] & (rows["arrived_ms"] > F.lit(clock_ms - horizon_ms))
+    by_arrival = rows["counted"] & (rows["arrived_ms"] > rows[ARRIVED_AFTER])
     return by_device | F.coalesce(by_arrival, F.lit(False))
 
 
@@ -139,10 +149,11 @@ class Ledger:
         batch that recorded it as ``entry`` if asked. Which of them a batch still knows is
         decided per device (``keep_ms`` against the device's watermark)."""
         wanted = [e for e in sorted(self.entries) if e < self.batch_id or this_batch]
-        schema = ROW_SCHEMA + (", entry long" if entry else "")
+        schema = ROW_SCHEMA + (", entry string" if entry else "")
         if not wanted:
             return self.spark.createDataFrame([], schema)
-        parts = [self._entry(e).withColumn("entry", F.lit(e)) if entry else self._entry(e) for e in wanted]
+        # A string: a long literal would make each new entry's code anew (batch_values).
+        parts = [self._entry(e).withColumn("entry", F.lit(str(e))) if entry else self._entry(e) for e in wanted]
         return reduce(DataFrame.unionByName, parts)
 
     def _entry(self, batch_id: int) -> DataFrame:
@@ -212,9 +223,9 @@ class Ledger:
         if not older:
             return []
         mark = F.coalesce(self.mark_of(F.col("mark_ms")), F.lit(NEVER))
-        rows = self.rows(entry=True).join(marks, "device_id", "left")
-        live = rows.where(remembered(rows, mark, horizon_ms, self.clock_ms)).select("entry").distinct()
-        kept = {row["entry"] for row in live.collect()}
+        rows = with_clock(self.rows(entry=True), horizon_ms, self.clock_ms).join(marks, "device_id", "left")
+        live = rows.where(remembered(rows, mark, horizon_ms)).select("entry").distinct()
+        kept = {int(row["entry"]) for row in live.collect()}
         return [entry for entry in older if entry not in kept]
 
     def _drop_learned(self) -> None:

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from fluxgate_aggregator.consumed import IDENTITY_IN_METRIC
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.deadletters import dead_letter_headers
-from fluxgate_aggregator.ledger import Ledger, remembered
+from fluxgate_aggregator.ledger import Ledger, remembered, with_clock
 from fluxgate_aggregator.settings import AggregatorSettings, duration_ms
 from fluxgate_aggregator.window_stats import encoded, window_stats
 from fluxgate_aggregator.wire import MAGIC_OK, SCHEMA_ID, with_reading
@@ -120,7 +120,8 @@ def first_late(records: DataFrame, seen: DataFrame, horizon: int, clock_ms: int 
     ledger is scanned for those only."""
     behind = records.where(~F.col("dead") & ~F.col("counted")).dropDuplicates(list(IDENTITY_IN_METRIC))
     asked = F.broadcast(behind.select(*IDENTITY_IN_METRIC, "mark_ms"))
-    same_known = _same(seen, asked) & remembered(seen, asked["mark_ms"], horizon, clock_ms)
+    seen = with_clock(seen, horizon, clock_ms)
+    same_known = _same(seen, asked) & remembered(seen, asked["mark_ms"], horizon)
     known = seen.join(asked, same_known, "left_semi")
     return behind.join(known, _same(behind, known), "left_anti")
 

@@ -15,6 +15,19 @@ REDACT_JAAS = r'password="(?:[^"\\\n]|\\.)*"?'
 STRING_REDACTION = "spark.sql.redaction.string.regex"
 
 
+# Spark properties the job sets unless spark.conf names them.
+DEFAULT_CONF = {
+    # Spark redacts the Kafka options' JAAS value (it holds "password=") in plans, the UI and the
+    # event log, but not where explain() prints the streaming source's DataSource: this does.
+    STRING_REDACTION: REDACT_JAAS,
+    # The compiled classes Spark keeps for the code it generates (default 100). One micro-batch
+    # of the job generates about 135, so with 100 each batch evicted what the next one needed
+    # and compiled all of them again, and the JVM's JIT compiled the new classes again: most of
+    # the job's CPU (bench/results/2026-11-27-aggregator-generated-code.md).
+    "spark.sql.codegen.cache.maxEntries": "1000",
+}
+
+
 def connector_conf(settings: SparkSettings) -> tuple[str, str]:
     """``spark.jars.packages`` when asked for, else the Maven-resolved jar files."""
     if settings.packages:
@@ -41,11 +54,7 @@ def build_session(settings: SparkSettings) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true")
     )
-    # Spark redacts the Kafka options' JAAS value (it holds "password=") in plans, the UI and the
-    # event log, but not where explain() prints the streaming source's DataSource: this does.
-    if STRING_REDACTION not in settings.conf:
-        builder = builder.config(STRING_REDACTION, REDACT_JAAS)
-    for key, value in settings.conf.items():
+    for key, value in (DEFAULT_CONF | settings.conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

@@ -162,6 +162,32 @@ def test_every_phase_of_a_batch_is_timed(pair: Callable[..., Any]) -> None:
     assert all(seconds(phase) > before[phase] for phase in phases), {p: seconds(p) - before[p] for p in phases}
 
 
+def test_a_batch_like_the_ones_before_it_compiles_no_new_code(pair: Callable[..., Any], spark: Any) -> None:
+    """Spark compiles the code it generates for a plan unless it kept a class for the same
+    source. Each batch compiled ~135 classes anew, and the JVM's JIT compiled them again: most
+    of the job's CPU. Two causes, each enough to fail this: Spark kept 100 classes, fewer than
+    a batch uses (spark.DEFAULT_CONF), and the gateways' clock, written into the source as a
+    literal, made 26 of them new in every batch (batch_values)."""
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    model, job = pair()
+    made = []
+    previous: list[Record] = []
+    for batch in range(7):
+        now = 20_000 + batch * SIZE  # every batch closes a window and moves the gateways' clock
+        records: list[Record] = [
+            Reading("d1", now, 1.0 + batch, batch),
+            Reading("d2", now - 1_000, 2.0, batch, ingest_ms=now + 500),  # a clock behind the gateways'
+            Reading("d3", now - 4 * SIZE, 3.0, batch),  # late
+            Broken(b"junk"),
+            *previous[:1],  # a copy of a counted reading
+        ]
+        before = compiled.getCount()
+        run(model, job, batch, records)
+        made.append(compiled.getCount() - before)
+        previous = records
+    assert made[-3:] == [0, 0, 0], f"classes compiled per batch: {made}"
+
+
 def random_records(rng: random.Random, now: int, watermark: int, history: list[Reading]) -> list[Record]:
     records: list[Record] = []
     for _ in range(rng.randint(0, 9)):
