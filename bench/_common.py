@@ -150,6 +150,17 @@ class CpuSampler:
         return samples[0][1] if instant < samples[0][0] else samples[-1][1]
 
 
+def spark_conf(pairs: Sequence[str]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` options (repeatable, as spark-submit's) as Spark properties."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--conf {pair!r}: expected KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
 def micros_per(seconds: float, count: int) -> float:
     return round(seconds / count * 1e6, 2) if count else 0.0
 

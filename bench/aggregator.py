@@ -40,13 +40,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from _common import CpuSampler, LegResult, micros_per, print_table, stack_up, write_report
+from _common import CpuSampler, LegResult, micros_per, print_table, spark_conf, stack_up, write_report
 from _readings import Readings, as_readings, count_records, produce_input
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fluxgate_testing import unique_topic
@@ -94,6 +94,8 @@ class Leg:
     wall: float
     steady_cpu: float = 0.0
     peak_mib: float = 0.0
+    jvm_peak_mib: float = 0.0  # the Spark JVM's share of peak_mib; the rest is this driver's
+    code: dict[str, float] = field(default_factory=dict)  # CodeCost.since over the leg
     output_topic: str = ""
 
     @property
@@ -281,6 +283,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=float, default=10_000.0, help="readings/s of the paced legs")
     parser.add_argument("--latency-trigger", default=SparkSettings().trigger_interval, help="the job's, paced")
     parser.add_argument("--latency-settle", type=float, default=20.0, help="s before windows count as closed")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the job (repeatable), e.g. spark.driver.memory=512m")  # fmt: skip
     args = parser.parse_args()
     if problem := latency_span_problem(args.latency_seconds, args.latency_settle):
         parser.error(problem)
@@ -327,7 +331,8 @@ def run_legs(
         trigger_interval="0 seconds",  # back to back: the job's 5 s pause would only add idle time
         max_offsets_per_trigger=args.batch,
         # recentProgress is what the legs read their batches from: keep every batch of a leg.
-        conf={"spark.ui.showConsoleProgress": "false", "spark.sql.streaming.numRecentProgressUpdates": "10000"},
+        conf={"spark.ui.showConsoleProgress": "false", "spark.sql.streaming.numRecentProgressUpdates": "10000"}
+        | spark_conf(args.conf),
     )
     client = SchemaRegistryClient({"url": endpoints.registry_url})
     spark = build_session(spark_settings)
@@ -356,9 +361,12 @@ def run_legs(
                 run_rate(spark, settings, contracts, replace(readings, count=min(args.warm_up, readings.count)))
                 continue
             reset_peak_rss(pids)
+            code = CodeCost(jvm)
             with CpuSampler(pids) as sampler:
                 leg = run_leg(kind(name), spark, settings, contracts, readings)
+            leg.code = code.since()
             leg.name, leg.steady_cpu, leg.peak_mib = name, sampler.used(*leg.steady_span), peak_rss_mib(pids)
+            leg.jvm_peak_mib = peak_rss_mib(pids[:1])
             if kind(name) != "rate":
                 leg.output_topic = settings.output_topic
             if kind(name) == "job" and expected_windows is None:
@@ -392,6 +400,7 @@ def run_latency(
         peer = PeerProcess(endpoints.bootstrap, endpoints.registry_url, settings.input_topic, settings.output_topic,
                            Path(settings.checkpoint_dir), args.peer_threads).start()  # fmt: skip
         measured = [peer.pid]
+    code = CodeCost(spark.sparkContext._jvm) if engine == "job" else None
     try:
         reset_peak_rss(measured)
         with CpuSampler(measured) as sampler, ProcessPoolExecutor(1, get_context("spawn")) as pool:
@@ -411,7 +420,7 @@ def run_latency(
                         args.latency_settle, args.devices)  # fmt: skip
     cpu = micros_per(sampler.used(paced.start, paced.end), paced.sent)
     return {"readings_per_second": round(paced.rate), "sent": paced.sent, "cpu_us_per_reading": cpu,
-            "peak_mib": peak} | batches | figures  # fmt: skip
+            "peak_mib": peak} | batches | (code.since() if code else {}) | figures  # fmt: skip
 
 
 def batch_figures(progress: list[Any]) -> dict[str, Any]:
@@ -442,7 +451,7 @@ def seconds(duration: str) -> int:
 def latency_settings(args: argparse.Namespace, endpoints: Endpoints, checkpoint: Path) -> AggregatorSettings:
     """A topic of its own in and out; the job as the service runs it (its trigger, no cap)."""
     spark = SparkSettings(master=args.master, shuffle_partitions=args.shuffle_partitions,
-                          trigger_interval=args.latency_trigger)  # fmt: skip
+                          trigger_interval=args.latency_trigger, conf=spark_conf(args.conf))  # fmt: skip
     return fresh_job_settings(endpoints, spark, checkpoint, "bench.agg.lat-")
 
 
@@ -479,6 +488,25 @@ def check_windows(legs: list[AnyLeg], bootstrap: str, client: SchemaRegistryClie
         if name != base:
             checks[name] = compare_windows(ours, windows_of(read_topic(bootstrap, topic, PARTITIONS, decoder.decode)))
     return checks
+
+
+class CodeCost:
+    """Code the Spark JVM made while a leg ran: the classes Spark generated and compiled with
+    Janino (a plan whose generated source differs from every cached one is compiled afresh,
+    and a long literal is written into the source), and the time the JVM's JIT compilers spent
+    on bytecode (every new class is compiled again once it runs hot)."""
+
+    def __init__(self, jvm: Any) -> None:
+        self._janino = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+        self._jit = jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+        self._start = self._now()
+
+    def _now(self) -> tuple[int, int]:
+        return int(self._janino.getCount()), int(self._jit.getTotalCompilationTime())
+
+    def since(self) -> dict[str, float]:
+        janino, jit_ms = self._now()
+        return {"janino_compiles": janino - self._start[0], "jit_s": round((jit_ms - self._start[1]) / 1000, 1)}
 
 
 def run_leg(
@@ -543,7 +571,7 @@ def report(
     )
     print_table(title, header, [leg_row(leg) for leg in legs])
     for leg in legs:
-        print(f"  {leg.name}: {leg.what}")
+        print(f"  {leg.name}: {leg.what}" + (f"; code made: {leg.code}" if isinstance(leg, Leg) and leg.code else ""))
     for name, check in windows.items():
         if name != "against":
             print(f"  windows of {name} against {windows['against']}: {check}")
@@ -558,7 +586,8 @@ def report(
             leg.name,
             leg.per_second,
             micros_per(leg.steady_cpu, leg.steady_rows),
-            {"rows": leg.rows, "wall_s": round(leg.wall, 2), "peak_mib": leg.peak_mib},
+            {"rows": leg.rows, "wall_s": round(leg.wall, 2), "peak_mib": leg.peak_mib}
+            | ({"jvm_peak_mib": leg.jvm_peak_mib} | leg.code if isinstance(leg, Leg) else {}),
         )
         for leg in legs
     ]
@@ -570,6 +599,7 @@ def report(
         "devices": args.devices,
         "span_minutes": args.span_minutes,
         "rounds": args.rounds,
+        "spark_conf": spark_conf(args.conf),
         "input_produced_in": produced,
         "windows_checked": windows,
         "latency": {

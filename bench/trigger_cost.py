@@ -50,7 +50,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from _common import CpuSampler, LegResult, micros_per, print_table, stack_up, write_report
+from _common import CpuSampler, LegResult, micros_per, print_table, spark_conf, stack_up, write_report
 from aggregator import fresh_job_settings, pace_in_child
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kstreams.latency import Paced, TopicWatch
@@ -507,7 +507,7 @@ def main() -> int:
             shuffle_partitions=args.shuffle_partitions,
             # Enough progress events for a whole leg of short batches (Spark keeps 100).
             conf={"spark.ui.showConsoleProgress": "false", "spark.sql.streaming.numRecentProgressUpdates": "2000"}
-            | dict(setting.split("=", 1) for setting in args.conf),
+            | spark_conf(args.conf),
         )
     )
     jvm = spark.sparkContext._jvm  # the JVM's pid is only reachable through the gateway
