@@ -150,3 +150,13 @@ def test_a_backlog_is_read_in_bounded_batches_unless_told_otherwise(monkeypatch:
     assert _options_read_with(AggregatorSettings())["maxOffsetsPerTrigger"] == "200000"
     monkeypatch.setenv("FLUXGATE_AGG_SPARK__MAX_OFFSETS_PER_TRIGGER", "5000")
     assert _options_read_with(load_settings(AggregatorSettings))["maxOffsetsPerTrigger"] == "5000"
+
+
+def test_the_spark_properties_the_job_sets_itself_are_named_where_users_set_theirs() -> None:
+    """``spark.conf`` wins over the job's own properties; its description (the settings
+    reference, the chart's schema) names each of them, so a user knows what an entry replaces."""
+    from fluxgate_aggregator.settings import SparkSettings
+    from fluxgate_aggregator.spark import DEFAULT_CONF
+
+    description = SparkSettings.model_fields["conf"].description or ""
+    assert [key for key in DEFAULT_CONF if key not in description] == []
