@@ -172,7 +172,7 @@ def test_a_batch_like_the_ones_before_it_compiles_no_new_code(pair: Callable[...
     model, job = pair()
     made = []
     previous: list[Record] = []
-    for batch in range(7):
+    for batch in range(9):  # the first four or five make the code every later one uses
         now = 20_000 + batch * SIZE  # every batch closes a window and moves the gateways' clock
         records: list[Record] = [
             Reading("d1", now, 1.0 + batch, batch),
@@ -185,7 +185,9 @@ def test_a_batch_like_the_ones_before_it_compiles_no_new_code(pair: Callable[...
         run(model, job, batch, records)
         made.append(compiled.getCount() - before)
         previous = records
-    assert made[-3:] == [0, 0, 0], f"classes compiled per batch: {made}"
+    # Either cause costs every batch (26 or 133 classes): three batches of it are far above 10.
+    # Once in a run (at a varying batch, 4 classes) Spark plans one query another way.
+    assert sum(made[-3:]) < 10, f"classes compiled per batch: {made}"
 
 
 def random_records(rng: random.Random, now: int, watermark: int, history: list[Reading]) -> list[Record]:
