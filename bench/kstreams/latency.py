@@ -139,15 +139,18 @@ def latencies(
     arrivals: dict[tuple[str, int], float], paced: Paced, size_ms: int, grace_ms: int, settle_s: float, devices: int
 ) -> dict[str, Any]:
     """p50, p99 and max seconds from close to arrival, of the windows that closed while the
-    readings flowed, ``settle_s`` after the first (the engine's first batches and JIT).
+    readings flowed and ended ``settle_s`` or more after the first reading (the engine's first
+    batches and JIT). A window counts by its end, not its close: a close comes a grace after
+    the end, so a window ending before the first reading would close inside the span with
+    nothing in it, and never arrive.
 
     Every device sends in every window, so ``devices`` windows close at each window end plus
     the grace; one that never arrived counts as infinitely late (a percentile it reaches is
     None, and ``missing`` says how many)."""
     closes = [
         close
-        for close in range(_first_close_after(paced.start + settle_s, size_ms, grace_ms), int(paced.end * 1000) + 1,
-                           size_ms)
+        for close in range(_first_close_after(paced.start + settle_s + grace_ms / 1000, size_ms, grace_ms),
+                           int(paced.end * 1000) + 1, size_ms)
     ]  # fmt: skip
     delays = sorted(
         seen - (begin + size_ms + grace_ms) / 1000

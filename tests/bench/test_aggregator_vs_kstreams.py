@@ -111,6 +111,15 @@ def test_windows_within_the_settling_time_do_not_count() -> None:
     assert (figures["windows"], figures["expected"], figures["missing"]) == (0, 1, 1)
 
 
+def test_a_window_that_ended_before_the_readings_began_is_not_expected() -> None:
+    # The window ending at 960 s closes at 990 s, 22.3 s into the span, but holds no reading:
+    # counting it made an engine miss every one of its windows (a peer leg's p99 was None).
+    paced = Paced(start=967.7, end=1200.0, sent=2_000_000)
+    figures = latencies({("d0", 960_000): 1050.1}, paced, 60_000, 30_000, settle_s=20.0, devices=1)
+    assert [row["before_end_s"] for row in figures["by_close"]] == [150, 90, 30]
+    assert (figures["windows"], figures["expected"], figures["missing"]) == (1, 3, 2)
+
+
 def test_the_latency_ratio_needs_every_window_on_both_sides() -> None:
     both = {"job": {"p99_s": 12.6}, "kstreams": {"p99_s": 0.13}}
     assert latency_ratio(both) == {"job_over_kstreams_latency_p99": 96.9}
