@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import CpuSampler, LegResult, micros_per, print_table, spark_conf, stack_up, write_report
-from _readings import Readings, as_readings, count_records, produce_input
+from _readings import Readings, as_readings, count_records, produce_in_child
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fluxgate_testing import unique_topic
 from kstreams.latency import Arrivals, Paced, latencies, pace
@@ -349,7 +349,7 @@ def run_legs(
     try:
         for name, settings in leg_settings(args, endpoints, spark_settings, tmp):
             if kind(name) != "rate" and not produced:
-                produced = produce_input(endpoints.bootstrap, client, settings.input_topic, readings)
+                produced = produce_in_child(endpoints.bootstrap, endpoints.registry_url, settings.input_topic, readings)
             if kind(name) == "kstreams":
                 peer = PeerProcess(endpoints.bootstrap, endpoints.registry_url, settings.input_topic,
                                    settings.output_topic, Path(settings.checkpoint_dir), args.peer_threads)  # fmt: skip

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import TICKS_PER_SECOND, CpuSampler, LegResult, micros_per, print_table, stack_up, write_report
-from _readings import UNIT, Readings, produce_input
+from _readings import UNIT, Readings, produce_in_child
 from aggregator import PARTITIONS, Leg
 from aggregator_reference import window_starts
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -672,7 +672,7 @@ def run_probes(
     # The job's contracts register the aggregate's schema under the output topic: one of its own,
     # never written (the outputs go to memory).
     unused_output = unique_topic("bench.tws.out", endpoints.bootstrap, PARTITIONS)
-    produced = produce_input(endpoints.bootstrap, client, topic, readings)
+    produced = produce_in_child(endpoints.bootstrap, endpoints.registry_url, topic, readings)
     spark = build_session(spark_settings)
     jvm = spark.sparkContext._jvm  # the JVM's pid is only reachable through the gateway
     assert jvm is not None
