@@ -15,6 +15,7 @@ import math
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -75,7 +76,7 @@ def pace(bootstrap: str, client: SchemaRegistryClient, topic: str, devices: int,
 
 
 @dataclass
-class TopicWatch:
+class TopicWatch(ABC):
     """Reads ``topic`` from the start in a thread, handing each record's decoded value to
     :meth:`arrived` with the instant it was read (before decoding: what is measured is the
     arrival)."""
@@ -97,8 +98,9 @@ class TopicWatch:
         if self._thread is not None:
             self._thread.join(10)
 
+    @abstractmethod
     def arrived(self, record: dict[str, Any], now: float) -> None:
-        raise NotImplementedError
+        """What a watch does with each record, read at ``now``."""
 
     def _run(self) -> None:
         decoder = AvroDecoder(self.client)
