@@ -5,7 +5,9 @@ principal allowed only to create, describe and describe the configs of the test'
 Every topic the services' Settings name (files/topics.json, renamed to the test's own names
 in the test's copy of the charts, so nothing shared is touched) must then exist with the
 partitions and config the values asked for; a second run creates nothing and fails nothing,
-and a topic that differs from the values is reported, never changed."""
+and a topic that differs from the values is reported, never changed. The Job then runs once
+more in the image it names (`make images`), as its pod runs it (uid, read-only root, dropped
+capabilities, its Secret volumes mounted)."""
 
 from __future__ import annotations
 
@@ -23,9 +25,13 @@ import pytest
 from chart_schemas import pipeline_topics
 from charts import UMBRELLA, copy_built, install_dry_run, render
 from confluent_kafka.admin import AdminClient, ConfigResource
+from containers import ContainerLauncher
 from fluxgate_testing.k8s import Pod
 
 from fluxgate_stack import Grant
+
+# The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
+IMAGES_TIMEOUT_S = 2700
 
 CA_MOUNT = "/etc/fluxgate/kafka-ca"
 KUBERNETES = "1.37.0"  # test_charts' version of the schemas
@@ -75,15 +81,19 @@ def prefix() -> str:
     return f"it-topics-{uuid.uuid4().hex[:8]}."
 
 
-@pytest.fixture(scope="module")
-def charts(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Path:
-    """A copy of the charts whose generated topic list names the test's own topics."""
-    built = copy_built(tmp_path_factory.mktemp("topics") / "charts")
+def charts_naming(folder: Path, prefix: str) -> Path:
+    """A copy of the charts in ``folder`` whose generated topic list names ``prefix``'s topics."""
+    built = copy_built(folder)
     listed = built / UMBRELLA / "files" / "topics.json"
     document = json.loads(listed.read_text())
     document["topics"] = {prefix + name: where for name, where in document["topics"].items()}
     listed.write_text(json.dumps(document))
     return built
+
+
+@pytest.fixture(scope="module")
+def charts(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Path:
+    return charts_naming(tmp_path_factory.mktemp("topics") / "charts", prefix)
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +233,42 @@ def test_a_refused_login_fails_the_job_naming_the_setting(
     secrets = {("kafka-user", "pw"): "wrong", ("kafka-ca", "ca.crt"): secured_kafka.ca_file.read_text()}
     refused = run_job(job_of(objects), objects, secrets, tmp_path, code=2)
     assert "FLUXGATE_TOPICS_KAFKA__SASL_PASSWORD_FILE" in refused, refused
+
+
+@pytest.mark.integration  # the local stack's Kafka; the image, built by podman (make images)
+@pytest.mark.downloads
+@pytest.mark.containers
+@pytest.mark.timeout(IMAGES_TIMEOUT_S)
+def test_the_job_runs_in_the_image_its_pod_names_as_its_pod_runs_it(
+    images: str, admin: AdminClient, secured_kafka: Any, prefix: str, tmp_path: Path
+) -> None:
+    """What the process runs above prove of the Job's command, proven of its image: the
+    rendered image holds the entry point and a Kafka client that logs in over SASL_SSL, as
+    uid 10001 on a read-only root filesystem with every capability dropped, reading its
+    password and CA from the pod's Secret volumes."""
+    mine = f"{prefix}image."  # its own topics, whichever of this module's tests runs first
+    charts = charts_naming(tmp_path / "charts", mine)
+    principal = secured_kafka.principal(
+        "topics-image", [Grant("topic", mine, ("CREATE", "DESCRIBE", "DESCRIBE_CONFIGS"), prefixed=True)]
+    )
+    secrets = {("kafka-user", "pw"): principal.password, ("kafka-ca", "ca.crt"): secured_kafka.ca_file.read_text()}
+    values = [charts / UMBRELLA / "values-dev.yaml", secured_values(secured_kafka, mine, principal.username, {})]
+    objects = render(charts / UMBRELLA, values=values)
+    pod = job_of(objects)
+    assert pod.argv == COMMAND
+    launcher = ContainerLauncher(
+        f"topics-{uuid.uuid4().hex[:6]}", tmp_path, images,
+        mounts={"mqtt-proxy": materialized(pod, secrets, tmp_path / "volumes")},
+        security={"mqtt-proxy": pod.container["securityContext"]},
+    )  # fmt: skip
+    assert pod.container["image"] == launcher.image("mqtt-proxy"), "the test runs the image the Job names"
+    argv, env = launcher.command("mqtt-proxy", pod.argv, pod.env(objects, secrets))
+    try:
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, check=False)
+    finally:
+        launcher.remove_all()
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    wanted = sorted(mine + name for name in pipeline_topics())
+    assert output.count("kafka.topic.created") == len(wanted), output
+    assert {name: found[0] for name, found in described(admin, wanted).items()} == dict.fromkeys(wanted, 2)
