@@ -127,6 +127,10 @@ dashboards: $(VENV)/.installed ## Write the Grafana dashboards (deploy/charts/fl
 kibana-objects: $(VENV)/.installed ## Write Kibana's data view, Vega panels and dashboard (deploy/kibana/fluxgate.ndjson) from tools/kibana_objects.py
 	$(PY) tools/kibana_objects.py
 
+.PHONY: compose-prometheus
+compose-prometheus: $(VENV)/.installed ## Write compose's Prometheus configuration (deploy/prometheus/prometheus.yml, profile monitoring) from docker-compose.yml and the Settings classes
+	$(PY) tools/compose_prometheus.py
+
 .PHONY: clean
 clean: ## Stop the stack and remove downloads, data and the venv (also what the stack keeps outside the checkout)
 	@test -x $(STACK) && $(STACK) purge || true
