@@ -289,6 +289,28 @@ def test_nesting_well_within_the_limit_is_read() -> None:
 
 
 @pytest.mark.parametrize(
+    ("schema_type", "low", "high"),
+    [
+        ("int8", -128, 127),
+        ("int16", -32_768, 32_767),
+        ("int32", -2_147_483_648, 2_147_483_647),
+        ("int64", -9_223_372_036_854_775_808, 9_223_372_036_854_775_807),
+    ],
+)
+def test_each_connect_integer_type_reads_its_bounds_and_refuses_one_past(schema_type: str, low: int, high: int) -> None:
+    # Java's byte, short, int and long, written out rather than taken from CONNECT_INTEGER_RANGES so a
+    # changed bound fails here: one past either bound would be wrapped by Connect.
+    schema = struct("r", field("x", schema_type))
+    for bound in (low, high):
+        assert ConnectJsonDecoder().decode(envelope({"x": bound}, schema)) == {"x": bound}
+    for past in (low - 1, high + 1):
+        assert (
+            reason(ConnectJsonDecoder(), envelope({"x": past}, schema))
+            == f"payload.x: expected {schema_type}, got a number"
+        )
+
+
+@pytest.mark.parametrize(
     ("payload", "schema_type"),
     [(2.0, "int64"), (2**31, "int32"), ("3", "int64"), ("true", "boolean"), (300, "int8")],
 )
