@@ -32,9 +32,7 @@ CLOCK, MOVED = "_clock_ms", "_clock_moved_ms"
 
 def watermarks(devices: DataFrame, clock_ms: int | None, delay_ms: int) -> DataFrame:
     """``device_id``, ``mark_ms``: each device's watermark at the gateways' clock ``clock_ms``."""
-    clock = None if clock_ms is None else F.col(CLOCK)
-    if clock_ms is not None:
-        devices = with_values(devices, **{CLOCK: clock_ms})
+    devices, clock = _clocked(devices, clock_ms)
     mark = _mark(F.col("floor_ms"), F.col("newest_ms"), F.col("offset_ms"), clock, delay_ms)
     return devices.select("device_id", mark.alias("mark_ms"))
 
@@ -52,9 +50,7 @@ def learned(devices: DataFrame, readings: DataFrame, clocks: tuple[int | None, i
         F.max("mark_ms").alias("batch_mark"),  # one value per device: its watermark before the batch
     )
     both = devices.join(batch, "device_id", "full_outer")
-    clock = None if clock_ms is None else F.col(CLOCK)
-    if clock_ms is not None:
-        both = with_values(both, **{CLOCK: clock_ms, MOVED: moved})
+    both, clock = _clocked(both, clock_ms, **{MOVED: moved})
     newest = F.greatest(F.col("newest_ms"), F.col("batch_newest"))  # greatest skips nulls
     sent = F.col("batch_newest").isNotNull()
     # A rise is believed only as fast as the gateways' clock moved: a batch holding nothing
@@ -71,6 +67,14 @@ def learned(devices: DataFrame, readings: DataFrame, clocks: tuple[int | None, i
         offset.alias("offset_ms"),
         floor.otherwise(F.col("floor_ms")).alias("floor_ms"),
     )
+
+
+def _clocked(rows: DataFrame, clock_ms: int | None, **more: int) -> tuple[DataFrame, Column | None]:
+    """``rows`` with the gateways' clock (and ``more``) as batch values, and the clock's
+    column; as they are, and None, while no reading has told the clock."""
+    if clock_ms is None:
+        return rows, None
+    return with_values(rows, **{CLOCK: clock_ms, **more}), F.col(CLOCK)
 
 
 def _mark(floor: Column, newest: Column, offset: Column, clock: Column | None, delay_ms: int) -> Column:

@@ -65,16 +65,18 @@ class Outcome:
     unknown_ids: list[int]  # schema ids of wire-format records the batch had no writer schema for
 
 
-def routed(batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], ledger: Ledger) -> DataFrame:
+def routed(
+    batch: DataFrame, settings: AggregatorSettings, known_ids: list[int], ledger: Ledger, marks: DataFrame
+) -> DataFrame:
     """What routing needs of each record, flat: the reading's fields, its device's watermark
-    at the batch's start (``mark_ms``, null for a new device) and ``counted`` (after it) for
-    the readings of the metric; the key and bytes of those that may be written as they came
-    (the undecodable, with dead-letter headers, and the late). Cached (the batch's only
-    copy) and kept as the batch's ledger entry, so it is kept slim."""
+    at the batch's start (``mark_ms``, from the ledger's ``marks``: null for a new device) and
+    ``counted`` (after it) for the readings of the metric; the key and bytes of those that may
+    be written as they came (the undecodable, with dead-letter headers, and the late). Cached
+    (the batch's only copy) and kept as the batch's ledger entry, so it is kept slim."""
     dead = F.col("reading").isNull()
     ours = batch.where(dead | (F.col("reading.metric") == settings.metric))
-    marks = ledger.marks().withColumnRenamed("device_id", "marked_device")
-    joined = ours.join(marks, F.col("reading.device_id") == F.col("marked_device"), "left")
+    marked = marks.withColumnRenamed("device_id", "marked_device")
+    joined = ours.join(marked, F.col("reading.device_id") == F.col("marked_device"), "left")
     mark = ledger.mark_of(F.col("mark_ms"))
     counted = mark.isNull() | (F.col("reading.event_time") > F.timestamp_millis(mark))
     as_is = dead | ~counted
@@ -192,17 +194,17 @@ def router(
     schemas = writers or WriterSchemas(contracts.writers, contracts.listing)
     horizon = horizon_ms(settings)
 
-    def decided(batch: DataFrame) -> tuple[DataFrame, Outcome]:
+    def decided(batch: DataFrame, marks: DataFrame) -> tuple[DataFrame, Outcome]:
         """The batch decoded with the writer schemas known now, routed, cached, counted."""
         known = schemas.schemas
-        records = routed(with_reading(batch, known, contracts.reader), settings, sorted(known), ledger)
+        records = routed(with_reading(batch, known, contracts.reader), settings, sorted(known), ledger, marks)
         records = records.persist()
         return records, outcome(records)
 
-    def read(batch: DataFrame) -> tuple[DataFrame, Outcome]:
+    def read(batch: DataFrame, marks: DataFrame) -> tuple[DataFrame, Outcome]:
         """As :func:`decided`; when the batch met schema ids not known yet and the registry
         holds some of them now, decoded again with those (the registry asked once)."""
-        records, got = decided(batch)
+        records, got = decided(batch, marks)
         if not got.unknown_ids:
             return records, got
         try:
@@ -213,7 +215,7 @@ def router(
         if not learned:
             return records, got
         records.unpersist()
-        return decided(batch)
+        return decided(batch, marks)
 
     def route(batch: DataFrame, batch_id: int) -> None:
         if before is not None:
@@ -221,7 +223,7 @@ def router(
         ledger.prepare(batch_id)
         marks = ledger.marks()
         with PHASE_SECONDS.labels("read").time():
-            records, got = read(batch)
+            records, got = read(batch, marks)
         late: DataFrame | None = None
         kept = False
         try:
