@@ -64,3 +64,26 @@ def test_a_silent_device_s_windows_close_with_the_fleet_s_time(spark: Any, tmp_p
     outputs = run_both(spark, tmp_path / "silent", readings)
     aggregates, _ = outcome(outputs, {"d003"})
     assert sorted((start - T0, value.count) for (_, start, _), value in aggregates.items()) == [(0, 10), (10_000, 2)]
+
+
+def test_a_device_back_after_a_day_is_judged_like_the_others(spark: Any, tmp_path: Path) -> None:
+    """The fleet quiet for a day (the gateways' clock jumps), then back; one device returns 10 s
+    after the rest. Every batch decides as the model does, nothing of the returning device is
+    late, and its windows since it came back close as everyone's do."""
+    day = 24 * HOUR
+    later = [
+        Reading(r.device_id, r.event_ms + day, r.value, ingest_ms=r.received_ms + day)
+        for r in fleet(10, 30)
+        if r.device_id != "d005" or r.event_ms >= T0 + SIZE
+    ]
+    outputs = run_both(spark, tmp_path / "back", fleet(10, 20) + later)
+    aggregates, late = outcome(outputs, {"d005"})
+    assert late == []
+    returned = sorted(
+        (start - T0 - day, value.count) for (_, start, _), value in aggregates.items() if start >= T0 + day
+    )
+    assert returned == [
+        (SIZE, 10)
+    ]  # [10 s, 20 s): closed by its own watermark, as the fleet's [0, 10 s) and [10 s, 20 s)
+    fleet_windows = sorted(start - T0 - day for (_, start, _) in outcome(outputs, {"d001"})[0] if start >= T0 + day)
+    assert fleet_windows == [0, SIZE]
