@@ -1,0 +1,165 @@
+"""The backlog benchmark's pure parts (issue #36): its defaults, the windows a backlog closes,
+when a stage has caught up and the figures the report stands on. No server is needed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+# Appended, not first: bench/ has an elasticsearch.py, which must never shadow the library.
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
+
+import backlog
+from _readings import Readings
+from backlog import (
+    STAGES,
+    Sample,
+    backlog_size,
+    batch_sizes,
+    caught_up,
+    chart_limit_mib,
+    expected_windows,
+    mebibytes,
+    parse_args,
+    stage_env,
+    start_figures,
+    sum_offsets,
+    summarise,
+    with_live_traffic_s,
+)
+from run_pipeline import Names
+
+
+def test_the_defaults_are_ten_minutes_at_the_fleet_rate_from_devices_reporting_once_a_minute() -> None:
+    args = parse_args([])
+    assert args.stages.split(",") == ["aggregator", "es-persister", "device-status"]  # the aggregator first
+    assert (args.seconds, args.rate, args.devices) == (600.0, 1000.0, 60_000)
+    assert backlog_size(args) == 600_000
+
+
+def test_the_devices_follow_the_rate_unless_given() -> None:
+    assert parse_args(["--rate", "50", "--seconds", "60"]).devices == 3000
+    args = parse_args(["--rate", "50", "--seconds", "60", "--devices", "10"])
+    assert (args.devices, backlog_size(args)) == (10, 3000)
+
+
+def test_an_unknown_stage_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--stages", "aggregator,scylla"])
+
+
+def test_a_backlog_closes_the_windows_ending_at_or_behind_the_watermark() -> None:
+    # The readings start 20 s into an epoch minute (1_700_000_000_000 ms is 22:13:20 UTC):
+    # at +0 s (that minute), +40 s and +80 s (the next, which ends at +100 s). The watermark is
+    # the last event time (ingest minus the 50 ms offset) minus 30 s: +50 s, so one closes.
+    assert expected_windows(Readings(3, 1, 120_000)) == 1
+    assert expected_windows(Readings(0, 1, 60_000)) == 0
+
+
+def test_the_windows_expected_are_those_the_aggregator_wrote() -> None:
+    # A real run (120 s at 1000/s, 60,000 devices) wrote 40,000 windows: the devices whose first
+    # reading fell in the minute that ends 40 s in; the rest are open behind the watermark.
+    assert expected_windows(Readings(120_000, 60_000, 120_000)) == 40_000
+
+
+def look(t: float, lag: int, done: int, rss: float = 100.0, load: float = 2.0, ready: bool = False) -> Sample:
+    return Sample(t, lag, done, rss, load, ready)
+
+
+def test_caught_up_needs_no_lag_and_everything_done() -> None:
+    assert caught_up(look(1, 0, 10), 10)
+    assert not caught_up(look(1, 0, 9), 10)  # read, but a window not written yet
+    assert not caught_up(look(1, 1, 10), 10)
+
+
+def test_the_summary_times_start_up_and_catch_up_and_the_rate_between() -> None:
+    samples = [
+        look(0.0, 1000, 0, rss=50, load=3.0),
+        look(20.0, 1000, 0, rss=400, ready=True),  # start-up done
+        look(30.0, 500, 0, rss=900, load=5.5),
+        look(40.0, 0, 90, rss=800),  # read all, a window short
+        look(45.0, 0, 100, rss=700),
+    ]
+    summary = summarise(samples, records=1000, expected=100)
+    assert (summary.started_s, summary.caught_up_s) == (20.0, 45.0)
+    assert summary.per_second == pytest.approx(1000 / 25)
+    assert summary.peak_polled_mib == 900
+    assert summary.load == (2.0, 5.5)
+
+
+def test_a_group_that_moved_counts_as_started_before_readyz_answers() -> None:
+    summary = summarise([look(0, 10, 0), look(5, 4, 0), look(10, 0, 10)], records=10, expected=10)
+    assert (summary.started_s, summary.caught_up_s, summary.per_second) == (5, 10, 2.0)
+
+
+def test_a_stage_that_never_caught_up_has_no_catch_up_time_and_no_rate() -> None:
+    summary = summarise([look(0, 10, 0, ready=True), look(5, 0, 3)], records=10, expected=10)
+    assert summary.caught_up_s is None
+    assert summary.per_second == 0.0
+    assert summarise([], 10, 10).peak_polled_mib == 0.0
+
+
+def test_with_the_fleet_still_sending_a_backlog_shrinks_by_the_difference() -> None:
+    assert with_live_traffic_s(600_000, 3000.0, 1000.0) == 300.0
+    assert with_live_traffic_s(600_000, 1000.0, 1000.0) is None  # never catches up
+
+
+def test_batch_sizes_come_from_the_offsets_each_batch_ended_at() -> None:
+    assert batch_sizes([200_000, 400_000, 600_000]) == [200_000] * 3
+    assert batch_sizes([]) == []
+
+
+def test_a_spark_offset_log_entry_is_summed_over_partitions(tmp_path: Path) -> None:
+    entry = tmp_path / "2"
+    entry.write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"backlog-x.readings":{"2":13,"1":10,"0":12}}')
+    assert sum_offsets(entry) == 35
+
+
+def test_the_aggregator_log_gives_its_start_and_first_batch() -> None:
+    log = (
+        'event=aggregator.started input=x window="1 minute" session_s=33.343 service=aggregator\n'
+        "event=query.first_batch name=aggregates batch=0 rows=60000 triggerExecution_s=44.712 addBatch_s=40.7\n"
+    )
+    assert start_figures(log) == {"session_s": 33.343, "first_batch_rows": 60000, "first_batch_s": 44.712}
+    assert start_figures("") == {}
+
+
+def test_memory_quantities_and_the_charts_limits() -> None:
+    assert (mebibytes("3Gi"), mebibytes("256Mi"), mebibytes("1024Ki")) == (3072, 256, 1)
+    assert mebibytes("1G") == pytest.approx(953.67, abs=0.01)
+    assert chart_limit_mib("aggregator") == 3072
+    assert chart_limit_mib("es-persister") == 256
+    assert chart_limit_mib("device-status") == 320
+
+
+def test_a_stage_gets_its_own_names_and_port_and_none_of_this_process_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLUXGATE_AGG_SPARK__MAX_OFFSETS_PER_TRIGGER", "5")  # would change what is measured
+    stack = SimpleNamespace(bootstrap="127.0.0.1:9092", registry_url="http://r", elasticsearch_url="http://es")
+    names = Names("backlog-x-")
+    env = stage_env(STAGES["aggregator"], names, stack, 40000, tmp_path, parse_args([]))
+    assert "FLUXGATE_AGG_SPARK__MAX_OFFSETS_PER_TRIGGER" not in env  # the service's default cap
+    assert env["FLUXGATE_AGG_HTTP__PORT"] == "40000"
+    assert env["FLUXGATE_AGG_INPUT_TOPIC"] == "backlog-x-sensors.readings"
+    assert env["FLUXGATE_AGG_PROGRESS_GROUP"] == "backlog-x-fluxgate-aggregator"
+    assert env["FLUXGATE_AGG_CHECKPOINT_DIR"] == str(tmp_path / "checkpoints")
+    status = stage_env(STAGES["device-status"], names, stack, 40001, tmp_path, parse_args([]))
+    assert status["FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S"] == "120"  # twice a device's period
+
+
+def test_a_setting_asked_for_reaches_only_the_stage_it_is_prefixed_for(tmp_path: Path) -> None:
+    args = parse_args(["--set", 'FLUXGATE_ES_KAFKA__EXTRA={"a":"b=c"}', "--set", "FLUXGATE_AGG_SPARK__MASTER=local[1]"])
+    stack = SimpleNamespace(bootstrap="b", registry_url="r", elasticsearch_url="e")
+    env = stage_env(STAGES["es-persister"], Names("x-"), stack, 40000, tmp_path, args)
+    assert env["FLUXGATE_ES_KAFKA__EXTRA"] == '{"a":"b=c"}'  # split at the first "=" only
+    assert "FLUXGATE_AGG_SPARK__MASTER" not in env
+
+
+def test_the_services_default_ports_are_never_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    offered = iter([9103, 9107, 41000])
+    monkeypatch.setattr(backlog, "free_port", lambda: next(offered))
+    assert backlog.service_port() == 41000
