@@ -7,10 +7,20 @@ statement asks for it (``PK _key``: :func:`key_reader`, :class:`AvroKeys`, :func
 (``toConnectData``): with ``schemas.enable`` (its default, true) each value is an envelope of
 exactly two fields, ``schema`` and ``payload``, and the payload is read through the schema
 (:mod:`fluxgate_sink.connect_data`); without, the value is the bare JSON, numbers integral or not as
-written. ``string``: Kafka Connect's StringConverter, a UTF-8 text that Stream-Reactor's sinks read
-as a JSON document ("Connect entry with Schema.String and payload json String", datamountaineer
-docs, cassandra-sink.rst): the bare JSON, from the text. Values become what the Avro decoder gives
-for the same data, so no sink needs code of its own for JSON records.
+written. ``string``: Kafka Connect's StringConverter, a UTF-8 text read as a JSON document, the bare
+JSON, as Stream-Reactor's Elastic and (before 10.x) Cassandra sinks read a STRING value: with a
+default Jackson mapper (lensesio/stream-reactor, kafka-connect-sql-common's
+``io/lenses/json/sql/JacksonJson.scala``, ``asJson`` = ``readTree(String)``), from the Elastic sinks'
+``JsonPayloadExtractor.scala`` (``handleString``) and ``ToJsonWithProjections.scala`` (the older
+Cassandra sink's ``CassandraJsonWriter.scala``). A text that is not JSON fails the record there
+("Invalid json"; the Elastic sinks index it as a JSON string, which Elasticsearch refuses), and is
+dead-lettered here. Where Stream-Reactor differs and we do not follow (docs/kafka-connect.md, JSON
+edge cases): its Hazelcast sink never parses the text and stores it as a JSON string
+(``writers/Writer.scala``: ``SimpleJsonConverter`` makes a STRING a ``TextNode``); its 10.x Cassandra
+sink, DataStax's connector underneath, reads non-integral numbers exactly and keeps a text that is
+not a JSON object as the raw string (datastax/kafka-sink ``MetadataCreator.java``, ``JsonData.java``).
+Values become what the Avro decoder gives for the same data, so no sink needs code of its own for
+JSON records.
 
 The JSON text itself is read as Kafka Connect's JsonDeserializer (Jackson) reads it, where Python's
 parser would read it otherwise (what follows the first value, leading zeros, whitespace only,
@@ -167,7 +177,10 @@ class ConnectJsonDecoder:
     def _parse(self, data: bytes, exact: bool) -> Any:
         if self.text:
             # StringConverter's text, parsed by the sink as a default Jackson mapper parses a String
-            # (no leading zeros; a BOM, U+FEFF in the text, is not JSON there either).
+            # (Stream-Reactor's JacksonJson.scala, asJson: readTree(String), no feature changed): what
+            # follows the first value ignored, no leading zeros, no NaN, the last duplicate key kept,
+            # non-integral numbers as doubles; a BOM, U+FEFF in the text, is not JSON there either
+            # (Jackson reads a BOM from bytes only: FasterXML/jackson-core#458).
             return jackson.loads(data.decode("utf-8", "replace"), leading_zeros=False)
         # JsonDeserializer.java: readTree on the bytes, ALLOW_LEADING_ZEROS_FOR_NUMBERS on.
         return jackson.loads(data, leading_zeros=True, exact_decimals=exact)

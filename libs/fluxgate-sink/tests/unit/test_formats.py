@@ -351,3 +351,17 @@ def test_nesting_too_deep_for_its_schema_is_dead_lettered() -> None:
 def test_a_string_key_nested_too_deep_to_parse_stays_text() -> None:
     deep = "[" * 100_000 + "]" * 100_000  # Stream-Reactor's parse fails past Jackson's 1000 levels: TextNode
     assert json_first(deep) == deep
+
+
+def test_stringconverter_text_is_read_as_stream_reactors_default_jackson_mapper_reads_a_string() -> None:
+    # Checked against lensesio/stream-reactor: kafka-connect-sql-common's io/lenses/json/sql/JacksonJson.scala
+    # (JsonMapper.builder() with no read feature changed; asJson is readTree(String)), which the
+    # Elastic sinks' JsonPayloadExtractor.scala and ToJsonWithProjections.scala (the older Cassandra
+    # sink's CassandraJsonWriter.scala) parse a STRING value with: the last duplicate key wins,
+    # non-integral numbers are doubles (USE_BIG_DECIMAL_FOR_FLOATS off), integers of any length exact.
+    decoder = value_decoder("string", False, RegistrySettings())
+    decoded = decoder.decode(b'{"a": 1, "a": 2, "x": 0.1, "big": 123456789012345678901234567890}')
+    assert decoded == {"a": 2, "x": 0.1, "big": 123456789012345678901234567890}
+    assert type(decoded["x"]) is float
+    assert reason(decoder, b'{"t": NaN}').startswith("not JSON")  # ALLOW_NON_NUMERIC_NUMBERS off
+    assert reason(decoder, b"sensor-7 online").startswith("not JSON")  # Elastic: a TextNode ES refuses
