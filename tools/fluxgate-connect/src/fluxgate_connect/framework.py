@@ -198,7 +198,12 @@ SINK_CONVERTERS: dict[str, Rule] = {
         value_format,
         note=f"{AVRO[0]} (or Apicurio's): Avro in the Confluent wire format, schemas in the registry (the default); "
         f"{JSON_CONVERTER}: JSON, read as Kafka Connect reads it (see value.converter.schemas.enable); "
-        f"{STRING_CONVERTER}: UTF-8 text holding a JSON document, as Stream-Reactor's sinks read it; "
+        # Checked against lensesio/stream-reactor: the Elastic sinks (JsonPayloadExtractor.scala) and
+        # the Cassandra sink before 10.x (ToJsonWithProjections.scala) parse the text with a default
+        # Jackson mapper (JacksonJson.scala); the Hazelcast sink and the 10.x Cassandra sink do not
+        # (docs/kafka-connect.md, JSON edge cases; fluxgate_sink.formats).
+        f"{STRING_CONVERTER}: UTF-8 text holding a JSON document, read as Stream-Reactor's Elastic and "
+        "Cassandra (before 10.x) sinks read it (see JSON edge cases for its Hazelcast and 10.x Cassandra sinks); "
         "a value that does not decode goes to the dead-letter topic with the reason",
     ),
     "value.converter.schemas.enable": to(

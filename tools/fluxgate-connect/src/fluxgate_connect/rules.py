@@ -227,6 +227,21 @@ def cassandra_default_value(value: str) -> str:
     )
 
 
+CASSANDRA_SSL_PROVIDERS = ("None", "JDK", "OpenSSL")
+
+
+def cassandra_ssl_provider(value: str) -> dict[str, str]:
+    """The Cassandra 10.x sink's ``ssl.provider``, checked: Stream-Reactor hands it to DataStax's
+    connector (CassandraSettings.scala, getOSSCassandraSinkConfig), which takes exactly None, JDK or
+    OpenSSL (datastax/kafka-sink ``sink/src/main/java/com/datastax/oss/kafka/sink/config/SslConfig.java``:
+    ``Provider.valueOf``) and refuses any other spelling. Whether TLS is on is decided with
+    ``ssl.enabled`` (:func:`fluxgate_connect.translate.cassandra_10`): None means without."""
+    chosen = value.strip()  # Kafka's ConfigDef trims a STRING value
+    if chosen not in CASSANDRA_SSL_PROVIDERS:
+        raise RuleError(f"expected None, JDK or OpenSSL, exactly (DataStax's connector refuses {value!r})")
+    return {}
+
+
 def also_true(field: str, flag: str) -> Setting:
     """A file setting that only means something with TLS on: it sets ``flag`` too."""
     return Setting((field, flag), lambda value: {field: text(value), flag: "true"}, note="PEM file; turns TLS on")

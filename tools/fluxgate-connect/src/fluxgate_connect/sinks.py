@@ -15,6 +15,7 @@ from fluxgate_connect.rules import (
     Unsupported,
     boolean,
     cassandra_default_value,
+    cassandra_ssl_provider,
     elastic_urls,
     error_throw,
     ignore_errors_mode,
@@ -196,6 +197,34 @@ ELASTIC_SINK = Connector(
 )
 
 _CASS = "connect.cassandra"
+# Stream-Reactor 10.x's Cassandra sink, a wrapper of DataStax's connector (CassandraSinkTask.scala
+# starts a CassandraProcessor, DataStax's AbstractSinkTask, with getOSSCassandraSinkConfig's settings).
+CASSANDRA_10_CLASS = "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector"
+_DRIVER = f"{_CASS}.driver."
+# Driver options a config must not lose silently: TLS and authentication, which have keys of their own.
+_DRIVER_REFUSED = {
+    "advanced.ssl-engine-factory.": f"set TLS with {_CASS}.ssl.enabled and {_CASS}.ssl.provider (PEM: TLS_CA_FILE)",
+    "advanced.auth-provider.": f"set a password with {_CASS}.auth.provider=PLAIN and {_CASS}.auth.username/password",
+}
+
+
+def cassandra_driver_option(key: str) -> tuple[str, bool] | None:
+    """What becomes of a ``connect.cassandra.driver.*`` key with no rule of its own: a message and
+    whether it is an error (TLS and authentication, named with the keys that set them) or a warning
+    (the others: a DataStax Java driver option the Python driver has no equal of); None for other keys."""
+    if not key.startswith(_DRIVER):
+        return None
+    option = key.removeprefix(_DRIVER)
+    for prefix, instead in _DRIVER_REFUSED.items():
+        if option.startswith(prefix):
+            return f"{key}: not supported: the DataStax Java driver's datastax-java-driver.{option}; {instead}", True
+    return (
+        f"{key}: the DataStax Java driver's datastax-java-driver.{option}: scylla-persister's Python driver "
+        "has no such option: ignored",
+        False,
+    )
+
+
 _CLIENT_CERT = Unsupported(
     "client certificates are not supported: the nodes are verified (TLS_CA_FILE), the client uses a password"
 )
@@ -207,11 +236,24 @@ _CASSANDRA_10: dict[str, Rule] = {
         "give the persister a password role",
         accept=("None", "PLAIN"),
     ),
+    # Read only for auth.provider=GSSAPI (CassandraSettings.scala, extractAuthSettings; DataStax's
+    # AuthenticatorConfig), refused above: with None or PLAIN they mean nothing, as there
+    # (auth.gssapi.service even has a default, dse). Checked against lensesio/stream-reactor's
+    # io/lenses/streamreactor/connect/cassandra/CassandraConfigConstants.scala (2026).
     **aliases(
-        Unsupported("Kerberos (GSSAPI) is not supported: give the persister a password role (auth.username/password)"),
+        Covered("Kerberos (GSSAPI) only, which auth.provider refuses: with None or PLAIN they mean nothing"),
         *(f"{_CASS}.auth.gssapi.{what}" for what in ("keytab", "principal", "service")),
     ),
-    f"{_CASS}.ssl.provider": Covered("TLS is OpenSSL's, through Python's ssl module (JDK or OpenSSL alike)"),
+    # None (its default), JDK or OpenSSL, exactly (DataStax's SslConfig.java, Provider.valueOf). None
+    # means no TLS even with ssl.enabled=true: DataStax's connector sets TLS up only for JDK or
+    # OpenSSL (LifeCycleManager's processSslConfig, SessionBuilder.java); translate.cassandra_10.
+    f"{_CASS}.ssl.provider": Setting(
+        ("scylla.tls",),
+        cassandra_ssl_provider,
+        note="None (the default), JDK or OpenSSL, exactly: the 10.x sink (the class "
+        f"{CASSANDRA_10_CLASS}) connects without TLS for None, even with connect.cassandra.ssl.enabled=true, "
+        "and with TLS for JDK or OpenSSL (Python's ssl module either way)",
+    ),
     **aliases(
         jks("FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),
         f"{_CASS}.ssl.truststore.path",
@@ -229,6 +271,11 @@ _CASSANDRA_10: dict[str, Rule] = {
     ),
     f"{_CASS}.ssl.hostname.verification": to("scylla.tls_check_hostname", boolean),
     f"{_CASS}.load.balancing.local.dc": to("scylla.local_datacenter", text),
+    # connect.cassandra.driver.<option> is the DataStax Java driver's datastax-java-driver.<option>
+    # (CassandraSettings.scala, configureSink's driverSettings): the two options scylla-persister has;
+    # the others: cassandra_driver_option.
+    f"{_CASS}.driver.basic.request.consistency": to("scylla.consistency", lambda v: text(v).upper()),
+    f"{_CASS}.driver.basic.load-balancing-policy.local-datacenter": to("scylla.local_datacenter", text),
     f"{_CASS}.max.concurrent.requests": to("scylla.max_in_flight", integer),
     f"{_CASS}.connection.pool.size": Covered("the driver keeps its own connection pool per node"),
     f"{_CASS}.compression": Covered("the connection runs uncompressed (writes are small rows)"),
@@ -249,7 +296,7 @@ CASSANDRA_SINK = Connector(
         "com.datamountaineer.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
         "com.datamountaineer.streamreactor.common.cassandra.sink.CassandraSinkConnector",
         "io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
-        "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",  # 10.x, the DataStax driver's
+        CASSANDRA_10_CLASS,  # 10.x, the DataStax driver's
     ),
     sink=True,
     # Stream-Reactor writes each record with Cassandra's JSON insert, so fields find their columns
@@ -257,7 +304,8 @@ CASSANDRA_SINK = Connector(
     # (CassandraJsonWriter.scala; scylla-persister README, Columns). Our services keep exact names.
     fixed={"scylla.column_match": "stream-reactor"},
     # Without connect.cassandra.default.value its JSON insert writes null into the columns a record
-    # lacks (CassandraJsonWriter.scala adds DEFAULT UNSET only for UNSET); ours leave them (UNSET).
+    # lacks (CassandraJsonWriter.scala adds DEFAULT UNSET only for UNSET); ours leave them (UNSET), and
+    # so does the 10.x class (DataStax's nullToUnset: translate.cassandra_10).
     defaults={"scylla.default_value": "NULL"},
     rules={
         **framework(sink=True, tasks=SINK_TASKS),

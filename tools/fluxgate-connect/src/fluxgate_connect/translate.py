@@ -11,9 +11,20 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from fluxgate_connect.client_ssl import store_errors
-from fluxgate_connect.connectors import CONNECTORS, ELASTIC_SINK, Connector, by_class
+from fluxgate_connect.connectors import CASSANDRA_SINK, CONNECTORS, ELASTIC_SINK, Connector, by_class
 from fluxgate_connect.errors import ConnectError
-from fluxgate_connect.rules import Covered, RuleError, Setting, Unsupported, elastic_urls, integer, is_transport, items
+from fluxgate_connect.rules import (
+    Covered,
+    RuleError,
+    Setting,
+    Unsupported,
+    boolean,
+    elastic_urls,
+    integer,
+    is_transport,
+    items,
+)
+from fluxgate_connect.sinks import CASSANDRA_10_CLASS, cassandra_driver_option
 from fluxgate_connect.topic_creation import is_topic_creation_key, topic_creation
 from fluxgate_connect.transforms import is_transform_key, sink_chain, source_refusal
 from fluxgate_sink.errors import KcqlError
@@ -71,6 +82,7 @@ def translate(config: Mapping[str, str]) -> Translation:
     errors += _transforms(result, config)
     errors += _topic_creation(result, config)
     errors += _combine(result, config)
+    cassandra_10(result, config)
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
@@ -93,6 +105,12 @@ def _connector(name: str) -> Connector:
 def _apply(result: Translation, key: str, value: str) -> list[str]:
     """One key's effect on ``result``; the errors it causes."""
     rule = result.connector.rules.get(key)
+    if rule is None and result.connector is CASSANDRA_SINK and (driver := cassandra_driver_option(key)):
+        message, refused = driver
+        if refused:
+            return [message]
+        result.warnings.append(message)
+        return []
     if rule is None:
         result.warnings.append(f"{key}: not a key of the {result.connector.title} that Fluxgate knows: ignored")
         return []
@@ -177,6 +195,36 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
             "node sets its own http.port, set connect.elastic.url=http://<host>:<http.port> instead"
         )
     return []
+
+
+def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
+    """What Stream-Reactor 10.x's Cassandra sink does differently from the older ones, for its class.
+
+    Columns: it writes through DataStax's connector, only the columns its KCQL maps and a null as
+    UNSET (datastax/kafka-sink ``sink/src/main/java/com/datastax/oss/kafka/sink/config/TableConfig.java``:
+    ``nullToUnset``, default true), so a column a record lacks is left as it is (scylla's UNSET),
+    where the older sinks' JSON insert writes null (the connector's NULL default).
+
+    TLS: it connects with TLS only when ``ssl.enabled`` is true and
+    ``ssl.provider`` is JDK or OpenSSL: its default, None, connects without, whatever ``ssl.enabled``
+    says (lensesio/stream-reactor ``io/lenses/streamreactor/connect/cassandra/CassandraSettings.scala``
+    passes ``ssl.provider`` on to DataStax's connector, whose ``LifeCycleManager.processSslConfig`` and
+    ``ssl/SessionBuilder.java`` (datastax/kafka-sink) set TLS up for JDK and OpenSSL only). The older
+    sinks have no provider: ``ssl.enabled`` alone turns TLS on (CassandraConnection.scala)."""
+    if result.connector is not CASSANDRA_SINK or config.get("connector.class", "").strip() != CASSANDRA_10_CLASS:
+        return
+    result.values.setdefault("scylla.default_value", "UNSET")
+    try:
+        enabled = boolean(config.get("connect.cassandra.ssl.enabled", "false")) == "true"
+    except RuleError:
+        return  # ssl.enabled's own rule says what is wrong
+    if enabled and config.get("connect.cassandra.ssl.provider", "None").strip() == "None":
+        result.values["scylla.tls"] = "false"
+        result.warnings.append(
+            "connect.cassandra.ssl.enabled=true with connect.cassandra.ssl.provider None (its default): "
+            "Stream-Reactor 10.x connects without TLS then, and so does scylla-persister; for TLS set "
+            "connect.cassandra.ssl.provider=JDK (or OpenSSL)"
+        )
 
 
 def _json_only(result: Translation) -> None:

@@ -162,7 +162,6 @@ def test_the_cassandra_10x_auth_ssl_and_local_dc_keys_are_set(monkeypatch: pytes
     ("key", "value", "reason"),
     [
         ("connect.cassandra.auth.provider", "GSSAPI", "Kerberos"),
-        ("connect.cassandra.auth.gssapi.keytab", "/k.keytab", "Kerberos"),
         ("connect.cassandra.ssl.truststore.path", "/ts.jks", "FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),
         ("connect.cassandra.ssl.openssl.private.key", "/k.pem", "client certificates"),
     ],

@@ -215,3 +215,92 @@ def test_the_transport_client_port_is_the_same_nodes_http_port() -> None:
 def test_an_unknown_connector_class_lists_the_known_ones() -> None:
     with pytest.raises(ConnectError, match=r"is not one of the connectors Fluxgate replaces:\n.*mqtt-proxy"):
         translate({"connector.class": "org.example.Other"})
+
+
+# Stream-Reactor 10.x's Cassandra sink: the class whose settings CassandraSettings.scala
+# (io.lenses.streamreactor.connect.cassandra) hands to DataStax's connector.
+CASSANDRA_10 = "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector"
+
+
+def _cassandra_10(**keys: str) -> dict[str, str]:
+    config = {"connector.class": CASSANDRA_10, "connect.cassandra.kcql": "INSERT INTO ks.t SELECT a FROM t"}
+    return config | {f"connect.cassandra.{key.replace('_', '.')}": value for key, value in keys.items()}
+
+
+@pytest.mark.parametrize("provider", [None, "None"])
+def test_cassandra_10_ssl_enabled_without_a_provider_connects_without_tls_as_stream_reactor_does(
+    provider: str | None,
+) -> None:
+    # ssl.provider defaults to None, and DataStax's connector turns TLS on only for JDK or OpenSSL.
+    keys = {"ssl_enabled": "true"} | ({"ssl_provider": provider} if provider else {})
+    result = translate(_cassandra_10(**keys))
+    assert result.env["FLUXGATE_SCYLLA_SCYLLA__TLS"] == "false"
+    assert any("ssl.provider" in warning and "JDK" in warning for warning in result.warnings)
+
+
+@pytest.mark.parametrize("provider", ["JDK", "OpenSSL"])
+def test_cassandra_10_ssl_with_a_provider_turns_tls_on(provider: str) -> None:
+    result = translate(_cassandra_10(ssl_enabled="true", ssl_provider=provider))
+    assert result.env["FLUXGATE_SCYLLA_SCYLLA__TLS"] == "true"
+
+
+def test_the_older_cassandra_sinks_ssl_enabled_turns_tls_on_without_a_provider() -> None:
+    config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t",
+              "connect.cassandra.ssl.enabled": "true"}  # fmt: skip
+    assert translate(config).env["FLUXGATE_SCYLLA_SCYLLA__TLS"] == "true"
+
+
+@pytest.mark.parametrize("provider", ["jdk", "openssl", "NONE", "BoringSSL"])
+def test_a_cassandra_ssl_provider_datastax_would_refuse_is_refused(provider: str) -> None:
+    # SslConfig.java (datastax/kafka-sink): Provider.valueOf, so None, JDK or OpenSSL exactly.
+    with pytest.raises(ConnectError, match=r"connect\.cassandra\.ssl\.provider.*None, JDK or OpenSSL"):
+        translate(_cassandra_10(ssl_enabled="true", ssl_provider=provider))
+
+
+@pytest.mark.parametrize("key", ["auth.gssapi.service", "auth.gssapi.keytab", "auth.gssapi.principal"])
+@pytest.mark.parametrize("provider", ["None", "PLAIN"])
+def test_cassandra_gssapi_keys_without_gssapi_run_as_stream_reactor_ignores_them(key: str, provider: str) -> None:
+    # CassandraSettings.scala reads auth.gssapi.* only for a provider other than None, and DataStax's
+    # connector uses them only for GSSAPI; auth.gssapi.service even has a default, dse.
+    config = _cassandra_10(auth_provider=provider) | {f"connect.cassandra.{key}": "dse"}
+    translate(config)
+
+
+def test_cassandra_gssapi_itself_is_still_refused() -> None:
+    with pytest.raises(ConnectError, match=r"connect\.cassandra\.auth\.provider=GSSAPI"):
+        translate(_cassandra_10(auth_provider="GSSAPI") | {"connect.cassandra.auth.gssapi.service": "dse"})
+
+
+def test_cassandra_10_driver_options_that_fluxgate_has_are_set() -> None:
+    # CassandraSettings.scala: connect.cassandra.driver.<x> is the DataStax driver's datastax-java-driver.<x>.
+    result = translate(
+        _cassandra_10()
+        | {
+            "connect.cassandra.driver.basic.request.consistency": "local_one",
+            "connect.cassandra.driver.basic.load-balancing-policy.local-datacenter": "dc2",
+        }
+    )
+    assert result.env["FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY"] == "LOCAL_ONE"
+    assert result.env["FLUXGATE_SCYLLA_SCYLLA__LOCAL_DATACENTER"] == "dc2"
+
+
+@pytest.mark.parametrize(
+    "option", ["advanced.ssl-engine-factory.class", "advanced.auth-provider.class", "advanced.auth-provider.username"]
+)
+def test_cassandra_10_driver_tls_or_authentication_options_are_refused_naming_the_keys_to_use(option: str) -> None:
+    with pytest.raises(ConnectError, match=rf"connect\.cassandra\.driver\.{option}.*connect\.cassandra\.(ssl|auth)\."):
+        translate(_cassandra_10() | {f"connect.cassandra.driver.{option}": "x"})
+
+
+def test_other_cassandra_10_driver_options_are_named_in_a_warning() -> None:
+    result = translate(_cassandra_10() | {"connect.cassandra.driver.advanced.heartbeat.interval": "30 seconds"})
+    assert any(
+        "connect.cassandra.driver.advanced.heartbeat.interval" in w and "DataStax Java driver" in w
+        for w in result.warnings
+    )
+
+
+def test_cassandra_10_leaves_the_columns_a_record_lacks_as_datastax_does() -> None:
+    # The 10.x sink writes through DataStax's connector: only the mapped columns, and a null as UNSET
+    # (datastax/kafka-sink TableConfig.java: nullToUnset, default true); it has no default.value key.
+    assert translate(_cassandra_10()).env["FLUXGATE_SCYLLA_SCYLLA__DEFAULT_VALUE"] == "UNSET"
