@@ -245,14 +245,16 @@ _CASSANDRA_10: dict[str, Rule] = {
         *(f"{_CASS}.auth.gssapi.{what}" for what in ("keytab", "principal", "service")),
     ),
     # None (its default), JDK or OpenSSL, exactly (DataStax's SslConfig.java, Provider.valueOf). None
-    # means no TLS even with ssl.enabled=true: DataStax's connector sets TLS up only for JDK or
-    # OpenSSL (LifeCycleManager's processSslConfig, SessionBuilder.java); translate.cassandra_10.
+    # means no TLS even with ssl.enabled=true in the 10.x sink: DataStax's connector sets TLS up only
+    # for JDK or OpenSSL (LifeCycleManager's processSslConfig, SessionBuilder.java). We keep TLS on
+    # as ssl.enabled asks, and say so: translate.cassandra_10.
     f"{_CASS}.ssl.provider": Setting(
         ("scylla.tls",),
         cassandra_ssl_provider,
-        note="None (the default), JDK or OpenSSL, exactly: the 10.x sink (the class "
-        f"{CASSANDRA_10_CLASS}) connects without TLS for None, even with connect.cassandra.ssl.enabled=true, "
-        "and with TLS for JDK or OpenSSL (Python's ssl module either way)",
+        note="None (the default), JDK or OpenSSL, exactly; TLS follows connect.cassandra.ssl.enabled "
+        "(Python's ssl module). The 10.x sink (the class "
+        f"{CASSANDRA_10_CLASS}) connects without TLS for None even with ssl.enabled=true: scylla-persister "
+        "does not downgrade, and warns",
     ),
     **aliases(
         jks("FLUXGATE_SCYLLA_SCYLLA__TLS_CA_FILE"),

@@ -209,8 +209,10 @@ def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
     ``ssl.provider`` is JDK or OpenSSL: its default, None, connects without, whatever ``ssl.enabled``
     says (lensesio/stream-reactor ``io/lenses/streamreactor/connect/cassandra/CassandraSettings.scala``
     passes ``ssl.provider`` on to DataStax's connector, whose ``LifeCycleManager.processSslConfig`` and
-    ``ssl/SessionBuilder.java`` (datastax/kafka-sink) set TLS up for JDK and OpenSSL only). The older
-    sinks have no provider: ``ssl.enabled`` alone turns TLS on (CassandraConnection.scala)."""
+    ``ssl/SessionBuilder.java`` (datastax/kafka-sink) set TLS up for JDK and OpenSSL only). We do not
+    follow it there: a config that says ``ssl.enabled=true`` gets TLS, as the older sinks give it
+    (``ssl.enabled`` alone, CassandraConnection.scala), and a warning says where Stream-Reactor would
+    have connected in plain text. A silent downgrade is worse than a difference."""
     if result.connector is not CASSANDRA_SINK or config.get("connector.class", "").strip() != CASSANDRA_10_CLASS:
         return
     result.values.setdefault("scylla.default_value", "UNSET")
@@ -219,11 +221,10 @@ def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
     except RuleError:
         return  # ssl.enabled's own rule says what is wrong
     if enabled and config.get("connect.cassandra.ssl.provider", "None").strip() == "None":
-        result.values["scylla.tls"] = "false"
         result.warnings.append(
             "connect.cassandra.ssl.enabled=true with connect.cassandra.ssl.provider None (its default): "
-            "Stream-Reactor 10.x connects without TLS then, and so does scylla-persister; for TLS set "
-            "connect.cassandra.ssl.provider=JDK (or OpenSSL)"
+            "Stream-Reactor 10.x connects WITHOUT TLS then; scylla-persister connects with TLS, as "
+            "ssl.enabled asks (set connect.cassandra.ssl.provider=JDK so that both agree)"
         )
 
 

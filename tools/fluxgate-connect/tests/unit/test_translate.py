@@ -228,14 +228,15 @@ def _cassandra_10(**keys: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("provider", [None, "None"])
-def test_cassandra_10_ssl_enabled_without_a_provider_connects_without_tls_as_stream_reactor_does(
+def test_cassandra_10_ssl_enabled_without_a_provider_keeps_tls_and_warns_where_stream_reactor_drops_it(
     provider: str | None,
 ) -> None:
-    # ssl.provider defaults to None, and DataStax's connector turns TLS on only for JDK or OpenSSL.
+    # ssl.provider defaults to None, and DataStax's connector turns TLS on only for JDK or OpenSSL:
+    # Stream-Reactor 10.x would connect in plain text. We never downgrade what ssl.enabled asks.
     keys = {"ssl_enabled": "true"} | ({"ssl_provider": provider} if provider else {})
     result = translate(_cassandra_10(**keys))
-    assert result.env["FLUXGATE_SCYLLA_SCYLLA__TLS"] == "false"
-    assert any("ssl.provider" in warning and "JDK" in warning for warning in result.warnings)
+    assert result.env["FLUXGATE_SCYLLA_SCYLLA__TLS"] == "true"
+    assert any("WITHOUT TLS" in warning and "provider=JDK" in warning for warning in result.warnings)
 
 
 @pytest.mark.parametrize("provider", ["JDK", "OpenSSL"])
