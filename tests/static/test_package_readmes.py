@@ -27,12 +27,11 @@ PACKAGES = sorted(
     for path in (ROOT / top).rglob("pyproject.toml")
     if not SKIPPED_FOLDERS & set(path.relative_to(ROOT).parts)
 )
-# bench/README.md is left out for now: its rewrite (measurement history to bench/results/)
-# is pending; add it here once it has landed.
 PROSE = sorted(
     {
         *(package / "README.md" for package in PACKAGES),
         Path("README.md"),
+        Path("bench/README.md"),
         Path("deploy/README.md"),
         Path("tools/stack/README.md"),
         *(path.relative_to(ROOT) for path in (ROOT / "docs").glob("*.md")),
