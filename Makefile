@@ -90,12 +90,12 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/decode.py  # CPU alone, no server: the compiled Avro reader against fastavro
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
-	$(PY) bench/trigger_cost.py  # the aggregator's per-trigger fixed cost, back-to-back batches at steady rates (issue #40)
+	$(PY) bench/trigger_cost.py  # the aggregator's per-trigger fixed cost, back-to-back batches at steady rates
 	$(PY) bench/elasticsearch.py
 	$(PY) bench/scylla.py
 	$(PY) bench/hazelcast.py
 	$(PY) bench/coap_ingest.py
-	$(PY) bench/backlog.py  # issue #36's backlogs: 10 min at the fleet rate piled up, then the aggregator, es-persister and device-status started into it: catch-up time, peak memory against the charts' limits
+	$(PY) bench/backlog.py  # backlogs: 10 min at the fleet rate piled up, then each stage started into it: catch-up time, peak memory against the charts' limits
 	$(PY) bench/fleet.py  # Hive's shape: 100k, 300k, 1M devices at one rate, cost and memory per device
 	$(PY) bench/pipeline.py  # last: it sets the per-service legs above beside the whole
 
