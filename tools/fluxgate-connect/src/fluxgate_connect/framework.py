@@ -200,11 +200,14 @@ SINK_CONVERTERS: dict[str, Rule] = {
         f"{JSON_CONVERTER}: JSON, read as Kafka Connect reads it (see value.converter.schemas.enable); "
         # Checked against lensesio/stream-reactor: the Elastic sinks (JsonPayloadExtractor.scala) and
         # the Cassandra sink before 10.x (ToJsonWithProjections.scala) parse the text with a default
-        # Jackson mapper (JacksonJson.scala); the Hazelcast sink and the 10.x Cassandra sink do not
-        # (docs/kafka-connect.md, JSON edge cases; fluxgate_sink.formats).
+        # Jackson mapper (JacksonJson.scala); the Hazelcast sink stores the text whole as a JSON string
+        # (writers/Writer.scala, SimpleJsonConverter.scala's TextNode), and hazelcast-persister does the
+        # same (values.text_json); the 10.x Cassandra sink reads it otherwise (docs/kafka-connect.md,
+        # JSON edge cases; fluxgate_sink.formats).
         f"{STRING_CONVERTER}: UTF-8 text holding a JSON document, read as Stream-Reactor's Elastic and "
-        "Cassandra (before 10.x) sinks read it (see JSON edge cases for its Hazelcast and 10.x Cassandra sinks); "
-        "a value that does not decode goes to the dead-letter topic with the reason",
+        "Cassandra (before 10.x) sinks read it; hazelcast-persister stores the whole text as one JSON string, "
+        "as its Hazelcast sink does (see JSON edge cases, and for its 10.x Cassandra sink); a value that is "
+        "not a JSON object goes to the dead-letter topic with the reason",
     ),
     "value.converter.schemas.enable": to(
         "sink.value_schemas_enable",

@@ -16,7 +16,12 @@ QUIET_LOGGERS = ("hazelcast",)
 
 def make_sink(settings: HazelcastSettings) -> HazelcastSink:
     # The offset record is per consumer group: a replay under a new group writes everything again.
-    return HazelcastSink(settings.hazelcast, settings.group_id(), semantics=settings.sink.semantics)
+    return HazelcastSink(
+        settings.hazelcast,
+        settings.group_id(),
+        semantics=settings.sink.semantics,
+        text_values=settings.sink.value_format == "string",
+    )
 
 
 main = persister_main(

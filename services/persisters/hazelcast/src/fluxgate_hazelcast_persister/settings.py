@@ -65,9 +65,22 @@ class HzSinkSettings(SinkSettings):
         try:
             statements = parse(self.kcql)
             check_statements(statements, self.semantics)
-            check_value_format(statements, self.value_format)
+            check_value_format(statements, self.value_format, self.semantics)
         except KcqlError as exc:
             raise ValueError(f"kcql: {exc}") from exc
+        if self.value_format == "string":
+            # The consumed text is what is stored (values.text_json, as Stream-Reactor's Writer.scala
+            # stores a STRING value): a transform of the decoded value would be dropped without a word.
+            changing = [
+                f"transforms.{t.name} ({t.type.rsplit('.', 1)[-1]})" for t in self.transforms if _of_value(t.type)
+            ]
+            if changing:
+                raise ValueError(
+                    f"{', '.join(changing)}: string values (StringConverter text) are stored as they were "
+                    "consumed, one JSON string, so a transform of the value cannot apply; transforms of the key "
+                    "and Filter run. Remove it, or read the values as JSON (sink.value_format=json, "
+                    "sink.value_schemas_enable=false) to store the transformed document"
+                )
         return self
 
     def document_ids(self) -> MakeId:
@@ -76,6 +89,12 @@ class HzSinkSettings(SinkSettings):
         from fluxgate_sink.ids import id_maker
 
         return id_maker(self.semantics)
+
+
+def _of_value(transform: str) -> bool:
+    """Whether a transform class changes the record's value (Kafka's ``$Value`` classes); ValueToKey
+    and Filter read it only."""
+    return transform.endswith("$Value")
 
 
 class ConnectionSettings(HazelcastAccess):

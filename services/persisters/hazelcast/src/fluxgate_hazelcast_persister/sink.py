@@ -36,7 +36,15 @@ from hazelcast.proxy.ringbuffer import OVERFLOW_POLICY_FAIL, OVERFLOW_POLICY_OVE
 from fluxgate_hazelcast_persister.connect import connect
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.structures import Semantics, Structure, check_statements, structure_of, ttl_seconds
-from fluxgate_hazelcast_persister.values import Value, add_all_json_request, json_bytes, json_documents, value_of
+from fluxgate_hazelcast_persister.values import (
+    Value,
+    add_all_json_request,
+    json_bytes,
+    json_data,
+    json_documents,
+    text_json,
+    value_of,
+)
 from fluxgate_hazelcast_persister.written_offsets import already_written, record_key, written_through
 from fluxgate_sink.errors import KcqlError, SinkError, StoreUnavailable
 from fluxgate_sink.kcql import Statement
@@ -93,6 +101,7 @@ class _Group:
     written: int = 0  # how many of ``indices`` (a prefix) are in the store
     error: SinkError | None = None
     keys: dict[int, str] = field(default_factory=dict)  # item index -> its offset record's key (appended)
+    text: bool = False  # StringConverter values: each item's consumed text is what is stored (text_json)
 
     @property
     def framed(self) -> bool:
@@ -103,6 +112,13 @@ class _Group:
 
     def encode(self, items: Sequence[SinkItem]) -> None:
         """Values of the items to write; the ones that cannot be encoded are refused, not written."""
+        if self.text:
+            # StringConverter values: the consumed text, not the document read from it, as one JSON string,
+            # what lensesio/stream-reactor's kafka-connect-hazelcast writers/Writer.scala stores
+            # (toJson(record).toString: SimpleJsonConverter.scala's TextNode); see values.text_json.
+            texts = [text_json(items[index].source.value) for index in self.indices]
+            self.values = list(texts) if self.framed else [json_data(t) for t in texts]
+            return
         try:  # the usual case, every value encodes: at once, no bookkeeping per item
             if self.framed:
                 self.values = list(json_documents([items[index].document for index in self.indices]))
@@ -138,9 +154,12 @@ class HazelcastSink(Sink):
         group: str,
         client_factory: ClientFactory = connect,
         semantics: Semantics = "fluxgate",
+        text_values: bool = False,
     ) -> None:
         self._settings = settings
         self._semantics: Semantics = semantics
+        # sink.value_format=string (StringConverter): the consumed text is stored, as one JSON string.
+        self.text_values = text_values
         self._offsets_map = settings.offsets_map_prefix + group
         self._factory = client_factory
         self._client: Any = None
@@ -156,6 +175,10 @@ class HazelcastSink(Sink):
             if statement.ttl is not None and structure is not Structure.IMAP:
                 # Stream-Reactor's semantics only (ours refuse it): its writers but MapWriter.scala ignore TTL.
                 log.warning("hazelcast.ttl_ignored", target=statement.target, structure=structure.value)
+            if self.text_values and not statement.selects_everything:
+                # Stream-Reactor's semantics only (ours refuse it, structures.check_value_format): its
+                # ConverterUtil.scala `convert` returns a value that is not a Struct as it is.
+                log.warning("hazelcast.projection_not_applied", target=statement.target, statement=statement.text)
             log.info(
                 "hazelcast.target",
                 target=statement.target,
@@ -182,7 +205,7 @@ class HazelcastSink(Sink):
             return True
 
     async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
-        groups = _groups(items, self._semantics)
+        groups = _groups(items, self._semantics, self.text_values)
         appended = [g for g in groups if not g.structure.idempotent]
         for group in appended:
             group.keys = _record_keys(group, items)
@@ -277,7 +300,14 @@ class HazelcastSink(Sink):
             return
         half = len(refused) // 2
         for part in (refused[:half], refused[half:]):
-            trial = _Group(group.structure, group.target, group.statement, [i for i, _ in part], [v for _, v in part])
+            trial = _Group(
+                group.structure,
+                group.target,
+                group.statement,
+                [i for i, _ in part],
+                [v for _, v in part],
+                text=group.text,
+            )
             try:
                 await self._write(trial, proxy, items)
             except Exception as exc:
@@ -386,7 +416,7 @@ class HazelcastSink(Sink):
             await self._client.shutdown()
 
 
-def _groups(items: Sequence[SinkItem], semantics: Semantics = "fluxgate") -> list[_Group]:
+def _groups(items: Sequence[SinkItem], semantics: Semantics = "fluxgate", text: bool = False) -> list[_Group]:
     """Items by structure, target and format, each group in batch order. A batch is mostly runs
     of one statement and target: the group is worked out once a run, not once an item."""
     groups: dict[tuple[Structure, str, bool], _Group] = {}
@@ -399,7 +429,7 @@ def _groups(items: Sequence[SinkItem], semantics: Semantics = "fluxgate") -> lis
             key = (structure_of(statement, semantics), target, statement.format == "AVRO")
             group = groups.get(key)
             if group is None:
-                group = groups[key] = _Group(key[0], target, statement)
+                group = groups[key] = _Group(key[0], target, statement, text=text)
         group.indices.append(index)
     return list(groups.values())
 

@@ -91,13 +91,21 @@ def passes_avro_through(statement: Statement) -> bool:
     return statement.format == "AVRO" and statement.selects_everything
 
 
-def check_value_format(statements: Sequence[Statement], value_format: str) -> None:
-    """WITHFORMAT AVRO passes the consumed bytes through: only Avro values can be (a KcqlError)."""
+def check_value_format(statements: Sequence[Statement], value_format: str, semantics: Semantics = "fluxgate") -> None:
+    """WITHFORMAT AVRO passes the consumed bytes through: only Avro values can be (a KcqlError). A
+    StringConverter text is stored whole (values.text_json): our semantics refuse a projection of it,
+    Stream-Reactor's apply none, as its sink (a warning at start, HazelcastSink.setup)."""
     for statement in statements:
         if statement.format == "AVRO" and value_format != "avro":
             raise KcqlError(
                 f"{statement.text}: WITHFORMAT AVRO writes the consumed Avro bytes as they are, and the topics' "
                 f"values are {value_format} (sink.value_format): use WITHFORMAT JSON"
+            )
+        if value_format == "string" and semantics == "fluxgate" and not statement.selects_everything:
+            raise KcqlError(
+                f"{statement.text}: string values (StringConverter text) are stored whole, as one JSON string, "
+                "so a projection or IGNORE cannot apply: use SELECT *, or sink.value_format=json with "
+                "sink.value_schemas_enable=false to store the document's fields"
             )
 
 

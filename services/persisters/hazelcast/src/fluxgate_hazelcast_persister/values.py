@@ -13,6 +13,9 @@
   them with the same registry (and the writer's schema, however the topic's schema
   evolved). Only with ``SELECT *``: re-encoding a projection would need a schema of its
   own per target; ``structures.check_statements`` refuses that at start.
+* StringConverter values (``sink.value_format=string``): the consumed text itself, stored as
+  Stream-Reactor's Hazelcast sink stores it, one JSON string (:func:`text_json`), whatever the
+  statement projects; in the same ``HazelcastJsonValue`` as every other JSON value here.
 
 What this module and ``sink.py`` take from the client beyond its public API, for the
 per-value cost: the ringbuffer add_all codec (``hazelcast.protocol.codec``, the client's
@@ -104,6 +107,33 @@ def add_all_json_request(name: str, documents: Sequence[bytes], overflow_policy:
     prefixes = map(_PREFIXES.__getitem__, map(len, documents))
     request.buf[end:end] = b"".join(chain.from_iterable(zip(prefixes, documents, strict=True)))
     return request  # as the codec's: not retryable, holds data
+
+
+# Jackson's escapes in a JSON string (CharTypes' output escapes: the quote, the backslash, the five
+# short forms, any other character below 0x20 as \u00XX with upper-case hex digits); nothing else.
+_JACKSON_ESCAPES = {code: f"\\u{code:04X}" for code in range(0x20)} | {
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    ord("\b"): "\\b",
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\f"): "\\f",
+    ord("\r"): "\\r",
+}
+
+
+def text_json(raw: bytes) -> bytes:
+    """A StringConverter value as Stream-Reactor's Hazelcast sink stores it: the whole text, one JSON
+    string, never parsed. lensesio/stream-reactor, kafka-connect-hazelcast ``writers/Writer.scala``:
+    ``convert`` is ``toJson(record).toString`` for WITHFORMAT JSON and TEXT; ``toJson`` projects with
+    kafka-connect-common's ``schemas/ConverterUtil.scala`` (``convert``), which hands a value that is
+    not a Struct back unchanged (its ConnectException is made, never thrown), so SELECT, AS and IGNORE
+    leave the text whole; then ``convertValueToJson``: ``json/SimpleJsonConverter.scala`` makes a
+    STRING a Jackson ``TextNode``, whose ``toString`` is the quoted, escaped text. The text is UTF-8
+    decoded as StringConverter decodes it (Java's ``new String(bytes, UTF_8)``: a malformed sequence
+    is U+FFFD), so ``{"a":1}`` is stored as ``"{\\"a\\":1}"``."""
+    text = raw.decode("utf-8", "replace").translate(_JACKSON_ESCAPES)
+    return f'"{text}"'.encode()
 
 
 def to_json(document: dict[str, Any]) -> str:

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 from hazelcast.asyncio import HazelcastClient
-from hazelcast_store import aggregate, item, items
+from hazelcast_store import START, aggregate, item, items
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.sink import HazelcastSink
 from fluxgate_sink.kcql import Statement, parse
+from fluxgate_sink.sink import SinkItem
 
 pytestmark = pytest.mark.integration
 GROUP = "stream-reactor-semantics-tests"
@@ -67,3 +69,52 @@ async def test_an_imap_ttl_is_in_milliseconds(sink: HazelcastSink, hz: Hazelcast
     assert await sink.write_batch([written]) == []
     view = await (await hz.get_map(name)).get_entry_view(written.id)
     assert view is not None and view.ttl == 600_000
+
+
+@pytest.fixture
+async def text_sink(hz_member: Any) -> AsyncIterator[HazelcastSink]:
+    """A sink of StringConverter values (sink.value_format=string), as fluxgate connect runs one."""
+    settings = ConnectionSettings(members=[hz_member.address], cluster_name=hz_member.cluster_name)
+    hz_sink = HazelcastSink(settings, GROUP, semantics="stream-reactor", text_values=True)
+    yield hz_sink
+    await hz_sink.close()
+
+
+# StringConverter texts as a topic holds them; what a reader gets back is the text itself, as one
+# JSON string, which Stream-Reactor's writers/Writer.scala stores (SimpleJsonConverter: a TextNode).
+TEXTS = [b'{"device_id":"d1","temperature":21.50}', b'{"device_id": "d2", "note": "line\\nbreak \xc3\xa9"}']
+
+
+def _text_item(stmt: Statement, text: bytes, offset: int) -> SinkItem:
+    """The router's item of a StringConverter value: the consumed text, the document read from it
+    (projected), the map key from its PK (the values joined by '-', fluxgate_sink.ids)."""
+    document = json.loads(text)
+    source = ConsumedRecord("t", 0, offset, b"k", text, (), 0, document)
+    key = "-".join(str(document[path[0]]) for path in stmt.pk)
+    return SinkItem(source, stmt, stmt.target, key, stmt.project(document), START)
+
+
+@pytest.mark.parametrize(
+    "clauses",
+    ["SELECT * FROM t STOREAS RING_BUFFER", "SELECT device_id FROM t PK device_id STOREAS IMAP", "SELECT * FROM t"],
+)
+async def test_a_reader_gets_the_text_as_stream_reactor_stored_it(
+    text_sink: HazelcastSink, hz: HazelcastClient, name: str, clauses: str
+) -> None:
+    stmt = _statement(f"INSERT INTO {name} {clauses}")
+    await text_sink.setup([stmt])
+    batch = [_text_item(stmt, text, n) for n, text in enumerate(TEXTS)]
+    assert await text_sink.write_batch(batch) == []
+    if stmt.store_as == "IMAP":
+        imap = await hz.get_map(name)
+        read = [await imap.get(i.id) for i in batch]
+    elif stmt.store_as == "RING_BUFFER":
+        read = await _read_all(hz, name, len(TEXTS))
+    else:  # no STOREAS: a reliable topic (HazelCastSinkSettings.scala), its items in its ringbuffer
+        read = [m.payload for m in await _read_all(hz, RELIABLE_TOPIC_RINGBUFFER + name, len(TEXTS))]
+    assert [value.to_string() for value in read] == [
+        r'"{\"device_id\":\"d1\",\"temperature\":21.50}"',
+        r'"{\"device_id\": \"d2\", \"note\": \"line\\nbreak é\"}"',
+    ]
+    # Decoded, each is the text the topic holds, byte for byte: not the document parsed from it.
+    assert [json.loads(value.to_string()).encode() for value in read] == TEXTS
