@@ -14,11 +14,13 @@ default Jackson mapper (lensesio/stream-reactor, kafka-connect-sql-common's
 ``JsonPayloadExtractor.scala`` (``handleString``) and ``ToJsonWithProjections.scala`` (the older
 Cassandra sink's ``CassandraJsonWriter.scala``). A text that is not JSON fails the record there
 ("Invalid json"; the Elastic sinks index it as a JSON string, which Elasticsearch refuses), and is
-dead-lettered here. Where Stream-Reactor differs and we do not follow (docs/kafka-connect.md, JSON
-edge cases): its Hazelcast sink never parses the text and stores it as a JSON string
-(``writers/Writer.scala``: ``SimpleJsonConverter`` makes a STRING a ``TextNode``); its 10.x Cassandra
-sink, DataStax's connector underneath, reads non-integral numbers exactly and keeps a text that is
-not a JSON object as the raw string (datastax/kafka-sink ``MetadataCreator.java``, ``JsonData.java``).
+dead-lettered here. Its Hazelcast sink never parses the text and stores it as a JSON string
+(``writers/Writer.scala``: ``SimpleJsonConverter`` makes a STRING a ``TextNode``): the
+hazelcast-persister stores that same string from the record's bytes (its ``values.text_json``), after
+this reading has checked the text is JSON. Where Stream-Reactor differs and we do not follow
+(docs/kafka-connect.md, JSON edge cases): its 10.x Cassandra sink, DataStax's connector
+underneath, reads non-integral numbers exactly and keeps a text that is not a JSON object as
+the raw string (datastax/kafka-sink ``MetadataCreator.java``, ``JsonData.java``).
 Values become what the Avro decoder gives for the same data, so no sink needs code of its own for
 JSON records.
 
