@@ -1,16 +1,17 @@
 """Backlogs (issue #36): a stage stopped for ``--seconds`` at the fleet's rate, then started
 into what piled up. Does it catch up, how fast, and within its chart's memory limit?
 
-For each stage in ``--stages`` (the aggregator first, then the es-persister, then
+For each stage in ``--stages`` (the aggregator first, then the three persisters, then
 device-status), with names of its own (prefixed topics, groups and store target, as
 ``bench/pipeline.py``'s run), it:
 
-* produces the backlog to a fresh topic from a spawned child (the producer's memory is
+* produces the backlog to a fresh topic of ``--partitions`` partitions (3: the charts'
+  ``kafka.partitions``) from a spawned child (the producer's memory is
   nobody's): ``--rate`` x ``--seconds`` records from ``--devices`` devices (by default
   ``--rate`` x 60, each reporting about once a minute: Hive's shape). The aggregator and
   device-status read SensorReadings in the gateways' wire format (``_readings``: the i-th
   reading of device ``i % devices`` at ``i / rate`` seconds, ingest time 50 ms later); the
-  es-persister TemperatureAggregates (``_persisters.aggregates``: a window minute of every
+  persisters TemperatureAggregates (``_persisters.aggregates``: a window minute of every
   device, then the next);
 * starts the stage as its console script from the venv (``FLUXGATE_*`` settings, a free
   HTTP port), configured as its chart is where memory depends on it: the chart's defaults
@@ -20,7 +21,7 @@ device-status), with names of its own (prefixed topics, groups and store target,
 * polls every ``--poll`` s until it has caught up: its consumer group's lag is 0 (for the
   aggregator its progress group, committed after each finished batch) and what it must have
   done is done (the aggregator: every window the backlog closes on its output topic; the
-  persister: every aggregate confirmed by Elasticsearch; device-status: every reading
+  persisters: every aggregate confirmed by their store; device-status: every reading
   applied to its table). Meanwhile it samples the process group's resident memory
   (VmRSS, summed) and the load average; at the end it reads the group's VmHWM.
 
@@ -100,6 +101,10 @@ class Stage:
 STAGES = {
     "aggregator": Stage("aggregator", ("fluxgate-aggregator", "run"), "FLUXGATE_AGG_", "readings"),
     "es-persister": Stage("es-persister", ("fluxgate-es-persister",), "FLUXGATE_ES_", "aggregates"),
+    "scylla-persister": Stage("scylla-persister", ("fluxgate-scylla-persister",), "FLUXGATE_SCYLLA_", "aggregates"),
+    "hazelcast-persister": Stage(
+        "hazelcast-persister", ("fluxgate-hazelcast-persister",), "FLUXGATE_HZ_", "aggregates"
+    ),
     "device-status": Stage("device-status", ("fluxgate-device-status",), "FLUXGATE_STATUS_", "readings"),
 }
 
@@ -156,6 +161,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=600.0, help="how long the stage was stopped")
     parser.add_argument("--rate", type=float, default=FLEET_RATE, help="records/s arriving while it was stopped")
     parser.add_argument("--devices", type=int, default=None, help="devices (default: --rate × 60, once a minute)")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic the stage reads")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between looks")
     parser.add_argument("--timeout", type=float, default=1800.0, help="give a stage up after this many seconds")
     parser.add_argument("--settle", type=float, default=60.0, help="stop this long after lag 0 if work is missing")
@@ -260,24 +266,47 @@ def stage_env(
         "LOG__JSON_OUTPUT": "false",
         **names.env(stage.name),
     }
-    own |= {
-        "aggregator": {"CHECKPOINT_DIR": str(folder / "checkpoints")},
-        "es-persister": {"ELASTICSEARCH__HOSTS": json.dumps([stack.elasticsearch_url])},
-        # A device silent for its period between reports would flap OFFLINE and back with the
-        # default 60 s threshold; twice the period, as bench/fleet.py sets it.
-        "device-status": {"STATUS__DATA_DIR": str(folder / "device-status"),
-                          "STATUS__SILENCE_THRESHOLD_S": f"{2 * args.devices / args.rate:g}"},
-    }[stage.name]  # fmt: skip
+    own |= stage_settings(stage.name, stack, folder, args)
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(stage.prefix)}
     settings: dict[str, str] = prefixed(stage.prefix, own)
     asked = {k: v for k, v in args.settings.items() if k.startswith(stage.prefix)}
     return inherited | settings | asked
 
 
+def stage_settings(name: str, stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
+    """What only that stage needs: its checkpoints, its store, its table's folder."""
+    match name:
+        case "aggregator":
+            return {"CHECKPOINT_DIR": str(folder / "checkpoints")}
+        case "es-persister":
+            return {"ELASTICSEARCH__HOSTS": json.dumps([stack.elasticsearch_url])}
+        case "scylla-persister":
+            return {
+                "SCYLLA__CONTACT_POINTS": json.dumps([stack.cassandra_host]),
+                "SCYLLA__PORT": str(stack.cassandra_port),
+            }
+        case "hazelcast-persister":
+            return {
+                "HAZELCAST__MEMBERS": json.dumps([stack.hazelcast_address]),
+                "HAZELCAST__CLUSTER_NAME": stack.hazelcast_cluster,
+            }
+        case _:
+            # A device silent for its period between reports would flap OFFLINE and back with the
+            # default 60 s threshold; twice the period, as bench/fleet.py sets it.
+            return {"STATUS__DATA_DIR": str(folder / "device-status"),
+                    "STATUS__SILENCE_THRESHOLD_S": f"{2 * args.devices / args.rate:g}"}  # fmt: skip
+
+
 def input_of(stage: Stage, names: Names) -> tuple[str, str]:
     """The topic a stage reads and the group whose committed offsets say how far it is."""
     topic = names.aggregated if stage.reads == "aggregates" else names.readings
     return topic, names.group(stage.name)
+
+
+def topic_partitions(stage: Stage, names: Names, partitions: int) -> dict[str, int]:
+    """The run's topics, 3 partitions each but the one the stage reads: ``partitions``."""
+    topic, _ = input_of(stage, names)
+    return {names.topic(name): 3 for name in TOPICS} | {topic: partitions}
 
 
 def expected_of(stage: Stage, args: argparse.Namespace) -> int:
@@ -432,7 +461,7 @@ def run_stage(stage: Stage, stack: Any, args: argparse.Namespace) -> Result:
     names = run_names(f"backlog-{stage.name}")
     folder = RESULTS / names.prefix.rstrip("-")
     folder.mkdir(parents=True, exist_ok=True)
-    create_topics(stack.bootstrap, {names.topic(topic): 3 for topic in TOPICS})
+    create_topics(stack.bootstrap, topic_partitions(stage, names, args.partitions))
     produced = produce_backlog(stage, names, stack, args)
     expected, port = expected_of(stage, args), service_port()
     process = start(stage, stage_env(stage, names, stack, port, folder, args), folder / f"{stage.name}.log")
@@ -446,8 +475,7 @@ def run_stage(stage: Stage, stack: Any, args: argparse.Namespace) -> Result:
             details = persister_details(port) if stage.reads == "aggregates" else {}
     finally:
         exit_code = stop_child(process)
-        if stage.name == "es-persister":
-            drop_index(stack.elasticsearch_url, names.store_target)
+        drop_store(stage, stack, names)
     details |= {"produced": produced, "exit_code": exit_code, "prefix": names.prefix, "log": str(folder)}
     details["samples"] = [asdict(s) for s in samples]
     summary = summarise(samples, backlog_size(args), expected)
@@ -456,11 +484,31 @@ def run_stage(stage: Stage, stack: Any, args: argparse.Namespace) -> Result:
                   details)  # fmt: skip
 
 
-def drop_index(es_url: str, target: str) -> None:
-    """The persister's daily indices and template, as bench/elasticsearch.py drops its own."""
-    with contextlib.suppress(httpx.HTTPError):
-        httpx.delete(f"{es_url}/{target}-*", params={"expand_wildcards": "all"}, timeout=60)
-        httpx.delete(f"{es_url}/_index_template/{target}", timeout=60)
+def drop_store(stage: Stage, stack: Any, names: Names) -> None:
+    """What a persister wrote: its daily indices and template (as bench/elasticsearch.py drops
+    its own), its table, or its ringbuffer. Nothing for the other stages."""
+    if stage.name == "es-persister":
+        es_url, target = stack.elasticsearch_url, names.store_target
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.delete(f"{es_url}/{target}-*", params={"expand_wildcards": "all"}, timeout=60)
+            httpx.delete(f"{es_url}/_index_template/{target}", timeout=60)
+    elif stage.name == "scylla-persister":
+        from fluxgate_scylla_persister.driver import CONNECTION_CLASS, Cluster
+
+        cluster = Cluster([stack.cassandra_host], port=stack.cassandra_port, connection_class=CONNECTION_CLASS)
+        try:
+            cluster.connect().execute(f"DROP TABLE IF EXISTS {names.scylla_table}", timeout=120)
+        finally:
+            cluster.shutdown()
+    elif stage.name == "hazelcast-persister":
+        # By name: to mypy, run from this folder, ``hazelcast`` is bench/hazelcast.py.
+        client = importlib.import_module("hazelcast.client").HazelcastClient(
+            cluster_members=[stack.hazelcast_address], cluster_name=stack.hazelcast_cluster
+        )
+        try:
+            client.get_ringbuffer(names.store_target).blocking().destroy()
+        finally:
+            client.shutdown()
 
 
 def leg_of(result: Result, args: argparse.Namespace) -> LegResult:
@@ -488,9 +536,9 @@ def leg_of(result: Result, args: argparse.Namespace) -> LegResult:
 def report(args: argparse.Namespace, results: list[Result]) -> None:
     legs = [leg_of(result, args) for result in results]
     ratios = {f"{r.stage}_peak_over_limit": r.highest_mib / r.limit_mib for r in results}
-    keys = ("stages", "seconds", "rate", "devices", "poll", "timeout", "settings")
+    keys = ("stages", "seconds", "rate", "devices", "partitions", "poll", "timeout", "settings")
     settings = {key: getattr(args, key) for key in keys}
-    title = f"Backlogs: {args.seconds:g} s at {args.rate:g} records/s, then started"
+    title = f"Backlogs: {args.seconds:g} s at {args.rate:g} records/s, {args.partitions} partitions, then started"
     json_path, *_ = write_report("backlog", title, "record", legs, ratios, settings)
     document = json.loads(json_path.read_text())  # every look and detail in the JSON only
     document["results"] = [asdict(result) for result in results]

@@ -28,6 +28,7 @@ from backlog import (
     start_figures,
     sum_offsets,
     summarise,
+    topic_partitions,
     with_live_traffic_s,
 )
 from run_pipeline import Names
@@ -35,8 +36,10 @@ from run_pipeline import Names
 
 def test_the_defaults_are_ten_minutes_at_the_fleet_rate_from_devices_reporting_once_a_minute() -> None:
     args = parse_args([])
-    assert args.stages.split(",") == ["aggregator", "es-persister", "device-status"]  # the aggregator first
-    assert (args.seconds, args.rate, args.devices) == (600.0, 1000.0, 60_000)
+    assert args.stages.split(",") == [  # the aggregator first
+        "aggregator", "es-persister", "scylla-persister", "hazelcast-persister", "device-status"
+    ]  # fmt: skip
+    assert (args.seconds, args.rate, args.devices, args.partitions) == (600.0, 1000.0, 60_000, 3)
     assert backlog_size(args) == 600_000
 
 
@@ -131,7 +134,9 @@ def test_memory_quantities_and_the_charts_limits() -> None:
     assert (mebibytes("3Gi"), mebibytes("256Mi"), mebibytes("1024Ki")) == (3072, 256, 1)
     assert mebibytes("1G") == pytest.approx(953.67, abs=0.01)
     assert chart_limit_mib("aggregator") == 3072
-    assert chart_limit_mib("es-persister") == 256
+    assert chart_limit_mib("es-persister") == 384
+    assert chart_limit_mib("scylla-persister") == 384
+    assert chart_limit_mib("hazelcast-persister") == 320
     assert chart_limit_mib("device-status") == 320
 
 
@@ -163,3 +168,28 @@ def test_the_services_default_ports_are_never_used(monkeypatch: pytest.MonkeyPat
     offered = iter([9103, 9107, 41000])
     monkeypatch.setattr(backlog, "free_port", lambda: next(offered))
     assert backlog.service_port() == 41000
+
+
+def test_only_the_topic_the_stage_reads_takes_the_partitions_asked_for() -> None:
+    names = Names("backlog-x-")
+    hazelcast = topic_partitions(STAGES["hazelcast-persister"], names, 12)
+    assert hazelcast["backlog-x-temperatures.aggregated"] == 12
+    assert {count for topic, count in hazelcast.items() if topic != "backlog-x-temperatures.aggregated"} == {3}
+    assert topic_partitions(STAGES["aggregator"], names, 6)["backlog-x-sensors.readings"] == 6
+    assert set(topic_partitions(STAGES["device-status"], names, 3).values()) == {3}
+
+
+def test_each_persister_is_pointed_at_its_store_and_its_own_target(tmp_path: Path) -> None:
+    stores = {"cassandra_host": "127.0.0.1", "cassandra_port": 9042, "hazelcast_address": "127.0.0.1:5701"}
+    stack = SimpleNamespace(bootstrap="b", registry_url="r", hazelcast_cluster="fluxgate", **stores)
+    names, args = Names("backlog-x-"), parse_args([])
+    scylla = stage_env(STAGES["scylla-persister"], names, stack, 40000, tmp_path, args)
+    assert scylla["FLUXGATE_SCYLLA_SCYLLA__CONTACT_POINTS"] == '["127.0.0.1"]'
+    assert scylla["FLUXGATE_SCYLLA_SCYLLA__PORT"] == "9042"
+    assert scylla["FLUXGATE_SCYLLA_SINK__KCQL"].startswith("UPSERT INTO fluxgate.backlog_x_temperature_aggregates ")
+    assert scylla["FLUXGATE_SCYLLA_SINK__GROUP_ID"] == "backlog-x-fluxgate-scylla-persister"
+    hazelcast = stage_env(STAGES["hazelcast-persister"], names, stack, 40001, tmp_path, args)
+    assert hazelcast["FLUXGATE_HZ_HAZELCAST__MEMBERS"] == '["127.0.0.1:5701"]'
+    assert hazelcast["FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME"] == "fluxgate"
+    assert hazelcast["FLUXGATE_HZ_SINK__KCQL"].startswith("INSERT INTO backlog_x_temperature_aggregates ")
+    assert hazelcast["FLUXGATE_HZ_HTTP__PORT"] == "40001"
