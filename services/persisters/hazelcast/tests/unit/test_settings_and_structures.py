@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -22,14 +21,6 @@ from fluxgate_hazelcast_persister.values import add_all_json_request, json_bytes
 from fluxgate_hazelcast_persister.written_offsets import already_written, written_through, written_through_each
 from fluxgate_sink.errors import FieldMissing, KcqlError
 from fluxgate_sink.kcql import parse
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_HZ_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
 
 
 def test_defaults_work_with_the_local_stack() -> None:

@@ -30,16 +30,6 @@ from fluxgate_sink.kcql import Statement, parse
 from fluxgate_sink.sink import SinkItem
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_HZ_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
-
-
 @pytest.mark.parametrize(
     ("raw", "stored"),
     [
