@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic_settings import BaseSettings
 
 from fluxgate_core.settings import load_settings
+from fluxgate_testing.env import drop_env
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -87,10 +87,7 @@ def secret_env_names(cls: type[BaseSettings]) -> set[str]:
 
 def load_with_env(cls: type[BaseSettings], env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
     """``cls`` loaded from exactly ``env``: this process's own variables under the prefix are hidden."""
-    prefix = str(cls.model_config["env_prefix"])
-    for key in list(os.environ):
-        if key.upper().startswith(prefix):
-            monkeypatch.delenv(key)
+    drop_env(monkeypatch, str(cls.model_config["env_prefix"]))
     for key, value in env.items():
         monkeypatch.setenv(key, str(value))
     return load_settings(cls)

@@ -3,21 +3,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from fluxgate_testing.env import clean_env_fixture
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_mqtt_proxy.route_settings import RouteSettings
 from fluxgate_mqtt_proxy.settings import ProxySettings
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_MQTT_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
+clean_env = clean_env_fixture("FLUXGATE_MQTT_")
 
 
 def routes_env(monkeypatch: pytest.MonkeyPatch, routes: list[dict[str, object]]) -> None:

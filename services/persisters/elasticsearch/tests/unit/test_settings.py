@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from fluxgate_testing.env import clean_env_fixture
 from fluxgate_testing.sink.memory import record
 
 from fluxgate_core.errors import ConfigError
@@ -11,13 +12,7 @@ from fluxgate_es_persister.settings import DEFAULT_KCQL, ElasticsearchSettings
 from fluxgate_sink.ids import fluxgate_id
 from fluxgate_sink.kcql import parse
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_ES_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
+clean_env = clean_env_fixture("FLUXGATE_ES_")
 
 
 def test_defaults_work_with_the_local_stack() -> None:

@@ -2,14 +2,6 @@
 
 from __future__ import annotations
 
-import os
+from fluxgate_testing.env import clean_env_fixture
 
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_HZ_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
+clean_env = clean_env_fixture("FLUXGATE_HZ_")

@@ -1,20 +1,13 @@
 from __future__ import annotations
 
-import os
-
 import pytest
+from fluxgate_testing.env import clean_env_fixture
 
 from fluxgate_core.errors import ConfigError
 from fluxgate_core.settings import load_settings
 from fluxgate_scylla_persister.settings import DEFAULT_KCQL, ScyllaSettings
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in list(os.environ):
-        if name.startswith("FLUXGATE_SCYLLA_"):
-            monkeypatch.delenv(name)
-    return monkeypatch
+clean_env = clean_env_fixture("FLUXGATE_SCYLLA_")
 
 
 def test_defaults_work_with_the_local_stack() -> None:
