@@ -212,14 +212,14 @@ class LegResult:
 
     ``group`` sets legs that belong together apart (a QoS, a batch size); ``cpu_us`` is the
     CPU of the thing under test per item; ``extra`` holds the other columns (µs per item of
-    the servers, seconds, counts), shown in the table and the JSON but not the chart.
+    the servers, seconds, counts, a yes or no), shown in the table and the JSON but not the chart.
     """
 
     group: str
     name: str
     per_second: float
     cpu_us: float
-    extra: Mapping[str, float] = field(default_factory=dict)
+    extra: Mapping[str, float | str] = field(default_factory=dict)
 
 
 def write_report(

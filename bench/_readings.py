@@ -9,11 +9,12 @@ from __future__ import annotations
 import struct
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -29,6 +30,16 @@ from aggregator_reference import reading
 
 METRIC, UNIT = "temperature", "Cel"
 FIRST_EVENT_MS = 1_700_000_000_000  # fixed and minute-aligned, so every run windows alike
+# Keyed by device and lz4-compressed like the gateways' producers, so the stage reading the
+# topic (Spark, a persister) decompresses and spreads the same way it does in production.
+PRODUCER_CONFIG = {
+    "enable.idempotence": True,
+    "compression.type": "lz4",
+    "linger.ms": 50,
+    "queue.buffering.max.messages": 500_000,
+}
+
+Record = TypeVar("Record")
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,10 @@ class FastEncoder:
         value = struct.pack("<d", self.readings.value(i))
         return self._heads[device] + value + self._unit + _long(event_ms) + _long(event_ms + 50) + self._tails[device]
 
+    def keyed(self, i: int) -> tuple[bytes, bytes]:
+        """Reading ``i`` as the gateways produce it: keyed by its device."""
+        return self.readings.device(i).encode(), self.encode(i)
+
     def check(self, samples: int = 1000) -> None:
         for i in range(samples):
             record = reading(self.readings.device(i), self.readings.event_ms(i), self.readings.value(i))
@@ -115,7 +130,7 @@ def produce_input(bootstrap: str, client: SchemaRegistryClient, topic: str, read
     encoder = AvroEncoder.registered(client, topic, schema_text(SENSOR_READING), schema_dict(SENSOR_READING))
     fast = FastEncoder(encoder, readings)
     fast.check()
-    seconds = _produce(bootstrap, topic, fast)
+    seconds = produce(bootstrap, topic, range(readings.count), fast.keyed, "reading", {"batch.size": 1_000_000})
     print(f"produced {readings.count} readings to {topic} in {seconds:.1f}s", flush=True)
     return {"topic": topic, "readings": readings.count, "seconds": round(seconds, 1)}
 
@@ -133,23 +148,19 @@ def _produce_from(bootstrap: str, registry_url: str, topic: str, readings: Readi
     return produce_input(bootstrap, SchemaRegistryClient({"url": registry_url}), topic, readings)
 
 
-def _produce(bootstrap: str, topic: str, encoder: FastEncoder) -> float:
-    # Keyed by device and lz4-compressed like the gateways' producers, so Spark decompresses
-    # and spreads the same way it does in production.
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "compression.type": "lz4",
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-        }
-    )
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Record],
+    keyed: Callable[[Record], tuple[bytes, bytes]],
+    what: str,
+    config: Mapping[str, Any] | None = None,
+) -> float:
+    """Every record into ``topic`` as ``keyed`` gives its key and value, all sent; the seconds it took."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(config or {})})
     started = time.perf_counter()
-    readings = encoder.readings
-    for i in range(readings.count):
-        key, value = readings.device(i).encode(), encoder.encode(i)
+    for record in records:
+        key, value = keyed(record)
         while True:
             try:
                 producer.produce(topic, value, key)
@@ -157,7 +168,7 @@ def _produce(bootstrap: str, topic: str, encoder: FastEncoder) -> float:
             except BufferError:  # librdkafka's queue is full: let it send
                 producer.poll(0.05)
     if producer.flush(120) != 0:
-        raise SystemExit(f"could not produce every reading to {topic}")
+        raise SystemExit(f"could not produce every {what} to {topic}")
     return time.perf_counter() - started
 
 

@@ -46,17 +46,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import yaml
 from _common import RESULTS, ROOT, LegResult, micros_per, print_table, stack_up, write_report
-from _readings import Readings, produce_in_child
+from _readings import Readings, produce, produce_in_child
 from fluxgate_testing import free_port
 
 # _persisters.py and pipeline.py each fail mypy's strict mode on a line of their own (they
@@ -88,25 +88,26 @@ WINDOW_MS, WATERMARK_MS = 60_000, 30_000  # the aggregator's defaults (the chart
 FLEET_RATE = 1000.0  # bench/fleet.py's --rate
 
 
+# What only that stage needs set (its checkpoints, its store, its table's folder), given the
+# stack, the stage's results folder and the arguments.
+StageSettings = Callable[[Any, Path, argparse.Namespace], dict[str, str]]
+# What the stage has done so far, given its names, its HTTP port and the run's offsets.
+Done = Callable[[Names, int, Offsets], int]
+
+
 @dataclass(frozen=True)
 class Stage:
-    """A stage under test: its console script, settings prefix, chart and what it reads."""
+    """A stage under test (``STAGES``): its console script, settings prefix, chart and what it
+    reads, and what sets the stages apart: the settings only it needs, the work the backlog asks
+    of it (the records, or the windows they close) and how much of that it has done."""
 
     name: str
     argv: tuple[str, ...]
     prefix: str
-    reads: str  # "readings" or "aggregates"
-
-
-STAGES = {
-    "aggregator": Stage("aggregator", ("fluxgate-aggregator", "run"), "FLUXGATE_AGG_", "readings"),
-    "es-persister": Stage("es-persister", ("fluxgate-es-persister",), "FLUXGATE_ES_", "aggregates"),
-    "scylla-persister": Stage("scylla-persister", ("fluxgate-scylla-persister",), "FLUXGATE_SCYLLA_", "aggregates"),
-    "hazelcast-persister": Stage(
-        "hazelcast-persister", ("fluxgate-hazelcast-persister",), "FLUXGATE_HZ_", "aggregates"
-    ),
-    "device-status": Stage("device-status", ("fluxgate-device-status",), "FLUXGATE_STATUS_", "readings"),
-}
+    reads: Literal["readings", "aggregates"]
+    settings: StageSettings
+    expected: Callable[[argparse.Namespace], int]
+    done: Done
 
 
 @dataclass(frozen=True)
@@ -266,35 +267,67 @@ def stage_env(
         "LOG__JSON_OUTPUT": "false",
         **names.env(stage.name),
     }
-    own |= stage_settings(stage.name, stack, folder, args)
+    own |= stage.settings(stack, folder, args)
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(stage.prefix)}
     settings: dict[str, str] = prefixed(stage.prefix, own)
     asked = {k: v for k, v in args.settings.items() if k.startswith(stage.prefix)}
     return inherited | settings | asked
 
 
-def stage_settings(name: str, stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
-    """What only that stage needs: its checkpoints, its store, its table's folder."""
-    match name:
-        case "aggregator":
-            return {"CHECKPOINT_DIR": str(folder / "checkpoints")}
-        case "es-persister":
-            return {"ELASTICSEARCH__HOSTS": json.dumps([stack.elasticsearch_url])}
-        case "scylla-persister":
-            return {
-                "SCYLLA__CONTACT_POINTS": json.dumps([stack.cassandra_host]),
-                "SCYLLA__PORT": str(stack.cassandra_port),
-            }
-        case "hazelcast-persister":
-            return {
-                "HAZELCAST__MEMBERS": json.dumps([stack.hazelcast_address]),
-                "HAZELCAST__CLUSTER_NAME": stack.hazelcast_cluster,
-            }
-        case _:
-            # A device silent for its period between reports would flap OFFLINE and back with the
-            # default 60 s threshold; twice the period, as bench/fleet.py sets it.
-            return {"STATUS__DATA_DIR": str(folder / "device-status"),
-                    "STATUS__SILENCE_THRESHOLD_S": f"{2 * args.devices / args.rate:g}"}  # fmt: skip
+def aggregator_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
+    return {"CHECKPOINT_DIR": str(folder / "checkpoints")}
+
+
+def es_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
+    return {"ELASTICSEARCH__HOSTS": json.dumps([stack.elasticsearch_url])}
+
+
+def scylla_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
+    return {"SCYLLA__CONTACT_POINTS": json.dumps([stack.cassandra_host]), "SCYLLA__PORT": str(stack.cassandra_port)}
+
+
+def hazelcast_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "HAZELCAST__MEMBERS": json.dumps([stack.hazelcast_address]),
+        "HAZELCAST__CLUSTER_NAME": stack.hazelcast_cluster,
+    }
+
+
+def status_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
+    # A device silent for its period between reports would flap OFFLINE and back with the
+    # default 60 s threshold; twice the period, as bench/fleet.py sets it.
+    return {"STATUS__DATA_DIR": str(folder / "device-status"),
+            "STATUS__SILENCE_THRESHOLD_S": f"{2 * args.devices / args.rate:g}"}  # fmt: skip
+
+
+def windows_closed(args: argparse.Namespace) -> int:
+    return expected_windows(readings_of(args))
+
+
+def windows_written(names: Names, port: int, offsets: Offsets) -> int:
+    return sum(offsets.ends(names.aggregated).values())
+
+
+def aggregates_confirmed(names: Names, port: int, offsets: Offsets) -> int:
+    return int(metric(port, "fluxgate_sink_records_written_total"))
+
+
+def readings_applied(names: Names, port: int, offsets: Offsets) -> int:
+    return int(metric(port, "fluxgate_status_readings_total"))
+
+
+STAGES = {
+    "aggregator": Stage("aggregator", ("fluxgate-aggregator", "run"), "FLUXGATE_AGG_", "readings",
+                        aggregator_settings, windows_closed, windows_written),
+    "es-persister": Stage("es-persister", ("fluxgate-es-persister",), "FLUXGATE_ES_", "aggregates",
+                          es_settings, backlog_size, aggregates_confirmed),
+    "scylla-persister": Stage("scylla-persister", ("fluxgate-scylla-persister",), "FLUXGATE_SCYLLA_", "aggregates",
+                              scylla_settings, backlog_size, aggregates_confirmed),
+    "hazelcast-persister": Stage("hazelcast-persister", ("fluxgate-hazelcast-persister",), "FLUXGATE_HZ_",
+                                 "aggregates", hazelcast_settings, backlog_size, aggregates_confirmed),
+    "device-status": Stage("device-status", ("fluxgate-device-status",), "FLUXGATE_STATUS_", "readings",
+                           status_settings, backlog_size, readings_applied),
+}  # fmt: skip
 
 
 def input_of(stage: Stage, names: Names) -> tuple[str, str]:
@@ -307,21 +340,6 @@ def topic_partitions(stage: Stage, names: Names, partitions: int) -> dict[str, i
     """The run's topics, 3 partitions each but the one the stage reads: ``partitions``."""
     topic, _ = input_of(stage, names)
     return {names.topic(name): 3 for name in TOPICS} | {topic: partitions}
-
-
-def expected_of(stage: Stage, args: argparse.Namespace) -> int:
-    if stage.name == "aggregator":
-        return expected_windows(readings_of(args))
-    return backlog_size(args)
-
-
-def done_of(stage: Stage, names: Names, port: int, offsets: Offsets) -> int:
-    """What the stage has done so far: windows on its output topic, aggregates its store
-    confirmed, readings applied to its table."""
-    if stage.name == "aggregator":
-        return sum(offsets.ends(names.aggregated).values())
-    name = "fluxgate_sink_records_written_total" if stage.reads == "aggregates" else "fluxgate_status_readings_total"
-    return int(metric(port, name))
 
 
 def produce_backlog(stage: Stage, names: Names, stack: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -337,7 +355,6 @@ def produce_backlog(stage: Stage, names: Names, stack: Any, args: argparse.Names
 
 def produce_aggregates(bootstrap: str, registry_url: str, topic: str, count: int, devices: int) -> dict[str, Any]:
     """``count`` aggregates (``_persisters.aggregates``) into ``topic``, keyed by device: in a spawned child."""
-    from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
     from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_text
@@ -346,20 +363,14 @@ def produce_aggregates(bootstrap: str, registry_url: str, topic: str, count: int
     registry = SchemaRegistryClient({"url": registry_url})
     schema = TEMPERATURE_AGGREGATE
     encoder = AvroEncoder.registered(registry, topic, schema_text(schema), schema_dict(schema))
-    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
-              "compression.type": "lz4", "queue.buffering.max.messages": 500_000}  # fmt: skip
-    producer = Producer(config)
-    started = time.perf_counter()
-    for record in aggregates(count, devices):
-        while True:
-            try:
-                producer.produce(topic, encoder.encode(record), record["device_id"].encode())
-                break
-            except BufferError:  # librdkafka's queue is full: let it send
-                producer.poll(0.05)
-    if producer.flush(120) != 0:
-        raise SystemExit(f"could not produce every aggregate to {topic}")
-    seconds = time.perf_counter() - started
+
+    def records() -> Iterator[dict[str, Any]]:
+        yield from aggregates(count, devices)  # made inside produce's timing, as it always was
+
+    def keyed(record: dict[str, Any]) -> tuple[bytes, bytes]:
+        return record["device_id"].encode(), encoder.encode(record)
+
+    seconds = produce(bootstrap, topic, records(), keyed, "aggregate")
     print(f"produced {count} aggregates to {topic} in {seconds:.1f}s", flush=True)
     return {"topic": topic, "records": count, "seconds": round(seconds, 1)}
 
@@ -380,7 +391,7 @@ def watch(
     with Offsets(args.bootstrap) as offsets:
         while process.poll() is None and time.monotonic() - began < args.timeout:
             lag = offsets.behind(group, topic)
-            done = done_of(stage, names, port, offsets)
+            done = stage.done(names, port, offsets)
             rss = group_memory_mib(process.pid, "VmRSS")
             sample = Sample(round(time.monotonic() - began, 2), lag, done, rss, os.getloadavg()[0], ready(port))
             samples.append(sample)
@@ -463,7 +474,7 @@ def run_stage(stage: Stage, stack: Any, args: argparse.Namespace) -> Result:
     folder.mkdir(parents=True, exist_ok=True)
     create_topics(stack.bootstrap, topic_partitions(stage, names, args.partitions))
     produced = produce_backlog(stage, names, stack, args)
-    expected, port = expected_of(stage, args), service_port()
+    expected, port = stage.expected(args), service_port()
     process = start(stage, stage_env(stage, names, stack, port, folder, args), folder / f"{stage.name}.log")
     print(f"{stage.name}: pid {process.pid}, port {port}, {backlog_size(args):,} records, expecting {expected:,}")
     try:
@@ -519,7 +530,7 @@ def leg_of(result: Result, args: argparse.Namespace) -> LegResult:
         "peak MiB": result.peak_mib,
         "polled max MiB": summary.peak_polled_mib,
         "limit MiB": result.limit_mib,
-        "within limit": float(result.within_limit),
+        "within limit": "yes" if result.within_limit else "no",
         "expected": float(result.expected),
         "done": float(result.done),
         "load max": summary.load[1],

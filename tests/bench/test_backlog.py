@@ -12,16 +12,19 @@ import pytest
 # Appended, not first: bench/ has an elasticsearch.py, which must never shadow the library.
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
+import _readings
 import backlog
-from _readings import Readings
+from _readings import Readings, produce
 from backlog import (
     STAGES,
+    Result,
     Sample,
     backlog_size,
     batch_sizes,
     caught_up,
     chart_limit_mib,
     expected_windows,
+    leg_of,
     mebibytes,
     parse_args,
     stage_env,
@@ -193,3 +196,60 @@ def test_each_persister_is_pointed_at_its_store_and_its_own_target(tmp_path: Pat
     assert hazelcast["FLUXGATE_HZ_HAZELCAST__CLUSTER_NAME"] == "fluxgate"
     assert hazelcast["FLUXGATE_HZ_SINK__KCQL"].startswith("INSERT INTO backlog_x_temperature_aggregates ")
     assert hazelcast["FLUXGATE_HZ_HTTP__PORT"] == "40001"
+
+
+class FullOnce:
+    """A producer whose queue is full at the first record: the caller must poll and try again."""
+
+    def __init__(self, config: dict[str, object]) -> None:
+        self.config, self.sent, self.polls, self.full = config, list[tuple[str, bytes, bytes]](), 0, True
+
+    def produce(self, topic: str, value: bytes, key: bytes) -> None:
+        if self.full:
+            self.full = False
+            raise BufferError
+        self.sent.append((topic, key, value))
+
+    def poll(self, timeout: float) -> None:
+        self.polls += 1
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def test_the_producer_keys_every_record_and_waits_out_a_full_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[FullOnce] = []
+
+    def producer(config: dict[str, object]) -> FullOnce:
+        made.append(FullOnce(config))
+        return made[-1]
+
+    monkeypatch.setattr(_readings, "Producer", producer)
+    seconds = produce("b:9092", "t", ["a", "b"], lambda r: (r.encode(), r.upper().encode()), "x", {"batch.size": 7})
+    (producer_used,) = made
+    assert producer_used.sent == [("t", b"a", b"A"), ("t", b"b", b"B")] and producer_used.polls == 1
+    assert producer_used.config["compression.type"] == "lz4" and producer_used.config["batch.size"] == 7
+    assert seconds >= 0
+
+
+def test_each_stage_expects_the_records_but_the_aggregator_the_windows_they_close() -> None:
+    args = parse_args(["--rate", "1000", "--seconds", "120", "--devices", "60000"])
+    assert STAGES["aggregator"].expected(args) == 40_000
+    assert {STAGES[name].expected(args) for name in STAGES if name != "aggregator"} == {120_000}
+
+
+def test_each_stage_counts_what_it_did_in_its_own_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    metrics = {"fluxgate_sink_records_written_total": 7.0, "fluxgate_status_readings_total": 9.0}
+    monkeypatch.setattr(backlog, "metric", lambda port, name: metrics[name])
+    offsets = SimpleNamespace(ends=lambda topic: {0: 2, 1: 3} if topic == "x-temperatures.aggregated" else {})
+    done = {name: stage.done(Names("x-"), 40000, offsets) for name, stage in STAGES.items()}  # type: ignore[arg-type]
+    assert done == {"aggregator": 5, "es-persister": 7, "scylla-persister": 7, "hazelcast-persister": 7,
+                    "device-status": 9}  # fmt: skip
+
+
+def test_the_report_says_in_a_word_whether_peak_memory_was_within_the_limit() -> None:
+    summary = summarise([look(0, 0, 10, rss=300)], records=10, expected=10)
+    within = Result("es-persister", 10, 10, 10, summary, 1.0, 250.0, 384.0)
+    above = Result("es-persister", 10, 10, 10, summary, 1.0, 400.0, 384.0)
+    assert leg_of(within, parse_args([])).extra["within limit"] == "yes"
+    assert leg_of(above, parse_args([])).extra["within limit"] == "no"
