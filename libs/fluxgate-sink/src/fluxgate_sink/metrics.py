@@ -26,3 +26,4 @@ LAG = Gauge(
     "fluxgate_sink_consumer_lag", "Records in Kafka not yet committed by this persister", ["topic", "partition"]
 )
 COMMITTED = Counter("fluxgate_sink_offsets_committed_total", "Offset commits after a written batch")
+HELD = Gauge("fluxgate_sink_records_held", "Records taken from Kafka and not yet written (bounded by max_held_records)")

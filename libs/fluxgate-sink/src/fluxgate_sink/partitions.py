@@ -33,6 +33,7 @@ class PartitionState:
     oldest: float = 0.0
     writing: asyncio.Task[None] | None = None
     writing_end: int = -1  # the offset to commit once ``writing`` succeeds
+    writing_count: int = 0  # records in the batch being written
     paused: bool = False
     full_since: float = 0.0  # when it became full (0: it is not)
 
@@ -42,17 +43,25 @@ class PartitionState:
             self.oldest = time.monotonic()
         self.waiting.extend(records)
 
-    def due(self, now: float) -> bool:
-        """A batch is due when it is full or its oldest record waited long enough (and none is being written)."""
+    def due(self, now: float, squeezed: bool = False) -> bool:
+        """A batch is due when it is full or its oldest record waited long enough (and none is being
+        written), or at once when the process holds too much (``squeezed``): a partition paused
+        before its batch filled would otherwise sit out ``batch_age``."""
         if self.writing is not None or not self.waiting:
             return False
-        return len(self.waiting) >= self.batch_size or now - self.oldest >= self.batch_age
+        return squeezed or len(self.waiting) >= self.batch_size or now - self.oldest >= self.batch_age
 
     def take(self) -> list[ConsumedRecord]:
         batch, self.waiting = self.waiting[: self.batch_size], self.waiting[self.batch_size :]
         self.oldest = time.monotonic() if self.waiting else 0.0
         self.writing_end = batch[-1].offset + 1
+        self.writing_count = len(batch)
         return batch
+
+    @property
+    def held(self) -> int:
+        """Records taken from Kafka and not yet written: waiting, and the batch being written."""
+        return len(self.waiting) + (self.writing_count if self.writing is not None else 0)
 
     @property
     def full(self) -> bool:

@@ -6,7 +6,9 @@ writes make that harmless) and never skips one. Batches of different partitions 
 written concurrently; while a partition has a batch in hand and several waiting, the loop
 waits for that write instead of polling, and pauses the partition's fetching only when the
 store is away or the write takes long (``PAUSE_AFTER_S``); it keeps polling then, so the
-group never loses us, even through a store outage of hours. Not built on faust-streaming:
+group never loses us, even through a store outage of hours. The same applies to the process as
+a whole: past ``max_held_records`` held in all, it writes what it holds, waits, then pauses
+every partition holding records, so memory does not grow with the partitions it is given. Not built on faust-streaming:
 see the persisters' README.
 """
 
@@ -105,6 +107,7 @@ class SinkRunner:
         self._lag_shown = 0.0
         self._store_lost: asyncio.Future[None] | None = None  # set while waiting for room (see _wait_for_room)
         self._backlog = False  # the last poll was full: poll again without waiting (see _poll_here)
+        self._over_since = 0.0  # since when the process holds max_held_records or more (0: it does not)
         self._watch: TopicWatch | None = None  # a topic deleted while running: not ready
 
     def ready(self) -> bool:
@@ -152,8 +155,9 @@ class SinkRunner:
                     await self._poll(source, timeout=self._poll_timeout())
                 await self._commit_written(source)
                 now = time.monotonic()
-                self._start_due(writer, now)
+                self._start_due(writer, now, squeezed=self._over_bound(now))
                 self._pause_full(source, now)
+                self._resume_room(source)
                 self._show_lag(source)
             await self._drain(source, writer)
         except BaseException:
@@ -198,9 +202,19 @@ class SinkRunner:
         await asyncio.sleep(0)
         return records
 
-    def _start_due(self, writer: BatchWriter, now: float) -> None:
+    def _over_bound(self, now: float) -> bool:
+        """Whether the process holds ``max_held_records`` or more (and since when, in ``_over_since``)."""
+        held = sum(partition.held for partition in self._partitions.values())
+        metrics.HELD.set(held)
+        if held < self._settings.max_held_records:
+            self._over_since = 0.0
+            return False
+        self._over_since = self._over_since or now
+        return True
+
+    def _start_due(self, writer: BatchWriter, now: float, squeezed: bool = False) -> None:
         for partition in self._partitions.values():
-            if partition.due(now):
+            if partition.due(now, squeezed):
                 records = partition.take()
                 if self._avro_keys is None:
                     routed = self._router.route(self._transforms.apply(records))
@@ -232,10 +246,12 @@ class SinkRunner:
     async def _wait_for_room(self) -> bool:
         """Wait for the write of a full partition (not paused yet) instead of polling: a poll
         would bring more of its records and pause it (see ``PAUSE_AFTER_S``). False: poll."""
-        full = [p for p in self._partitions.values() if p.full_since and not p.paused]
-        if not full or not self._store_up:
+        since = [p.full_since for p in self._partitions.values() if p.full_since and not p.paused]
+        if self._over_since and any(p.held and not p.paused for p in self._partitions.values()):
+            since.append(self._over_since)
+        if not since or not self._store_up:
             return False
-        left = min(p.full_since for p in full) + PAUSE_AFTER_S - time.monotonic()
+        left = min(since) + PAUSE_AFTER_S - time.monotonic()
         if left <= 0:
             return False
         # Any write ending (its partition commits and starts its next batch) or the store going
@@ -250,15 +266,20 @@ class SinkRunner:
         return True
 
     def _pause_full(self, source: Source, now: float) -> None:
-        """Pause the partitions full for ``PAUSE_AFTER_S``, or at once while the store is away."""
+        """Pause the partitions full for ``PAUSE_AFTER_S``, and every partition holding records
+        once the process has held too much for as long; at once while the store is away."""
         full: list[PartitionState] = []
         for partition in self._partitions.values():
-            if not partition.full:
-                partition.full_since = 0.0
+            partition.full_since = (partition.full_since or now) if partition.full else 0.0
+            if partition.paused:
                 continue
-            partition.full_since = partition.full_since or now
-            waited = now - partition.full_since >= PAUSE_AFTER_S or not self._store_up
-            if not partition.paused and waited:
+            if partition.full_since:
+                since = partition.full_since
+            elif self._over_since and partition.held:
+                since = self._over_since
+            else:
+                continue
+            if now - since >= PAUSE_AFTER_S or not self._store_up:
                 full.append(partition)
         if full:
             source.pause([p.tp for p in full])
@@ -270,7 +291,6 @@ class SinkRunner:
         """Commit every partition whose batch is written; then raise what a failed write raised
         (PolicyStop, Abandoned or a bug), having committed nothing of that partition."""
         offsets: dict[PartitionKey, int] = {}
-        resume: list[PartitionState] = []
         failure: BaseException | None = None
         for partition in self._partitions.values():
             task = partition.writing
@@ -285,17 +305,22 @@ class SinkRunner:
                 failure = failure or error
                 continue
             offsets[partition.tp] = partition.writing_end
-            if partition.paused and not partition.full:
-                resume.append(partition)
         if offsets:
             await self._commit(source, offsets)
+        if failure is not None:
+            raise failure
+
+    def _resume_room(self, source: Source) -> None:
+        """Resume the paused partitions no longer full, once the store takes writes and the
+        process holds less than its bound."""
+        if not self._store_up or self._over_since:
+            return
+        resume = [p for p in self._partitions.values() if p.paused and not p.full]
         if resume:
             source.resume([p.tp for p in resume])
             log.debug("sink.resumed", partitions=[f"{t}/{n}" for t, n in (p.tp for p in resume)])
             for partition in resume:
                 partition.paused = False
-        if failure is not None:
-            raise failure
 
     async def _commit(self, source: Source, offsets: Mapping[PartitionKey, int]) -> None:
         try:

@@ -372,3 +372,55 @@ async def test_a_partition_full_for_longer_is_paused_then_resumed(monkeypatch: p
     assert ("aggs", 0) not in h.source.paused
     h.stop.set()
     await task
+
+
+class HeldGauge:
+    """Stands in for ``metrics.HELD``: every value the runner reports."""
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+
+    def set(self, value: int) -> None:
+        self.values.append(value)
+
+
+def _spread(partitions: int, each: int) -> list[ConsumedRecord]:
+    """``each`` records on every one of ``partitions``, interleaved as Kafka hands several out."""
+    return [record("aggs", p, i, aggregate(f"dev-{i}", 0)) for i in range(each) for p in range(partitions)]
+
+
+async def test_the_process_holds_no_more_than_its_bound_whatever_its_partitions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Twelve partitions, each allowed a batch writing and three waiting (16 records): without a
+    bound for the process it would hold up to 192. With ``max_held_records`` 16 it holds at most
+    that plus one poll, pauses the partitions holding records (its writes take longer than
+    ``PAUSE_AFTER_S``), and still writes everything."""
+    monkeypatch.setattr(runner_module, "PAUSE_AFTER_S", 0.02)
+    held = HeldGauge()
+    monkeypatch.setattr(runner_module.metrics, "HELD", held)
+    h = Harness(_spread(12, 40), sink=SlowSink(0.1), batch_size=4, poll_max_records=8, max_held_records=16)
+    pauses = _pauses_of(h)
+    await h.run_until(lambda: all(h.committed(p) == 40 for p in range(12)), timeout=20)
+    assert max(held.values) <= 16 + 8
+    assert pauses and h.source is not None and h.source.paused == set()
+    assert len(h.sink.docs["temps"]) == 40 and sum(h.sink.batches) == 12 * 40
+
+
+async def test_without_a_process_bound_the_same_partitions_hold_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control of the test above: the same records, the default bound, and the process holds
+    far more than 16 + 8 (so the test above measures the bound, not the scenario)."""
+    monkeypatch.setattr(runner_module, "PAUSE_AFTER_S", 0.05)
+    held = HeldGauge()
+    monkeypatch.setattr(runner_module.metrics, "HELD", held)
+    h = Harness(_spread(12, 40), sink=SlowSink(0.02), batch_size=4, poll_max_records=8)
+    await h.run_until(lambda: all(h.committed(p) == 40 for p in range(12)), timeout=20)
+    assert max(held.values) > 16 + 8
+
+
+async def test_past_its_bound_a_partition_writes_what_it_holds_without_waiting_for_its_batch() -> None:
+    """A batch not full waits for ``batch_age``; past the process's bound it is written at once,
+    so a paused partition never sits out a long ``batch_age`` holding records."""
+    h = Harness(batch(5), batch_size=100, batch_age_ms=600_000, max_held_records=4)
+    await h.run_until(lambda: h.committed(0) == 5)
+    assert h.sink.batches == [5]
