@@ -47,6 +47,8 @@ class Connector:
     fixed: Mapping[str, str] = field(default_factory=dict)  # settings every such config implies
     # Settings a config implies unless one of its keys sets them (Stream-Reactor's default where ours differs).
     defaults: Mapping[str, str] = field(default_factory=dict)
+    # Where one of its classes sets a fixed or default setting otherwise: said in the reference table.
+    exceptions: Mapping[str, str] = field(default_factory=dict)
     # Settings the service's chart sets per pod (an MQTT client id per replica): not in its values.
     chart_owned: frozenset[str] = frozenset()
 

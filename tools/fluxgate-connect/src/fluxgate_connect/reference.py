@@ -58,15 +58,19 @@ def table(connector: Connector) -> list[str]:
     lines += [_row(connector, keys, rule) for keys, rule in _grouped(connector)]
     always = "set for every config of this connector: what Stream-Reactor's connector does"
     lines += [
-        f"| (always) | `{env_name(connector.settings, path)}={value}` | {always} |"
+        f"| (always) | `{env_name(connector.settings, path)}={value}` | {always}{_exception(connector, path)} |"
         for path, value in connector.fixed.items()
     ]
     unless = "set for every config of this connector whose keys do not set it: Stream-Reactor's default"
     lines += [
-        f"| (unless set) | `{env_name(connector.settings, path)}={value}` | {unless} |"
+        f"| (unless set) | `{env_name(connector.settings, path)}={value}` | {unless}{_exception(connector, path)} |"
         for path, value in connector.defaults.items()
     ]
     return lines
+
+
+def _exception(connector: Connector, path: str) -> str:
+    return f"; {connector.exceptions[path]}" if path in connector.exceptions else ""
 
 
 def section() -> str:

@@ -304,14 +304,32 @@ CASSANDRA_SINK = Connector(
     # Stream-Reactor writes each record with Cassandra's JSON insert, so fields find their columns
     # as Cassandra folds names: lower-cased unless double-quoted, the keyspace and table too
     # (CassandraJsonWriter.scala; scylla-persister README, Columns). Our services keep exact names.
+    # The 10.x class maps them through DataStax's connector instead: translate.cassandra_10.
     fixed={"scylla.column_match": "stream-reactor"},
     # Without connect.cassandra.default.value its JSON insert writes null into the columns a record
     # lacks (CassandraJsonWriter.scala adds DEFAULT UNSET only for UNSET); ours leave them (UNSET), and
     # so does the 10.x class (DataStax's nullToUnset: translate.cassandra_10).
     defaults={"scylla.default_value": "NULL"},
+    exceptions={
+        "scylla.column_match": f"stream-reactor-10 for the 10.x class ({CASSANDRA_10_CLASS}): exact names, as "
+        "DataStax's mapping takes them",
+        "scylla.default_value": "UNSET for the 10.x class: DataStax's nullToUnset",
+    },
     rules={
         **framework(sink=True, tasks=SINK_TASKS),
         **sink_options(_CASS, legacy_sink_prefix=True, export_route=True),
+        # A source key: CassandraConfig.scala defines batch.size (records drained from the reader
+        # queue, default 100) for CassandraConfigSource only (the 2017 datamountaineer constants
+        # named it connect.cassandra.source.task.batch.size), and the 10.x constants have none: no
+        # Stream-Reactor Cassandra sink reads it, so it sets nothing here either.
+        **aliases(
+            Covered(
+                "the Cassandra source's (records drained per poll): Stream-Reactor's sink does not read it; "
+                "scylla-persister keeps its batch size (connect.cassandra.max.batch.size for the 10.x class)"
+            ),
+            f"{_CASS}.batch.size",
+            f"{_CASS}.sink.batch.size",
+        ),
         **_CASSANDRA_10,
         f"{_CASS}.contact.points": to("scylla.contact_points", json_list, note="comma list"),
         f"{_CASS}.port": to("scylla.port", integer),

@@ -82,10 +82,10 @@ def translate(config: Mapping[str, str]) -> Translation:
     errors += _transforms(result, config)
     errors += _topic_creation(result, config)
     errors += _combine(result, config)
-    cassandra_10(result, config)
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
+    cassandra_10(result, config)  # after fixed: the 10.x class matches columns its own way
     result.values |= {path: value for path, value in connector.defaults.items() if path not in result.values}
     errors += _check_kcql(result, config)
     if errors:
@@ -203,7 +203,13 @@ def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
     Columns: it writes through DataStax's connector, only the columns its KCQL maps and a null as
     UNSET (datastax/kafka-sink ``sink/src/main/java/com/datastax/oss/kafka/sink/config/TableConfig.java``:
     ``nullToUnset``, default true), so a column a record lacks is left as it is (scylla's UNSET),
-    where the older sinks' JSON insert writes null (the connector's NULL default).
+    where the older sinks' JSON insert writes null (the connector's NULL default). Its KCQL becomes
+    DataStax's mapping, one quoted ``"<alias>"="value.<field>"`` per field a SELECT names and none
+    for ``*`` (lensesio/stream-reactor ``io/lenses/streamreactor/connect/cassandra/CassandraSettings.scala``,
+    ``CassandraTableSetting``), which DataStax takes by exact name (``config/MappingInspector.java``)
+    and checks at start against the table (``state/LifeCycleManager.java``,
+    ``validateMappingColumns``): scylla-persister's ``stream-reactor-10`` column matching, where the
+    older sinks' JSON insert lower-cases unquoted names (``stream-reactor``).
 
     TLS: it connects with TLS only when ``ssl.enabled`` is true and
     ``ssl.provider`` is JDK or OpenSSL: its default, None, connects without, whatever ``ssl.enabled``
@@ -216,6 +222,7 @@ def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
     if result.connector is not CASSANDRA_SINK or config.get("connector.class", "").strip() != CASSANDRA_10_CLASS:
         return
     result.values.setdefault("scylla.default_value", "UNSET")
+    result.values["scylla.column_match"] = "stream-reactor-10"
     try:
         enabled = boolean(config.get("connect.cassandra.ssl.enabled", "false")) == "true"
     except RuleError:

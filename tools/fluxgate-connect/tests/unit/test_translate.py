@@ -305,3 +305,22 @@ def test_cassandra_10_leaves_the_columns_a_record_lacks_as_datastax_does() -> No
     # The 10.x sink writes through DataStax's connector: only the mapped columns, and a null as UNSET
     # (datastax/kafka-sink TableConfig.java: nullToUnset, default true); it has no default.value key.
     assert translate(_cassandra_10()).env["FLUXGATE_SCYLLA_SCYLLA__DEFAULT_VALUE"] == "UNSET"
+
+
+def test_cassandra_10_matches_columns_by_exact_name_as_datastax_mapping_quotes_them() -> None:
+    # CassandraSettings.scala maps each named field as "<alias>"="value.<field>": DataStax's
+    # MappingInspector.java takes a quoted column exactly; the older sinks' JSON insert folds names.
+    assert translate(_cassandra_10()).env["FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH"] == "stream-reactor-10"
+    older = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t"}
+    assert translate(older).env["FLUXGATE_SCYLLA_SCYLLA__COLUMN_MATCH"] == "stream-reactor"
+
+
+@pytest.mark.parametrize("key", ["connect.cassandra.batch.size", "connect.cassandra.sink.batch.size"])
+def test_the_cassandra_batch_size_is_a_source_key_its_sinks_never_read(key: str) -> None:
+    # CassandraConfig.scala defines batch.size for CassandraConfigSource only (records drained from
+    # the reader queue, default 100); the sink's ConfigDef has no such key, so it changes nothing there.
+    config = {"connector.class": CASSANDRA, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t", key: "5"}
+    result = translate(config)
+    assert "FLUXGATE_SCYLLA_SINK__BATCH_SIZE" not in result.env
+    assert any(key in note and "source" in note for note in result.notes)
+    assert translate(_cassandra_10(max_batch_size="5")).env["FLUXGATE_SCYLLA_SINK__BATCH_SIZE"] == "5"

@@ -82,10 +82,12 @@ class ConnectionSettings(ScyllaAccess):
     # named as our fields are, and an exact match never writes two fields into one column.
     column_match: ColumnMatch = Field(
         "fluxgate",
-        description="how a record's fields find their columns: fluxgate (by exact name) or stream-reactor "
-        "(as its Cassandra sink's JSON insert, set by fluxgate connect: a field name is lower-cased unless it is "
-        'in double quotes, so DeviceId writes column deviceid and "DeviceId" column "DeviceId"; the KCQL '
-        "target's keyspace and table are lower-cased too)",
+        description="how a record's fields find their columns: fluxgate (by exact name), stream-reactor "
+        "(as its older Cassandra sinks' JSON insert, set by fluxgate connect: a field name is lower-cased unless it "
+        'is in double quotes, so DeviceId writes column deviceid and "DeviceId" column "DeviceId"; the KCQL '
+        "target's keyspace and table are lower-cased too) or stream-reactor-10 (as its 10.x sink, set by fluxgate "
+        'connect: exact names, deviceId writes column "deviceId" only; a SELECT must name each field and every '
+        "primary-key column, the target must be keyspace.table; a null field is left unset under UNSET)",
     )
     # UNSET stays the default (README, Columns): a record that lacks a field (an older writer's schema)
     # must not clear what a newer one wrote. fluxgate connect sets Stream-Reactor's NULL unless its

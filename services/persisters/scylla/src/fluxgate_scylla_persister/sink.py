@@ -150,7 +150,7 @@ class ScyllaSink(Sink):
         binder = RowBinder(
             name, list(layout.columns), statement, refused, self._settings.column_match, self._settings.default_value
         )
-        binder.check_selected(statement)
+        binder.check_selected(statement, (*layout.partition_key, *layout.clustering))
         prepared = self._ddl(layout.insert_cql(statement.ttl), name, prepare=True)
         columns = list(layout.columns)
         return Writer(prepared, binder, tuple(columns.index(c) for c in layout.clustering))

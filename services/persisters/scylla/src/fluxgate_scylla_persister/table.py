@@ -16,6 +16,7 @@ primary key: an upsert, so writing a record again changes nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,12 +30,16 @@ from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, FieldPath, State
 from fluxgate_sink.sink import SinkItem
 
 DAY = "day"
+# CassandraSettings.scala's CassandraNamePattern (Stream-Reactor 10.x), for the KCQL target's names.
+_CASSANDRA_10_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9_]{0,47}")
 DEFAULT_EVENT_TIME = "window_start"
 #: A field's writer type when the record's writer schema is not known (not Avro, no registry).
 UNKNOWN_TYPE = object()
-#: How a record's fields find their columns: ``fluxgate`` by exact name (our services), or
-#: ``stream-reactor`` as its Cassandra sink's JSON insert does (:func:`json_insert_column`).
-ColumnMatch = Literal["fluxgate", "stream-reactor"]
+#: How a record's fields find their columns: ``fluxgate`` by exact name (our services),
+#: ``stream-reactor`` as the older Cassandra sinks' JSON insert does (:func:`json_insert_column`), or
+#: ``stream-reactor-10`` as Stream-Reactor 10.x's sink (DataStax's connector) maps them: by exact name,
+#: only the fields a SELECT names, every primary-key column mapped (:meth:`RowBinder.check_selected`).
+ColumnMatch = Literal["fluxgate", "stream-reactor", "stream-reactor-10"]
 #: What a column a record leaves empty gets: Stream-Reactor's connect.cassandra.default.value values.
 DefaultValue = Literal["UNSET", "NULL"]
 
@@ -51,10 +56,22 @@ class TableName:
 def table_name(target: str, default_keyspace: str, match: ColumnMatch = "fluxgate") -> TableName:
     """``keyspace.table``, or ``table`` in the default keyspace: as written (``fluxgate``), or
     lower-cased (``stream-reactor``), as CQL folds the unquoted names of Stream-Reactor's
-    ``INSERT INTO <keyspace>.<table> JSON ?`` (CassandraJsonWriter.scala)."""
+    ``INSERT INTO <keyspace>.<table> JSON ?`` (CassandraJsonWriter.scala). Stream-Reactor 10.x
+    (``stream-reactor-10``) has no default keyspace and takes both names as written, each a letter
+    then up to 47 letters, digits or underscores (CassandraSettings.scala, fromKcql and
+    validateCassandraName; DataStax's TableConfig.parseLoosely: an unquoted name is exact)."""
     keyspace, _, table = target.rpartition(".")
     if "." in keyspace or not table:
         raise KcqlError(f"target {target!r}: expected keyspace.table or table")
+    if match == "stream-reactor-10":
+        if not keyspace:
+            raise KcqlError(f"{target}: Stream-Reactor 10.x needs keyspace.table as the KCQL target")
+        bad = [n for n in (keyspace, table) if not _CASSANDRA_10_NAME.fullmatch(n)]
+        if bad:
+            raise KcqlError(
+                f"{target}: {', '.join(bad)}: Stream-Reactor 10.x takes a keyspace or table name of a letter, "
+                "then letters, digits or _, 48 at most"
+            )
     name = TableName(keyspace or default_keyspace, table)
     return TableName(name.keyspace.lower(), name.table.lower()) if match == "stream-reactor" else name
 
@@ -194,7 +211,9 @@ class RowBinder:
     the write mode changes nothing either, so a null field writes null under UNSET too. ``day`` is
     the UTC date of the item's event time. A field that is no column fails that item, naming the
     field. Fields find their columns as ``match`` says: by exact
-    name (``fluxgate``), or as Stream-Reactor's JSON insert does (``stream-reactor``)."""
+    name (``fluxgate``), as Stream-Reactor's JSON insert does (``stream-reactor``), or as its 10.x
+    sink's DataStax mapping does (``stream-reactor-10``: exact names, a null field unset in any mode
+    under UNSET, and the checks of :meth:`check_selected`)."""
 
     def __init__(
         self,
@@ -219,7 +238,11 @@ class RowBinder:
         # JSON lacks (DEFAULT NULL) and null for a JSON null in either case, whatever KCQL's mode: so
         # UPSERT's merge of null fields (ours) holds for our services' exact-name matching only.
         self._absent = None if default_value == "NULL" else UNSET_VALUE
-        self._null_unset = self._upsert and default_value == "UNSET" and match == "fluxgate"
+        # Stream-Reactor 10.x writes a null field as unset whatever KCQL's mode (DataStax's
+        # TableConfig.java, nullToUnset, default true; the connector sets UNSET for it).
+        self._null_unset = default_value == "UNSET" and (
+            match == "stream-reactor-10" or (self._upsert and match == "fluxgate")
+        )
 
     def column(self, field_name: str) -> str:
         """The column a field (or a SELECT alias) is written into."""
@@ -239,13 +262,33 @@ class RowBinder:
             return [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
         return [document.get(c, self._absent) for c in self.columns]
 
-    def check_selected(self, statement: Statement) -> None:
-        """Fail at start when an explicit SELECT names a field the table has no column for."""
-        if any(ref.wildcard for ref in statement.fields):
+    def check_selected(self, statement: Statement, primary_key: Sequence[str] = ()) -> None:
+        """Fail at start when an explicit SELECT names a field the table has no column for.
+
+        Under ``stream-reactor-10``, also as Stream-Reactor 10.x refuses to start: it maps only the
+        fields a SELECT names (CassandraSettings.scala, extractFieldMappings drops ``*``), so a
+        wildcard writes nothing there (no mapping: DataStax's connector fails the config or every
+        record); and DataStax's LifeCycleManager.validateMappingColumns wants every column of
+        ``primary_key`` mapped."""
+        wildcard = any(ref.wildcard for ref in statement.fields)
+        if wildcard and self.match == "stream-reactor-10":
+            raise KcqlError(
+                f"{statement.text}: Stream-Reactor 10.x maps only the fields a SELECT names, and none for *: "
+                "name each field (SELECT a, b AS c)"
+            )
+        if wildcard:
             return  # known per record only: checked in values()
-        missing = [c for ref in statement.fields if (c := self.column(ref.alias or ref.path[-1])) not in self.known]
+        selected = [self.column(ref.alias or ref.path[-1]) for ref in statement.fields]
+        missing = [column for column in selected if column not in self.known]
         if missing:
             raise KcqlError(f"{statement.text}: {self.name} has no column {', '.join(missing)}")
+        # ``day`` is written from the event time (values()), as with any match.
+        unmapped = [column for column in primary_key if column not in selected and column != DAY]
+        if unmapped and self.match == "stream-reactor-10":
+            raise KcqlError(
+                f"{statement.text}: {self.name}'s primary key column(s) {', '.join(unmapped)}: no field of the "
+                "SELECT writes them (Stream-Reactor 10.x refuses to start so)"
+            )
 
     def _why_not(self, unknown: set[str]) -> str:
         # Without a reason of their own, fields are named together, in one sentence.

@@ -16,6 +16,7 @@ from scylla_store import aggregate, any_item, statement
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink, WriterFields
+from fluxgate_sink.errors import KcqlError
 
 pytestmark = pytest.mark.integration
 EVENT_MS = 1_700_000_000_000
@@ -96,3 +97,36 @@ async def test_autocreate_adds_a_mixed_case_field_by_its_folded_name_typed_from_
     assert await sink.write_batch([sink_item(stmt, record, value=value)]) == []
     (row,) = cql.execute(f"SELECT device_id, firmware FROM {target}").all()
     assert tuple(row) == ("d1", "2.1")
+
+
+# Stream-Reactor 10.x maps each named field to a quoted column ("<alias>"="value.<field>",
+# CassandraSettings.scala), which DataStax's connector takes exactly (MappingInspector.java).
+async def test_stream_reactor_10_writes_a_mixed_case_field_into_its_quoted_column(
+    connected: Callable[..., ScyllaSink], cql: Session, target: str
+) -> None:
+    cql.execute(f'CREATE TABLE {target} ("deviceId" text PRIMARY KEY, temp double, unit text)')
+    cql.execute(f"INSERT INTO {target} (\"deviceId\", unit) VALUES ('d1', 'Cel')")
+    sink = connected(column_match="stream-reactor-10", default_value="UNSET")
+    stmt = statement(f"INSERT INTO {target} SELECT deviceId, Temp AS temp, unit FROM readings")
+    await sink.setup([stmt])
+    record = {"deviceId": "d1", "Temp": 21.5, "unit": None}  # null: unset (DataStax's nullToUnset)
+    assert await sink.write_batch([any_item(stmt, record, timestamp_ms=EVENT_MS)]) == []
+    (row,) = cql.execute(f'SELECT "deviceId", temp, unit FROM {target}').all()
+    assert tuple(row) == ("d1", 21.5, "Cel")
+
+
+@pytest.mark.parametrize(
+    ("select", "why"),
+    [
+        ("deviceId, temp", "has no column deviceId"),  # the column is deviceid: no folding in 10.x
+        ("*", "maps only the fields a SELECT names"),
+        ("temp", "primary key column\\(s\\) deviceid"),
+    ],
+)
+async def test_stream_reactor_10_refuses_to_start_where_its_mapping_would_not_validate(
+    connected: Callable[..., ScyllaSink], cql: Session, target: str, select: str, why: str
+) -> None:
+    cql.execute(f"CREATE TABLE {target} (deviceid text PRIMARY KEY, temp double)")
+    sink = connected(column_match="stream-reactor-10")
+    with pytest.raises(KcqlError, match=why):
+        await sink.setup([statement(f"INSERT INTO {target} SELECT {select} FROM readings")])

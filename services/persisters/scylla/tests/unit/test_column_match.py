@@ -133,3 +133,59 @@ def test_the_target_table_is_folded_only_for_stream_reactor() -> None:
 def test_fluxgate_is_the_default_match() -> None:
     assert ConnectionSettings().column_match == "fluxgate"
     assert ConnectionSettings(column_match="stream-reactor").column_match == "stream-reactor"
+
+
+# Stream-Reactor 10.x (io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector) writes through
+# DataStax's connector: CassandraSettings.scala makes each named SELECT field a mapping entry
+# "<alias>"="value.<field>", both quoted, so DataStax's MappingInspector.java takes the column exactly
+# (CqlIdentifier.fromCql of a quoted name), and LifeCycleManager.validateMappingColumns refuses at start a
+# mapped column the table lacks or a primary-key column left unmapped. `*` makes no entry at all.
+SR10 = "stream-reactor-10"
+
+
+def test_stream_reactor_10_writes_a_field_into_the_column_of_its_exact_name() -> None:
+    columns = ["deviceId", "temp", "event_time"]  # CREATE TABLE t ("deviceId" text, temp double, ...)
+    record = {"deviceId": "d1", "Temp": 21.5, "event_time": EVENT_MS}
+    values = bound("INSERT INTO k.t SELECT deviceId, Temp AS temp, event_time FROM x", columns, record, SR10)
+    assert values == {"deviceId": "d1", "temp": 21.5, "event_time": EVENT_MS}
+
+
+def test_stream_reactor_10_refuses_at_start_a_mixed_case_name_against_a_lower_case_column() -> None:
+    statement = one("INSERT INTO k.t SELECT deviceId, temp FROM x")
+    binder = RowBinder(NAME, ["deviceid", "temp"], statement, match=SR10)
+    with pytest.raises(KcqlError, match=r"k\.t has no column deviceId"):
+        binder.check_selected(statement, primary_key=("deviceid",))
+
+
+@pytest.mark.parametrize("select", ["*", "*, deviceId", "deviceId, payload.*"])
+def test_stream_reactor_10_refuses_a_wildcard_at_start_as_it_maps_none(select: str) -> None:
+    statement = one(f"INSERT INTO k.t SELECT {select} FROM x")
+    binder = RowBinder(NAME, ["deviceId", "payload"], statement, match=SR10)
+    with pytest.raises(KcqlError, match=r"Stream-Reactor 10\.x maps only the fields a SELECT names"):
+        binder.check_selected(statement, primary_key=("deviceId",))
+
+
+def test_stream_reactor_10_refuses_at_start_a_primary_key_column_no_field_writes() -> None:
+    statement = one("INSERT INTO k.t SELECT deviceId, temp FROM x")
+    binder = RowBinder(NAME, ["deviceId", "temp", "seen"], statement, match=SR10)
+    with pytest.raises(KcqlError, match=r"primary key column\(s\) seen: no field of the SELECT writes them"):
+        binder.check_selected(statement, primary_key=("deviceId", "seen"))
+    binder.check_selected(statement, primary_key=("deviceId",))  # a non-key column may stay unmapped
+
+
+def test_stream_reactor_10_writes_a_null_field_as_unset_whatever_the_mode() -> None:
+    # DataStax's TableConfig.java: nullToUnset, default true; the KCQL mode is not read.
+    statement = one("INSERT INTO k.t SELECT deviceId, temp FROM x")
+    binder = RowBinder(NAME, ["deviceId", "temp", "unit"], statement, match=SR10, default_value="UNSET")
+    assert binder.values(sink_item(statement, {"deviceId": "d1", "temp": None})) == ["d1", UNSET_VALUE, UNSET_VALUE]
+
+
+def test_stream_reactor_10_needs_a_keyspace_in_the_target_and_keeps_its_case() -> None:
+    # CassandraSettings.scala, fromKcql: namespace.table, each ^[a-zA-Z][a-zA-Z0-9_]{0,47}$; DataStax's
+    # TableConfig.parseLoosely takes an unquoted name exactly.
+    assert table_name("Sensors.Readings", "ks", SR10) == TableName("Sensors", "Readings")
+    with pytest.raises(KcqlError, match=r"Readings: Stream-Reactor 10\.x needs keyspace\.table"):
+        table_name("Readings", "ks", SR10)
+    for bad in ("ks.1table", "ks.t-1", "_ks.t", f"ks.{'t' * 49}"):
+        with pytest.raises(KcqlError, match="letter, then letters, digits or _, 48 at most"):
+            table_name(bad, "ks", SR10)
