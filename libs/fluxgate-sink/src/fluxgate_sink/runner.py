@@ -397,6 +397,7 @@ class SinkRunner:
     def _kafka_source(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> Source:
         group = self._settings.group_id or f"fluxgate-{self._service}"
         config = self._kafka.consumer_config(group, self._service)
+        config.setdefault("queued.max.messages.kbytes", self._settings.prefetch_kbytes)
         decoder = value_decoder(self._settings.value_format, self._settings.value_schemas_enable, self._registry)
         replayed: set[PartitionKey] = set()
 

@@ -41,6 +41,16 @@ class SinkSettings(Group):
     batch_size: int = Field(1000, ge=1, le=100_000, description="records per partition per write (KCQL BATCH= wins)")
     batch_age_ms: int = Field(500, ge=0, description="write a partition's records once the oldest is this old")
     poll_max_records: int = Field(2000, ge=1, description="records taken from Kafka per poll")
+    # librdkafka's own default (64 MiB of payload, queued.max.messages.kbytes) let a persister
+    # prefetch ~400 MiB on 24 partitions of 1.2 million aggregates and ~100 MiB on 3: the cap
+    # counts payload bytes only, and each partition's fetches overshoot it. 8 MiB held it at
+    # ~90-150 MiB whatever the partitions (bench/results/2026-11-27-backlog.md).
+    prefetch_kbytes: int = Field(
+        8192,
+        ge=1,
+        description="KiB of record payload librdkafka may prefetch for the whole consumer "
+        "(queued.max.messages.kbytes; the kafka extra properties win when they set it)",
+    )
     # One bound for the process, not one per partition: a pod's memory then stays the same
     # whatever the number of partitions it is given (it grew ~18-23 MiB a partition before).
     max_held_records: int = Field(

@@ -424,3 +424,25 @@ async def test_past_its_bound_a_partition_writes_what_it_holds_without_waiting_f
     h = Harness(batch(5), batch_size=100, batch_age_ms=600_000, max_held_records=4)
     await h.run_until(lambda: h.committed(0) == 5)
     assert h.sink.batches == [5]
+
+
+def _consumer_config(monkeypatch: pytest.MonkeyPatch, kafka: KafkaSettings, **options: Any) -> dict[str, Any]:
+    """The librdkafka configuration the runner gives its consumer."""
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(runner_module, "RecordConsumer", lambda config, *_, **__: made.append(config))
+    settings = SinkSettings(kcql=KCQL, value_format="json", **options)
+    sink_runner = SinkRunner("test", FakeSink(), kafka=kafka, registry=RegistrySettings(), settings=settings)
+    sink_runner._kafka_source(["aggs"], lambda _: None, lambda _: None)
+    return made[0]
+
+
+def test_librdkafka_prefetches_at_most_prefetch_kbytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own default (64 MiB of payload) let a persister prefetch ~400 MiB on 24 partitions."""
+    assert _consumer_config(monkeypatch, KafkaSettings())["queued.max.messages.kbytes"] == 8192
+    config = _consumer_config(monkeypatch, KafkaSettings(), prefetch_kbytes=2048)
+    assert config["queued.max.messages.kbytes"] == 2048
+
+
+def test_the_kafka_extra_properties_win_over_prefetch_kbytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka = KafkaSettings(extra={"queued.max.messages.kbytes": "1024"})
+    assert _consumer_config(monkeypatch, kafka)["queued.max.messages.kbytes"] == "1024"
