@@ -34,16 +34,24 @@ ROOT = Path(__file__).resolve().parents[2]
 FLEET_DEVICES, FLEET_PERIOD_S = 20_000, 300
 # A fleet device is silent for a period between reports: device-status's silence threshold (60 s
 # by default) below it would mark each device OFFLINE, and ONLINE again, every period.
-FLEET_ENV = {**os.environ, "FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S": str(3 * FLEET_PERIOD_S)}
+# The MQTT gateway's keep-alive (30 s by default) scaled down: the broker drops the stopped
+# gateway's connection after 1.5 times it (Mosquitto: 15 s, seen at 16 to 17 s; 45 s, seen at
+# 46 to 47 s), so the stop lasts 22 s instead of 50, a margin of 5 s instead of 3.
+MQTT_KEEPALIVE_S, STOP_S = 10, 22
+FLEET_ENV = {
+    **os.environ,
+    "FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S": str(3 * FLEET_PERIOD_S),
+    "FLUXGATE_MQTT_MQTT__KEEPALIVE_S": str(MQTT_KEEPALIVE_S),
+}
 
 
 def test_every_store_exact_through_a_killed_aggregator_and_a_stopped_mqtt_gateway(stack: Any, tmp_path: Path) -> None:
-    # The proxy stays stopped past its keep-alive (30 s, the broker waits 1.5 times that):
-    # the broker drops the connection and keeps the session; the aggregator restarts from
+    # The proxy stays stopped past its keep-alive (MQTT_KEEPALIVE_S, the broker waits 1.5 times
+    # that): the broker drops the connection and keeps the session; the aggregator restarts from
     # its checkpoint. Fewer devices than `make soak`: the other tests share the two cores.
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "soak.py"), "--plan", "kill:aggregator,stop:mqtt-proxy",
-         "--kill-down", "3", "--stop-for", "50", "--calm", "3", "--mqtt-devices", "8", "--coap-devices", "3",
+         "--kill-down", "3", "--stop-for", str(STOP_S), "--calm", "3", "--mqtt-devices", "8", "--coap-devices", "3",
          "--recover-timeout", "240", "--fleet-devices", str(FLEET_DEVICES), "--fleet-period", str(FLEET_PERIOD_S),
          "--report", str(tmp_path)],
         capture_output=True, text=True, timeout=1150, check=False, env=FLEET_ENV,
@@ -54,6 +62,8 @@ def test_every_store_exact_through_a_killed_aggregator_and_a_stopped_mqtt_gatewa
     assert result.returncode == 0, context
     assert [(f["kind"], f["target"]) for f in report["faults"]] == [("kill", "aggregator"), ("stop", "mqtt-proxy")]
     assert all(f["whole_after_s"] is not None for f in report["faults"]), context
+    # Stopped past the broker's keep-alive timeout: the broker dropped it, and it reconnected.
+    assert "mqtt.disconnected" in (folder / "mqtt-proxy.log").read_text(), context
     windows = report["figures"]["windows"]
     assert windows["expected"] > 0
     assert {windows[store]["held"] for store in ("topic", "elasticsearch", "scylla")} == {windows["expected"]}, context
