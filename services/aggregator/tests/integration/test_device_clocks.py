@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 DEVICES, SECONDS = 50, 45
 SKEWED = {"d007": HOUR, "d031": -3 * HOUR}  # one device an hour ahead, one three hours behind
+SILENT = {"d003": 12}  # silent from 12 s on: its last windows close with the fleet's time
 # The gateways' clock ends at 44 s: each device's watermark at 39 s has closed three windows.
 STARTS = (0, SIZE, 2 * SIZE)
 
@@ -39,10 +40,12 @@ def run_both(spark: Any, folder: Path, readings: list[Reading]) -> list[Outputs]
     return outputs
 
 
-def test_devices_hours_ahead_and_behind_change_nothing_for_the_others(spark: Any, tmp_path: Path) -> None:
-    readings = fleet(DEVICES, SECONDS, skews=SKEWED)
+def test_devices_hours_ahead_and_behind_or_silent_change_nothing_for_the_others(spark: Any, tmp_path: Path) -> None:
+    """The wrong clocks and a device gone silent, in one fleet (one job: the Spark batches are
+    the cost). The silent device's windows close with the fleet's time, not its own."""
+    readings = fleet(DEVICES, SECONDS, skews=SKEWED, silent_after=SILENT)
     outputs = run_both(spark, tmp_path / "fleet", readings)
-    kept = others(DEVICES, SKEWED)
+    kept = others(DEVICES, [*SKEWED, *SILENT])
     aggregates, late = outcome(outputs, kept)
     assert late == []
     # Exact: each closed window of each other device holds every one of its ten readings.
@@ -57,13 +60,9 @@ def test_devices_hours_ahead_and_behind_change_nothing_for_the_others(spark: Any
     theirs, their_late = outcome(outputs, set(SKEWED))
     on_their_clocks = sorted(skew + start for skew in SKEWED.values() for start in STARTS)
     assert their_late == [] and sorted(start - T0 for _, start, _ in theirs) == on_their_clocks
-
-
-def test_a_silent_device_s_windows_close_with_the_fleet_s_time(spark: Any, tmp_path: Path) -> None:
-    readings = fleet(10, 40, silent_after={"d003": 12})
-    outputs = run_both(spark, tmp_path / "silent", readings)
-    aggregates, _ = outcome(outputs, {"d003"})
-    assert sorted((start - T0, value.count) for (_, start, _), value in aggregates.items()) == [(0, 10), (10_000, 2)]
+    # The silent device's windows: ten readings in [0, 10 s), two in [10 s, 20 s).
+    silent, _ = outcome(outputs, set(SILENT))
+    assert sorted((start - T0, value.count) for (_, start, _), value in silent.items()) == [(0, 10), (10_000, 2)]
 
 
 def test_a_device_back_after_a_day_is_judged_like_the_others(spark: Any, tmp_path: Path) -> None:
