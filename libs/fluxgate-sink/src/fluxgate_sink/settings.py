@@ -43,10 +43,11 @@ class SinkSettings(Group):
     poll_max_records: int = Field(2000, ge=1, description="records taken from Kafka per poll")
     # librdkafka's own default (64 MiB of payload, queued.max.messages.kbytes) let a persister
     # prefetch ~400 MiB on 24 partitions of 1.2 million aggregates and ~100 MiB on 3: the cap
-    # counts payload bytes only, and each partition's fetches overshoot it. 8 MiB held it at
-    # ~90-150 MiB whatever the partitions (bench/results/2026-11-27-backlog.md).
+    # counts payload bytes only, and each partition's fetches overshoot it. At 4 MiB the
+    # hazelcast-persister peaked at ~200 MiB on 3 and 24 partitions alike, as fast as at 8 MiB
+    # (2 MiB: ~160 MiB, slower on 3 partitions); bench/results/2026-11-27-backlog.md.
     prefetch_kbytes: int = Field(
-        8192,
+        4096,
         ge=1,
         description="KiB of record payload librdkafka may prefetch for the whole consumer "
         "(queued.max.messages.kbytes; the kafka extra properties win when they set it)",

@@ -438,7 +438,7 @@ def _consumer_config(monkeypatch: pytest.MonkeyPatch, kafka: KafkaSettings, **op
 
 def test_librdkafka_prefetches_at_most_prefetch_kbytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its own default (64 MiB of payload) let a persister prefetch ~400 MiB on 24 partitions."""
-    assert _consumer_config(monkeypatch, KafkaSettings())["queued.max.messages.kbytes"] == 8192
+    assert _consumer_config(monkeypatch, KafkaSettings())["queued.max.messages.kbytes"] == 4096
     config = _consumer_config(monkeypatch, KafkaSettings(), prefetch_kbytes=2048)
     assert config["queued.max.messages.kbytes"] == 2048
 
