@@ -260,6 +260,9 @@ def persister(selector: str) -> dict[str, tuple[PanelSpec, ...]]:
                      "{{topic}} {{partition}}"),)),
         PanelSpec("Offset commits", "Offset commits a second, each after a written batch.",
                   (q(rate("fluxgate_sink_offsets_committed_total", "instance", selector), "{{instance}}"),)),
+        PanelSpec("Records held", "Records taken from Kafka and not yet written, all partitions together: "
+                  "at SINK__MAX_HELD_RECORDS the persister pauses its partitions until its writes catch up.",
+                  (q(f"max by (instance) (fluxgate_sink_records_held{{{selector}}})", "{{instance}}"),)),
     )  # fmt: skip
     store = (
         PanelSpec("Store reachable", "1 while the store takes writes, 0 while it is down or overloaded.",
