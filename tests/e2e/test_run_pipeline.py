@@ -131,32 +131,37 @@ def watch_the_console(url: str, bootstrap: str) -> None:
 
 
 def a_stopped_persister_fires_service_down(run_out: Path, prometheus: str) -> None:
-    """The shipped FluxgateServiceDown rule (2 minutes down) really fires in the stack's
-    Prometheus for the run's hazelcast-persister, stopped (SIGSTOP: its scrapes time out, as a
-    hung process's would), with its runbook; continued, it catches up: the run's own check
-    then finds every store holding what the topic holds."""
+    """The shipped FluxgateServiceDown rule is evaluated by the stack's real Prometheus against
+    the run's hazelcast-persister, stopped (SIGSTOP: its scrapes time out, as a hung process's
+    would): the alert becomes pending for it, with its labels and runbook. Its 2 minutes in
+    pending before firing are the rule file's own, proven by promtool on the same file
+    (tests/alerts/rules_test.yaml); waiting them out here cost the serial phase ~2 minutes.
+    Continued, the persister catches up: the run's own check then finds every store holding
+    what the topic holds."""
     started = re.search(r"started hazelcast-persister\s+pid (\d+)", run_out.read_text())
     assert started, run_out.read_text()[-2000:]
     pid = int(started.group(1))
 
-    def firing() -> list[Any]:
+    def raised() -> list[Any]:
         reply = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10)
         reply.raise_for_status()
         return [
             alert
             for alert in reply.json()["data"]["alerts"]
-            if alert["labels"].get("fluxgate_service") == "hazelcast-persister" and alert["state"] == "firing"
+            if alert["labels"].get("fluxgate_service") == "hazelcast-persister"
+            and alert["state"] in {"pending", "firing"}
         ]
 
     os.kill(pid, signal.SIGSTOP)
     try:
-        deadline = time.monotonic() + 120 + 60  # the rule's 2 minutes, then scrapes and evaluations
-        while not (alerts := firing()):
-            assert time.monotonic() < deadline, "FluxgateServiceDown did not fire for the stopped persister"
+        deadline = time.monotonic() + 60  # a scrape's timeout, then an evaluation
+        while not (alerts := raised()):
+            assert time.monotonic() < deadline, "FluxgateServiceDown was not raised for the stopped persister"
             time.sleep(2)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert [a["labels"]["alertname"] for a in alerts] == ["FluxgateServiceDown"], alerts
+    assert alerts[0]["labels"]["severity"] == "critical", alerts
     assert alerts[0]["annotations"]["runbook_url"] == "docs/runbooks/FluxgateServiceDown.md"
 
 

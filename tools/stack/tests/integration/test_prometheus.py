@@ -1,6 +1,7 @@
 """The stack's real Prometheus (Debian's): it loads the alerts the charts ship, scrapes the
-targets a run names with their ``fluxgate_service`` label. That one of them really fires, on a
-persister of `make run` stopped for its 2 minutes, is tests/e2e/test_run_pipeline.py's."""
+targets a run names with their ``fluxgate_service`` label. That one of them is raised for a
+stopped persister of `make run` is tests/e2e/test_run_pipeline.py's; that it fires after its
+2 minutes, tests/alerts/rules_test.yaml's (promtool, the same rules file)."""
 
 from __future__ import annotations
 
