@@ -192,7 +192,7 @@ def main() -> int:
     os.environ.setdefault("FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S", f"{2 * max(args.sizes) / args.rate:g}")
     try:
         start_all(pipeline, args, names, ports=ports, devices=False)
-        start_console(pipeline, free_port(), names)
+        start_console(pipeline, free_port(), names, health_port=free_port())
         wait_ready(ports["mqtt-proxy"], 120)
         wait_ready(ports["aggregator"], 300)  # its query runs: Spark's JVM is up (the idle memory counts it)
         time.sleep(20)  # Spark's first (empty) batches, the persisters' connections

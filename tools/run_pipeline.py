@@ -455,13 +455,21 @@ def devices_argv(args: argparse.Namespace, names: Names, simulator: tuple[str, .
 
 
 def start_console(
-    pipeline: Pipeline, port: int, names: Names = Names(), stores: bool = True, kafka: dict[str, str] | None = None
+    pipeline: Pipeline,
+    port: int,
+    names: Names = Names(),
+    stores: bool = True,
+    kafka: dict[str, str] | None = None,
+    health_port: int | None = None,
 ) -> None:
     """The console on the local services' default ports, auth off (this machine only: loopback),
-    asking the stores the persisters write under ``names`` (none without persisters)."""
+    asking the stores the persisters write under ``names`` (none without persisters). Its
+    health, metrics and readiness on ``health_port``, by default the port after ``port`` (a run
+    on free ports passes a free one: the next port was never checked)."""
     if not port:
         return
-    env = {"WEB__HOST": "127.0.0.1", "WEB__PORT": str(port), "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(port + 1),
+    health = port + 1 if health_port is None else health_port
+    env = {"WEB__HOST": "127.0.0.1", "WEB__PORT": str(port), "HTTP__HOST": "127.0.0.1", "HTTP__PORT": str(health),
            "PAGE_AUTH__MODE": "none", "REPLAY_AUTH__MODE": "none", "LOG__JSON_OUTPUT": "false",
            **console_stores(names, stores), **(kafka or {})}  # fmt: skip
     pipeline.start("console", [str(BIN / "fluxgate-console")], prefixed("FLUXGATE_CONSOLE_", env))

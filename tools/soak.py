@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.fleet_devices:
             pipeline.start("fleet", fleet_argv(args, names, folder / "fleet-ledger.jsonl"))
         if launcher is not None:  # the console's image too, beside the pipeline it watches
-            start_console(pipeline, free_port(), names)
+            start_console(pipeline, free_port(), names, health_port=free_port())
         timeline.run(started)
         run.warmup_s = wait_whole(timeline, started, started, args.recover_timeout)
         whole_from_ms = int(time.time() * 1000)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from fluxgate_core.consumer import RecordConsumer
 from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_testing.connect_schemas import CONNECT_TIMESTAMP, SENSOR_READING_CONNECT_SCHEMA
+from fluxgate_testing.ports import free_port
 from fluxgate_testing.process import ServiceProcess
 from fluxgate_testing.secured import Principal, SecuredKafka
 
@@ -29,13 +29,6 @@ __all__ = [
     "free_port",
     "unique_topic",
 ]
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A loopback port nothing listens on right now (TCP by default, ``SOCK_DGRAM`` for UDP)."""
-    with socket.socket(socket.AF_INET, kind) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def unique_topic(prefix: str, bootstrap: str, partitions: int = 3, config: dict[str, str] | None = None) -> str:
