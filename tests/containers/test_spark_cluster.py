@@ -3,8 +3,14 @@ master and a worker, each a container of the aggregator's image (pyspark's own `
 and the job's driver in a third (`FLUXGATE_AGG_SPARK__MASTER`, client mode, the jars shipped
 from the image to the executors). All three run as the charts' pods do (uid 10001, read-only
 root filesystem, no capabilities), the checkpoints on a folder the driver and the worker share
-as a cluster shares its checkpoint storage. The rest of the pipeline runs in containers too;
-every store must hold exactly the windows the simulated devices make."""
+as a cluster shares its checkpoint storage. The rest of the pipeline runs in containers too,
+each from its image as the charts' pods run it (uid 10001, a read-only root filesystem, every
+capability dropped, only /tmp and its volumes writable): what catches a service that writes
+outside its volumes, a file a Dockerfile forgot to copy or a console script an image lacks.
+The driver's container is killed once mid-run and started again; every store must then hold
+exactly the windows the simulated devices make, and each image's own HEALTHCHECK must pass.
+(The aggregator's image in local mode, a pod's default, runs in the compose and rendered-pods
+tests; one pipeline run here covers what two did, one per aggregator mode.)"""
 
 from __future__ import annotations
 
@@ -89,7 +95,8 @@ def test_the_aggregator_as_a_clusters_driver_makes_every_window_exact(
     report = tmp_path / "report"
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "soak.py"), "--containers", "--spark-master", url,
-         "--checkpoints", str(checkpoints), "--faults", "0", "--mqtt-devices", "4", "--coap-devices", "1",
+         "--checkpoints", str(checkpoints), "--plan", "kill:aggregator", "--kill-down", "3", "--calm", "3",
+         "--mqtt-devices", "6", "--coap-devices", "2",
          "--recover-timeout", "240", "--report", str(report)],
         capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
@@ -98,6 +105,8 @@ def test_the_aggregator_as_a_clusters_driver_makes_every_window_exact(
     aggregator = (folder / "aggregator.log").read_text(errors="replace")
     context = f"{summary['problems']}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}\n{aggregator[-3000:]}"
     assert result.returncode == 0, context
+    assert summary["unhealthy"] == {}, context
+    assert summary["faults"] and all(f["whole_after_s"] is not None for f in summary["faults"]), context
     apps = master_state(ui_port)
     ran = [app["name"] for app in apps.get("completedapps", []) + apps.get("activeapps", [])]
     assert ran, f"no application ran on the cluster: {apps}"
@@ -107,3 +116,6 @@ def test_the_aggregator_as_a_clusters_driver_makes_every_window_exact(
         windows["expected"]
     }, context
     assert any(checkpoints.rglob("offsets/*")), "the job kept no progress in the shared checkpoint folder"
+    assert summary["figures"]["dead_letters"]["distinct_malformed"] > 0
+    assert set(summary["exits"]) >= {"mqtt-proxy", "coap-ingest", "aggregator", "device-status", "console"}
+    assert not any(summary["exits"].values()), context
