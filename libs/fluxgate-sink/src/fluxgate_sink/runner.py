@@ -8,8 +8,8 @@ waits for that write instead of polling, and pauses the partition's fetching onl
 store is away or the write takes long (``PAUSE_AFTER_S``); it keeps polling then, so the
 group never loses us, even through a store outage of hours. The same applies to the process as
 a whole: past ``max_held_records`` held in all, it writes what it holds, waits, then pauses
-every partition holding records, so memory does not grow with the partitions it is given. Not built on faust-streaming:
-see the persisters' README.
+every partition until below, so memory does not grow with the partitions it is given.
+Not built on faust-streaming: see the persisters' README.
 """
 
 from __future__ import annotations
@@ -266,8 +266,10 @@ class SinkRunner:
         return True
 
     def _pause_full(self, source: Source, now: float) -> None:
-        """Pause the partitions full for ``PAUSE_AFTER_S``, and every partition holding records
-        once the process has held too much for as long; at once while the store is away."""
+        """Pause the partitions full for ``PAUSE_AFTER_S``, and every partition once the process
+        has held too much for as long; at once while the store is away. Every one, not only
+        those holding records: the others' records would come in at the next poll, and the
+        next, past the bound by a poll each time."""
         full: list[PartitionState] = []
         for partition in self._partitions.values():
             partition.full_since = (partition.full_since or now) if partition.full else 0.0
@@ -275,7 +277,7 @@ class SinkRunner:
                 continue
             if partition.full_since:
                 since = partition.full_since
-            elif self._over_since and partition.held:
+            elif self._over_since:
                 since = self._over_since
             else:
                 continue

@@ -58,8 +58,8 @@ class SinkSettings(Group):
         12_000,
         ge=1,
         description="records taken from Kafka and not yet written, all partitions together; past it the "
-        "runner writes what it holds and pauses the partitions holding records until below (about 1.1 KB "
-        "of memory a decoded aggregate; a poll may go past it by poll_max_records)",
+        "runner writes what it holds and pauses every partition until below (about 1.1 KB "
+        "of memory a decoded aggregate; it may go past it by two polls of poll_max_records)",
     )
     group_id: str | None = Field(None, description="consumer group; default fluxgate-<service>")
     deadletter_topic: str = Field("persisters.deadletter", min_length=1, description="where refused records go")

@@ -392,30 +392,31 @@ def _spread(partitions: int, each: int) -> list[ConsumedRecord]:
 async def test_the_process_holds_no_more_than_its_bound_whatever_its_partitions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Twelve partitions, each allowed a batch writing and three waiting (16 records): without a
-    bound for the process it would hold up to 192. With ``max_held_records`` 16 it holds at most
-    that plus one poll, pauses the partitions holding records (its writes take longer than
-    ``PAUSE_AFTER_S``), and still writes everything."""
+    """48 partitions, each allowed a batch writing and three waiting (16 records): without a bound
+    for the process it would hold all 240. With ``max_held_records`` 8 it holds at most that and
+    two polls (the one that crossed it, and one more before the pause), pauses every partition,
+    not only those holding records (the others' records would come in a poll at a time), and
+    still writes everything once."""
     monkeypatch.setattr(runner_module, "PAUSE_AFTER_S", 0.02)
     held = HeldGauge()
     monkeypatch.setattr(runner_module.metrics, "HELD", held)
-    h = Harness(_spread(12, 40), sink=SlowSink(0.1), batch_size=4, poll_max_records=8, max_held_records=16)
+    h = Harness(_spread(48, 5), sink=SlowSink(0.1), batch_size=4, poll_max_records=8, max_held_records=8)
     pauses = _pauses_of(h)
-    await h.run_until(lambda: all(h.committed(p) == 40 for p in range(12)), timeout=20)
-    assert max(held.values) <= 16 + 8
+    await h.run_until(lambda: all(h.committed(p) == 5 for p in range(48)), timeout=30)
+    assert max(held.values) <= 8 + 2 * 8
     assert pauses and h.source is not None and h.source.paused == set()
-    assert len(h.sink.docs["temps"]) == 40 and sum(h.sink.batches) == 12 * 40
+    assert len(h.sink.docs["temps"]) == 5 and sum(h.sink.batches) == 48 * 5
 
 
 async def test_without_a_process_bound_the_same_partitions_hold_more(monkeypatch: pytest.MonkeyPatch) -> None:
     """The control of the test above: the same records, the default bound, and the process holds
-    far more than 16 + 8 (so the test above measures the bound, not the scenario)."""
-    monkeypatch.setattr(runner_module, "PAUSE_AFTER_S", 0.05)
+    far more than 8 + 2 * 8 (so the test above measures the bound, not the scenario)."""
+    monkeypatch.setattr(runner_module, "PAUSE_AFTER_S", 0.02)
     held = HeldGauge()
     monkeypatch.setattr(runner_module.metrics, "HELD", held)
-    h = Harness(_spread(12, 40), sink=SlowSink(0.02), batch_size=4, poll_max_records=8)
-    await h.run_until(lambda: all(h.committed(p) == 40 for p in range(12)), timeout=20)
-    assert max(held.values) > 16 + 8
+    h = Harness(_spread(48, 5), sink=SlowSink(0.2), batch_size=4, poll_max_records=8)
+    await h.run_until(lambda: all(h.committed(p) == 5 for p in range(48)), timeout=30)
+    assert max(held.values) > 8 + 2 * 8
 
 
 async def test_past_its_bound_a_partition_writes_what_it_holds_without_waiting_for_its_batch() -> None:
