@@ -5,7 +5,6 @@ settings."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import tomllib
@@ -17,6 +16,7 @@ import pytest
 import yaml
 from charts import LOCAL_BIN, go_binary
 from fluxgate_testing import specs
+from fluxgate_testing.env import drop_env
 from fluxgate_testing.specs import arguments, assert_settings_fields, console_scripts, load_with_env
 from pydantic_settings import BaseSettings
 
@@ -70,9 +70,7 @@ def image_tag(service: str) -> str:
 def stack(monkeypatch: pytest.MonkeyPatch) -> StackSettings:
     """The local stack's defaults, which compose mirrors: not this shell's ``FLUXGATE_STACK_*``
     (a worktree's own ports and cluster name)."""
-    for key in list(os.environ):
-        if key.upper().startswith("FLUXGATE_STACK_"):
-            monkeypatch.delenv(key)
+    drop_env(monkeypatch, "FLUXGATE_STACK_")
     return StackSettings()
 
 

@@ -13,7 +13,6 @@ container sees them, accepts the configuration and loads every rule."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -24,6 +23,7 @@ import yaml
 from charts import SERVICES as CHARTS
 from compose_prometheus import OUT, generated
 from fluxgate_testing import specs
+from fluxgate_testing.env import drop_env
 from fluxgate_testing.specs import load_with_env
 from pydantic_settings import BaseSettings
 
@@ -95,9 +95,7 @@ def promtool() -> str:
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> StackSettings:
     """The local stack's defaults, not this shell's ``FLUXGATE_STACK_*``."""
-    for key in list(os.environ):
-        if key.upper().startswith("FLUXGATE_STACK_"):
-            monkeypatch.delenv(key)
+    drop_env(monkeypatch, "FLUXGATE_STACK_")
     return StackSettings()
 
 
