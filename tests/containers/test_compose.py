@@ -55,13 +55,15 @@ def container(service: str) -> str:
 
 @pytest.fixture
 def composed(images: str, stack: Any, elasticsearch: str, cassandra: Any, hazelcast: Any) -> Iterator[None]:
-    compose("down", "--timeout", "5")  # a run killed before its teardown
+    # Volumes too: the aggregator's checkpoint volume outlives a run, and the next run's stack is
+    # a fresh Kafka, so the job found its offsets "lost" (the partition went back) and was unhealthy.
+    compose("down", "--volumes", "--timeout", "5")  # a run killed before its teardown
     started = compose("up", "--detach", "--no-deps", "--no-build", *SERVICES)
     try:
         assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
         yield
     finally:
-        compose("down", "--timeout", "5")
+        compose("down", "--volumes", "--timeout", "5")
 
 
 def logs(service: str) -> str:
