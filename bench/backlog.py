@@ -93,13 +93,20 @@ FLEET_RATE = 1000.0  # bench/fleet.py's --rate
 StageSettings = Callable[[Any, Path, argparse.Namespace], dict[str, str]]
 # What the stage has done so far, given its names, its HTTP port and the run's offsets.
 Done = Callable[[Names, int, Offsets], int]
+# What its results add beyond every stage's figures, given its results folder, its HTTP port and
+# its process (still running).
+Details = Callable[[Path, int, subprocess.Popen[bytes]], dict[str, Any]]
+# Drops what it wrote to its store (each run writes to a target of its own), given the stack and
+# its names.
+Drop = Callable[[Any, Names], None]
 
 
 @dataclass(frozen=True)
 class Stage:
     """A stage under test (``STAGES``): its console script, settings prefix, chart and what it
     reads, and what sets the stages apart: the settings only it needs, the work the backlog asks
-    of it (the records, or the windows they close) and how much of that it has done."""
+    of it (the records, or the windows they close), how much of that it has done, what its results
+    add and what of its store to drop after it."""
 
     name: str
     argv: tuple[str, ...]
@@ -108,6 +115,8 @@ class Stage:
     settings: StageSettings
     expected: Callable[[argparse.Namespace], int]
     done: Done
+    details: Details
+    drop: Drop
 
 
 @dataclass(frozen=True)
@@ -316,17 +325,116 @@ def readings_applied(names: Names, port: int, offsets: Offsets) -> int:
     return int(metric(port, "fluxgate_status_readings_total"))
 
 
+def aggregator_details(folder: Path, port: int, process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """Its batches (sizes from the checkpoint's offset log), Spark's and our split of them,
+    late readings, dead letters, and the heap its JVM was given."""
+    ends = [sum_offsets(path) for path in sorted(offset_logs(folder), key=lambda p: int(p.name))]
+    sizes = batch_sizes(ends)
+    return {
+        "batches": len(sizes),
+        "batch_sizes": sizes,
+        "largest_batch": max(sizes, default=0),
+        "late_rows": metric(port, "fluxgate_aggregator_late_rows"),
+        "dead_letters": metric(port, "fluxgate_aggregator_dead_letters"),
+        "seconds_per_batch": per_batch({}, batch_split(port)),
+        "jvm_heap": jvm_options(process.pid),
+        **start_figures((folder / "aggregator.log").read_text(errors="replace")),
+    }
+
+
+def start_figures(log: str) -> dict[str, float]:
+    """From the aggregator's log: its JVM and Spark session's start (``session_s``), and its
+    first batch's rows and seconds (``query.first_batch``)."""
+    found = {}
+    for event, key, name in (("aggregator.started", "session_s", "session_s"),
+                             ("query.first_batch", "rows", "first_batch_rows"),
+                             ("query.first_batch", "triggerExecution_s", "first_batch_s")):  # fmt: skip
+        match = re.search(rf"event={re.escape(event)} .*?\b{key}=([0-9.]+)", log)
+        if match:
+            found[name] = float(match.group(1))
+    return found
+
+
+def offset_logs(folder: Path) -> list[Path]:
+    return [p for p in (folder / "checkpoints").rglob("offsets/*") if p.name.isdigit()]
+
+
+def sum_offsets(path: Path) -> int:
+    """A Spark offset log entry (``v1``, metadata, then one line per source): the Kafka
+    source's end offsets, summed over partitions."""
+    source = json.loads(path.read_text().splitlines()[-1])
+    return sum(int(offset) for partitions in source.values() for offset in partitions.values())
+
+
+def jvm_options(leader: int) -> list[str]:
+    """The memory options of the JVMs in the group (``-Xmx1g``: Spark's default driver memory)."""
+    found = []
+    for pid in group_pids(leader):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            if argv and argv[0].endswith("java"):
+                found += [arg for arg in argv if arg.startswith(("-Xmx", "-Xms", "-XX:MaxRAM"))]
+    return found
+
+
+def persister_details(folder: Path, port: int, process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """Its store's writes: how many, and their mean time."""
+    writes = metric(port, "fluxgate_sink_write_seconds_count")
+    return {"writes": writes, "mean_write_ms": round(1000 * metric(port, "fluxgate_sink_write_seconds_sum")
+                                                     / max(writes, 1), 1)}  # fmt: skip
+
+
+def no_details(folder: Path, port: int, process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    return {}
+
+
+def drop_nothing(stack: Any, names: Names) -> None:
+    """The aggregator and device-status write to no store: nothing to drop."""
+
+
+def drop_indices(stack: Any, names: Names) -> None:
+    """The es-persister's daily indices and template (as bench/elasticsearch.py drops its own)."""
+    es_url, target = stack.elasticsearch_url, names.store_target
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.delete(f"{es_url}/{target}-*", params={"expand_wildcards": "all"}, timeout=60)
+        httpx.delete(f"{es_url}/_index_template/{target}", timeout=60)
+
+
+def drop_table(stack: Any, names: Names) -> None:
+    """The scylla-persister's table."""
+    from fluxgate_scylla_persister.driver import CONNECTION_CLASS, Cluster
+
+    cluster = Cluster([stack.cassandra_host], port=stack.cassandra_port, connection_class=CONNECTION_CLASS)
+    try:
+        cluster.connect().execute(f"DROP TABLE IF EXISTS {names.scylla_table}", timeout=120)
+    finally:
+        cluster.shutdown()
+
+
+def drop_ringbuffer(stack: Any, names: Names) -> None:
+    """The hazelcast-persister's ringbuffer."""
+    # By name: to mypy, run from this folder, ``hazelcast`` is bench/hazelcast.py.
+    client = importlib.import_module("hazelcast.client").HazelcastClient(
+        cluster_members=[stack.hazelcast_address], cluster_name=stack.hazelcast_cluster
+    )
+    try:
+        client.get_ringbuffer(names.store_target).blocking().destroy()
+    finally:
+        client.shutdown()
+
+
 STAGES = {
     "aggregator": Stage("aggregator", ("fluxgate-aggregator", "run"), "FLUXGATE_AGG_", "readings",
-                        aggregator_settings, windows_closed, windows_written),
+                        aggregator_settings, windows_closed, windows_written, aggregator_details, drop_nothing),
     "es-persister": Stage("es-persister", ("fluxgate-es-persister",), "FLUXGATE_ES_", "aggregates",
-                          es_settings, backlog_size, aggregates_confirmed),
+                          es_settings, backlog_size, aggregates_confirmed, persister_details, drop_indices),
     "scylla-persister": Stage("scylla-persister", ("fluxgate-scylla-persister",), "FLUXGATE_SCYLLA_", "aggregates",
-                              scylla_settings, backlog_size, aggregates_confirmed),
+                              scylla_settings, backlog_size, aggregates_confirmed, persister_details, drop_table),
     "hazelcast-persister": Stage("hazelcast-persister", ("fluxgate-hazelcast-persister",), "FLUXGATE_HZ_",
-                                 "aggregates", hazelcast_settings, backlog_size, aggregates_confirmed),
+                                 "aggregates", hazelcast_settings, backlog_size, aggregates_confirmed,
+                                 persister_details, drop_ringbuffer),
     "device-status": Stage("device-status", ("fluxgate-device-status",), "FLUXGATE_STATUS_", "readings",
-                           status_settings, backlog_size, readings_applied),
+                           status_settings, backlog_size, readings_applied, no_details, drop_nothing),
 }  # fmt: skip
 
 
@@ -410,64 +518,6 @@ def ready(port: int) -> bool:
     return False
 
 
-def aggregator_details(folder: Path, port: int, process: subprocess.Popen[bytes]) -> dict[str, Any]:
-    """Its batches (sizes from the checkpoint's offset log), Spark's and our split of them,
-    late readings, dead letters, and the heap its JVM was given."""
-    ends = [sum_offsets(path) for path in sorted(offset_logs(folder), key=lambda p: int(p.name))]
-    sizes = batch_sizes(ends)
-    return {
-        "batches": len(sizes),
-        "batch_sizes": sizes,
-        "largest_batch": max(sizes, default=0),
-        "late_rows": metric(port, "fluxgate_aggregator_late_rows"),
-        "dead_letters": metric(port, "fluxgate_aggregator_dead_letters"),
-        "seconds_per_batch": per_batch({}, batch_split(port)),
-        "jvm_heap": jvm_options(process.pid),
-        **start_figures((folder / "aggregator.log").read_text(errors="replace")),
-    }
-
-
-def start_figures(log: str) -> dict[str, float]:
-    """From the aggregator's log: its JVM and Spark session's start (``session_s``), and its
-    first batch's rows and seconds (``query.first_batch``)."""
-    found = {}
-    for event, key, name in (("aggregator.started", "session_s", "session_s"),
-                             ("query.first_batch", "rows", "first_batch_rows"),
-                             ("query.first_batch", "triggerExecution_s", "first_batch_s")):  # fmt: skip
-        match = re.search(rf"event={re.escape(event)} .*?\b{key}=([0-9.]+)", log)
-        if match:
-            found[name] = float(match.group(1))
-    return found
-
-
-def offset_logs(folder: Path) -> list[Path]:
-    return [p for p in (folder / "checkpoints").rglob("offsets/*") if p.name.isdigit()]
-
-
-def sum_offsets(path: Path) -> int:
-    """A Spark offset log entry (``v1``, metadata, then one line per source): the Kafka
-    source's end offsets, summed over partitions."""
-    source = json.loads(path.read_text().splitlines()[-1])
-    return sum(int(offset) for partitions in source.values() for offset in partitions.values())
-
-
-def jvm_options(leader: int) -> list[str]:
-    """The memory options of the JVMs in the group (``-Xmx1g``: Spark's default driver memory)."""
-    found = []
-    for pid in group_pids(leader):
-        with contextlib.suppress(OSError):
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            if argv and argv[0].endswith("java"):
-                found += [arg for arg in argv if arg.startswith(("-Xmx", "-Xms", "-XX:MaxRAM"))]
-    return found
-
-
-def persister_details(port: int) -> dict[str, Any]:
-    writes = metric(port, "fluxgate_sink_write_seconds_count")
-    return {"writes": writes, "mean_write_ms": round(1000 * metric(port, "fluxgate_sink_write_seconds_sum")
-                                                     / max(writes, 1), 1)}  # fmt: skip
-
-
 def run_stage(stage: Stage, stack: Any, args: argparse.Namespace) -> Result:
     names = run_names(f"backlog-{stage.name}")
     folder = RESULTS / names.prefix.rstrip("-")
@@ -480,46 +530,16 @@ def run_stage(stage: Stage, stack: Any, args: argparse.Namespace) -> Result:
     try:
         samples = watch(stage, names, process, port, expected, args)
         peak, cpu = group_memory_mib(process.pid, "VmHWM"), group_cpu_seconds(process.pid)
-        if stage.name == "aggregator":
-            details = aggregator_details(folder, port, process)
-        else:
-            details = persister_details(port) if stage.reads == "aggregates" else {}
+        details = stage.details(folder, port, process)
     finally:
         exit_code = stop_child(process)
-        drop_store(stage, stack, names)
+        stage.drop(stack, names)
     details |= {"produced": produced, "exit_code": exit_code, "prefix": names.prefix, "log": str(folder)}
     details["samples"] = [asdict(s) for s in samples]
     summary = summarise(samples, backlog_size(args), expected)
     done = samples[-1].done if samples else 0
     return Result(stage.name, backlog_size(args), expected, done, summary, cpu, peak, chart_limit_mib(stage.name),
                   details)  # fmt: skip
-
-
-def drop_store(stage: Stage, stack: Any, names: Names) -> None:
-    """What a persister wrote: its daily indices and template (as bench/elasticsearch.py drops
-    its own), its table, or its ringbuffer. Nothing for the other stages."""
-    if stage.name == "es-persister":
-        es_url, target = stack.elasticsearch_url, names.store_target
-        with contextlib.suppress(httpx.HTTPError):
-            httpx.delete(f"{es_url}/{target}-*", params={"expand_wildcards": "all"}, timeout=60)
-            httpx.delete(f"{es_url}/_index_template/{target}", timeout=60)
-    elif stage.name == "scylla-persister":
-        from fluxgate_scylla_persister.driver import CONNECTION_CLASS, Cluster
-
-        cluster = Cluster([stack.cassandra_host], port=stack.cassandra_port, connection_class=CONNECTION_CLASS)
-        try:
-            cluster.connect().execute(f"DROP TABLE IF EXISTS {names.scylla_table}", timeout=120)
-        finally:
-            cluster.shutdown()
-    elif stage.name == "hazelcast-persister":
-        # By name: to mypy, run from this folder, ``hazelcast`` is bench/hazelcast.py.
-        client = importlib.import_module("hazelcast.client").HazelcastClient(
-            cluster_members=[stack.hazelcast_address], cluster_name=stack.hazelcast_cluster
-        )
-        try:
-            client.get_ringbuffer(names.store_target).blocking().destroy()
-        finally:
-            client.shutdown()
 
 
 def leg_of(result: Result, args: argparse.Namespace) -> LegResult:

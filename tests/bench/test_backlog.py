@@ -4,10 +4,14 @@ when a stage has caught up and the figures the report stands on. No server is ne
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+
+from fluxgate_scylla_persister.driver import CONNECTION_CLASS
 
 # Appended, not first: bench/ has an elasticsearch.py, which must never shadow the library.
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
@@ -253,3 +257,114 @@ def test_the_report_says_in_a_word_whether_peak_memory_was_within_the_limit() ->
     above = Result("es-persister", 10, 10, 10, summary, 1.0, 400.0, 384.0)
     assert leg_of(within, parse_args([])).extra["within limit"] == "yes"
     assert leg_of(above, parse_args([])).extra["within limit"] == "no"
+
+
+class Recorder:
+    """A store's client, or what one of its calls returns: records in ``calls`` each call made of
+    it or of anything it returns, with the arguments."""
+
+    def __init__(self, calls: list[tuple[Any, ...]], name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Recorder:
+        self.calls.append((self.name, *args, *sorted(kwargs.items())))
+        return self
+
+    def __getattr__(self, name: str) -> Recorder:
+        return Recorder(self.calls, name)
+
+
+def test_each_persister_drops_its_own_target_from_its_store_and_the_other_stages_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(backlog.httpx, "delete", Recorder(calls, "delete"))
+    monkeypatch.setattr("fluxgate_scylla_persister.driver.Cluster", Recorder(calls, "Cluster"))
+    monkeypatch.setattr("hazelcast.client.HazelcastClient", Recorder(calls, "HazelcastClient"))
+    stack = SimpleNamespace(elasticsearch_url="http://es", cassandra_host="127.0.0.1", cassandra_port=9042,
+                            hazelcast_address="127.0.0.1:5701", hazelcast_cluster="fluxgate")  # fmt: skip
+    dropped = {}
+    for name, stage in STAGES.items():
+        stage.drop(stack, Names("backlog-x-"))
+        dropped[name], calls[:] = calls[:], []
+    target = "backlog_x_temperature_aggregates"
+    assert dropped == {
+        "aggregator": [],
+        "es-persister": [
+            ("delete", f"http://es/{target}-*", ("params", {"expand_wildcards": "all"}), ("timeout", 60)),
+            ("delete", f"http://es/_index_template/{target}", ("timeout", 60)),
+        ],
+        "scylla-persister": [
+            ("Cluster", ["127.0.0.1"], ("connection_class", CONNECTION_CLASS), ("port", 9042)),
+            ("connect",),
+            ("execute", f"DROP TABLE IF EXISTS fluxgate.{target}", ("timeout", 120)),
+            ("shutdown",),
+        ],
+        "hazelcast-persister": [
+            ("HazelcastClient", ("cluster_members", ["127.0.0.1:5701"]), ("cluster_name", "fluxgate")),
+            ("get_ringbuffer", target),
+            ("blocking",),
+            ("destroy",),
+            ("shutdown",),
+        ],
+        "device-status": [],
+    }
+
+
+def test_each_stage_adds_its_own_details_to_its_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    metrics = {"fluxgate_aggregator_late_rows": 2.0, "fluxgate_aggregator_dead_letters": 1.0,
+               "fluxgate_sink_write_seconds_count": 4.0, "fluxgate_sink_write_seconds_sum": 0.2}  # fmt: skip
+    monkeypatch.setattr(backlog, "metric", lambda port, name: metrics[name])
+    monkeypatch.setattr(backlog, "batch_split", lambda port: {})
+    monkeypatch.setattr(backlog, "group_pids", lambda leader: [])
+    (tmp_path / "checkpoints" / "aggregates" / "offsets").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "aggregates" / "offsets" / "0").write_text('v1\n{}\n{"t":{"0":20,"1":15}}')
+    (tmp_path / "aggregator.log").write_text("event=aggregator.started input=x session_s=3.5\n")
+    process = SimpleNamespace(pid=4242)
+    details = {name: stage.details(tmp_path, 40000, process) for name, stage in STAGES.items()}  # type: ignore[arg-type]
+    persister = {"writes": 4.0, "mean_write_ms": 50.0}
+    assert details == {
+        "aggregator": {"batches": 1, "batch_sizes": [35], "largest_batch": 35, "late_rows": 2.0, "dead_letters": 1.0,
+                       "seconds_per_batch": {}, "jvm_heap": [], "session_s": 3.5},
+        "es-persister": persister,
+        "scylla-persister": persister,
+        "hazelcast-persister": persister,
+        "device-status": {},
+    }  # fmt: skip
+
+
+def test_a_stage_run_takes_its_details_and_what_to_drop_from_the_stage_whatever_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    process = SimpleNamespace(pid=4242)
+    for attr, fake in {
+        "RESULTS": tmp_path, "create_topics": lambda *a: None, "produce_backlog": lambda *a: {"records": 10},
+        "service_port": lambda: 40000, "stage_env": lambda *a: {}, "start": lambda *a: process,
+        "watch": lambda *a: [look(1.0, 0, 10)], "group_memory_mib": lambda pid, key: 100.0,
+        "group_cpu_seconds": lambda pid: 1.0, "stop_child": lambda child: 0, "chart_limit_mib": lambda name: 320.0,
+    }.items():  # fmt: skip
+        monkeypatch.setattr(backlog, attr, fake)
+    calls: list[tuple[Any, ...]] = []
+
+    def details(folder: Path, port: int, child: Any) -> dict[str, Any]:
+        calls.append(("details", folder.parent, port, child.pid))
+        return {"own": 1}
+
+    def drop(stack: Any, names: Names) -> None:
+        calls.append(("drop", stack.bootstrap, names.prefix.startswith("backlog-renamed")))
+
+    # A name no stage has: what the run does must come from the stage's fields, not its name.
+    stage = replace(STAGES["device-status"], name="renamed", details=details, drop=drop)
+    args, stack = parse_args(["--rate", "1", "--seconds", "10"]), SimpleNamespace(bootstrap="b")
+    result = backlog.run_stage(stage, stack, args)
+    assert calls == [("details", tmp_path, 40000, 4242), ("drop", "b", True)]
+    assert (result.stage, result.details["own"], result.details["exit_code"]) == ("renamed", 1, 0)
+
+    def interrupted(*args: Any) -> list[Sample]:
+        raise RuntimeError
+
+    calls.clear()
+    monkeypatch.setattr(backlog, "watch", interrupted)
+    with pytest.raises(RuntimeError):
+        backlog.run_stage(stage, stack, args)
+    assert calls == [("drop", "b", True)]  # its store dropped all the same
