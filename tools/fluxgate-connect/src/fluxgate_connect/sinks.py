@@ -281,7 +281,13 @@ _CASSANDRA_10: dict[str, Rule] = {
     f"{_CASS}.max.concurrent.requests": to("scylla.max_in_flight", integer),
     f"{_CASS}.connection.pool.size": Covered("the driver keeps its own connection pool per node"),
     f"{_CASS}.compression": Covered("the connection runs uncompressed (writes are small rows)"),
-    f"{_CASS}.max.batch.size": to("sink.batch_size", integer, note="records per write"),
+    # DataStax's maxNumberOfRecordsInBatch (CassandraSettings.scala, getOSSCassandraSinkConfig): the
+    # statements of one topic, table and partition key sent as one UNLOGGED BATCH at most
+    # (datastax/kafka-sink BoundStatementProcessor.java, runLoop/categorizeStatement): ours is
+    # scylla.partition_batch_rows, not the sink's batch of Kafka records.
+    f"{_CASS}.max.batch.size": to(
+        "scylla.partition_batch_rows", integer, note="rows of one partition key per UNLOGGED BATCH"
+    ),
     f"{_CASS}.ignore.errors.mode": Setting(
         ("sink.error_policy",),
         ignore_errors_mode,
@@ -325,7 +331,7 @@ CASSANDRA_SINK = Connector(
         **aliases(
             Covered(
                 "the Cassandra source's (records drained per poll): Stream-Reactor's sink does not read it; "
-                "scylla-persister keeps its batch size (connect.cassandra.max.batch.size for the 10.x class)"
+                "scylla-persister keeps its batch size"
             ),
             f"{_CASS}.batch.size",
             f"{_CASS}.sink.batch.size",

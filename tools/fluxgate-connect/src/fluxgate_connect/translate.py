@@ -27,8 +27,14 @@ from fluxgate_connect.rules import (
 from fluxgate_connect.sinks import CASSANDRA_10_CLASS, cassandra_driver_option
 from fluxgate_connect.topic_creation import is_topic_creation_key, topic_creation
 from fluxgate_connect.transforms import is_transform_key, sink_chain, source_refusal
+from fluxgate_scylla_persister.table import (
+    STREAM_REACTOR_10_CONSISTENCY,
+    metadata_refusal,
+    nested_warning,
+    stream_reactor_10_options,
+)
 from fluxgate_sink.errors import KcqlError
-from fluxgate_sink.kcql import parse
+from fluxgate_sink.kcql import EVENT_TIME_PROPERTY, parse
 
 
 @dataclass
@@ -85,7 +91,7 @@ def translate(config: Mapping[str, str]) -> Translation:
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
-    cassandra_10(result, config)  # after fixed: the 10.x class matches columns its own way
+    errors += cassandra_10(result, config)  # after fixed: the 10.x class matches columns its own way
     result.values |= {path: value for path, value in connector.defaults.items() if path not in result.values}
     errors += _check_kcql(result, config)
     if errors:
@@ -197,7 +203,7 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
     return []
 
 
-def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
+def cassandra_10(result: Translation, config: Mapping[str, str]) -> list[str]:
     """What Stream-Reactor 10.x's Cassandra sink does differently from the older ones, for its class.
 
     Columns: it writes through DataStax's connector, only the columns its KCQL maps and a null as
@@ -218,21 +224,100 @@ def cassandra_10(result: Translation, config: Mapping[str, str]) -> None:
     ``ssl/SessionBuilder.java`` (datastax/kafka-sink) set TLS up for JDK and OpenSSL only). We do not
     follow it there: a config that says ``ssl.enabled=true`` gets TLS, as the older sinks give it
     (``ssl.enabled`` alone, CassandraConnection.scala), and a warning says where Stream-Reactor would
-    have connected in plain text. A silent downgrade is worse than a difference."""
+    have connected in plain text. A silent downgrade is worse than a difference.
+
+    KCQL: :func:`_cassandra_10_kcql`. Returns the errors."""
     if result.connector is not CASSANDRA_SINK or config.get("connector.class", "").strip() != CASSANDRA_10_CLASS:
-        return
+        return []
     result.values.setdefault("scylla.default_value", "UNSET")
     result.values["scylla.column_match"] = "stream-reactor-10"
+    errors = _cassandra_10_kcql(result, config)
     try:
         enabled = boolean(config.get("connect.cassandra.ssl.enabled", "false")) == "true"
     except RuleError:
-        return  # ssl.enabled's own rule says what is wrong
+        return errors  # ssl.enabled's own rule says what is wrong
     if enabled and config.get("connect.cassandra.ssl.provider", "None").strip() == "None":
         result.warnings.append(
             "connect.cassandra.ssl.enabled=true with connect.cassandra.ssl.provider None (its default): "
             "Stream-Reactor 10.x connects WITHOUT TLS then; scylla-persister connects with TLS, as "
             "ssl.enabled asks (set connect.cassandra.ssl.provider=JDK so that both agree)"
         )
+    return errors
+
+
+def _cassandra_10_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:
+    """What the 10.x class's KCQL asks that scylla-persister must know at translate time.
+
+    Its SELECT may name the record key's fields and headers (``_key.x``, ``_header.h``), which
+    scylla-persister cannot write (refused, as at its start: table.metadata_refusal), and nested
+    fields, which 10.x's DataStax mapping fails on (a warning: table.nested_warning). Its
+    PROPERTIES become DataStax's table settings (CassandraSettings.scala, getExtraSettingsMappings;
+    DataStax's TableConfig.java): ttl and nullToUnset the persister reads from the KCQL itself;
+    query, mapping and codec.* are refused (table.stream_reactor_10_options); the consistency,
+    LOCAL_ONE unless consistencyLevel says otherwise, is set on each statement
+    (CassandraSinkTask.java), overriding the driver's default, so it becomes scylla.consistency;
+    and deletesEnabled, true unless set, is checked by the persister against the table's columns."""
+    try:
+        statements = parse(result.values.get("sink.kcql", ""))
+    except KcqlError:
+        return []  # _check_kcql says what is wrong
+    errors: list[str] = []
+    levels: dict[str, str] = {}
+    for statement in statements:
+        try:
+            options = stream_reactor_10_options(statement)
+        except KcqlError as exc:
+            errors.append(f"KCQL: {exc}")
+            continue
+        levels[statement.text] = options.consistency
+        named = [ref for ref in statement.fields if not ref.wildcard]  # a wildcard: refused at the persister's start
+        errors += [f"KCQL: {statement.text}: {why}" for ref in named if (why := metadata_refusal(ref.path))]
+        result.warnings += [w for ref in named if (w := nested_warning(ref.path, ref.alias))]
+        ignored = sorted(set(statement.properties) - _SR10_PROPERTIES)
+        result.warnings += [
+            f"KCQL PROPERTIES {key}: Stream-Reactor 10.x passes it to DataStax's connector, which ignores it; "
+            "so does scylla-persister"
+            for key in ignored
+        ]
+        if options.deletes_enabled:
+            result.notes.append(
+                f"KCQL {statement.target}: deletesEnabled (true unless PROPERTIES set it false): if the SELECT maps "
+                "every column of the table, 10.x deletes a row whose record has only null non-key fields; "
+                "scylla-persister never deletes and refuses to start then (set PROPERTIES(deletesEnabled=false))"
+            )
+    if len(set(levels.values())) > 1:
+        listed = ", ".join(f"{level} ({text})" for text, level in levels.items())
+        errors.append(
+            f"KCQL PROPERTIES consistencyLevel: Stream-Reactor 10.x writes each table at its own ({listed}; "
+            f"{STREAM_REACTOR_10_CONSISTENCY} unless set); scylla-persister writes all at one "
+            "(FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY): run one connector per consistency level"
+        )
+    elif levels:
+        (level,) = set(levels.values())
+        given = result.values.get("scylla.consistency")
+        if given is not None and given != level:
+            result.warnings.append(
+                f"the configured consistency {given} is not what Stream-Reactor 10.x writes at: it sets each "
+                f"table's consistencyLevel ({level}; {STREAM_REACTOR_10_CONSISTENCY} unless PROPERTIES set it) "
+                "on every statement; scylla-persister writes at that too"
+            )
+        result.values["scylla.consistency"] = level
+    return errors
+
+
+# The PROPERTIES a 10.x statement may set that mean something here (table.stream_reactor_10_options;
+# event.time.field is ours).
+_SR10_PROPERTIES = frozenset(
+    {
+        "ttl",
+        "ttlTimeUnit",
+        "timestampTimeUnit",
+        "consistencyLevel",
+        "nullToUnset",
+        "deletesEnabled",
+        EVENT_TIME_PROPERTY,
+    }
+)
 
 
 def _json_only(result: Translation) -> None:

@@ -323,4 +323,79 @@ def test_the_cassandra_batch_size_is_a_source_key_its_sinks_never_read(key: str)
     result = translate(config)
     assert "FLUXGATE_SCYLLA_SINK__BATCH_SIZE" not in result.env
     assert any(key in note and "source" in note for note in result.notes)
-    assert translate(_cassandra_10(max_batch_size="5")).env["FLUXGATE_SCYLLA_SINK__BATCH_SIZE"] == "5"
+    assert "FLUXGATE_SCYLLA_SINK__BATCH_SIZE" not in translate(_cassandra_10(max_batch_size="5")).env
+
+
+def test_cassandra_10_max_batch_size_is_the_rows_of_one_partition_per_batch() -> None:
+    # DataStax's maxNumberOfRecordsInBatch (CassandraSettings.scala, getOSSCassandraSinkConfig) caps the
+    # statements of one topic, table and partition key in one UNLOGGED BATCH (BoundStatementProcessor.java).
+    env = translate(_cassandra_10(max_batch_size="5")).env
+    assert env["FLUXGATE_SCYLLA_SCYLLA__PARTITION_BATCH_ROWS"] == "5"
+
+
+def _cassandra_10_kcql(kcql: str, **keys: str) -> dict[str, str]:
+    return _cassandra_10(**keys) | {"connect.cassandra.kcql": kcql}
+
+
+@pytest.mark.parametrize(
+    ("select", "named"),
+    [("a, _key.id", r"_key\.id: .*the record key's fields"), ("a, _header.h AS h", r"_header\.h: .*record headers"),
+     ("a, _value.v", r"_value\.v: write v"), ("a, _header", r"_header: Stream-Reactor 10\.x refuses it too")],
+)  # fmt: skip
+def test_cassandra_10_refuses_key_header_and_value_prefixed_fields_naming_why(select: str, named: str) -> None:
+    # CassandraSettings.scala (getTopicMappings) maps _key.x to DataStax's key.x, _header.h to header.h and
+    # _value.x to value.x; scylla-persister writes value fields only.
+    with pytest.raises(ConnectError, match=named):
+        translate(_cassandra_10_kcql(f"INSERT INTO ks.t SELECT {select} FROM t"))
+
+
+def test_cassandra_10_warns_that_its_mapping_fails_records_with_nested_fields() -> None:
+    # Kcql's Field: alias = the last name; DataStax's record has top-level fields only, so
+    # RecordMapper.ensureAllFieldsPresent fails each record mapping value.a.b.
+    result = translate(_cassandra_10_kcql("INSERT INTO ks.t SELECT a.b, c FROM t"))
+    assert any(
+        "a.b: Stream-Reactor 10.x maps it to column b" in w and "fails every record" in w for w in result.warnings
+    )
+
+
+def test_cassandra_10_writes_at_the_tables_consistency_level_local_one_by_default() -> None:
+    # DataStax's TableConfig.java: consistencyLevel, LOCAL_ONE by default, set on every statement
+    # (CassandraSinkTask.java), so the driver's basic.request.consistency never applies.
+    assert translate(_cassandra_10()).env["FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY"] == "LOCAL_ONE"
+    kcql = "INSERT INTO ks.t SELECT a FROM t PROPERTIES(consistencyLevel=quorum)"
+    result = translate(_cassandra_10_kcql(kcql) | {"connect.cassandra.driver.basic.request.consistency": "ONE"})
+    assert result.env["FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY"] == "QUORUM"
+    assert any("configured consistency ONE" in w for w in result.warnings)
+
+
+def test_cassandra_10_statements_at_different_consistency_levels_are_refused() -> None:
+    kcql = "INSERT INTO ks.t SELECT a FROM t PROPERTIES(consistencyLevel=QUORUM); INSERT INTO ks.u SELECT a FROM u"
+    with pytest.raises(ConnectError, match=r"consistencyLevel: .*QUORUM .*LOCAL_ONE .*one connector per consistency"):
+        translate(_cassandra_10_kcql(kcql) | {"topics": "t,u"})
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [("query='INSERT INTO ks.t (a) VALUES (:a)'", r"query: not supported: .*SELECT <field> AS <column>"),
+     ("mapping='a=value.a'", r"mapping: not supported"), ("'codec.timeZone'='UTC'", r"codec\.timeZone: not supported"),
+     ("consistencyLevel=SERIAL", r"consistencyLevel=SERIAL: one of"), ("ttl=x", r"ttl=x: an integer"),
+     ("ttl=60, ttlTimeUnit=MINUTES", r"ttlTimeUnit=MINUTES: .*SECONDS only"), ("deletesEnabled=yes", "true or false")],
+)  # fmt: skip
+def test_cassandra_10_properties_it_cannot_honour_are_refused_with_the_alternative(props: str, named: str) -> None:
+    # CassandraSettings.scala passes PROPERTIES on as DataStax's table settings (TableConfig.java;
+    # codec.*: TopicConfig.java).
+    with pytest.raises(ConnectError, match=named):
+        translate(_cassandra_10_kcql(f"INSERT INTO ks.t SELECT a FROM t PROPERTIES({props})"))
+
+
+def test_cassandra_10_ignores_a_kcql_ttl_clause_so_it_is_refused_naming_the_property() -> None:
+    with pytest.raises(
+        ConnectError, match=r"TTL=60: Stream-Reactor 10\.x ignores KCQL's TTL clause: .*PROPERTIES\(ttl"
+    ):
+        translate(_cassandra_10_kcql("INSERT INTO ks.t SELECT a FROM t TTL=60"))
+
+
+def test_cassandra_10_properties_datastax_ignores_are_named_in_a_warning() -> None:
+    result = translate(_cassandra_10_kcql("INSERT INTO ks.t SELECT a FROM t PROPERTIES(ttl=60, colour=red)"))
+    assert any("PROPERTIES colour" in w and "ignores it" in w for w in result.warnings)
+    assert not any("PROPERTIES ttl" in w for w in result.warnings)

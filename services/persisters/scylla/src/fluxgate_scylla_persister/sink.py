@@ -151,7 +151,18 @@ class ScyllaSink(Sink):
             name, list(layout.columns), statement, refused, self._settings.column_match, self._settings.default_value
         )
         binder.check_selected(statement, (*layout.partition_key, *layout.clustering))
-        prepared = self._ddl(layout.insert_cql(statement.ttl), name, prepare=True)
+        ttl = statement.ttl
+        if self._settings.column_match == "stream-reactor-10":
+            # 10.x's TTL and consistency are PROPERTIES (table.stream_reactor_10_options); the
+            # persister writes every statement at scylla.consistency, which fluxgate connect sets.
+            ttl, options = binder.options.ttl, binder.options
+            if options.consistency_given and options.consistency != self._settings.consistency:
+                raise KcqlError(
+                    f"{statement.text}: PROPERTIES(consistencyLevel={options.consistency}): scylla-persister writes "
+                    f"at FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY={self._settings.consistency}: "
+                    f"set it to {options.consistency}"
+                )
+        prepared = self._ddl(layout.insert_cql(ttl), name, prepare=True)
         columns = list(layout.columns)
         return Writer(prepared, binder, tuple(columns.index(c) for c in layout.clustering))
 

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from cassandra.metadata import protect_name
 from cassandra.query import UNSET_VALUE
@@ -239,9 +239,11 @@ class RowBinder:
         # UPSERT's merge of null fields (ours) holds for our services' exact-name matching only.
         self._absent = None if default_value == "NULL" else UNSET_VALUE
         # Stream-Reactor 10.x writes a null field as unset whatever KCQL's mode (DataStax's
-        # TableConfig.java, nullToUnset, default true; the connector sets UNSET for it).
+        # TableConfig.java, nullToUnset, default true; the connector sets UNSET for it), unless
+        # PROPERTIES(nullToUnset=false) (RecordMapper.java's bindColumn then binds the null).
+        self.options = stream_reactor_10_options(statement) if match == "stream-reactor-10" else TableOptions()
         self._null_unset = default_value == "UNSET" and (
-            match == "stream-reactor-10" or (self._upsert and match == "fluxgate")
+            (match == "stream-reactor-10" and self.options.null_to_unset) or (self._upsert and match == "fluxgate")
         )
 
     def column(self, field_name: str) -> str:
@@ -278,6 +280,10 @@ class RowBinder:
             )
         if wildcard:
             return  # known per record only: checked in values()
+        if self.match == "stream-reactor-10":
+            refused = [why for ref in statement.fields if (why := metadata_refusal(ref.path))]
+            if refused:
+                raise KcqlError(f"{statement.text}: " + "; ".join(refused))
         selected = [self.column(ref.alias or ref.path[-1]) for ref in statement.fields]
         missing = [column for column in selected if column not in self.known]
         if missing:
@@ -288,6 +294,18 @@ class RowBinder:
             raise KcqlError(
                 f"{statement.text}: {self.name}'s primary key column(s) {', '.join(unmapped)}: no field of the "
                 "SELECT writes them (Stream-Reactor 10.x refuses to start so)"
+            )
+        # DataStax prepares a DELETE when deletesEnabled (default true) and the mapping covers every
+        # column (LifeCycleManager.java, prepareStatementsAsync, validateMappingColumns), and runs it
+        # for a record whose non-key fields are all null (RecordMapper.java, isInsertUpdate; never for
+        # a table of key columns only).
+        deletes = self.options.deletes_enabled and set(selected) >= self.known > frozenset(primary_key)
+        if self.match == "stream-reactor-10" and deletes:
+            raise KcqlError(
+                f"{statement.text}: the SELECT maps every column of {self.name}, so Stream-Reactor 10.x "
+                "(deletesEnabled, true by default) deletes the row of a record whose non-key fields are all null; "
+                "scylla-persister never deletes: add PROPERTIES(deletesEnabled=false) to write such a record as "
+                "10.x then does (its key alone)"
             )
 
     def _why_not(self, unknown: set[str]) -> str:
@@ -300,3 +318,132 @@ class RowBinder:
 def plain_refusal(fields: str, name: TableName) -> str:
     """Why a record with ``fields`` the table has no column for fails, without AUTOCREATE."""
     return f"{fields}: not a column of {name}; {ADVICE}"
+
+
+# --- Stream-Reactor 10.x: the KCQL it hands DataStax's connector ------------------------------
+# lensesio/stream-reactor kafka-connect-cassandra's io/lenses/streamreactor/connect/cassandra/
+# CassandraSettings.scala (CassandraTableSetting.getExtraSettingsMappings) passes every KCQL
+# PROPERTIES entry on as DataStax's topic.<topic>.<keyspace>.<table>.<key> (codec.* as
+# topic.<topic>.<key>); datastax/kafka-sink sink/src/main/java/com/datastax/oss/kafka/sink/config/
+# TableConfig.java and TopicConfig.java read them.
+
+#: DataStax's consistency of a table's writes when PROPERTIES do not set one (TableConfig.java's
+#: consistencyLevel default); it is set on every statement (CassandraSinkTask.java), so the Java
+#: driver's own default (connect.cassandra.driver.basic.request.consistency) never applies.
+STREAM_REACTOR_10_CONSISTENCY = "LOCAL_ONE"
+#: Properties 10.x passes on that scylla-persister cannot honour, and what to do instead.
+_REFUSED_10 = {
+    "query": "a CQL statement of its own per table (DataStax's query); scylla-persister writes an INSERT of the "
+    "SELECT's columns only: map each field with SELECT <field> AS <column>, and run any other CQL (UPDATE, "
+    "counters, conditional writes) outside Fluxgate",
+    "mapping": "replaces the SELECT's mapping (DataStax's mapping); write it as SELECT <field> AS <column>",
+}
+_CODEC = "codec."
+_CODEC_REFUSAL = (
+    "DataStax's string-to-temporal conversion option (TopicConfig.java); scylla-persister has none: remove it "
+    "and send timestamps as epoch milliseconds or ISO 8601 text"
+)
+#: Record metadata a 10.x SELECT may name (_key.x and _header.x are the key's and a header's;
+#: _value.x is the value's x: CassandraSettings.scala, getTopicMappings).
+_KEY, _HEADER, _VALUE = "_key", "_header", "_value"
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """What a 10.x statement's PROPERTIES set, as TableConfig.java reads them."""
+
+    ttl: int | None = None  # seconds; None: no TTL (DataStax's -1, and 0)
+    consistency: str = STREAM_REACTOR_10_CONSISTENCY
+    consistency_given: bool = False
+    null_to_unset: bool = True
+    deletes_enabled: bool = True
+
+
+def stream_reactor_10_options(statement: Statement) -> TableOptions:
+    """The PROPERTIES of a statement for Stream-Reactor 10.x; a KcqlError lists every one refused.
+
+    Property names are exact, as DataStax's ConfigDef keys are. ``event.time.field`` is ours (10.x
+    passes it on and DataStax ignores it); other keys DataStax ignores too."""
+    from fluxgate_scylla_persister.settings import Consistency  # settings imports this module
+
+    levels = get_args(Consistency)
+    errors: list[str] = []
+    props = statement.properties
+    if statement.ttl is not None:  # CassandraSettings.scala reads PROPERTIES, never Kcql.getTTL
+        errors.append(f"TTL={statement.ttl}: Stream-Reactor 10.x ignores KCQL's TTL clause: write PROPERTIES(ttl=...)")
+    options: dict[str, Any] = {}
+    if "ttl" in props:
+        try:
+            ttl = int(props["ttl"].strip())
+        except ValueError:
+            ttl = -2
+        if ttl < -1:
+            errors.append(f"ttl={props['ttl']}: an integer of at least -1 (-1: no TTL)")
+        options["ttl"] = ttl if ttl > 0 else None
+    # TableConfig.java: TimeUnit.valueOf(ttlTimeUnit), SECONDS by default, scales ttl (convertTtlToSeconds).
+    if props.get("ttlTimeUnit", "SECONDS") != "SECONDS":
+        errors.append(
+            f"ttlTimeUnit={props['ttlTimeUnit']}: scylla-persister takes ttl in SECONDS only: give ttl in seconds"
+        )
+    if "consistencyLevel" in props:
+        level = props["consistencyLevel"].upper()
+        if level not in levels:  # SERIAL and LOCAL_SERIAL are for conditional writes only
+            errors.append(f"consistencyLevel={props['consistencyLevel']}: one of {', '.join(levels)}")
+        options |= {"consistency": level, "consistency_given": True}
+    for key, option in (("nullToUnset", "null_to_unset"), ("deletesEnabled", "deletes_enabled")):
+        if key in props:  # Kafka's ConfigDef BOOLEAN: true or false, any case, trimmed
+            value = props[key].strip().lower()
+            if value not in ("true", "false"):
+                errors.append(f"{key}={props[key]}: true or false")
+            options[option] = value == "true"
+    for key in props:
+        if key in _REFUSED_10:
+            errors.append(f"{key}: not supported: {_REFUSED_10[key]}")
+        elif key.startswith(_CODEC):
+            errors.append(f"{key}: not supported: {_CODEC_REFUSAL}")
+    if errors:
+        raise KcqlError(f"{statement.text}: PROPERTIES: " + "; ".join(errors))
+    return TableOptions(**options)
+
+
+def metadata_refusal(path: FieldPath) -> str | None:
+    """Why a 10.x SELECT entry naming record metadata cannot be written, or None for a value field.
+
+    10.x maps ``_key.x`` to DataStax's ``key.x`` (the record key's field x), ``_header.h`` to
+    ``header.h`` (header h's value) and ``_value.x`` to ``value.x``, the same as ``x``
+    (CassandraSettings.scala, getTopicMappings; the KCQL parser, io/lenses/kcql/Kcql.java, files
+    ``_key.``/``_header.`` entries as key and header fields). A bare ``_header`` fails its start;
+    a bare ``_key`` is a value field of that name there as here."""
+    if not path:
+        return None
+    head = path[0]
+    if head == _HEADER and len(path) == 1:
+        return "_header: Stream-Reactor 10.x refuses it too (a header is _header.<name>)"
+    if len(path) == 1 or head not in (_KEY, _HEADER, _VALUE):
+        return None
+    rest = ".".join(path[1:])
+    if head == _VALUE:
+        return f"{'.'.join(path)}: write {rest}: Stream-Reactor 10.x reads _value.{rest} as the value's {rest}"
+    what = "the record key's fields" if head == _KEY else "record headers"
+    return (
+        f"{'.'.join(path)}: scylla-persister writes the record value's fields only, not {what}: "
+        "have the producer put them in the value, or keep Stream-Reactor for this topic"
+    )
+
+
+def nested_warning(path: FieldPath, alias: str | None) -> str | None:
+    """What a nested SELECT entry (``a.b``) does on 10.x that it does not do here, or None.
+
+    Its column is the last name, ``b``, or the alias, as here (io/lenses/kcql/Field.java: a field's
+    alias is its name unless AS gives one; CassandraSettings.scala maps "b"="value.a.b"). But
+    DataStax's record has only the value's top-level fields (KeyValueRecord.java, StructData.java,
+    JsonData.java), so value.a.b is never among them and RecordMapper.ensureAllFieldsPresent fails
+    every record; scylla-persister writes the nested value instead."""
+    if len(path) < 2 or path[0] in (_KEY, _HEADER, _VALUE):
+        return None
+    dotted = ".".join(path)
+    return (
+        f"{dotted}: Stream-Reactor 10.x maps it to column {alias or path[-1]} as scylla-persister does, but its "
+        f"DataStax mapping reads top-level fields only and fails every record with 'Required field "
+        f"value.{dotted} ... was missing from record'; scylla-persister writes the nested value"
+    )

@@ -16,6 +16,7 @@ from fluxgate_scylla_persister.table import (
     TableName,
     json_insert_column,
     json_insert_row,
+    stream_reactor_10_options,
     table_name,
 )
 from fluxgate_sink.errors import KcqlError, SinkError
@@ -189,3 +190,101 @@ def test_stream_reactor_10_needs_a_keyspace_in_the_target_and_keeps_its_case() -
     for bad in ("ks.1table", "ks.t-1", "_ks.t", f"ks.{'t' * 49}"):
         with pytest.raises(KcqlError, match="letter, then letters, digits or _, 48 at most"):
             table_name(bad, "ks", SR10)
+
+
+def test_stream_reactor_10_names_a_nested_field_without_as_by_its_last_name() -> None:
+    # io/lenses/kcql/Field.java: a field's alias is its name (the last of a.b) unless AS gives one;
+    # CassandraSettings.scala maps "b"="value.a.b".
+    statement = one("INSERT INTO k.t SELECT id, a.b FROM x PROPERTIES(deletesEnabled=false)")
+    binder = RowBinder(NAME, ["id", "b"], statement, match=SR10)
+    binder.check_selected(statement, primary_key=("id",))
+    assert binder.values(sink_item(statement, {"id": "d1", "a": {"b": 2}})) == ["d1", 2]
+
+
+@pytest.mark.parametrize(
+    ("select", "named"),
+    [
+        ("id, _key.id AS k", r"_key\.id: scylla-persister writes the record value's fields only"),
+        ("id, _header.h", r"_header\.h: .*not record headers"),
+        ("id, _value.v", r"_value\.v: write v: Stream-Reactor 10\.x reads _value\.v as the value's v"),
+        ("id, _header", r"_header: Stream-Reactor 10\.x refuses it too"),
+    ],
+)
+def test_stream_reactor_10_refuses_key_header_and_value_fields_at_start(select: str, named: str) -> None:
+    # CassandraSettings.scala (getTopicMappings): _key.x is DataStax's key.x, _header.h header.h, _value.x value.x.
+    statement = one(f"INSERT INTO k.t SELECT {select} FROM x")
+    binder = RowBinder(NAME, ["id", "k", "h", "v", "_header", "other"], statement, match=SR10)
+    with pytest.raises(KcqlError, match=named):
+        binder.check_selected(statement, primary_key=("id",))
+
+
+def test_stream_reactor_10_a_bare_key_is_a_value_field_there_as_here() -> None:
+    statement = one("INSERT INTO k.t SELECT id, _key FROM x")
+    RowBinder(NAME, ["id", "_key", "other"], statement, match=SR10).check_selected(statement, primary_key=("id",))
+
+
+def test_stream_reactor_10_refuses_at_start_a_select_mapping_every_column_while_deletes_are_enabled() -> None:
+    # LifeCycleManager.java prepares a DELETE when deletesEnabled (default true) and every column is
+    # mapped; RecordMapper.isInsertUpdate runs it for a record whose non-key fields are all null.
+    statement = one("INSERT INTO k.t SELECT id, temp FROM x")
+    with pytest.raises(KcqlError, match=r"maps every column of k\.t.*PROPERTIES\(deletesEnabled=false\)"):
+        RowBinder(NAME, ["id", "temp"], statement, match=SR10).check_selected(statement, primary_key=("id",))
+    RowBinder(NAME, ["id", "temp", "unit"], statement, match=SR10).check_selected(statement, primary_key=("id",))
+    keys_only = ("id", "temp")  # isInsertUpdate: a table of key columns only is never deleted from
+    RowBinder(NAME, ["id", "temp"], statement, match=SR10).check_selected(statement, primary_key=keys_only)
+    off = one("INSERT INTO k.t SELECT id, temp FROM x PROPERTIES(deletesEnabled=FALSE)")
+    RowBinder(NAME, ["id", "temp"], off, match=SR10).check_selected(off, primary_key=("id",))
+
+
+def test_stream_reactor_10_null_to_unset_false_writes_a_null_field_as_null_and_leaves_unmapped_columns() -> None:
+    # TableConfig.java nullToUnset; RecordMapper.bindColumn binds the null then. Unmapped columns are
+    # not in DataStax's INSERT at all.
+    statement = one("INSERT INTO k.t SELECT deviceId, temp FROM x PROPERTIES(nullToUnset=false)")
+    binder = RowBinder(NAME, ["deviceId", "temp", "unit"], statement, match=SR10, default_value="UNSET")
+    assert binder.values(sink_item(statement, {"deviceId": "d1", "temp": None})) == ["d1", None, UNSET_VALUE]
+
+
+@pytest.mark.parametrize(
+    ("props", "ttl"),
+    [("", None), ("PROPERTIES(ttl=3600)", 3600), ("PROPERTIES(ttl=-1)", None), ("PROPERTIES(ttl=0)", None)],
+)
+def test_stream_reactor_10_takes_the_ttl_from_properties(props: str, ttl: int | None) -> None:
+    # TableConfig.java: ttl, -1 (none) by default, in ttlTimeUnit (SECONDS); LifeCycleManager.appendTtl.
+    statement = one(f"INSERT INTO k.t SELECT a FROM x {props}")
+    assert stream_reactor_10_options(statement).ttl == ttl
+    assert RowBinder(NAME, ["a", "b"], statement, match=SR10).options.ttl == ttl
+
+
+def test_stream_reactor_10_refuses_properties_it_cannot_honour_all_at_once() -> None:
+    statement = one("INSERT INTO k.t SELECT a FROM x PROPERTIES(query='UPDATE k.t SET b=1', consistencyLevel=SERIAL)")
+    with pytest.raises(KcqlError, match=r"consistencyLevel=SERIAL: one of .*; query: not supported"):
+        RowBinder(NAME, ["a", "b"], statement, match=SR10)
+    RowBinder(NAME, ["a", "b"], statement)  # fluxgate matching reads no such properties
+
+
+class _Prepared:
+    def __init__(self, cql: str) -> None:
+        self.cql = cql
+
+
+def _sink_writer(kcql: str, consistency: str = "LOCAL_ONE") -> Any:
+    from fluxgate_scylla_persister.sink import ScyllaSink
+    from fluxgate_scylla_persister.table import Layout
+
+    settings = ConnectionSettings(column_match=SR10, consistency=consistency)  # type: ignore[arg-type]
+    sink = ScyllaSink(settings, cluster=object())  # type: ignore[arg-type]
+    layout = Layout(NAME, {"id": "text", "temp": "double", "unit": "text"}, ("id",), ())
+    sink._existing = lambda name: layout  # type: ignore[method-assign]
+    sink._ddl = lambda cql, name, prepare=False: _Prepared(cql)  # type: ignore[method-assign]
+    return sink._writer(one(kcql), NAME)
+
+
+def test_stream_reactor_10_insert_carries_the_properties_ttl() -> None:
+    writer = _sink_writer("INSERT INTO k.t SELECT id, temp FROM x PROPERTIES(ttl=60)")
+    assert writer.prepared.cql.endswith("USING TTL 60")
+
+
+def test_stream_reactor_10_refuses_a_consistency_level_other_than_the_persisters() -> None:
+    with pytest.raises(KcqlError, match=r"consistencyLevel=QUORUM.*CONSISTENCY=LOCAL_ONE: set it to QUORUM"):
+        _sink_writer("INSERT INTO k.t SELECT id, temp FROM x PROPERTIES(consistencyLevel=quorum)")
+    _sink_writer("INSERT INTO k.t SELECT id, temp FROM x PROPERTIES(consistencyLevel=quorum)", consistency="QUORUM")
