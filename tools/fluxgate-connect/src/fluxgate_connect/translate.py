@@ -283,7 +283,8 @@ def _cassandra_10_kcql(result: Translation, config: Mapping[str, str]) -> list[s
             result.notes.append(
                 f"KCQL {statement.target}: deletesEnabled (true unless PROPERTIES set it false): if the SELECT maps "
                 "every column of the table, 10.x deletes a row whose record has only null non-key fields; "
-                "scylla-persister never deletes and refuses to start then (set PROPERTIES(deletesEnabled=false))"
+                "scylla-persister never deletes: it dead-letters such a record with that reason (set "
+                "PROPERTIES(deletesEnabled=false) to write its key alone, as 10.x then does)"
             )
     if len(set(levels.values())) > 1:
         listed = ", ".join(f"{level} ({text})" for text, level in levels.items())

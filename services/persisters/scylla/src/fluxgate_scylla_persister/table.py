@@ -242,6 +242,7 @@ class RowBinder:
         # TableConfig.java, nullToUnset, default true; the connector sets UNSET for it), unless
         # PROPERTIES(nullToUnset=false) (RecordMapper.java's bindColumn then binds the null).
         self.options = stream_reactor_10_options(statement) if match == "stream-reactor-10" else TableOptions()
+        self._deletes_on: tuple[str, ...] = ()  # non-key columns whose all-null a 10.x DELETE follows
         self._null_unset = default_value == "UNSET" and (
             (match == "stream-reactor-10" and self.options.null_to_unset) or (self._upsert and match == "fluxgate")
         )
@@ -258,6 +259,13 @@ class RowBinder:
         document = self.row(item)
         if not self.known.issuperset(document):
             raise SinkError(self._why_not(set(document) - self.known))
+        if self._deletes_on and all(document.get(c) is None for c in self._deletes_on):
+            raise SinkError(
+                f"{self.name}: every non-key field is null, and Stream-Reactor 10.x (deletesEnabled, true by "
+                "default) deletes the row for such a record; scylla-persister never deletes: delete it yourself, "
+                "or set PROPERTIES(deletesEnabled=false) to write its key alone, as 10.x then does",
+                retriable=False,
+            )
         if self._day:
             document = {**document, DAY: item.event_time.date()}
         if self._null_unset:
@@ -298,15 +306,10 @@ class RowBinder:
         # DataStax prepares a DELETE when deletesEnabled (default true) and the mapping covers every
         # column (LifeCycleManager.java, prepareStatementsAsync, validateMappingColumns), and runs it
         # for a record whose non-key fields are all null (RecordMapper.java, isInsertUpdate; never for
-        # a table of key columns only).
+        # a table of key columns only). Only such a record differs here: values() dead-letters it.
         deletes = self.options.deletes_enabled and set(selected) >= self.known > frozenset(primary_key)
         if self.match == "stream-reactor-10" and deletes:
-            raise KcqlError(
-                f"{statement.text}: the SELECT maps every column of {self.name}, so Stream-Reactor 10.x "
-                "(deletesEnabled, true by default) deletes the row of a record whose non-key fields are all null; "
-                "scylla-persister never deletes: add PROPERTIES(deletesEnabled=false) to write such a record as "
-                "10.x then does (its key alone)"
-            )
+            self._deletes_on = tuple(c for c in self.columns if c not in primary_key and c != DAY)
 
     def _why_not(self, unknown: set[str]) -> str:
         # Without a reason of their own, fields are named together, in one sentence.

@@ -223,17 +223,32 @@ def test_stream_reactor_10_a_bare_key_is_a_value_field_there_as_here() -> None:
     RowBinder(NAME, ["id", "_key", "other"], statement, match=SR10).check_selected(statement, primary_key=("id",))
 
 
-def test_stream_reactor_10_refuses_at_start_a_select_mapping_every_column_while_deletes_are_enabled() -> None:
+def test_stream_reactor_10_dead_letters_a_record_it_would_delete_when_the_select_maps_every_column() -> None:
     # LifeCycleManager.java prepares a DELETE when deletesEnabled (default true) and every column is
     # mapped; RecordMapper.isInsertUpdate runs it for a record whose non-key fields are all null.
-    statement = one("INSERT INTO k.t SELECT id, temp FROM x")
-    with pytest.raises(KcqlError, match=r"maps every column of k\.t.*PROPERTIES\(deletesEnabled=false\)"):
-        RowBinder(NAME, ["id", "temp"], statement, match=SR10).check_selected(statement, primary_key=("id",))
-    RowBinder(NAME, ["id", "temp", "unit"], statement, match=SR10).check_selected(statement, primary_key=("id",))
-    keys_only = ("id", "temp")  # isInsertUpdate: a table of key columns only is never deleted from
-    RowBinder(NAME, ["id", "temp"], statement, match=SR10).check_selected(statement, primary_key=keys_only)
-    off = one("INSERT INTO k.t SELECT id, temp FROM x PROPERTIES(deletesEnabled=FALSE)")
-    RowBinder(NAME, ["id", "temp"], off, match=SR10).check_selected(off, primary_key=("id",))
+    statement = one("INSERT INTO k.t SELECT id, temp, unit FROM x")
+
+    def binder(columns: list[str], primary_key: tuple[str, ...], kcql: Statement = statement) -> RowBinder:
+        made = RowBinder(NAME, columns, kcql, match=SR10)
+        made.check_selected(kcql, primary_key=primary_key)
+        return made
+
+    full = binder(["id", "temp", "unit"], ("id",))
+    nulls = {"id": "d1", "temp": None, "unit": None}  # a field the SELECT names and the record lacks fails anyway
+    with pytest.raises(SinkError, match=r"every non-key field is null.*deletesEnabled=false") as refused:
+        full.values(sink_item(statement, nulls))
+    assert not refused.value.retriable
+    assert full.values(sink_item(statement, {**nulls, "temp": 1.0})) == ["d1", 1.0, UNSET_VALUE]
+    partial = binder(["id", "temp", "unit", "other"], ("id",))  # not every column mapped: no DELETE there
+    assert partial.values(sink_item(statement, nulls)) == ["d1", UNSET_VALUE, UNSET_VALUE, UNSET_VALUE]
+    keys_only = binder(["id", "temp", "unit"], ("id", "temp", "unit"))  # a table of key columns: never deleted
+    assert keys_only.values(sink_item(statement, nulls)) == ["d1", UNSET_VALUE, UNSET_VALUE]
+    off = one("INSERT INTO k.t SELECT id, temp, unit FROM x PROPERTIES(deletesEnabled=FALSE)")
+    assert binder(["id", "temp", "unit"], ("id",), off).values(sink_item(off, nulls)) == [
+        "d1",
+        UNSET_VALUE,
+        UNSET_VALUE,
+    ]
 
 
 def test_stream_reactor_10_null_to_unset_false_writes_a_null_field_as_null_and_leaves_unmapped_columns() -> None:
