@@ -6,6 +6,7 @@ default is the same: `ensure_up` reuses servers that are already up and ready).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,3 +140,25 @@ def images() -> str:
     result = subprocess.run([sys.executable, str(tool), "build"], capture_output=True, text=True, timeout=2400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return "0.1.0"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_cassandra_client_outlives_its_module() -> Iterator[None]:
+    """Fail the module that leaves a cassandra-driver Cluster connected, and close it.
+
+    A connected Cluster's event-loop thread draws from the ``random`` module whenever the server
+    announces a schema change (cluster.py, ``_delay_for_event_type``), and every test's CREATE or
+    DROP announces one to every client, the other worker's included. Hypothesis fails a property
+    test whose draw saw the global ``random`` state change ("Do not use the `random` module inside
+    strategies"), so a Cluster kept past its module made whichever property test ran later in the
+    same worker fail at random (a red CI on test_avro_fast_repeats.py)."""
+    yield
+    driver = sys.modules.get("cassandra.cluster")
+    if driver is None:
+        return
+    # Every connected Cluster is in this set until its shutdown() (the driver's atexit list).
+    alive = [cluster for cluster in list(driver._clusters_for_shutdown) if not cluster.is_shutdown]
+    for cluster in alive:
+        cluster.shutdown()
+    if alive:
+        pytest.fail(f"{len(alive)} cassandra-driver Cluster(s) still connected after the module: shut each down")

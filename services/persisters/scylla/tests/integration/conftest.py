@@ -32,7 +32,7 @@ def cassandra_address(request: pytest.FixtureRequest) -> tuple[str, int]:
         return endpoints.cassandra_host, endpoints.cassandra_port
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # closed with its module: see the root conftest
 def cql(cassandra_address: tuple[str, int]) -> Iterator[Session]:
     """A plain session for assertions, with the tests' keyspace."""
     cluster, session = connect(cassandra_address)
