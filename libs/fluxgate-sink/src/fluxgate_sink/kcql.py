@@ -18,12 +18,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from hashlib import sha256
 from types import MappingProxyType
 from typing import Any, Literal
 
 from lark import Token, Tree
 
+from fluxgate_core.consumed_record import RecordHeaders
 from fluxgate_core.kcql import (
     EVERYTHING,
     SINK,
@@ -37,14 +39,17 @@ from fluxgate_core.kcql import (
     unquote,
 )
 from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
-from fluxgate_sink.errors import FieldMissing
+from fluxgate_sink.errors import FieldMissing, KcqlError
 
 __all__ = [
     "DEFAULT_PK",
     "EVENT_TIME_FIELDS",
     "EVENT_TIME_PROPERTY",
     "HASHED_ID_PREFIX",
+    "HEADER_PREFIX",
+    "KEY_PREFIX",
     "MAX_ID_BYTES",
+    "VALUE_PREFIX",
     "FieldPath",
     "FieldRef",
     "Statement",
@@ -72,6 +77,14 @@ _ALWAYS_FITS = MAX_ID_BYTES // 4
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _FORMATS: dict[str, Format] = {"JSON": "JSON", "AVRO": "AVRO"}
+
+#: What a SELECT entry's first name says it reads, as Stream-Reactor's KCQL parser files it
+#: (io/lenses/kcql/Kcql.java, exitColumn_name: an entry starting ``_key.`` is a key field, one
+#: starting ``_header.`` a header field, any other a value field) and its 10.x Cassandra sink maps
+#: them (CassandraSettings.scala, getTopicMappings: ``_value.x`` is the value's x, ``_key.x`` the
+#: key's, ``_header.h`` header h). A bare ``_key``, ``_header`` or ``_value`` is a value field there.
+KEY_PREFIX, HEADER_PREFIX, VALUE_PREFIX = "_key", "_header", "_value"
+_VALUE, _KEY, _HEADER = 0, 1, 2  # where a SELECT entry reads (Statement._sources)
 
 
 @dataclass(frozen=True)
@@ -102,25 +115,53 @@ class Statement:
         """``SELECT *`` with nothing ignored: the document is the whole record."""
         return not self.ignore and self.fields == EVERYTHING
 
-    def project(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top."""
+    @cached_property
+    def reads_key(self) -> bool:
+        """Whether the SELECT names the record key's fields (``_key.<field>``, ``_key.*``)."""
+        return any(where == _KEY for _, where, _ in self._sources)
+
+    @cached_property
+    def reads_headers(self) -> bool:
+        """Whether the SELECT names a header (``_header.<name>``)."""
+        return any(where == _HEADER for _, where, _ in self._sources)
+
+    @cached_property
+    def _sources(self) -> tuple[tuple[FieldRef, int, FieldPath], ...]:
+        """Each SELECT entry, where it reads, and its path there (a header's: its name)."""
+        return tuple((ref, *_source(ref.path, ref.wildcard)) for ref in self.fields)
+
+    def project(self, record: Mapping[str, Any], key: Any = None, headers: RecordHeaders = ()) -> dict[str, Any]:
+        """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top.
+
+        ``key`` (the decoded record key) and ``headers`` are read only by the entries that name
+        them (``_key.<field>``, ``_header.<name>``): the router passes them only to a statement
+        whose :attr:`reads_key` or :attr:`reads_headers` says so."""
         if self.selects_everything:  # a copy; the router hands the record itself on (routing._Plan)
             return dict(record)
         ignored = frozenset(self.ignore)
         document: dict[str, Any] = {}
-        for ref in self.fields:
+        for ref, where, path in self._sources:
             if not ref.wildcard:
                 if ref.path not in ignored:
-                    document[ref.alias or ref.path[-1]] = _prune(lookup(record, ref.path), ref.path, ignored)
+                    if where == _VALUE:
+                        found = lookup(record, path)
+                    elif where == _KEY:
+                        found = _key_field(key, path, ref.path)
+                    else:
+                        found = _header(headers, path[0])
+                    document[ref.alias or ref.path[-1]] = _prune(found, ref.path, ignored)
                 continue
-            source = lookup(record, ref.path) if ref.path else record
+            if where == _KEY:
+                source = _key_field(key, path, ref.path) if path else _key_record(key, (*ref.path, "*"))
+            else:
+                source = lookup(record, path) if path else record
             if not isinstance(source, Mapping):
                 raise FieldMissing(
                     f"field {_dotted(ref.path)} is not a record, so {_dotted(ref.path)}.* selects nothing"
                 )
-            for key, value in source.items():
-                if (path := (*ref.path, key)) not in ignored:
-                    document[key] = _prune(value, path, ignored)
+            for name, value in source.items():
+                if (at := (*ref.path, name)) not in ignored:
+                    document[name] = _prune(value, at, ignored)
         return document
 
     def event_time_field(self, record: Mapping[str, Any]) -> str:
@@ -212,6 +253,55 @@ def lookup(record: Mapping[str, Any], path: FieldPath) -> Any:
     return value
 
 
+def _source(path: FieldPath, wildcard: bool) -> tuple[int, FieldPath]:
+    """Where a SELECT entry reads (value, key or headers) and its path there. ``_key.*`` (path
+    ``_key``, a wildcard) lifts the key's fields; a bare ``_key`` is a value field, as in Kcql.java."""
+    if len(path) <= (0 if wildcard else 1) or path[0] not in (KEY_PREFIX, HEADER_PREFIX, VALUE_PREFIX):
+        return _VALUE, path
+    if path[0] == KEY_PREFIX:
+        return _KEY, path[1:]
+    if path[0] == HEADER_PREFIX:
+        return _HEADER, (".".join(path[1:]),)  # a name may hold dots: _header.a.b is header "a.b"
+    return _VALUE, path[1:]
+
+
+def _key_record(key: Any, selected: FieldPath) -> Mapping[str, Any]:
+    if key is None:
+        raise FieldMissing(f"the record key is null, so {_dotted(selected)} selects nothing")
+    if not isinstance(key, Mapping):
+        raise FieldMissing(
+            f"the record key is one value ({type(key).__name__}), not a record, so {_dotted(selected)} selects "
+            "nothing (a record key with fields is JSON or Avro: set the sink's key format)"
+        )
+    return key
+
+
+def _key_field(key: Any, path: FieldPath, selected: FieldPath) -> Any:
+    """Field ``path`` of the decoded record key; FieldMissing (``selected`` named) if it has none."""
+    try:
+        return lookup(_key_record(key, selected), path)
+    except FieldMissing:
+        if not isinstance(key, Mapping):
+            raise
+        raise FieldMissing(f"field {_dotted(selected)} is missing: the record key has no {_dotted(path)}") from None
+
+
+def _header(headers: RecordHeaders, name: str) -> str | None:
+    """Header ``name``'s value as text, the last of that name (as ConsumedRecord.header and Kafka
+    Connect's Headers.lastWithName); None when it is null; FieldMissing when the record has none.
+
+    Why text: Kafka Connect hands a sink each header through its header converter, by default
+    SimpleHeaderConverter (apache/kafka, connect/api/.../storage/SimpleHeaderConverter.java,
+    toConnectHeader), which reads the bytes as UTF-8, a malformed sequence replaced by U+FFFD as
+    Java's ``new String(bytes, UTF_8)`` does (as formats.key_reader reads a string key). It then
+    infers a number, boolean, list or map from the text (Values.parseString); that we do not: the
+    value stays the text, which each store converts as it converts any text field."""
+    for header, value in reversed(headers):
+        if header == name:
+            return None if value is None else value.decode("utf-8", "replace")
+    raise FieldMissing(f"header {name} is missing")
+
+
 def _prune(value: Any, path: FieldPath, ignored: frozenset[FieldPath]) -> Any:
     """``value`` without the IGNOREd fields nested under ``path`` (a copy; the record is not touched)."""
     if not isinstance(value, Mapping) or not any(p[: len(path)] == path and len(p) > len(path) for p in ignored):
@@ -223,6 +313,10 @@ def _prune(value: Any, path: FieldPath, ignored: frozenset[FieldPath]) -> Any:
 
 
 def _statement(text: str, parsed: ParsedStatement) -> Statement:
+    for ref in parsed.fields:
+        if ref.wildcard and ref.path[:1] == (HEADER_PREFIX,):
+            # Kcql.java files `_header.*` as a header named "*"; no sink reads every header as fields.
+            raise KcqlError(f"{parsed.text}: SELECT {_dotted(ref.path)}.*: name each header, _header.<name>")
     values: dict[str, Any] = {}
     for keyword, clause in parsed.clauses.items():
         values.update(_clause(text, clause, keyword, parsed.fields))

@@ -68,7 +68,7 @@ class Router:
 
     @property
     def reads_keys(self) -> bool:
-        """Whether some statement's PK names the record key (``_key``)."""
+        """Whether some statement reads the record key (``PK _key``, ``SELECT _key.<field>``)."""
         return any(plan.read_key is not None for plans in self._plans.values() for plan in plans)
 
     def batch_size(self, topic: str, default: int) -> int:
@@ -99,9 +99,11 @@ class _Plan:
     whole: bool  # SELECT * without IGNORE: the document is the decoded record itself
     dated: bool  # the target's name depends on the event time (WITHINDEXSUFFIX)
     time_fields: tuple[str, ...]  # top-level fields that may hold the event time, in order
-    read_key: ReadKey | None  # only for a statement whose PK names the record key (_key)
+    read_key: ReadKey | None  # only for a statement whose PK or SELECT names the record key (_key)
     make_id: MakeId  # Fluxgate's ids or Stream-Reactor's (fluxgate_sink.ids)
     parse_string_keys: bool  # a string key parsed as JSON first (formats.json_first: Stream-Reactor's)
+    pk_key: bool = False  # the PK names the record key: the id is looked up in the value and _key
+    metadata: bool = False  # the SELECT names the key's fields or headers: projected with them
 
     @classmethod
     def of(
@@ -111,9 +113,12 @@ class _Plan:
         fields = EVENT_TIME_FIELDS if named is None else () if "." in named else (named,)
         by_key = any(path[0] == KEY_FIELD for path in statement.pk)
         dated = bool(statement.index_suffix)
-        reads_key = read_key if by_key else None
+        # Decided per statement: only one that names the key decodes it, only one that names a
+        # header reads the headers; the others cost nothing more than before.
+        reads_key = read_key if by_key or statement.reads_key else None
+        metadata = statement.reads_key or statement.reads_headers
         whole = statement.selects_everything
-        return cls(statement, keyed, whole, dated, fields, reads_key, make_id, parse_string_keys)
+        return cls(statement, keyed, whole, dated, fields, reads_key, make_id, parse_string_keys, by_key, metadata)
 
     def route_into(self, records: list[ConsumedRecord], routed: Routed) -> None:
         """:meth:`route`'s results sorted into ``routed``: when every record routes (the usual
@@ -152,22 +157,29 @@ class _Plan:
     def item(self, record: ConsumedRecord) -> SinkItem:
         statement, value = self.statement, record.record or {}
         event_time = self.event_time(record, value)
+        key = self.key(record) if self.read_key is not None else None
+        if self.whole:
+            document = value
+        elif self.metadata:
+            document = statement.project(value, key, record.headers)
+        else:
+            document = statement.project(value)
         return SinkItem(
             record,
             statement,
             statement.target_for(event_time) if self.dated else statement.target,
-            self.make_id(record, statement, self.with_key(record, value)) if self.keyed else "",
-            value if self.whole else statement.project(value),
+            self.make_id(record, statement, self.with_key(key, value)) if self.keyed else "",
+            document,
             event_time,
         )
 
-    def with_key(self, record: ConsumedRecord, value: dict[str, Any]) -> dict[str, Any]:
-        """What the PK is looked up in: the value, and the decoded key as ``_key`` when the PK names it
-        (Stream-Reactor's ``PK _key``: the record key is the document id)."""
-        if self.read_key is None:
-            return value
+    def key(self, record: ConsumedRecord) -> Any:
+        """The record key as the statement reads it; UndecodableKey (the record is dead-lettered,
+        as one whose value does not decode) when it does not decode in the sink's key format."""
         if record.transformed_key is not None:  # the sink's transforms read or replaced it
             key = record.transformed_key[0]
+        elif self.read_key is None:  # the statement does not read the key
+            return None
         else:
             try:
                 key = self.read_key(record.key)
@@ -175,6 +187,13 @@ class _Plan:
                 raise UndecodableKey(f"the record key does not decode: {exc}") from exc
         if self.parse_string_keys:  # after the transforms, as the sink sees the key they leave
             key = json_first(key)
+        return key
+
+    def with_key(self, key: Any, value: dict[str, Any]) -> dict[str, Any]:
+        """What the PK is looked up in: the value, and the decoded key as ``_key`` when the PK names it
+        (Stream-Reactor's ``PK _key``: the record key is the document id)."""
+        if not self.pk_key:
+            return value
         if isinstance(key, Mapping) and _WHOLE_KEY in self.statement.pk:
             # Stream-Reactor reads a key to a JSON node and a PK path into it (elastic7's
             # TransformAndExtractPK.scala, `_key` with PrimaryKeyExtractor.extract(keyNode, path.tail)):

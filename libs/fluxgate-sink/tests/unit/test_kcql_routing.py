@@ -8,6 +8,7 @@ import pytest
 from fluxgate_testing.sink.memory import aggregate, record
 
 from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_sink.errors import KcqlError
 from fluxgate_sink.formats import key_reader
 from fluxgate_sink.ids import stream_reactor_ids
 from fluxgate_sink.kcql import parse
@@ -215,3 +216,99 @@ def test_a_string_key_that_parses_to_a_record_is_refused_by_pk_key_as_stream_rea
     router = Router(parse("UPSERT INTO i SELECT * FROM t PK _key"), make_id=stream_reactor_ids(), string_keys="json")
     [refused] = router.route([keyed(b'{"site": 1}')]).undecodable
     assert "the record key is a record (fields site)" in str(refused.error)
+
+
+# ---- SELECT _key.<field>, _header.<name>, _value.<field>: record metadata, as Stream-Reactor names it ----
+# Kcql.java (exitColumn_name) files `_key.`/`_header.` entries as key and header fields; 10.x's Cassandra
+# sink maps them to the key's field and the header's value (CassandraSettings.scala, getTopicMappings).
+
+JSON_KEYS = key_reader("json", schemas_enable=False)
+METADATA = "INSERT INTO i SELECT _key.id AS device, _header.source AS src, temperature FROM t"
+
+
+def metadata_record(key: bytes | None, headers: object = (("source", b"gw-1"),), offset: int = 5) -> ConsumedRecord:
+    return record("t", 0, offset, aggregate("d1", 0, temperature=21.5))._replace(key=key, headers=headers)
+
+
+def test_select_reads_key_fields_and_headers_under_their_aliases() -> None:
+    routed = Router(parse(METADATA), read_key=JSON_KEYS).route([metadata_record(b'{"id": "dev-7"}')])
+    assert [item.document for item in routed.items] == [{"device": "dev-7", "src": "gw-1", "temperature": 21.5}]
+
+
+def test_without_an_alias_the_column_is_the_last_name_and_value_prefixed_fields_are_the_values() -> None:
+    kcql = "INSERT INTO i SELECT _key.site.id, _header.source, _value.temperature, _key.* FROM t"
+    [item] = Router(parse(kcql), read_key=JSON_KEYS).route([metadata_record(b'{"site": {"id": 3}, "n": 1}')]).items
+    assert item.document == {"id": 3, "source": "gw-1", "temperature": 21.5, "site": {"id": 3}, "n": 1}
+
+
+def test_the_last_header_of_a_name_is_read_and_a_null_header_is_null() -> None:
+    kcql = "INSERT INTO i SELECT _header.trace, _header.empty FROM t"
+    headers = (("trace", b"1"), ("empty", None), ("trace", b"2"))
+    [item] = Router(parse(kcql)).route([metadata_record(b"k", headers)]).items
+    assert item.document == {"trace": "2", "empty": None}
+
+
+def test_a_header_that_is_not_utf8_is_read_as_simple_header_converter_reads_it() -> None:
+    # SimpleHeaderConverter.toConnectHeader: new String(bytes, UTF_8), which replaces a malformed sequence.
+    [item] = (
+        Router(parse(METADATA), read_key=JSON_KEYS)
+        .route([metadata_record(b'{"id": 1}', (("source", b"\xffgw"),))])
+        .items
+    )
+    assert item.document["src"] == "\ufffdgw"
+
+
+def test_a_missing_header_or_key_field_is_unroutable_as_a_missing_value_field() -> None:
+    router = Router(parse(METADATA), read_key=JSON_KEYS)
+    records = [
+        metadata_record(b'{"id": "a"}', headers=(("other", b"x"),)),
+        metadata_record(b'{"site": 1}', offset=6),  # a key without the field
+        metadata_record(b'"text"', offset=7),  # a key of one value: it has no fields
+        metadata_record(None, offset=8),  # no key
+    ]
+    routed = router.route(records)
+    assert not routed.items and not routed.undecodable
+    assert [(u.source.offset, type(u.error).__name__) for u in routed.unroutable] == [
+        (5, "FieldMissing"), (6, "FieldMissing"), (7, "FieldMissing"), (8, "FieldMissing"),
+    ]  # fmt: skip
+    why = [str(u.error) for u in routed.unroutable]
+    assert why[0] == "header source is missing"
+    assert why[1] == "field _key.id is missing: the record key has no id"
+    assert "the record key is one value (str), not a record, so _key.id selects nothing" in why[2]
+    assert why[3] == "the record key is null, so _key.id selects nothing"
+
+
+def test_a_key_that_does_not_decode_is_dead_lettered_with_the_reason() -> None:
+    routed = Router(parse(METADATA), read_key=JSON_KEYS).route([metadata_record(b'{"id": ')])
+    [undecodable] = routed.undecodable
+    assert not routed.items and str(undecodable.error).startswith("the record key does not decode: not JSON")
+
+
+class Exploding(tuple):  # type: ignore[type-arg]
+    """Headers that fail when read: a statement that does not name a header never reads them."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("headers read")
+
+    def __reversed__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("headers read")
+
+
+def test_statements_that_name_no_key_field_or_header_read_neither() -> None:
+    reads: list[bytes | None] = []
+
+    def read(key: bytes | None) -> object:
+        reads.append(key)
+        return JSON_KEYS(key)
+
+    kcql = parse("INSERT INTO a SELECT temperature FROM t; INSERT INTO b SELECT _key.id FROM t")
+    router = Router(kcql, read_key=read)
+    routed = router.route([metadata_record(b'{"id": ', headers=Exploding())])  # a key that does not decode
+    assert [(i.statement.target, i.document) for i in routed.items] == [("a", {"temperature": 21.5})]
+    assert len(routed.undecodable) == 1 and reads == [b'{"id": ']  # read once, for b only
+    assert Router(kcql[:1], read_key=read).reads_keys is False and router.reads_keys is True
+
+
+def test_select_header_wildcard_is_refused() -> None:
+    with pytest.raises(KcqlError, match=r"_header\.\*: name each header"):
+        parse("INSERT INTO i SELECT _header.* FROM t")

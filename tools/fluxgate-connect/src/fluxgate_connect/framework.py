@@ -220,10 +220,11 @@ SINK_CONVERTERS: dict[str, Rule] = {
     "key.converter": Setting(
         ("sink.key_format",),
         key_format,
-        note="read only where a KCQL PK names _key (the record key as the id, as Stream-Reactor's PK _key): "
+        note="read only where a KCQL PK or SELECT names _key (the record key as the id, as Stream-Reactor's "
+        "PK _key; SELECT _key.<field> writes a field of it): "
         f"{STRING_CONVERTER} or ByteArrayConverter as UTF-8 text (the default), {JSON_CONVERTER} as JSON (see "
         f"key.converter.schemas.enable), {AVRO[0]} (or Apicurio's) through the registry (the schema under "
-        "<topic>-key): a string, int or long key is the id; a record key is read by its fields, PK _key.<field> "
+        "<topic>-key): a string, int or long key is the id; a record key is read by its fields, _key.<field> "
         "(PK _key itself dead-letters such a record, the reason naming it, where Stream-Reactor fails the record); "
         "a key that does not decode goes to the dead-letter topic with the reason",
     ),

@@ -248,9 +248,11 @@ def cassandra_10(result: Translation, config: Mapping[str, str]) -> list[str]:
 def _cassandra_10_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:
     """What the 10.x class's KCQL asks that scylla-persister must know at translate time.
 
-    Its SELECT may name the record key's fields and headers (``_key.x``, ``_header.h``), which
-    scylla-persister cannot write (refused, as at its start: table.metadata_refusal), and nested
-    fields, which 10.x's DataStax mapping fails on (a warning: table.nested_warning). Its
+    Its SELECT may name the record key's fields and headers (``_key.x``, ``_header.h``), which the
+    sink's projection reads as 10.x maps them (fluxgate_sink.kcql, Statement.project); what it still
+    cannot write (a bare ``_header`` or ``_value``) is refused, as at its start
+    (table.metadata_refusal); nested fields, which 10.x's DataStax mapping fails on, are warned
+    about (table.nested_warning). Its
     PROPERTIES become DataStax's table settings (CassandraSettings.scala, getExtraSettingsMappings;
     DataStax's TableConfig.java): ttl and nullToUnset the persister reads from the KCQL itself;
     query, mapping and codec.* are refused (table.stream_reactor_10_options); the consistency,

@@ -339,14 +339,21 @@ def _cassandra_10_kcql(kcql: str, **keys: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("select", "named"),
-    [("a, _key.id", r"_key\.id: .*the record key's fields"), ("a, _header.h AS h", r"_header\.h: .*record headers"),
-     ("a, _value.v", r"_value\.v: write v"), ("a, _header", r"_header: Stream-Reactor 10\.x refuses it too")],
+    [("a, _header", r"_header: Stream-Reactor 10\.x refuses it too"),
+     ("a, _value", r"_value: Stream-Reactor 10\.x writes the whole record value")],
 )  # fmt: skip
-def test_cassandra_10_refuses_key_header_and_value_prefixed_fields_naming_why(select: str, named: str) -> None:
-    # CassandraSettings.scala (getTopicMappings) maps _key.x to DataStax's key.x, _header.h to header.h and
-    # _value.x to value.x; scylla-persister writes value fields only.
+def test_cassandra_10_refuses_a_bare_header_or_value_naming_why(select: str, named: str) -> None:
+    # CassandraSettings.scala (getTopicMappings): a bare _header fails its start, a bare _value is "c"="value".
     with pytest.raises(ConnectError, match=named):
         translate(_cassandra_10_kcql(f"INSERT INTO ks.t SELECT {select} FROM t"))
+
+
+def test_cassandra_10_takes_key_header_and_value_prefixed_fields() -> None:
+    # CassandraSettings.scala (getTopicMappings) maps _key.x to DataStax's key.x, _header.h to header.h and
+    # _value.x to value.x; the sink's projection reads each (fluxgate_sink.kcql, Statement.project).
+    kcql = "INSERT INTO ks.t SELECT a, _key.id AS device, _header.source AS src, _value.v FROM t"
+    result = translate(_cassandra_10_kcql(kcql))
+    assert result.values["sink.kcql"] == kcql
 
 
 def test_cassandra_10_warns_that_its_mapping_fails_records_with_nested_fields() -> None:
@@ -399,3 +406,11 @@ def test_cassandra_10_properties_datastax_ignores_are_named_in_a_warning() -> No
     result = translate(_cassandra_10_kcql("INSERT INTO ks.t SELECT a FROM t PROPERTIES(ttl=60, colour=red)"))
     assert any("PROPERTIES colour" in w and "ignores it" in w for w in result.warnings)
     assert not any("PROPERTIES ttl" in w for w in result.warnings)
+
+
+def test_cassandra_10_warns_of_a_nested_key_field_as_of_a_nested_value_field() -> None:
+    # CassandraSettings.scala maps _key.a.b to key.a.b; DataStax's record holds the key's top-level fields only.
+    result = translate(_cassandra_10_kcql("INSERT INTO ks.t SELECT _key.a.b, _value.c.d, _header.e.f, g FROM t"))
+    nested = [w for w in result.warnings if "fails every record" in w]
+    assert len(nested) == 2
+    assert "'Required field key.a.b" in nested[0] and "'Required field value.c.d" in nested[1]

@@ -347,7 +347,7 @@ _CODEC_REFUSAL = (
     "and send timestamps as epoch milliseconds or ISO 8601 text"
 )
 #: Record metadata a 10.x SELECT may name (_key.x and _header.x are the key's and a header's;
-#: _value.x is the value's x: CassandraSettings.scala, getTopicMappings).
+#: _value.x is the value's x: CassandraSettings.scala, getTopicMappings); fluxgate_sink.kcql's too.
 _KEY, _HEADER, _VALUE = "_key", "_header", "_value"
 
 
@@ -410,28 +410,23 @@ def stream_reactor_10_options(statement: Statement) -> TableOptions:
 
 
 def metadata_refusal(path: FieldPath) -> str | None:
-    """Why a 10.x SELECT entry naming record metadata cannot be written, or None for a value field.
+    """Why a 10.x SELECT entry naming record metadata cannot be written, or None when it can.
 
     10.x maps ``_key.x`` to DataStax's ``key.x`` (the record key's field x), ``_header.h`` to
     ``header.h`` (header h's value) and ``_value.x`` to ``value.x``, the same as ``x``
     (CassandraSettings.scala, getTopicMappings; the KCQL parser, io/lenses/kcql/Kcql.java, files
-    ``_key.``/``_header.`` entries as key and header fields). A bare ``_header`` fails its start;
-    a bare ``_key`` is a value field of that name there as here."""
-    if not path:
-        return None
-    head = path[0]
-    if head == _HEADER and len(path) == 1:
+    ``_key.``/``_header.`` entries as key and header fields): the sink's projection reads them all
+    (fluxgate_sink.kcql, Statement.project). A bare ``_header`` fails 10.x's start; a bare ``_value``
+    is the whole value in one column there ("c"="value"), which a row of the value's fields cannot
+    be; a bare ``_key`` is a value field of that name there as here."""
+    if path == (_HEADER,):
         return "_header: Stream-Reactor 10.x refuses it too (a header is _header.<name>)"
-    if len(path) == 1 or head not in (_KEY, _HEADER, _VALUE):
-        return None
-    rest = ".".join(path[1:])
-    if head == _VALUE:
-        return f"{'.'.join(path)}: write {rest}: Stream-Reactor 10.x reads _value.{rest} as the value's {rest}"
-    what = "the record key's fields" if head == _KEY else "record headers"
-    return (
-        f"{'.'.join(path)}: scylla-persister writes the record value's fields only, not {what}: "
-        "have the producer put them in the value, or keep Stream-Reactor for this topic"
-    )
+    if path == (_VALUE,):
+        return (
+            "_value: Stream-Reactor 10.x writes the whole record value to that one column; scylla-persister "
+            "writes the value's fields to columns: name them (SELECT a, b AS c or _value.a)"
+        )
+    return None
 
 
 def nested_warning(path: FieldPath, alias: str | None) -> str | None:
@@ -439,14 +434,15 @@ def nested_warning(path: FieldPath, alias: str | None) -> str | None:
 
     Its column is the last name, ``b``, or the alias, as here (io/lenses/kcql/Field.java: a field's
     alias is its name unless AS gives one; CassandraSettings.scala maps "b"="value.a.b"). But
-    DataStax's record has only the value's top-level fields (KeyValueRecord.java, StructData.java,
+    DataStax's record has only the key's and the value's top-level fields (KeyValueRecord.java, StructData.java,
     JsonData.java), so value.a.b is never among them and RecordMapper.ensureAllFieldsPresent fails
     every record; scylla-persister writes the nested value instead."""
-    if len(path) < 2 or path[0] in (_KEY, _HEADER, _VALUE):
+    side, inner = ("key", path[1:]) if path[:1] == (_KEY,) else ("value", path[1:] if path[:1] == (_VALUE,) else path)
+    if len(inner) < 2 or path[0] == _HEADER:  # _header.a.b is the header named "a.b", not a nested field
         return None
     dotted = ".".join(path)
     return (
         f"{dotted}: Stream-Reactor 10.x maps it to column {alias or path[-1]} as scylla-persister does, but its "
         f"DataStax mapping reads top-level fields only and fails every record with 'Required field "
-        f"value.{dotted} ... was missing from record'; scylla-persister writes the nested value"
+        f"{side}.{'.'.join(inner)} ... was missing from record'; scylla-persister writes the nested value"
     )

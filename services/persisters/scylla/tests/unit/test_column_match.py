@@ -9,6 +9,7 @@ import pytest
 from cassandra.query import UNSET_VALUE
 from scylla_store import any_item
 
+from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.table import (
     ColumnMatch,
@@ -20,7 +21,9 @@ from fluxgate_scylla_persister.table import (
     table_name,
 )
 from fluxgate_sink.errors import KcqlError, SinkError
+from fluxgate_sink.formats import key_reader
 from fluxgate_sink.kcql import Statement, parse
+from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.sink import SinkItem
 
 NAME = TableName("k", "t")
@@ -204,18 +207,30 @@ def test_stream_reactor_10_names_a_nested_field_without_as_by_its_last_name() ->
 @pytest.mark.parametrize(
     ("select", "named"),
     [
-        ("id, _key.id AS k", r"_key\.id: scylla-persister writes the record value's fields only"),
-        ("id, _header.h", r"_header\.h: .*not record headers"),
-        ("id, _value.v", r"_value\.v: write v: Stream-Reactor 10\.x reads _value\.v as the value's v"),
         ("id, _header", r"_header: Stream-Reactor 10\.x refuses it too"),
+        ("id, _value", r"_value: Stream-Reactor 10\.x writes the whole record value to that one column"),
     ],
 )
-def test_stream_reactor_10_refuses_key_header_and_value_fields_at_start(select: str, named: str) -> None:
-    # CassandraSettings.scala (getTopicMappings): _key.x is DataStax's key.x, _header.h header.h, _value.x value.x.
+def test_stream_reactor_10_refuses_a_bare_header_or_value_at_start(select: str, named: str) -> None:
+    # CassandraSettings.scala (getTopicMappings): a bare _header fails its start; a bare _value maps "c"="value".
     statement = one(f"INSERT INTO k.t SELECT {select} FROM x")
-    binder = RowBinder(NAME, ["id", "k", "h", "v", "_header", "other"], statement, match=SR10)
+    binder = RowBinder(NAME, ["id", "_header", "_value", "other"], statement, match=SR10)
     with pytest.raises(KcqlError, match=named):
         binder.check_selected(statement, primary_key=("id",))
+
+
+def test_stream_reactor_10_writes_key_fields_headers_and_value_prefixed_fields() -> None:
+    # CassandraSettings.scala (getTopicMappings): _key.x is DataStax's key.x, _header.h header.h, _value.x value.x;
+    # each column named by AS or the last name (Field.java), as any field.
+    statement = one(
+        "INSERT INTO k.t SELECT id, _key.site AS k, _header.h, _value.v FROM x PROPERTIES(deletesEnabled=false)"
+    )
+    binder = RowBinder(NAME, ["id", "k", "h", "v"], statement, match=SR10)
+    binder.check_selected(statement, primary_key=("id",))
+    value = {"id": "d1", "v": 2, "event_time": EVENT_MS}
+    source = ConsumedRecord("x", 0, 0, b'{"site": "s1"}', b"", (("h", b"gw-1"),), EVENT_MS, value)
+    [item] = Router([statement], read_key=key_reader("json", schemas_enable=False)).route([source]).items
+    assert binder.values(item) == ["d1", "s1", "gw-1", 2]
 
 
 def test_stream_reactor_10_a_bare_key_is_a_value_field_there_as_here() -> None:
