@@ -350,10 +350,25 @@ def _check_kcql(result: Translation, config: Mapping[str, str]) -> list[str]:
         return [f"KCQL: {exc}"]
     result.topics = list(dict.fromkeys(statement.topic for statement in statements))
     result.notes += [_suffix_note(s.index_suffix) for s in statements if s.index_suffix and _java_only(s.index_suffix)]
+    if config.get("connector.class", "").strip() != CASSANDRA_10_CLASS:  # 10.x maps them: _cassandra_10_kcql
+        result.notes += [_metadata_note(s.text) for s in statements if s.reads_key or s.reads_headers]
     listed = [topic.strip() for topic in config.get("topics", "").split(",") if topic.strip()]
     if listed and set(listed) != set(result.topics):
         return [f"topics={','.join(listed)}: the KCQL reads {', '.join(result.topics)}: they must be the same"]
     return []
+
+
+def _metadata_note(text: str) -> str:
+    """What a SELECT naming the key's fields or headers writes here that Stream-Reactor did not.
+
+    Its Kcql.java files ``_key.``/``_header.`` entries apart from the value's fields, and its
+    Elastic and Hazelcast sinks project ``Kcql.getFields`` only (ElasticJsonWriter.scala;
+    KcqlSettings.scala's getFieldsMap for Hazelcast), so such an entry wrote nothing there."""
+    return (
+        f"KCQL {text}: its SELECT names the record key's fields or headers (_key.<field>, _header.<name>); "
+        "this Stream-Reactor sink projects the value's fields only and writes nothing for them; the persister "
+        "writes them (the key in the key.converter's format, a header as its UTF-8 text)"
+    )
 
 
 def _java_only(suffix: str) -> bool:

@@ -414,3 +414,15 @@ def test_cassandra_10_warns_of_a_nested_key_field_as_of_a_nested_value_field() -
     nested = [w for w in result.warnings if "fails every record" in w]
     assert len(nested) == 2
     assert "'Required field key.a.b" in nested[0] and "'Required field value.c.d" in nested[1]
+
+
+def test_key_and_header_fields_of_a_select_are_noted_where_stream_reactor_writes_nothing_for_them() -> None:
+    # Elastic's ElasticJsonWriter.scala projects Kcql.getFields, the value's fields only (Kcql.java files
+    # `_key.`/`_header.` entries apart): those entries write nothing there; the persister writes them.
+    config = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT _key.id AS device, t FROM t"}
+    [note] = [n for n in translate(config).notes if "_key.<field>" in n]
+    assert "INSERT INTO i SELECT _key.id AS device, t FROM t" in note and "writes nothing for them" in note
+    plain = {"connector.class": ES, "connect.elastic.kcql": "INSERT INTO i SELECT t FROM t"}
+    assert not [n for n in translate(plain).notes if "_key.<field>" in n]
+    assert not [n for n in translate(_cassandra_10_kcql("INSERT INTO ks.t SELECT a, _key.id FROM t")).notes
+                if "_key.<field>" in n]  # fmt: skip
