@@ -158,20 +158,15 @@ class _Plan:
         statement, value = self.statement, record.record or {}
         event_time = self.event_time(record, value)
         key = self.key(record) if self.read_key is not None else None
+        target = statement.target_for(event_time) if self.dated else statement.target
+        document_id = self.make_id(record, statement, self.with_key(key, value)) if self.keyed else ""
         if self.whole:
             document = value
-        elif self.metadata:
+        elif self.metadata:  # the id first, as before: a PK error is reported before a SELECT's
             document = statement.project(value, key, record.headers)
         else:
             document = statement.project(value)
-        return SinkItem(
-            record,
-            statement,
-            statement.target_for(event_time) if self.dated else statement.target,
-            self.make_id(record, statement, self.with_key(key, value)) if self.keyed else "",
-            document,
-            event_time,
-        )
+        return SinkItem(record, statement, target, document_id, document, event_time)
 
     def key(self, record: ConsumedRecord) -> Any:
         """The record key as the statement reads it; UndecodableKey (the record is dead-lettered,
