@@ -16,7 +16,8 @@ for schemas it does not cover (aliases, recursive types, logical types other tha
 timestamps, arrays of nulls), and the generated code raises :class:`Fallback` wherever
 fastavro would raise or where a value takes a path it does not cover (a union branch past
 63, an over-long varint, anything truncated), so that the caller decodes that record with
-fastavro and the result or the error is always fastavro's.
+fastavro and the result or the error is always fastavro's. One exception: a block count past
+the bytes left raises :class:`Refused`, never handed to fastavro, which loops through it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ _PRIMITIVE = {"null", "boolean", "int", "long", "float", "double", "bytes", "str
 
 class Fallback(Exception):
     """The generated reader does not decode this record the way fastavro would: use fastavro."""
+
+
+class Refused(ValueError):
+    """A body no reader should be handed: a block count past the bytes left. fastavro reads such
+    a count item by item, and items that take no bytes (a fixed of size 0, a record of those)
+    never run out, so one damaged or hostile varint holds a decoder for as long as it says,
+    memory growing (a test's worker reached 18 GB). Java's Avro caps collections likewise
+    (SystemLimitException); any other count past the bytes left fails in fastavro anyway."""
 
 
 class _Unsupported(Exception):
@@ -71,6 +80,7 @@ _HELPERS: dict[str, Any] = {
     "_long": read_long,
     "_len": read_length,
     "_Fallback": Fallback,
+    "_Refused": Refused,
     "_copy": copy.deepcopy,
     **TIME_HELPERS,
 }
@@ -385,10 +395,9 @@ class _Generator:
         self._emit(indent + 2, f"{count} = -{count}")
         self._emit(indent + 2, "b, p = _long(d, p)")  # the block's size in bytes, not needed
         # More items than bytes left (and more than a few thousand): a damaged count, which
-        # items of no bytes (empty records) would loop through for as long as it says; fastavro
-        # gives the verdict on such a body.
+        # items of no bytes would loop through for as long as it says, in fastavro too: refused.
         self._emit(indent + 1, f"if {count} > len(d) - p and {count} > 65536:")
-        self._emit(indent + 2, "raise _Fallback('a block count past the bytes left')")
+        self._emit(indent + 2, f"raise _Refused(f'a block of {{{count}}} items, past the {{len(d) - p}} bytes left')")
         self._emit(indent + 1, f"for _ in range({count}):")
         item(indent + 2)
 

@@ -22,7 +22,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from fluxgate_core.avro_fast import Unexpected, compile_record, zigzag
-from fluxgate_core.avro_read import Reader, compile_reader
+from fluxgate_core.avro_read import Reader, Refused, compile_reader
 from fluxgate_core.errors import RegistryError, SerializationError
 from fluxgate_core.settings import RegistrySettings
 
@@ -172,10 +172,15 @@ class AvroDecoder:
         self._clock = clock
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        compiled = self._compiled.get(data[: _HEADER.size])
+        header = data[: _HEADER.size]
+        if header not in self._compiled:  # a schema id's first record is the compiled reader's too
+            self._writer_schema(wire_schema_id(data))
+        compiled = self._compiled.get(header)
         if compiled is not None:
             try:
                 return compiled(data, _HEADER.size)
+            except Refused as exc:  # never handed to fastavro, which would loop through it
+                raise SerializationError(f"Avro body refused (schema id {wire_schema_id(data)}): {exc}") from exc
             except Exception:  # noqa: S110 - fastavro decodes it, or says precisely why not
                 pass
         record = self.read(data)
