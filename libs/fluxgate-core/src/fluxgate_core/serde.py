@@ -173,9 +173,11 @@ class AvroDecoder:
 
     def decode(self, data: bytes) -> dict[str, Any]:
         header = data[: _HEADER.size]
-        if header not in self._compiled:  # a schema id's first record is the compiled reader's too
+        try:
+            compiled = self._compiled[header]  # one lookup per record: this is every consumer's hot path
+        except KeyError:  # a schema id's first record is the compiled reader's too
             self._writer_schema(wire_schema_id(data))
-        compiled = self._compiled.get(header)
+            compiled = self._compiled.get(header)
         if compiled is not None:
             try:
                 return compiled(data, _HEADER.size)
