@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict, schema_tex
 from fluxgate_core.serde import AvroEncoder
 
 FLUXGATE = str(Path(sys.executable).with_name("fluxgate"))
+KEYSPACE = "fluxgate_connect"  # where tests of Cassandra sink configs make their tables
 DAY = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)  # the daily index is temperatures-2026.03.14
 
 
@@ -154,3 +155,24 @@ def documents(elasticsearch: str, index: str) -> dict[str, dict[str, Any]]:
     httpx.post(f"{elasticsearch}/{index}/_refresh")
     answer = httpx.get(f"{elasticsearch}/{index}/_search", params={"size": 100}).json()
     return {hit["_id"]: hit["_source"] for hit in answer.get("hits", {}).get("hits", [])}
+
+
+@contextlib.contextmanager
+def cql_table(cassandra: tuple[str, int], table: str, columns: str) -> Iterator[Any]:
+    """A session on the stack's Cassandra with table ``KEYSPACE.table`` made (``columns``: its
+    CQL columns and key), dropped and the session closed after."""
+    from cassandra.cluster import Cluster
+
+    host, port = cassandra
+    cluster = Cluster([host], port=port)
+    try:
+        session = cluster.connect()
+        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} "
+                        "WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")  # fmt: skip
+        session.execute(f"CREATE TABLE {KEYSPACE}.{table} ({columns})")
+        try:
+            yield session
+        finally:
+            session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{table}")
+    finally:
+        cluster.shutdown()

@@ -258,7 +258,7 @@ def _cassandra_10_kcql(result: Translation, config: Mapping[str, str]) -> list[s
     query, mapping and codec.* are refused (table.stream_reactor_10_options); the consistency,
     LOCAL_ONE unless consistencyLevel says otherwise, is set on each statement
     (CassandraSinkTask.java), overriding the driver's default, so it becomes scylla.consistency;
-    and deletesEnabled, true unless set, is checked by the persister against the table's columns."""
+    and deletesEnabled, true unless set, makes the persister delete rows as 10.x does (table.RowBinder.deleted)."""
     try:
         statements = parse(result.values.get("sink.kcql", ""))
     except KcqlError:
@@ -284,9 +284,9 @@ def _cassandra_10_kcql(result: Translation, config: Mapping[str, str]) -> list[s
         if options.deletes_enabled:
             result.notes.append(
                 f"KCQL {statement.target}: deletesEnabled (true unless PROPERTIES set it false): if the SELECT maps "
-                "every column of the table, 10.x deletes a row whose record has only null non-key fields; "
-                "scylla-persister never deletes: it dead-letters such a record with that reason (set "
-                "PROPERTIES(deletesEnabled=false) to write its key alone, as 10.x then does)"
+                "every column of the table, a record with only null non-key fields deletes its row, as 10.x "
+                "does, timed by the record (10.x's DELETE is timed when it runs); "
+                "PROPERTIES(deletesEnabled=false) writes its key alone instead"
             )
     if len(set(levels.values())) > 1:
         listed = ", ".join(f"{level} ({text})" for text, level in levels.items())

@@ -15,14 +15,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from connect_runs import committed, lines, run_until
+from connect_runs import KEYSPACE, committed, cql_table, lines, run_until
 from fluxgate_testing import consume, unique_topic
 
 from fluxgate_core import deadletter as dlq
 
 pytestmark = pytest.mark.integration
-
-KEYSPACE = "fluxgate_connect"
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes, dict[str, Any], bytes]]) -> None:
@@ -36,8 +34,6 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, dict[str, Any
 def test_a_key_field_and_a_header_reach_their_columns_and_bad_keys_are_dead_lettered(
     stack: Any, cassandra: tuple[str, int], tmp_path: Path
 ) -> None:
-    from cassandra.cluster import Cluster
-
     run = uuid.uuid4().hex[:8]
     table, name = f"meta_{run}", f"connect-meta-{run}"
     topic = unique_topic("connect.meta", stack.bootstrap, partitions=1)
@@ -49,11 +45,6 @@ def test_a_key_field_and_a_header_reach_their_columns_and_bad_keys_are_dead_lett
     not_json = (b'{"id": ', {"temperature": 2.0}, b"mqtt")
     produce(stack.bootstrap, topic, [*good[:2], no_field, not_json, good[2], bad_header])
     host, port = cassandra
-    cluster = Cluster([host], port=port)
-    session = cluster.connect()
-    session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} "
-                    "WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")  # fmt: skip
-    session.execute(f"CREATE TABLE {KEYSPACE}.{table} (device text PRIMARY KEY, temperature double, src text)")
     path = tmp_path / "cassandra-meta.properties"
     path.write_text(lines(
         "# A 10.x Cassandra sink naming the key's field and a header, written for this test",
@@ -80,12 +71,9 @@ def test_a_key_field_and_a_header_reach_their_columns_and_bad_keys_are_dead_lett
     def done() -> bool:
         return len(rows()) >= 4 and committed(stack.bootstrap, f"connect-{name}", topic) == 6
 
-    try:
+    with cql_table(cassandra, table, "device text PRIMARY KEY, temperature double, src text") as session:
         run_until(path, "FLUXGATE_SCYLLA_", stack, done, "4 rows and a commit past all 6 records", 90)
         written = rows()
-    finally:
-        session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{table}")
-        cluster.shutdown()
     assert written == {
         **{f"d-{run}-{n}": (20.5 + n, f"mqtt-{n}") for n in range(3)},
         f"d-{run}-latin": (9.0, "caf\ufffd"),

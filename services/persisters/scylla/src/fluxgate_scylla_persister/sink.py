@@ -52,26 +52,38 @@ WriterFields = Callable[[int], Mapping[str, Any]]
 REQUESTS = Counter(
     "fluxgate_scylla_requests_total", "Requests sent: one row, or the rows of one partition as a batch", ["kind"]
 )
+DELETES = Counter(
+    "fluxgate_scylla_rows_deleted_total",
+    "Rows deleted: records whose non-key fields are all null, under Stream-Reactor 10.x's deletesEnabled",
+)
 #: Python's own refusals of a value for a column: binding it again can never help.
 BIND_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError)
 
 
 @dataclass(frozen=True)
 class Writer:
-    """The prepared INSERT of one statement's table, and how items become its values."""
+    """The prepared INSERT of one statement's table (and its DELETE, when records may delete
+    rows), and how items become their values."""
 
     prepared: PreparedStatement
     binder: RowBinder
     clustering: tuple[int, ...]  # positions of the clustering columns among the INSERT's values
+    delete: PreparedStatement | None = None
+    delete_clustering: tuple[int, ...] = ()  # and among the DELETE's
 
     def row_key(self, bound: Any) -> tuple[Any, Any]:
-        """(partition, row) of a bound INSERT: the table with the routing key, and the
+        """(partition, row) of a bound INSERT or DELETE: the table with the routing key, and the
         clustering values; already serialized, so this costs no encoding."""
         values = bound.values
-        return (self.binder.name, bound.routing_key), tuple(values[i] for i in self.clustering)
+        positions = self.delete_clustering if bound.prepared_statement is self.delete else self.clustering
+        return (self.binder.name, bound.routing_key), tuple(values[i] for i in positions)
 
     def bind(self, item: SinkItem) -> Any:
-        bound = self.prepared.bind(self.binder.values(item))
+        binder = self.binder
+        if self.delete is not None and binder.deleted(item):
+            bound = self.delete.bind(binder.key_values(item))
+        else:
+            bound = self.prepared.bind(binder.values(item))
         try:
             # Computed now, not inside the driver: a key component longer than a key may
             # be fails this item here, with a message that says so.
@@ -162,9 +174,14 @@ class ScyllaSink(Sink):
                     f"at FLUXGATE_SCYLLA_SCYLLA__CONSISTENCY={self._settings.consistency}: "
                     f"set it to {options.consistency}"
                 )
-        prepared = self._ddl(layout.insert_cql(ttl), name, prepare=True)
+        prepared = self._ddl(layout.insert_cql(ttl, timestamped=binder.timestamped), name, prepare=True)
         columns = list(layout.columns)
-        return Writer(prepared, binder, tuple(columns.index(c) for c in layout.clustering))
+        clustering = tuple(columns.index(c) for c in layout.clustering)
+        if not binder.deletes:
+            return Writer(prepared, binder, clustering)
+        delete = self._ddl(layout.delete_cql(), name, prepare=True)
+        after_key = 1 + len(layout.partition_key)  # the write time, then the partition key
+        return Writer(prepared, binder, clustering, delete, tuple(range(after_key, after_key + len(clustering))))
 
     def _columns(self, name: TableName) -> dict[str, str]:
         """The table's columns as the driver's schema metadata has them now (kept current by the
@@ -235,6 +252,7 @@ class ScyllaSink(Sink):
         bound: list[Any] = []
         positions: list[int] = []
         keys: list[tuple[Any, Any]] = []
+        deletes: list[bool] = []
         for index, item in enumerate(items):
             writer = self._writers[item.statement]
             try:
@@ -248,7 +266,10 @@ class ScyllaSink(Sink):
                 continue
             positions.append(index)
             keys.append(writer.row_key(bound[-1]))
+            deletes.append(bound[-1].prepared_statement is writer.delete)
         errors = await self._written(bound, keys)
+        if True in deletes:
+            DELETES.inc(sum(error is None for error, delete in zip(errors, deletes, strict=True) if delete))
         return outcome(items, dict(zip(positions, errors, strict=True)), failures)
 
     async def _written(self, bound: Sequence[Any], keys: Sequence[tuple[Any, Any]]) -> list[BaseException | None]:

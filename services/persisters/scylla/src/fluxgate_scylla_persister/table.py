@@ -93,11 +93,22 @@ class Layout:
         cql = f"CREATE TABLE IF NOT EXISTS {self.name} ({columns}, PRIMARY KEY (({partition}){clustering}))"
         return cql + (f" WITH CLUSTERING ORDER BY ({order})" if order else "")
 
-    def insert_cql(self, ttl: int | None) -> str:
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        return (*self.partition_key, *self.clustering)
+
+    def insert_cql(self, ttl: int | None, *, timestamped: bool = False) -> str:
+        """The INSERT of every column; ``timestamped``: its write time is a last bind marker."""
         names = ", ".join(protect_name(c) for c in self.columns)
         markers = ", ".join("?" for _ in self.columns)
-        using = f" USING TTL {ttl}" if ttl else ""
-        return f"INSERT INTO {self.name} ({names}) VALUES ({markers}){using}"  # noqa: S608 - names are quoted
+        using = [*(["TIMESTAMP ?"] if timestamped else []), *([f"TTL {ttl}"] if ttl else [])]
+        clause = f" USING {' AND '.join(using)}" if using else ""
+        return f"INSERT INTO {self.name} ({names}) VALUES ({markers}){clause}"  # noqa: S608 - names are quoted
+
+    def delete_cql(self) -> str:
+        """The DELETE of one row: its write time, then the primary key's columns, as bind markers."""
+        where = " AND ".join(f"{protect_name(c)} = ?" for c in self.primary_key)
+        return f"DELETE FROM {self.name} USING TIMESTAMP ? WHERE {where}"  # noqa: S608 - names are quoted
 
 
 def autocreate_layout(statement: Statement, name: TableName) -> Layout:
@@ -243,6 +254,12 @@ class RowBinder:
         # PROPERTIES(nullToUnset=false) (RecordMapper.java's bindColumn then binds the null).
         self.options = stream_reactor_10_options(statement) if match == "stream-reactor-10" else TableOptions()
         self._deletes_on: tuple[str, ...] = ()  # non-key columns whose all-null a 10.x DELETE follows
+        self.primary_key: tuple[str, ...] = ()  # the table's, as check_selected was given it
+        # Stream-Reactor 10.x writes every row at its record's timestamp (DataStax's
+        # LifeCycleManager.java, makeInsertStatement: USING TIMESTAMP :kafka_internal_timestamp;
+        # RecordMapper.java binds record.timestamp * 1000), so a replayed or reordered older record
+        # never overwrites a newer one. Our own services keep the driver's write time.
+        self.timestamped = match == "stream-reactor-10"
         self._null_unset = default_value == "UNSET" and (
             (match == "stream-reactor-10" and self.options.null_to_unset) or (self._upsert and match == "fluxgate")
         )
@@ -256,21 +273,36 @@ class RowBinder:
         return json_insert_row(item.document) if self.match == "stream-reactor" else item.document
 
     def values(self, item: SinkItem) -> list[Any]:
+        """The INSERT's values: every column's, then the write time when :attr:`timestamped`."""
+        document = self._document(item)
+        if self._null_unset:
+            values = [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
+        else:
+            values = [document.get(c, self._absent) for c in self.columns]
+        return [*values, write_time(item)] if self.timestamped else values
+
+    @property
+    def deletes(self) -> bool:
+        """Whether some records delete their row (:meth:`deleted`): a DELETE is to be prepared."""
+        return bool(self._deletes_on)
+
+    def deleted(self, item: SinkItem) -> bool:
+        """Whether ``item`` deletes its row instead of writing it: under Stream-Reactor 10.x's
+        deletesEnabled, a record whose non-key fields are all null (:meth:`check_selected`)."""
+        document = self.row(item)
+        return bool(self._deletes_on) and all(document.get(c) is None for c in self._deletes_on)
+
+    def key_values(self, item: SinkItem) -> list[Any]:
+        """The DELETE's values (:meth:`Layout.delete_cql`): the write time, then the primary key's."""
+        document = self._document(item)
+        return [write_time(item), *(document.get(c) for c in self.primary_key)]
+
+    def _document(self, item: SinkItem) -> Mapping[str, Any]:
+        """The item's row by column, ``day`` included; fails it for a field that is no column."""
         document = self.row(item)
         if not self.known.issuperset(document):
             raise SinkError(self._why_not(set(document) - self.known))
-        if self._deletes_on and all(document.get(c) is None for c in self._deletes_on):
-            raise SinkError(
-                f"{self.name}: every non-key field is null, and Stream-Reactor 10.x (deletesEnabled, true by "
-                "default) deletes the row for such a record; scylla-persister never deletes: delete it yourself, "
-                "or set PROPERTIES(deletesEnabled=false) to write its key alone, as 10.x then does",
-                retriable=False,
-            )
-        if self._day:
-            document = {**document, DAY: item.event_time.date()}
-        if self._null_unset:
-            return [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
-        return [document.get(c, self._absent) for c in self.columns]
+        return {**document, DAY: item.event_time.date()} if self._day else document
 
     def check_selected(self, statement: Statement, primary_key: Sequence[str] = ()) -> None:
         """Fail at start when an explicit SELECT names a field the table has no column for.
@@ -280,6 +312,7 @@ class RowBinder:
         wildcard writes nothing there (no mapping: DataStax's connector fails the config or every
         record); and DataStax's LifeCycleManager.validateMappingColumns wants every column of
         ``primary_key`` mapped."""
+        self.primary_key = tuple(primary_key)
         wildcard = any(ref.wildcard for ref in statement.fields)
         if wildcard and self.match == "stream-reactor-10":
             raise KcqlError(
@@ -306,7 +339,7 @@ class RowBinder:
         # DataStax prepares a DELETE when deletesEnabled (default true) and the mapping covers every
         # column (LifeCycleManager.java, prepareStatementsAsync, validateMappingColumns), and runs it
         # for a record whose non-key fields are all null (RecordMapper.java, isInsertUpdate; never for
-        # a table of key columns only). Only such a record differs here: values() dead-letters it.
+        # a table of key columns only): deleted() says which records.
         deletes = self.options.deletes_enabled and set(selected) >= self.known > frozenset(primary_key)
         if self.match == "stream-reactor-10" and deletes:
             self._deletes_on = tuple(c for c in self.columns if c not in primary_key and c != DAY)
@@ -316,6 +349,18 @@ class RowBinder:
         plain = {c for c in unknown if self.refused.get(c, plain_refusal(c, self.name)) == plain_refusal(c, self.name)}
         reasons = [plain_refusal(", ".join(sorted(plain)), self.name)] if plain else []
         return "; ".join(reasons + [self.refused[column] for column in sorted(unknown - plain)])
+
+
+def write_time(item: SinkItem) -> Any:
+    """A row's write time under Stream-Reactor 10.x: its record's timestamp in microseconds, as
+    DataStax binds it (RecordMapper.java: record.getTimestamp() * 1000); a record without one
+    (Kafka's -1) leaves it unset, so the write is timed as any other (DataStax binds none then).
+
+    Unlike DataStax, a DELETE is timed so too: DataStax's has no USING TIMESTAMP, so it is timed
+    when it runs, and a later record written during a backlog (its timestamp older than that
+    moment) would stay hidden behind the delete. Here the record order decides, both ways."""
+    timestamp = item.source.timestamp_ms
+    return timestamp * 1000 if timestamp >= 0 else UNSET_VALUE
 
 
 def plain_refusal(fields: str, name: TableName) -> str:

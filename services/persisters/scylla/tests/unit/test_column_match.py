@@ -13,6 +13,7 @@ from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.table import (
     ColumnMatch,
+    Layout,
     RowBinder,
     TableName,
     json_insert_column,
@@ -28,6 +29,7 @@ from fluxgate_sink.sink import SinkItem
 
 NAME = TableName("k", "t")
 EVENT_MS = 1_700_000_000_000
+EVENT_US = EVENT_MS * 1000  # a record's write time under Stream-Reactor 10.x
 
 
 def one(kcql: str) -> Statement:
@@ -46,7 +48,10 @@ def reading(**fields: Any) -> dict[str, Any]:
 def bound(kcql: str, columns: list[str], record: dict[str, Any], match: ColumnMatch) -> dict[str, Any]:
     statement = one(kcql)
     binder = RowBinder(NAME, columns, statement, match=match)
-    return dict(zip(columns, binder.values(sink_item(statement, record)), strict=True))
+    values = binder.values(sink_item(statement, record))
+    if match == "stream-reactor-10":  # its write time last: the record's timestamp in microseconds
+        assert values.pop() == EVENT_US
+    return dict(zip(columns, values, strict=True))
 
 
 @pytest.mark.parametrize(
@@ -181,7 +186,12 @@ def test_stream_reactor_10_writes_a_null_field_as_unset_whatever_the_mode() -> N
     # DataStax's TableConfig.java: nullToUnset, default true; the KCQL mode is not read.
     statement = one("INSERT INTO k.t SELECT deviceId, temp FROM x")
     binder = RowBinder(NAME, ["deviceId", "temp", "unit"], statement, match=SR10, default_value="UNSET")
-    assert binder.values(sink_item(statement, {"deviceId": "d1", "temp": None})) == ["d1", UNSET_VALUE, UNSET_VALUE]
+    assert binder.values(sink_item(statement, {"deviceId": "d1", "temp": None})) == [
+        "d1",
+        UNSET_VALUE,
+        UNSET_VALUE,
+        EVENT_US,
+    ]
 
 
 def test_stream_reactor_10_needs_a_keyspace_in_the_target_and_keeps_its_case() -> None:
@@ -201,7 +211,7 @@ def test_stream_reactor_10_names_a_nested_field_without_as_by_its_last_name() ->
     statement = one("INSERT INTO k.t SELECT id, a.b FROM x PROPERTIES(deletesEnabled=false)")
     binder = RowBinder(NAME, ["id", "b"], statement, match=SR10)
     binder.check_selected(statement, primary_key=("id",))
-    assert binder.values(sink_item(statement, {"id": "d1", "a": {"b": 2}})) == ["d1", 2]
+    assert binder.values(sink_item(statement, {"id": "d1", "a": {"b": 2}})) == ["d1", 2, EVENT_US]
 
 
 @pytest.mark.parametrize(
@@ -230,7 +240,7 @@ def test_stream_reactor_10_writes_key_fields_headers_and_value_prefixed_fields()
     value = {"id": "d1", "v": 2, "event_time": EVENT_MS}
     source = ConsumedRecord("x", 0, 0, b'{"site": "s1"}', b"", (("h", b"gw-1"),), EVENT_MS, value)
     [item] = Router([statement], read_key=key_reader("json", schemas_enable=False)).route([source]).items
-    assert binder.values(item) == ["d1", "s1", "gw-1", 2]
+    assert binder.values(item) == ["d1", "s1", "gw-1", 2, EVENT_US]
 
 
 def test_stream_reactor_10_a_bare_key_is_a_value_field_there_as_here() -> None:
@@ -238,7 +248,9 @@ def test_stream_reactor_10_a_bare_key_is_a_value_field_there_as_here() -> None:
     RowBinder(NAME, ["id", "_key", "other"], statement, match=SR10).check_selected(statement, primary_key=("id",))
 
 
-def test_stream_reactor_10_dead_letters_a_record_it_would_delete_when_the_select_maps_every_column() -> None:
+def test_stream_reactor_10_deletes_the_row_of_a_record_whose_non_key_fields_are_null_when_every_column_is_mapped() -> (
+    None
+):
     # LifeCycleManager.java prepares a DELETE when deletesEnabled (default true) and every column is
     # mapped; RecordMapper.isInsertUpdate runs it for a record whose non-key fields are all null.
     statement = one("INSERT INTO k.t SELECT id, temp, unit FROM x")
@@ -250,20 +262,40 @@ def test_stream_reactor_10_dead_letters_a_record_it_would_delete_when_the_select
 
     full = binder(["id", "temp", "unit"], ("id",))
     nulls = {"id": "d1", "temp": None, "unit": None}  # a field the SELECT names and the record lacks fails anyway
-    with pytest.raises(SinkError, match=r"every non-key field is null.*deletesEnabled=false") as refused:
-        full.values(sink_item(statement, nulls))
-    assert not refused.value.retriable
-    assert full.values(sink_item(statement, {**nulls, "temp": 1.0})) == ["d1", 1.0, UNSET_VALUE]
+    assert full.deletes
+    assert full.deleted(sink_item(statement, nulls))
+    assert full.key_values(sink_item(statement, nulls)) == [EVENT_US, "d1"]  # DELETE ... USING TIMESTAMP ? WHERE id = ?
+    written = sink_item(statement, {**nulls, "temp": 1.0})
+    assert not full.deleted(written)
+    assert full.values(written) == ["d1", 1.0, UNSET_VALUE, EVENT_US]
     partial = binder(["id", "temp", "unit", "other"], ("id",))  # not every column mapped: no DELETE there
-    assert partial.values(sink_item(statement, nulls)) == ["d1", UNSET_VALUE, UNSET_VALUE, UNSET_VALUE]
+    assert not partial.deletes
+    assert not partial.deleted(sink_item(statement, nulls))
+    assert partial.values(sink_item(statement, nulls)) == ["d1", UNSET_VALUE, UNSET_VALUE, UNSET_VALUE, EVENT_US]
     keys_only = binder(["id", "temp", "unit"], ("id", "temp", "unit"))  # a table of key columns: never deleted
-    assert keys_only.values(sink_item(statement, nulls)) == ["d1", UNSET_VALUE, UNSET_VALUE]
+    assert not keys_only.deletes
     off = one("INSERT INTO k.t SELECT id, temp, unit FROM x PROPERTIES(deletesEnabled=FALSE)")
-    assert binder(["id", "temp", "unit"], ("id",), off).values(sink_item(off, nulls)) == [
+    assert not binder(["id", "temp", "unit"], ("id",), off).deletes
+
+
+def test_stream_reactor_10_times_a_write_by_its_record_and_leaves_one_without_a_timestamp_unset() -> None:
+    # RecordMapper.java binds record.getTimestamp() * 1000 when the record has one, nothing otherwise.
+    statement = one("INSERT INTO k.t SELECT id, temp FROM x")
+    binder = RowBinder(NAME, ["id", "temp"], statement, match=SR10)
+    untimed = any_item(statement, {"id": "d1", "temp": 1.0}, timestamp_ms=-1)
+    assert binder.values(untimed) == ["d1", 1.0, UNSET_VALUE]
+    assert RowBinder(NAME, ["id", "temp"], statement).values(sink_item(statement, {"id": "d1", "temp": 1.0})) == [
         "d1",
-        UNSET_VALUE,
-        UNSET_VALUE,
-    ]
+        1.0,
+    ]  # our services: the driver's write time
+
+
+def test_layout_writes_the_insert_and_delete_of_a_timed_table() -> None:
+    layout = Layout(NAME, {"id": "text", "at": "timestamp", "v": "int"}, ("id",), ("at",))
+    assert layout.insert_cql(None, timestamped=True) == "INSERT INTO k.t (id, at, v) VALUES (?, ?, ?) USING TIMESTAMP ?"
+    assert layout.insert_cql(60, timestamped=True).endswith("USING TIMESTAMP ? AND TTL 60")
+    assert layout.insert_cql(60).endswith("VALUES (?, ?, ?) USING TTL 60")
+    assert layout.delete_cql() == "DELETE FROM k.t USING TIMESTAMP ? WHERE id = ? AND at = ?"
 
 
 def test_stream_reactor_10_null_to_unset_false_writes_a_null_field_as_null_and_leaves_unmapped_columns() -> None:
@@ -271,7 +303,7 @@ def test_stream_reactor_10_null_to_unset_false_writes_a_null_field_as_null_and_l
     # not in DataStax's INSERT at all.
     statement = one("INSERT INTO k.t SELECT deviceId, temp FROM x PROPERTIES(nullToUnset=false)")
     binder = RowBinder(NAME, ["deviceId", "temp", "unit"], statement, match=SR10, default_value="UNSET")
-    assert binder.values(sink_item(statement, {"deviceId": "d1", "temp": None})) == ["d1", None, UNSET_VALUE]
+    assert binder.values(sink_item(statement, {"deviceId": "d1", "temp": None})) == ["d1", None, UNSET_VALUE, EVENT_US]
 
 
 @pytest.mark.parametrize(
@@ -311,7 +343,7 @@ def _sink_writer(kcql: str, consistency: str = "LOCAL_ONE") -> Any:
 
 def test_stream_reactor_10_insert_carries_the_properties_ttl() -> None:
     writer = _sink_writer("INSERT INTO k.t SELECT id, temp FROM x PROPERTIES(ttl=60)")
-    assert writer.prepared.cql.endswith("USING TTL 60")
+    assert writer.prepared.cql.endswith("USING TIMESTAMP ? AND TTL 60")
 
 
 def test_stream_reactor_10_refuses_a_consistency_level_other_than_the_persisters() -> None:
