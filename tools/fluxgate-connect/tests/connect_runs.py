@@ -176,3 +176,20 @@ def cql_table(cassandra: tuple[str, int], table: str, columns: str) -> Iterator[
             session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{table}")
     finally:
         cluster.shutdown()
+
+
+def cassandra_10_config(path: Path, name: str, topic: str, kcql: str, cassandra: tuple[str, int], *more: str) -> Path:
+    """A Stream-Reactor 10.x Cassandra sink config at ``path``, written for a test: its name,
+    topic, KCQL and the stack's Cassandra, then ``more`` lines (converters, error keys)."""
+    host, port = cassandra
+    path.write_text(lines(
+        "# A Stream-Reactor 10.x Cassandra sink, written for a test",
+        f"name={name}",
+        "connector.class=io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",
+        f"topics={topic}",
+        f"connect.cassandra.kcql={kcql}",
+        f"connect.cassandra.contact.points={host}",
+        f"connect.cassandra.port={port}",
+        *more,
+    ))  # fmt: skip
+    return path

@@ -130,13 +130,19 @@ class Statement:
         """Each SELECT entry, where it reads, and its path there (a header's: its name)."""
         return tuple((ref, *_source(ref.path, ref.wildcard)) for ref in self.fields)
 
-    def project(self, record: Mapping[str, Any], key: Any = None, headers: RecordHeaders = ()) -> dict[str, Any]:
+    def project(self, record: Mapping[str, Any] | None, key: Any = None, headers: RecordHeaders = ()) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top.
 
         ``key`` (the decoded record key) and ``headers`` are read only by the entries that name
         them (``_key.<field>``, ``_header.<name>``): the router passes them only to a statement
-        whose :attr:`reads_key` or :attr:`reads_headers` says so."""
-        if self.selects_everything:  # a copy; the router hands the record itself on (routing._Plan)
+        whose :attr:`reads_key` or :attr:`reads_headers` says so. A ``record`` of None is a
+        tombstone's: each value field the SELECT names is null, and ``*`` selects none, as
+        DataStax's connector reads a record without a value (KeyValueRecord: the key's fields
+        and the headers only)."""
+        tombstone = record is None
+        if record is None:
+            record = {}
+        elif self.selects_everything:  # a copy; the router hands the record itself on (routing._Plan)
             return dict(record)
         ignored = frozenset(self.ignore)
         document: dict[str, Any] = {}
@@ -144,7 +150,7 @@ class Statement:
             if not ref.wildcard:
                 if ref.path not in ignored:
                     if where == _VALUE:
-                        found = lookup(record, path)
+                        found = None if tombstone else lookup(record, path)
                     elif where == _KEY:
                         found = _key_field(key, path, ref.path)
                     else:
@@ -153,6 +159,8 @@ class Statement:
                 continue
             if where == _KEY:
                 source = _key_field(key, path, ref.path) if path else _key_record(key, (*ref.path, "*"))
+            elif tombstone:
+                continue
             else:
                 source = lookup(record, path) if path else record
             if not isinstance(source, Mapping):

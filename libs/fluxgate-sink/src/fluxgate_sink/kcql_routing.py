@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from itertools import groupby, repeat
 from operator import attrgetter
 from typing import Any
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
-from fluxgate_sink.errors import FieldMissing, SinkError, UndecodableKey
+from fluxgate_sink.errors import FieldMissing, SinkError, TransformError, UndecodableKey
 from fluxgate_sink.formats import KEY_FIELD, StringKeys, json_first, key_reader
 from fluxgate_sink.ids import MakeId, fluxgate_id
 from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
@@ -47,8 +48,13 @@ class Router:
         read_key: ReadKey | None = None,
         make_id: MakeId = fluxgate_id,
         string_keys: StringKeys = "text",
+        tombstones: Callable[[Statement], bool] | None = None,
     ) -> None:
         self.statements = list(statements)
+        # Which statements take a tombstone (a null value) as an item whose value fields are all
+        # null (a delete, in Stream-Reactor 10.x's Cassandra sink); asked only when one is met,
+        # since the sink may know only after its setup. Anywhere else it does not decode.
+        self._tombstones = tombstones
         read_key = read_key or key_reader("string", schemas_enable=False)
         # Decided once per statement, not per record: a statement without a PK whose store
         # never keys by the id (a ringbuffer, a queue) gets the Kafka coordinates, as a record
@@ -81,13 +87,19 @@ class Router:
         routed = Routed()
         for topic, run in groupby(records, attrgetter("topic")):  # a runner's batch: one partition, one run
             plans = self._plans.get(topic, ())
-            decoded = _decoded(run, routed.undecodable)
+            decoded = _decoded(run, routed.undecodable, partial(self._takes_tombstones, plans))
             if len(plans) == 1:
                 plans[0].route_into(decoded, routed)
             elif plans:  # several statements read the topic: record by record, as one statement would
                 for per_record in zip(*(plan.route(decoded) for plan in plans), strict=True):
                     _sort(per_record, routed)
         return routed
+
+    def _takes_tombstones(self, plans: Sequence[_Plan]) -> bool:
+        """Whether every statement of a topic takes its tombstones (one that does not would have
+        to dead-letter the record the others write: the record is dead-lettered whole, as before)."""
+        takes = self._tombstones
+        return bool(plans) and takes is not None and all(takes(plan.statement) for plan in plans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +150,8 @@ class _Plan:
         if not (self.whole and not self.dated and not self.keyed and self.time_fields and records):
             return None
         values = list(map(_value, records))
+        if None in values:  # a tombstone (_decoded): item() makes its document
+            return None
         times = list(map(dict.get, values, repeat(self.time_fields[0])))
         if set(map(type, times)) != {datetime} or set(map(id, map(_zone, times))) != {id(UTC)}:
             return None
@@ -155,12 +169,15 @@ class _Plan:
         return out
 
     def item(self, record: ConsumedRecord) -> SinkItem:
+        """The record's item; a record without a value is a tombstone :func:`_decoded` let through."""
         statement, value = self.statement, record.record or {}
         event_time = self.event_time(record, value)
         key = self.key(record) if self.read_key is not None else None
         target = statement.target_for(event_time) if self.dated else statement.target
         document_id = self.make_id(record, statement, self.with_key(key, value)) if self.keyed else ""
-        if self.whole:
+        if record.record is None:
+            document = statement.project(None, key, record.headers)
+        elif self.whole:
             document = value
         elif self.metadata:  # the id first, as before: a PK error is reported before a SELECT's
             document = statement.project(value, key, record.headers)
@@ -217,14 +234,25 @@ _zone = attrgetter("tzinfo")
 _value = attrgetter("record")  # None when the record did not decode
 
 
-def _decoded(records: Iterable[ConsumedRecord], undecodable: list[ConsumedRecord]) -> list[ConsumedRecord]:
+def _decoded(
+    records: Iterable[ConsumedRecord], undecodable: list[ConsumedRecord], tombstones: Callable[[], bool]
+) -> list[ConsumedRecord]:
+    """The records to route, in order; the others go to ``undecodable``. A tombstone is routed
+    when ``tombstones()`` says the topic's statements take them."""
     records = list(records)
     if None not in map(_value, records):  # the usual case: all decoded, checked in C
         return records
+    keep = any(map(is_tombstone, records)) and tombstones()
     decoded: list[ConsumedRecord] = []
     for record in records:
-        (decoded if record.record is not None else undecodable).append(record)
+        (decoded if record.record is not None or (keep and is_tombstone(record)) else undecodable).append(record)
     return decoded
+
+
+def is_tombstone(record: ConsumedRecord) -> bool:
+    """A record with a null (or empty) value that no transform failed on: the consumer hands a
+    null value over as ``b""``, which no converter reads as anything but null."""
+    return record.record is None and not record.value and not isinstance(record.error, TransformError)
 
 
 def _sort(routed_items: Iterable[SinkItem | Unroutable], routed: Routed) -> None:

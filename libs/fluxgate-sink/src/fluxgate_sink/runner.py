@@ -91,7 +91,12 @@ class SinkRunner:
         avro_keys = AvroKeys.of(registry) if settings.key_format == "avro" else None
         read_key = avro_keys.read if avro_keys else key_reader(settings.key_format, settings.key_schemas_enable)
         self._router = Router(
-            parse(settings.kcql), sink.needs_ids, read_key, settings.document_ids(), settings.string_keys
+            parse(settings.kcql),
+            sink.needs_ids,
+            read_key,
+            settings.document_ids(),
+            settings.string_keys,
+            sink.takes_tombstones,
         )
         # Their schemas are fetched before routing only where something reads the keys.
         self._avro_keys = avro_keys if avro_keys and (self._router.reads_keys or settings.transforms) else None

@@ -80,6 +80,12 @@ class Sink(ABC):
         empty."""
         return True
 
+    def takes_tombstones(self, statement: Statement) -> bool:
+        """Whether a record of ``statement`` without a value (a tombstone) is written, as an item
+        whose value fields are all null (a delete), instead of going to the dead letters as a
+        value that does not decode. Asked after :meth:`setup`."""
+        return False
+
     async def ping(self) -> bool:
         """Whether the store answers; the runner asks this before resuming after an outage."""
         return True

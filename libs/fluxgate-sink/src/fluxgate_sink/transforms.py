@@ -262,6 +262,8 @@ class Transforms:
                     return None
             except TransformFailed as exc:
                 return _failed(consumed, f"transforms.{link.name}: {exc}")
+        if record.value is None and value is None:  # a tombstone still: one the sink may take as a delete
+            return consumed._replace(transformed_key=record.changed_key)
         if not isinstance(record.value, dict):
             return _failed(consumed, f"after the transforms the value is {smt._kind(record.value)}, not an object")
         return consumed._replace(record=record.value, error=None, transformed_key=record.changed_key)

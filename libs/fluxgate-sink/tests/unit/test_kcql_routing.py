@@ -8,7 +8,8 @@ import pytest
 from fluxgate_testing.sink.memory import aggregate, record
 
 from fluxgate_core.consumed_record import ConsumedRecord
-from fluxgate_sink.errors import KcqlError
+from fluxgate_core.errors import SerializationError
+from fluxgate_sink.errors import KcqlError, TransformError
 from fluxgate_sink.formats import key_reader
 from fluxgate_sink.ids import stream_reactor_ids
 from fluxgate_sink.kcql import parse
@@ -312,3 +313,43 @@ def test_statements_that_name_no_key_field_or_header_read_neither() -> None:
 def test_select_header_wildcard_is_refused() -> None:
     with pytest.raises(KcqlError, match=r"_header\.\*: name each header"):
         parse("INSERT INTO i SELECT _header.* FROM t")
+
+
+def tombstone_record(key: bytes | None, offset: int = 5) -> ConsumedRecord:
+    """A record without a value, as the consumer hands it over: b"", and its decoding error."""
+    value = record("t", 0, offset, aggregate("d1", 0))
+    error = SerializationError("the value is null")
+    return value._replace(key=key, value=b"", headers=(("source", b"gw-2"),), record=None, error=error)
+
+
+TOMBSTONES = "INSERT INTO k.t SELECT _key.id AS device, temperature, _header.source AS src FROM t"
+
+
+def test_a_tombstone_routes_with_null_value_fields_where_every_statement_of_its_topic_takes_tombstones() -> None:
+    records = [metadata_record(b'{"id": "a"}'), tombstone_record(b'{"id": "a"}', offset=6)]
+    router = Router(parse(TOMBSTONES), read_key=JSON_KEYS, tombstones=lambda statement: True)
+    routed = router.route(records)
+    assert [(item.source.offset, item.document) for item in routed.items] == [
+        (5, {"device": "a", "temperature": 21.5, "src": "gw-1"}),
+        (6, {"device": "a", "temperature": None, "src": "gw-2"}),  # the key's fields and headers are still read
+    ]
+    assert not routed.undecodable and not routed.unroutable
+
+
+@pytest.mark.parametrize("takes", [None, lambda statement: False, lambda statement: statement.target == "k.t"])
+def test_a_tombstone_is_undecodable_unless_every_statement_of_its_topic_takes_it(takes: object) -> None:
+    kcql = TOMBSTONES + "; INSERT INTO k.other SELECT _key.id AS device FROM t"
+    routed = Router(parse(kcql), read_key=JSON_KEYS, tombstones=takes).route([tombstone_record(b'{"id": "a"}')])  # type: ignore[arg-type]
+    assert not routed.items and [r.offset for r in routed.undecodable] == [5]
+
+
+def test_a_value_a_transform_failed_on_or_one_that_is_not_empty_is_never_a_tombstone() -> None:
+    failed = tombstone_record(b'{"id": "a"}')._replace(error=TransformError("transforms.t0: no"))
+    garbage = tombstone_record(b'{"id": "a"}', offset=6)._replace(value=b"\x00\x01")
+    routed = Router(parse(TOMBSTONES), read_key=JSON_KEYS, tombstones=lambda s: True).route([failed, garbage])
+    assert not routed.items and [r.offset for r in routed.undecodable] == [5, 6]
+
+
+def test_a_tombstone_projects_key_fields_and_lifts_a_key_wildcard_but_no_value_wildcard() -> None:
+    [statement] = parse("INSERT INTO k.t SELECT _key.*, *, temperature AS t FROM t")
+    assert statement.project(None, {"id": 1, "site": "s"}) == {"id": 1, "site": "s", "t": None}

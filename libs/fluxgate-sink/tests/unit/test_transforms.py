@@ -332,3 +332,19 @@ def test_extract_field_v2_on_the_key_makes_the_id() -> None:
     [out] = transforms(step, key_format="json").apply([consumed({"v": 1}, key=b'{"site": {"id": "s9"}}')])
     routed = Router(parse("UPSERT INTO i SELECT * FROM t PK _key")).route([out])
     assert [item.id for item in routed.items] == ["s9"]
+
+
+def test_a_tombstone_the_chain_leaves_a_tombstone_stays_one_with_its_transformed_key() -> None:
+    # InsertField passes a tombstone unchanged (KAFKA-8523); ValueToKey would fail on it, so the key
+    # here is changed by InsertField$Key. The router decides what the tombstone becomes (a delete
+    # where the sink takes tombstones, else a dead letter for its own decoding error).
+    decoding = TransformError("the value is null")
+    tombstone = consumed(None, raw=b"", key=b'{"id": 1}')._replace(error=decoding)
+    chain = transforms(
+        {"type": f"{KAFKA}InsertField$Value", "config": {"static.field": "s", "static.value": "v"}},
+        {"type": f"{KAFKA}InsertField$Key", "config": {"static.field": "k", "static.value": "x"}},
+        key_format="json",
+    )
+    [out] = chain.apply([tombstone])
+    assert out.record is None and out.error is decoding
+    assert out.transformed_key == ({"id": 1, "k": "x"},)

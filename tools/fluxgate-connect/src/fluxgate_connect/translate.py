@@ -285,7 +285,8 @@ def _cassandra_10_kcql(result: Translation, config: Mapping[str, str]) -> list[s
             result.notes.append(
                 f"KCQL {statement.target}: deletesEnabled (true unless PROPERTIES set it false): if the SELECT maps "
                 "every column of the table, a record with only null non-key fields deletes its row, as 10.x "
-                "does, timed by the record (10.x's DELETE is timed when it runs); "
+                "does, and so does a tombstone whose key fills the primary key (SELECT _key.id AS id, say), "
+                "each timed by its record (10.x's DELETE is timed when it runs); "
                 "PROPERTIES(deletesEnabled=false) writes its key alone instead"
             )
     if len(set(levels.values())) > 1:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from connect_runs import KEYSPACE, committed, cql_table, lines, run_until
+from connect_runs import KEYSPACE, cassandra_10_config, committed, cql_table, run_until
 from fluxgate_testing import consume, unique_topic
 
 from fluxgate_core import deadletter as dlq
@@ -44,17 +44,9 @@ def test_a_key_field_and_a_header_reach_their_columns_and_bad_keys_are_dead_lett
     no_field = (json.dumps({"serial": 7}).encode(), {"temperature": 1.0}, b"mqtt")
     not_json = (b'{"id": ', {"temperature": 2.0}, b"mqtt")
     produce(stack.bootstrap, topic, [*good[:2], no_field, not_json, good[2], bad_header])
-    host, port = cassandra
-    path = tmp_path / "cassandra-meta.properties"
-    path.write_text(lines(
-        "# A 10.x Cassandra sink naming the key's field and a header, written for this test",
-        f"name={name}",
-        "connector.class=io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector",
-        f"topics={topic}",
-        f"connect.cassandra.kcql=INSERT INTO {KEYSPACE}.{table} "
-        f"SELECT _key.id AS device, temperature, _header.source AS src FROM {topic}",
-        f"connect.cassandra.contact.points={host}",
-        f"connect.cassandra.port={port}",
+    kcql = f"INSERT INTO {KEYSPACE}.{table} SELECT _key.id AS device, temperature, _header.source AS src FROM {topic}"
+    path = cassandra_10_config(
+        tmp_path / "cassandra-meta.properties", name, topic, kcql, cassandra,
         "key.converter=org.apache.kafka.connect.json.JsonConverter",
         "key.converter.schemas.enable=false",
         "value.converter=org.apache.kafka.connect.json.JsonConverter",
@@ -62,7 +54,7 @@ def test_a_key_field_and_a_header_reach_their_columns_and_bad_keys_are_dead_lett
         "errors.tolerance=all",  # the key that does not decode: a converter error
         "connect.cassandra.error.policy=NOOP",  # the missing key field: the sink's own error policy
         f"errors.deadletterqueue.topic.name={dead}",
-    ))  # fmt: skip
+    )  # fmt: skip
 
     def rows() -> dict[str, tuple[float, str]]:
         found = session.execute(f"SELECT device, temperature, src FROM {KEYSPACE}.{table}")

@@ -359,6 +359,14 @@ class ScyllaSink(Sink):
             fields = {json_insert_column(name): avro for name, avro in fields.items()}
         return fields.get(field, UNKNOWN_TYPE)
 
+    def takes_tombstones(self, statement: Statement) -> bool:
+        """Where records delete rows (Stream-Reactor 10.x's deletesEnabled), a tombstone deletes
+        the row its key names: DataStax's connector reads it as a record of the key's fields alone
+        (KeyValueRecord), none of them mapped to a non-key column, so RecordMapper.isInsertUpdate
+        makes it a DELETE. Anywhere else it is dead-lettered, as a value that does not decode."""
+        writer = self._writers.get(statement)
+        return writer is not None and writer.delete is not None
+
     async def ping(self) -> bool:
         if self._session is None:
             return False
