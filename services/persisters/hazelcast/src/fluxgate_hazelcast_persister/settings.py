@@ -46,7 +46,8 @@ class HzSinkSettings(SinkSettings):
         description="how a statement reads: fluxgate (no STOREAS: a ringbuffer; MAP: an IMap; TTL in seconds; "
         "map keys: the PK values joined by '|') or stream-reactor (as its Hazelcast sink, set by fluxgate "
         "connect: no STOREAS, MAP or any other unknown name: a reliable topic; TTL in milliseconds, IMap only; "
-        "map keys: the PK values joined by '-', without a PK topic-partition-offset)",
+        "map keys: the PK values joined by '-', without a PK topic-partition-offset; JSON values as "
+        "java.lang.String, not HazelcastJsonValue)",
     )
 
     @field_validator("kcql")

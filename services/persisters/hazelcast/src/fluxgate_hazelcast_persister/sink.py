@@ -102,6 +102,7 @@ class _Group:
     error: SinkError | None = None
     keys: dict[int, str] = field(default_factory=dict)  # item index -> its offset record's key (appended)
     text: bool = False  # StringConverter values: each item's consumed text is what is stored (text_json)
+    as_string: bool = False  # JSON as a java.lang.String, not a HazelcastJsonValue (Stream-Reactor's; values.py)
 
     @property
     def framed(self) -> bool:
@@ -117,13 +118,13 @@ class _Group:
             # what lensesio/stream-reactor's kafka-connect-hazelcast writers/Writer.scala stores
             # (toJson(record).toString: SimpleJsonConverter.scala's TextNode); see values.text_json.
             texts = [text_json(items[index].source.value) for index in self.indices]
-            self.values = list(texts) if self.framed else [json_data(t) for t in texts]
+            self.values = list(texts) if self.framed else [json_data(t, self.as_string) for t in texts]
             return
         try:  # the usual case, every value encodes: at once, no bookkeeping per item
             if self.framed:
                 self.values = list(json_documents([items[index].document for index in self.indices]))
             else:
-                self.values = [value_of(items[index]) for index in self.indices]
+                self.values = [value_of(items[index], self.as_string) for index in self.indices]
             return
         except SinkError:
             self.values = []
@@ -132,10 +133,9 @@ class _Group:
     def encode_each(self, items: Sequence[SinkItem]) -> None:
         """:meth:`encode` item by item, refusing the ones that do not encode."""
         kept: list[int] = []
-        encode = _json_of if self.framed else value_of
         for index in self.indices:
             try:
-                self.values.append(encode(items[index]))
+                self.values.append(_json_of(items[index]) if self.framed else value_of(items[index], self.as_string))
             except SinkError as exc:
                 self.refused.append(ItemFailure(index, exc))
                 continue
@@ -429,7 +429,8 @@ def _groups(items: Sequence[SinkItem], semantics: Semantics = "fluxgate", text: 
             key = (structure_of(statement, semantics), target, statement.format == "AVRO")
             group = groups.get(key)
             if group is None:
-                group = groups[key] = _Group(key[0], target, statement, text=text)
+                as_string = semantics == "stream-reactor"
+                group = groups[key] = _Group(key[0], target, statement, text=text, as_string=as_string)
         group.indices.append(index)
     return list(groups.values())
 
@@ -487,7 +488,7 @@ async def _add_to_ringbuffer(proxy: Any, chunk: list[Value], group: _Group) -> N
     fail = statement.properties.get(OVERFLOW_PROPERTY, "OVERWRITE").upper() == "FAIL"
     policy = OVERFLOW_POLICY_FAIL if fail else OVERFLOW_POLICY_OVERWRITE
     if group.framed:  # the JSON of each value: what add_all would send, framed at once
-        request = add_all_json_request(proxy.name, cast(list[bytes], chunk), policy)
+        request = add_all_json_request(proxy.name, cast(list[bytes], chunk), policy, group.as_string)
         sequence = await proxy._invoke(request, add_all_codec.decode_response)
     else:  # Avro bytes, which the client serializes itself
         sequence = await proxy.add_all(chunk, policy)

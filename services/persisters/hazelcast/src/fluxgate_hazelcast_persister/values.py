@@ -16,6 +16,12 @@
 * StringConverter values (``sink.value_format=string``): the consumed text itself, stored as
   Stream-Reactor's Hazelcast sink stores it, one JSON string (:func:`text_json`), whatever the
   statement projects; in the same ``HazelcastJsonValue`` as every other JSON value here.
+* Under ``sink.semantics=stream-reactor`` (a connector config, through ``fluxgate connect``) each
+  JSON value is a ``java.lang.String`` of the same text, not a ``HazelcastJsonValue``, as
+  Stream-Reactor's Hazelcast sink stores it (``writers/Writer.scala``: ``convert`` is
+  ``toJson(record).toString`` for WITHFORMAT JSON and TEXT): a Java reader that casts a value to
+  ``String`` keeps working. Both are serialized alike, a UTF-8 string after the type id
+  (the client's ``StringSerializer`` and ``HazelcastJsonValueSerializer``); only the id differs.
 
 What this module and ``sink.py`` take from the client beyond its public API, for the
 per-value cost: the ringbuffer add_all codec (``hazelcast.protocol.codec``, the client's
@@ -41,15 +47,17 @@ import orjson
 from hazelcast.protocol.client_message import BEGIN_FRAME_BUF, END_FINAL_FRAME_BUF, OutboundMessage
 from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.serialization.data import Data
-from hazelcast.serialization.serialization_const import JAVASCRIPT_JSON_SERIALIZATION_TYPE
+from hazelcast.serialization.serialization_const import CONSTANT_TYPE_STRING, JAVASCRIPT_JSON_SERIALIZATION_TYPE
 
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.sink import SinkItem
 
 Value = Data | bytes
 # What the client writes before a HazelcastJsonValue's string: partition hash 0 (no
-# partitioning strategy: the sink configures none), then the JSON serializer's type id.
+# partitioning strategy: the sink configures none), then the JSON serializer's type id; before a
+# str (a java.lang.String to a Java reader), the string serializer's.
 _JSON_HEADER = struct.pack(">ii", 0, JAVASCRIPT_JSON_SERIALIZATION_TYPE)
+_STRING_HEADER = struct.pack(">ii", 0, CONSTANT_TYPE_STRING)
 _OPTION = orjson.OPT_NAIVE_UTC
 _FRAME_HEADER = 6  # a frame's length (int) and flags (short) before its bytes
 _NO_FLAGS = b"\x00\x00"
@@ -59,36 +67,44 @@ class _Prefixes(dict[int, bytes]):
     """The frame prefix of a JSON value of each size (its length, no flags, the header, the
     JSON's length); a lookup of a size seen before stays in C. Values of a topic have few sizes."""
 
+    def __init__(self, header: bytes) -> None:
+        super().__init__()
+        self._header = header
+
     def __missing__(self, size: int) -> bytes:
         if len(self) >= 4096:
             self.clear()
-        frame = _FRAME_HEADER + len(_JSON_HEADER) + 4 + size
-        prefix = frame.to_bytes(4, "little") + _NO_FLAGS + _JSON_HEADER + size.to_bytes(4, "big")
+        frame = _FRAME_HEADER + len(self._header) + 4 + size
+        prefix = frame.to_bytes(4, "little") + _NO_FLAGS + self._header + size.to_bytes(4, "big")
         self[size] = prefix
         return prefix
 
 
-_PREFIXES = _Prefixes()
+_PREFIXES = {False: _Prefixes(_JSON_HEADER), True: _Prefixes(_STRING_HEADER)}  # by as_string
 
 
-def value_of(item: SinkItem) -> Value:
-    """What ``item`` is stored as, by its statement's format."""
+def value_of(item: SinkItem, as_string: bool = False) -> Value:
+    """What ``item`` is stored as, by its statement's format (``as_string``: see the module)."""
     if item.statement.format == "AVRO":
         return item.source.value
-    return json_data(json_bytes(item.document))
+    return json_data(json_bytes(item.document), as_string)
 
 
-def json_data(encoded: bytes) -> Data:
+def json_data(encoded: bytes, as_string: bool = False) -> Data:
     """UTF-8 JSON as the client serializes a ``HazelcastJsonValue`` of it (the header, the
     length as a big-endian int, the bytes: the client's default byte order, which the sink
-    keeps), so a reader gets a ``HazelcastJsonValue`` as before. A unit test holds it to the
-    client's own serialization."""
-    data: Data = Data(_JSON_HEADER + len(encoded).to_bytes(4, "big") + encoded)  # type: ignore[no-untyped-call]
+    keeps), so a reader gets a ``HazelcastJsonValue`` as before; ``as_string``: a ``str`` of it,
+    which a Java reader gets as a ``java.lang.String``. A unit test holds both to the client's
+    own serialization."""
+    header = _STRING_HEADER if as_string else _JSON_HEADER
+    data: Data = Data(header + len(encoded).to_bytes(4, "big") + encoded)  # type: ignore[no-untyped-call]
     return data
 
 
-def add_all_json_request(name: str, documents: Sequence[bytes], overflow_policy: int) -> OutboundMessage:
-    """The request ``Ringbuffer.add_all([json_data(d) for d in documents], overflow_policy)``
+def add_all_json_request(
+    name: str, documents: Sequence[bytes], overflow_policy: int, as_string: bool = False
+) -> OutboundMessage:
+    """The request ``Ringbuffer.add_all([json_data(d, as_string) for d in documents], overflow_policy)``
     sends, byte for byte (a unit test holds it to the client's codec), made from each
     document's UTF-8 JSON. The client checks, converts and frames each value in Python calls
     of its own; here each value's frame is its prefix (a little-endian frame length, no flags,
@@ -101,10 +117,10 @@ def add_all_json_request(name: str, documents: Sequence[bytes], overflow_policy:
     end = len(request.buf) - len(END_FINAL_FRAME_BUF)
     if bytes(request.buf[end - len(BEGIN_FRAME_BUF) :]) != BEGIN_FRAME_BUF + END_FINAL_FRAME_BUF:
         # Another client version frames it otherwise: its own way then, slower, still right.
-        values = [json_data(document) for document in documents]
+        values = [json_data(document, as_string) for document in documents]
         slow: OutboundMessage = add_all_codec.encode_request(name, values, overflow_policy)  # type: ignore[no-untyped-call]
         return slow
-    prefixes = map(_PREFIXES.__getitem__, map(len, documents))
+    prefixes = map(_PREFIXES[as_string].__getitem__, map(len, documents))
     request.buf[end:end] = b"".join(chain.from_iterable(zip(prefixes, documents, strict=True)))
     return request  # as the codec's: not retryable, holds data
 

@@ -80,8 +80,12 @@ def test_json_has_iso_datetimes_and_refuses_nan() -> None:
 @pytest.mark.parametrize("text", ['{"unit":"Cel","mean":21.5}', '{"text":"Grad °C ✓"}', "{}", "x" * 70_000])
 def test_json_values_are_serialized_as_the_client_would(text: str) -> None:
     """The sink hands the client ready-made Data: byte for byte what the client's own
-    serialization of a HazelcastJsonValue gives, so readers get the same values."""
-    assert json_data(text.encode()).buffer == client_serialization().to_data(HazelcastJsonValue(text)).buffer
+    serialization of a HazelcastJsonValue gives, so readers get the same values; and, as
+    Stream-Reactor stores them, of a str (a java.lang.String to a Java reader)."""
+    serialization = client_serialization()
+    assert json_data(text.encode()).buffer == serialization.to_data(HazelcastJsonValue(text)).buffer
+    assert json_data(text.encode(), as_string=True).buffer == serialization.to_data(text).buffer
+    assert serialization.to_object(json_data(text.encode(), as_string=True)) == text
     assert "is_big_endian" not in ConnectionSettings().client_options()  # the byte order json_data assumes
 
 
@@ -148,14 +152,17 @@ def test_a_batch_groups_by_structure_and_target_in_batch_order() -> None:
     ]
 
 
+@pytest.mark.parametrize("as_string", [False, True])
 @pytest.mark.parametrize("count", [1, 3, 1000])
 @pytest.mark.parametrize("policy", [OVERFLOW_POLICY_OVERWRITE, OVERFLOW_POLICY_FAIL])
-def test_the_ringbuffer_request_is_the_one_the_client_would_send(count: int, policy: int) -> None:
+def test_the_ringbuffer_request_is_the_one_the_client_would_send(count: int, policy: int, as_string: bool) -> None:
     """The sink frames a ringbuffer's JSON values itself: the request must be byte for byte the
-    client's own ``add_all`` request of the same values, whatever their sizes."""
+    client's own ``add_all`` request of the same values (HazelcastJsonValues, or strs as
+    Stream-Reactor stores them), whatever their sizes."""
     documents = [json_bytes(aggregate(n, n, unit="°C" * (n % 7))) for n in range(count)]
-    ours = add_all_json_request("temperature_aggregates", documents, policy)
-    values = [client_serialization().to_data(HazelcastJsonValue(d.decode())) for d in documents]
+    ours = add_all_json_request("temperature_aggregates", documents, policy, as_string)
+    texts = [d.decode() for d in documents]
+    values = [client_serialization().to_data(t if as_string else HazelcastJsonValue(t)) for t in texts]
     theirs = add_all_codec.encode_request("temperature_aggregates", values, policy)
     assert bytes(ours.buf) == bytes(theirs.buf)
     assert (ours.retryable, ours.contains_data) == (theirs.retryable, theirs.contains_data)
