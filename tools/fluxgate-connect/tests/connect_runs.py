@@ -193,3 +193,9 @@ def cassandra_10_config(path: Path, name: str, topic: str, kcql: str, cassandra:
         *more,
     ))  # fmt: skip
     return path
+
+
+def own_names(stack: Any, what: str) -> tuple[str, str, str]:
+    """A table, a connector name and a topic of one partition, this test's own, named after ``what``."""
+    run = uuid.uuid4().hex[:8]
+    return f"{what}_{run}", f"connect-{what}-{run}", unique_topic(f"connect.{what}", stack.bootstrap, partitions=1)

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from connect_runs import KEYSPACE, cassandra_10_config, committed, cql_table, run_until
-from fluxgate_testing import unique_topic
+from connect_runs import KEYSPACE, cassandra_10_config, committed, cql_table, own_names, run_until
+from fluxgate_testing import consume, unique_topic
+
+from fluxgate_core import deadletter as dlq
 
 pytestmark = pytest.mark.integration
 
@@ -41,9 +43,7 @@ def produce(bootstrap: str, topic: str, records: list[tuple[str, dict[str, Any] 
 def test_rows_are_written_at_their_records_time_and_all_null_records_delete_them(
     stack: Any, cassandra: tuple[str, int], tmp_path: Path
 ) -> None:
-    run = uuid.uuid4().hex[:8]
-    table, name = f"timed_{run}", f"connect-timed-{run}"
-    topic = unique_topic("connect.timed", stack.bootstrap, partitions=1)
+    table, name, topic = own_names(stack, "timed")
     t0 = int(time.time() * 1000) - 3_600_000  # an hour ago: a backlog
 
     def reading(device: str, temperature: float | None) -> tuple[str, dict[str, Any]]:
@@ -87,9 +87,7 @@ def test_a_tombstone_deletes_the_row_its_key_names_where_the_select_maps_every_c
     # DataStax reads a tombstone as a record of its key's fields alone (KeyValueRecord): with the
     # primary key mapped from the key (_key.device, 10.x's key.device), no field maps to a non-key
     # column, so RecordMapper.isInsertUpdate makes it a DELETE.
-    run = uuid.uuid4().hex[:8]
-    table, name = f"tomb_{run}", f"connect-tomb-{run}"
-    topic = unique_topic("connect.tomb", stack.bootstrap, partitions=1)
+    table, name, topic = own_names(stack, "tomb")
     t0 = int(time.time() * 1000) - 60_000
     produce(stack.bootstrap, topic, [
         ("kept", {"temperature": 20.0, "unit": "C"}, t0),
@@ -106,3 +104,62 @@ def test_a_tombstone_deletes_the_row_its_key_names_where_the_select_maps_every_c
         run_until(path, "FLUXGATE_SCYLLA_", stack, done, "a commit past all 3 records", 90)
         written = {row.device: row.temperature for row in session.execute(f"SELECT * FROM {KEYSPACE}.{table}")}
     assert written == {"kept": 20.0}
+
+
+def test_text_fields_and_headers_fill_typed_columns_as_datastax_reads_them(
+    stack: Any, cassandra: tuple[str, int], tmp_path: Path
+) -> None:
+    # Schemaless JSON and headers hold text; DataStax's codecs read it as the column's type (dsbulk's
+    # StringToInstantCodec, StringToIntegerCodec ...): an ISO-8601 time into a timestamp column, a
+    # header "42" into an int column. One that does not read as its type is dead-lettered, naming it.
+    table, name, topic = own_names(stack, "typed")
+    dead = unique_topic("connect.typed.deadletter", stack.bootstrap, partitions=1)
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+    for device, at, count in [
+        ("d1", "2026-11-28T01:00:00Z", b"42"),
+        ("d2", "1795827600000", b"7"),
+        ("d3", "soon", b"1"),
+    ]:
+        value = json.dumps({"device": device, "at": at, "ok": "true"}).encode()
+        producer.produce(topic, value, partition=0, headers=[("count", count)])
+    assert producer.flush(30) == 0
+    kcql = f"INSERT INTO {KEYSPACE}.{table} SELECT device, at, ok, _header.count AS n FROM {topic}"
+    path = cassandra_10_config(
+        tmp_path / "typed.properties", name, topic, kcql, cassandra, *JSON_VALUES,
+        "errors.tolerance=all", "connect.cassandra.error.policy=NOOP", f"errors.deadletterqueue.topic.name={dead}",
+    )  # fmt: skip
+
+    def done() -> bool:
+        return committed(stack.bootstrap, f"connect-{name}", topic) == 3
+
+    columns = "device text PRIMARY KEY, at timestamp, ok boolean, n int"
+    with cql_table(cassandra, table, columns) as session:
+        run_until(path, "FLUXGATE_SCYLLA_", stack, done, "a commit past all 3 records", 90)
+        rows = {row.device: (row.at, row.ok, row.n) for row in session.execute(f"SELECT * FROM {KEYSPACE}.{table}")}
+    at = datetime(2026, 11, 28, 1)  # the driver reads a timestamp back naive, in UTC
+    assert rows == {"d1": (at, True, 42), "d2": (at, True, 7)}
+    [letter] = consume(stack.bootstrap, dead, expected=1, idle=1.0)
+    assert "at: 'soon' is not a timestamp" in (letter.header(dlq.REASON) or b"").decode()
+
+
+def test_rows_of_one_partition_batched_together_keep_their_own_records_time(
+    stack: Any, cassandra: tuple[str, int], tmp_path: Path
+) -> None:
+    # The rows of one partition go as one unlogged batch (grouping.py); each INSERT in it carries its
+    # own USING TIMESTAMP, which Cassandra takes per statement when the batch sets none.
+    table, name, topic = own_names(stack, "batched")
+    t0 = int(time.time() * 1000) - 600_000
+    records = [("d1", {"device": "d1", "seq": n, "temperature": 20.0 + n}, t0 + 10 * n) for n in range(5)]
+    produce(stack.bootstrap, topic, records)
+    kcql = f"INSERT INTO {KEYSPACE}.{table} SELECT device, seq, temperature FROM {topic}"
+    path = cassandra_10_config(tmp_path / "batched.properties", name, topic, kcql, cassandra, *JSON_VALUES)
+
+    def done() -> bool:
+        return committed(stack.bootstrap, f"connect-{name}", topic) == len(records)
+
+    columns = "device text, seq int, temperature double, PRIMARY KEY ((device), seq)"
+    with cql_table(cassandra, table, columns) as session:
+        run_until(path, "FLUXGATE_SCYLLA_", stack, done, f"a commit past all {len(records)} records", 90)
+        cql = f"SELECT seq, temperature, WRITETIME(temperature) AS at FROM {KEYSPACE}.{table} WHERE device = 'd1'"
+        written = {row.seq: (row.temperature, row.at) for row in session.execute(cql)}
+    assert written == {n: (20.0 + n, (t0 + 10 * n) * 1000) for n in range(5)}

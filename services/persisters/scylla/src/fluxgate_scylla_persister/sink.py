@@ -160,7 +160,13 @@ class ScyllaSink(Sink):
     def _writer(self, statement: Statement, name: TableName, refused: Mapping[str, str] | None = None) -> Writer:
         layout = self._existing(name)
         binder = RowBinder(
-            name, list(layout.columns), statement, refused, self._settings.column_match, self._settings.default_value
+            name,
+            list(layout.columns),
+            statement,
+            refused,
+            self._settings.column_match,
+            self._settings.default_value,
+            layout.columns,
         )
         binder.check_selected(statement, (*layout.partition_key, *layout.clustering))
         ttl = statement.ttl

@@ -25,6 +25,7 @@ from cassandra.metadata import protect_name
 from cassandra.query import UNSET_VALUE
 
 from fluxgate_scylla_persister.consumed import CQL_TYPES, cql_type
+from fluxgate_scylla_persister.text_values import Coerce, coerced, text_coercion
 from fluxgate_sink.errors import KcqlError, SinkError
 from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, FieldPath, Statement
 from fluxgate_sink.sink import SinkItem
@@ -234,6 +235,7 @@ class RowBinder:
         refused: Mapping[str, str] | None = None,
         match: ColumnMatch = "fluxgate",
         default_value: DefaultValue = "UNSET",
+        types: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.columns = tuple(columns)
@@ -254,6 +256,13 @@ class RowBinder:
         # PROPERTIES(nullToUnset=false) (RecordMapper.java's bindColumn then binds the null).
         self.options = stream_reactor_10_options(statement) if match == "stream-reactor-10" else TableOptions()
         self._deletes_on: tuple[str, ...] = ()  # non-key columns whose all-null a 10.x DELETE follows
+        # A connector config's text into a typed column reads as its connector reads it (text_values);
+        # ours are Avro, typed: bound as they are. Column -> (its CQL type, how a text becomes one).
+        self._coerce: dict[str, tuple[str, Coerce]] = {}
+        if match != "fluxgate":
+            typed = ((c, t, text_coercion(t)) for c, t in (types or {}).items() if c in self.known)
+            self._coerce = {column: (cql, coerce) for column, cql, coerce in typed if coerce is not None}
+        self._coerced_at = [(self.columns.index(column), column) for column in self._coerce]
         self.primary_key: tuple[str, ...] = ()  # the table's, as check_selected was given it
         # Stream-Reactor 10.x writes every row at its record's timestamp (DataStax's
         # LifeCycleManager.java, makeInsertStatement: USING TIMESTAMP :kafka_internal_timestamp;
@@ -279,7 +288,14 @@ class RowBinder:
             values = [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
         else:
             values = [document.get(c, self._absent) for c in self.columns]
+        for at, column in self._coerced_at:  # a connector config's typed columns only
+            if type(value := values[at]) is str:
+                values[at] = self._typed(column, value)
         return [*values, write_time(item)] if self.timestamped else values
+
+    def _typed(self, column: str, value: Any) -> Any:
+        found = self._coerce.get(column) if type(value) is str else None
+        return value if found is None else coerced(column, found[0], found[1], value)
 
     @property
     def deletes(self) -> bool:
@@ -295,7 +311,7 @@ class RowBinder:
     def key_values(self, item: SinkItem) -> list[Any]:
         """The DELETE's values (:meth:`Layout.delete_cql`): the write time, then the primary key's."""
         document = self._document(item)
-        return [write_time(item), *(document.get(c) for c in self.primary_key)]
+        return [write_time(item), *(self._typed(c, document.get(c)) for c in self.primary_key)]
 
     def _document(self, item: SinkItem) -> Mapping[str, Any]:
         """The item's row by column, ``day`` included; fails it for a field that is no column."""
