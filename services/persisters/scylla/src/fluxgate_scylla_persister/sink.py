@@ -365,6 +365,12 @@ class ScyllaSink(Sink):
             fields = {json_insert_column(name): avro for name, avro in fields.items()}
         return fields.get(field, UNKNOWN_TYPE)
 
+    def needs_ids(self, statement: Statement) -> bool:
+        """Never: a row is keyed by the table's primary key, bound from its columns, not by the item's
+        id. Without a PK clause the router then makes no id per record and, for SELECT *, hands the
+        decoded records on at once (kcql_routing._Plan.whole_items)."""
+        return False
+
     def takes_tombstones(self, statement: Statement) -> bool:
         """Where records delete rows (Stream-Reactor 10.x's deletesEnabled), a tombstone deletes
         the row its key names: DataStax's connector reads it as a record of the key's fields alone

@@ -9,13 +9,17 @@ import pytest
 from cassandra.query import UNSET_VALUE
 from fluxgate_testing.aggregates import temperature_aggregate
 from fluxgate_testing.sink.items import sink_item
+from fluxgate_testing.sink.memory import aggregate as minute_aggregate
+from fluxgate_testing.sink.memory import record
 
 from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
 from fluxgate_scylla_persister.consumed import CONSUMED_FIELDS, CQL_TYPES
-from fluxgate_scylla_persister.settings import DEFAULT_KCQL
+from fluxgate_scylla_persister.settings import DEFAULT_KCQL, ConnectionSettings
+from fluxgate_scylla_persister.sink import ScyllaSink
 from fluxgate_scylla_persister.table import RowBinder, TableName, autocreate_layout, table_name
 from fluxgate_sink.errors import KcqlError, SinkError
 from fluxgate_sink.kcql import Statement, parse
+from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.sink import SinkItem
 
 START = datetime(2026, 3, 14, 23, 59, tzinfo=UTC)
@@ -149,3 +153,16 @@ def test_an_explicit_select_of_a_missing_column_fails_at_start() -> None:
     statement = one("UPSERT INTO t SELECT device_id, mean AS avg FROM x")
     with pytest.raises(KcqlError, match=r"k\.t has no column avg"):
         RowBinder(TableName("k", "t"), ["device_id", "mean"], statement).check_selected(statement)
+
+
+def test_rows_are_keyed_by_their_columns_so_the_router_makes_no_id_and_hands_records_on_whole() -> None:
+
+    from fluxgate_scylla_persister.settings import DEFAULT_KCQL
+    from fluxgate_sink.kcql import parse
+
+    sink = ScyllaSink(ConnectionSettings(), cluster=object())  # type: ignore[arg-type]
+    records = [record("temperatures.aggregated", 0, n, minute_aggregate(f"d{n}", n)) for n in range(3)]
+    items = Router(parse(DEFAULT_KCQL), sink.needs_ids).route(records).items
+    assert [item.id for item in items] == ["", "", ""]
+    assert [item.document for item in items] == [r.record for r in records]
+    assert all(item.document is r.record for item, r in zip(items, records, strict=True))  # not a copy
