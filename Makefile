@@ -91,6 +91,7 @@ bench: install ## Throughput against baselines measured in the same run (results
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
 	$(PY) bench/trigger_cost.py  # the aggregator's per-trigger fixed cost, back-to-back batches at steady rates
+	$(PY) bench/device_table.py  # the aggregator's per-device state: a batch's cost against the devices it holds
 	$(PY) bench/elasticsearch.py
 	$(PY) bench/scylla.py
 	$(PY) bench/hazelcast.py

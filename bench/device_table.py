@@ -1,0 +1,171 @@
+"""What the aggregator's per-device state costs a micro-batch as the fleet grows (issue #36):
+the ledger's device table (``ledger.py``, ``device_clocks.py``) against the devices it holds,
+at a fixed batch size.
+
+For each of ``--devices`` (a ledger of its own, in one local Spark session built as the
+service builds it): the table is filled with that many devices, ``--fill-chunk`` readings a
+batch, an hour of event time before the measured batches so their ledger entries have expired
+by then, as in a fleet whose readings each leave the ledger after the window and the dedup
+horizon. Then ``--batches`` batches of ``--batch`` readings from random devices run the
+ledger's part of a micro-batch as ``micro_batch.router`` does, each phase timed:
+
+* ``marks``: the batch's readings joined with their devices' watermarks (``Ledger.marks``);
+* ``record``: the batch's ledger entry written;
+* ``learn``: the device table after the batch (``Ledger.learn``: learned, written, read back);
+* ``moves``: the devices whose watermark moved, joined with the ledger's readings, as
+  ``closed_windows`` joins them;
+* ``commit``: the stale entries found and deleted, the meta written.
+
+The first ``--skip`` batches pay for code generation and are left out. Reported per point:
+the median of each phase and of the whole, and a least-squares line of the median batch
+against devices: its slope is what a million more devices add to every batch, whatever it
+holds. No Kafka and no other server: the job's own state only. Results:
+``bench-results/device_table.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from _common import print_table, write_results
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
+from trigger_cost import fit_line, median_of
+
+from fluxgate_aggregator.ledger import ROW_SCHEMA, Ledger
+from fluxgate_aggregator.micro_batch import moved
+from fluxgate_aggregator.settings import SparkSettings
+from fluxgate_aggregator.spark import build_session
+
+PHASES = ("marks", "record", "learn", "moves", "commit")
+HOUR_MS = 3_600_000
+START_MS = 1_800_000_000_000
+
+
+@dataclass(frozen=True)
+class Point:
+    devices: int
+    batches: list[dict[str, float]]  # phase -> seconds, per measured batch
+
+    def medians(self) -> dict[str, float]:
+        phases = {phase: median_of([batch[phase] for batch in self.batches]) for phase in PHASES}
+        return phases | {"batch": median_of([sum(batch[p] for p in PHASES) for batch in self.batches])}
+
+
+def fill_chunks(devices: int, chunk: int) -> list[range]:
+    """The device ids each filling batch sends for, every device once."""
+    return [range(start, min(devices, start + chunk)) for start in range(0, devices, chunk)]
+
+
+def per_million(points: Sequence[Point]) -> float | None:
+    """Seconds a million more devices add to a batch: the slope of the median batch against
+    devices (None with fewer than two sizes)."""
+    if len({point.devices for point in points}) < 2:
+        return None
+    line = fit_line([(point.devices, point.medians()["batch"]) for point in points])
+    return line.slope * 1_000_000
+
+
+class LedgerRun:
+    """One ledger in a folder of its own, run batch after batch as the router runs it."""
+
+    def __init__(self, spark: SparkSession, folder: str, delay_ms: int, horizon_ms: int) -> None:
+        self.spark, self.horizon_ms = spark, horizon_ms
+        self.ledger = Ledger(spark, folder, delay_ms=delay_ms)
+        self.batch_id = 0
+
+    def batch(self, devices: Sequence[int] | range, at_ms: int, rng: random.Random) -> dict[str, float]:
+        times: dict[str, float] = {}
+        started = time.perf_counter()
+        ledger = self.ledger
+        ledger.prepare(self.batch_id)
+        rows = [
+            (f"dev-{d:08d}", datetime.fromtimestamp((at_ms - rng.randint(0, 5_000)) / 1000, UTC), 20.0, None, "Cel",
+             True, at_ms, at_ms)
+            for d in devices
+        ]  # fmt: skip
+        frame = self.spark.createDataFrame(rows, ROW_SCHEMA).persist()
+        readings = frame.select("device_id", "event_time", F.timestamp_millis("arrived_ms").alias("ingest_time"))
+        readings = readings.join(ledger.marks(), "device_id", "left").persist()
+        readings.count()
+        started = _lap(times, "marks", started)
+        ledger.record(frame, at_ms, len(rows))
+        started = _lap(times, "record", started)
+        after = ledger.learn(readings, at_ms)
+        started = _lap(times, "learn", started)
+        marks = ledger.marks()
+        ledger.rows(this_batch=True).join(moved(marks, after, ledger), "device_id").count()
+        started = _lap(times, "moves", started)
+        ledger.commit(marks, self.horizon_ms)
+        _lap(times, "commit", started)
+        readings.unpersist()
+        self.batch_id += 1
+        return times
+
+
+def _lap(times: dict[str, float], phase: str, started: float) -> float:
+    now = time.perf_counter()
+    times[phase] = now - started
+    return now
+
+
+def run_point(spark: SparkSession, args: argparse.Namespace, devices: int, rng: random.Random) -> Point:
+    run = LedgerRun(spark, f"{tempfile.mkdtemp(prefix='device-table-')}/ledger", args.delay_ms, args.horizon_ms)
+    for chunk in fill_chunks(devices, args.fill_chunk):
+        run.batch(chunk, START_MS + run.batch_id * 1_000, rng)
+    measured = []
+    for index in range(args.skip + args.batches):
+        at_ms = START_MS + HOUR_MS + index * 1_000
+        times = run.batch(rng.sample(range(devices), min(args.batch, devices)), at_ms, rng)
+        if index >= args.skip:
+            measured.append(times)
+        print(f"  {devices:,} devices, batch {index}: {sum(times.values()):.2f} s", flush=True)
+    return Point(devices, measured)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", default="10000,100000,300000,1000000")
+    parser.add_argument("--batch", type=int, default=400, help="readings per measured batch")
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--skip", type=int, default=2)
+    parser.add_argument("--fill-chunk", type=int, default=200_000)
+    parser.add_argument("--delay-ms", type=int, default=30_000)
+    parser.add_argument("--horizon-ms", type=int, default=60_000)
+    parser.add_argument("--seed", type=int, default=7)
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
+    spark = build_session(SparkSettings())
+    rng = random.Random(args.seed)
+    points = [run_point(spark, args, int(n), rng) for n in args.devices.split(",")]
+    spark.stop()
+    rows = [[f"{p.devices:,}", *(p.medians()[name] for name in (*PHASES, "batch"))] for p in points]
+    print_table(
+        f"The ledger's part of a batch of {args.batch} readings (median s)", ["devices", *PHASES, "batch"], rows
+    )
+    slope = per_million(points)
+    print(f"\na million more devices add {slope:.2f} s to every batch" if slope is not None else "")
+    path = write_results(
+        "device_table",
+        {
+            "settings": vars(args),
+            "points": [{"devices": p.devices, "median_s": p.medians(), "batches": p.batches} for p in points],
+            "seconds_per_million_devices": slope,
+        },
+    )
+    print(f"results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
