@@ -4,6 +4,7 @@ import io
 from typing import Any
 
 import fastavro
+from fluxgate_testing.avro_spec import spec_long
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,15 +54,6 @@ def test_a_remembered_long_is_not_reused_for_a_value_that_only_equals_it(base: d
     assert encoder.encode(reading) == first
 
 
-def _plain_varint(value: int) -> bytes:
-    """The Avro long encoding as the specification states it, for comparison."""
-    number, out = (value << 1) ^ (value >> 63), bytearray()
-    while number >= 0x80:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    return bytes([*out, number])
-
-
 # Runs of neighbouring values (the remembered high part reused) and jumps between sizes.
 _NEAR = st.integers(-(2**63), 2**63 - 1).flatmap(lambda base: st.lists(st.integers(-(2**22), 2**22).map(
     lambda delta: min(max(base + delta, -(2**63)), 2**63 - 1)), min_size=1, max_size=10))  # fmt: skip
@@ -70,4 +62,4 @@ _NEAR = st.integers(-(2**63), 2**63 - 1).flatmap(lambda base: st.lists(st.intege
 @given(st.lists(_NEAR | st.lists(st.integers(-(2**22), 2**22), max_size=5), min_size=1, max_size=5))
 def test_zigzag_remembering_the_high_part_matches_the_plain_encoding(runs: list[list[int]]) -> None:
     for value in (value for run in runs for value in run):
-        assert zigzag(value) == _plain_varint(value)
+        assert zigzag(value) == spec_long(value)

@@ -16,6 +16,7 @@ from typing import Any
 
 import fastavro
 import pytest
+from fluxgate_testing.avro_spec import spec_long
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -327,14 +328,6 @@ def test_damaged_bodies_get_fastavros_verdict(data: st.DataObject) -> None:
     _check(schema, None, damaged, compiled_must_decode=False)
 
 
-def _varint(value: int) -> bytes:
-    number, out = (value << 1) ^ (value >> 63), bytearray()
-    while number >= 0x80:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    return bytes([*out, number])
-
-
 @pytest.mark.parametrize(
     "schema",
     [
@@ -417,7 +410,7 @@ def test_a_damaged_count_of_items_without_bytes_is_refused_not_looped_through() 
     }
     compiled = compile_reader(fastavro.parse_schema(schema))
     assert compiled is not None
-    body = b"\x00\x00\x00\x00\x09" + _varint(2**40) + b"\x00"
+    body = b"\x00\x00\x00\x00\x09" + spec_long(2**40) + b"\x00"
     with pytest.raises(Refused, match=r"a block of 1099511627776 items, past the 1 bytes left"):
         compiled(body, 5)
     decoder = AvroDecoder(_Registry({9: schema}), None)  # type: ignore[arg-type]
