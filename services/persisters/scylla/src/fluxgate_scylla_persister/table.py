@@ -262,7 +262,7 @@ class RowBinder:
         if match != "fluxgate":
             typed = ((c, t, text_coercion(t)) for c, t in (types or {}).items() if c in self.known)
             self._coerce = {column: (cql, coerce) for column, cql, coerce in typed if coerce is not None}
-        self._coerced_at = [(self.columns.index(column), column) for column in self._coerce]
+        self._coerced_at = [(self.columns.index(column), column, *how) for column, how in self._coerce.items()]
         self.primary_key: tuple[str, ...] = ()  # the table's, as check_selected was given it
         # Stream-Reactor 10.x writes every row at its record's timestamp (DataStax's
         # LifeCycleManager.java, makeInsertStatement: USING TIMESTAMP :kafka_internal_timestamp;
@@ -288,9 +288,9 @@ class RowBinder:
             values = [UNSET_VALUE if (v := document.get(c)) is None else v for c in self.columns]
         else:
             values = [document.get(c, self._absent) for c in self.columns]
-        for at, column in self._coerced_at:  # a connector config's typed columns only
+        for at, column, cql, coerce in self._coerced_at:  # a connector config's typed columns only
             if type(value := values[at]) is str:
-                values[at] = self._typed(column, value)
+                values[at] = coerced(column, cql, coerce, value)
         return [*values, write_time(item)] if self.timestamped else values
 
     def _typed(self, column: str, value: Any) -> Any:
