@@ -88,6 +88,7 @@ lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on ever
 bench: install ## Throughput against baselines measured in the same run (results in bench-results/)
 	FLUXGATE_STACK_JVM_QUICK_START=false $(STACK) up  # full JIT: quick-start JVMs would skew the numbers
 	$(PY) bench/decode.py  # CPU alone, no server: the compiled Avro reader against fastavro
+	$(PY) bench/prefetch.py  # a consumer capped at 4 MiB of prefetch: librdkafka's 1 s full-queue backoff against ours
 	$(PY) bench/mqtt_proxy.py
 	$(PY) bench/aggregator.py
 	$(PY) bench/trigger_cost.py  # the aggregator's per-trigger fixed cost, back-to-back batches at steady rates

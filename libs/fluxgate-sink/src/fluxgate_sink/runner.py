@@ -26,6 +26,7 @@ import structlog
 
 from fluxgate_core.backoff import Backoff, sleep_unless
 from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_core.consumer import capped_prefetch
 from fluxgate_core.deadletter import DeadLetterWriter
 from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.kafka import PartitionKey, RecordConsumer, ensure_topics, make_producer
@@ -404,7 +405,7 @@ class SinkRunner:
     def _kafka_source(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> Source:
         group = self._settings.group_id or f"fluxgate-{self._service}"
         config = self._kafka.consumer_config(group, self._service)
-        config.setdefault("queued.max.messages.kbytes", self._settings.prefetch_kbytes)
+        config = {**capped_prefetch(self._settings.prefetch_kbytes), **config}  # the extra properties win
         decoder = value_decoder(self._settings.value_format, self._settings.value_schemas_enable, self._registry)
         replayed: set[PartitionKey] = set()
 
