@@ -59,12 +59,15 @@ _WIRE_HEADER = 5  # the magic byte and the 4-byte schema id
 _DECIMAL_BYTES = DECIMAL.encode()
 
 
-def value_decoder(value_format: RecordFormat, schemas_enable: bool, registry: RegistrySettings) -> Decoder:
-    """The decoder of a sink's record values: Avro through the registry, or Kafka Connect's JSON."""
+def value_decoder(
+    value_format: RecordFormat, schemas_enable: bool, registry: RegistrySettings, *, whole_text: bool = False
+) -> Decoder:
+    """The decoder of a sink's record values: Avro through the registry, or Kafka Connect's JSON.
+    ``whole_text``: the sink stores StringConverter text as it is (:class:`WholeTextDecoder`)."""
     if value_format == "json":
         return ConnectJsonDecoder(schemas_enable)
     if value_format == "string":
-        return ConnectJsonDecoder(schemas_enable=False, text=True)
+        return WholeTextDecoder() if whole_text else ConnectJsonDecoder(schemas_enable=False, text=True)
     return AvroDecoder(registry_client(registry))
 
 
@@ -186,6 +189,26 @@ class ConnectJsonDecoder:
             return jackson.loads(data.decode("utf-8", "replace"), leading_zeros=False)
         # JsonDeserializer.java: readTree on the bytes, ALLOW_LEADING_ZEROS_FOR_NUMBERS on.
         return jackson.loads(data, leading_zeros=True, exact_decimals=exact)
+
+
+class WholeTextDecoder(ConnectJsonDecoder):
+    """StringConverter values of a sink that stores the text itself, never what it parses to:
+    Stream-Reactor's Hazelcast sink (writers/Writer.scala: ``toJson(record).toString``, a STRING
+    value a Jackson TextNode) stores any text, JSON or not. A JSON object's fields still route the
+    record (a PK); any other text has none, so a statement that needs one finds it missing. Only a
+    null value (a tombstone) has no text to store."""
+
+    def __init__(self) -> None:
+        super().__init__(schemas_enable=False, text=True)
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        if not data:
+            raise SerializationError(f"the value is {json_kind(None)}: there is no text to store")
+        try:
+            value = self.read(data)
+        except SerializationError:  # not JSON: stored as it is all the same
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 def _payload(schema: Any, payload: Any, exact: bool) -> Any:

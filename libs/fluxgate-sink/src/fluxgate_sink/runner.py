@@ -406,7 +406,12 @@ class SinkRunner:
         group = self._settings.group_id or f"fluxgate-{self._service}"
         config = self._kafka.consumer_config(group, self._service)
         config = {**capped_prefetch(self._settings.prefetch_kbytes), **config}  # the extra properties win
-        decoder = value_decoder(self._settings.value_format, self._settings.value_schemas_enable, self._registry)
+        decoder = value_decoder(
+            self._settings.value_format,
+            self._settings.value_schemas_enable,
+            self._registry,
+            whole_text=self._sink.stores_whole_text,
+        )
         replayed: set[PartitionKey] = set()
 
         def assigned(partitions: list[PartitionKey]) -> None:

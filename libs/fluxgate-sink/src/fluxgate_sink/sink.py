@@ -52,6 +52,9 @@ class Sink(ABC):
 
     #: short name for logs, metrics and dead-letter headers (``elasticsearch``, ``scylla`` ...)
     name: str = "sink"
+    #: whether StringConverter values (``sink.value_format=string``) are stored as the consumed
+    #: text, whatever it holds; if not, each must be the text of a JSON object, read as the document
+    stores_whole_text: bool = False
 
     @abstractmethod
     async def setup(self, statements: Sequence[Statement]) -> None:

@@ -120,6 +120,15 @@ def test_string_values_are_json_text_read_as_java_decodes_utf8() -> None:
     assert reason(decoder, b"21.5").startswith("the value is a number, not an object")
 
 
+def test_a_sink_that_stores_the_text_whole_takes_any_text_and_routes_by_an_objects_fields() -> None:
+    """Stream-Reactor's Hazelcast sink stores StringConverter text as it is, JSON or not."""
+    decoder = value_decoder("string", False, RegistrySettings(), whole_text=True)
+    assert decoder.decode(b'{"device_id": "dev-1", "n": 1}') == {"device_id": "dev-1", "n": 1}
+    for text in (b"hello", b"21.5", b"[1, 2]", b'"quoted"', b"{broken", b"\xff"):
+        assert decoder.decode(text) == {}, text  # no fields: a PK finds none, the text is stored all the same
+    assert reason(decoder, b"") == "the value is null (a tombstone or an empty value): there is no text to store"
+
+
 @pytest.mark.parametrize("schemas_enable", [True, False])
 def test_malformed_json_does_not_decode(schemas_enable: bool) -> None:
     assert reason(ConnectJsonDecoder(schemas_enable), b'{"device_id": "dev-1",').startswith("not JSON: ")

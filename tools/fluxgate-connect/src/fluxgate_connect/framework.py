@@ -208,8 +208,8 @@ SINK_CONVERTERS: dict[str, Rule] = {
         # JSON edge cases; fluxgate_sink.formats).
         f"{STRING_CONVERTER}: UTF-8 text holding a JSON document, read as Stream-Reactor's Elastic and "
         "Cassandra (before 10.x) sinks read it; hazelcast-persister stores the whole text as one JSON string, "
-        "as its Hazelcast sink does (see JSON edge cases, and for its 10.x Cassandra sink); a value that is "
-        "not a JSON object goes to the dead-letter topic with the reason",
+        "as its Hazelcast sink does, JSON or not (see JSON edge cases, and for its 10.x Cassandra sink); "
+        "elsewhere a value that is not a JSON object goes to the dead-letter topic with the reason",
     ),
     "value.converter.schemas.enable": to(
         "sink.value_schemas_enable",

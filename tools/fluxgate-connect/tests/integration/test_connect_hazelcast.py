@@ -11,10 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from connect_fixtures import with_tasks
-from connect_runs import aggregates, connect, group_members, member, produce_aggregates, produce_to
-from fluxgate_testing import unique_topic
+from connect_runs import (
+    aggregates,
+    committed,
+    connect,
+    group_members,
+    lines,
+    member,
+    produce_aggregates,
+    produce_to,
+    run_until,
+)
+from fluxgate_testing import consume, unique_topic
 from hazelcast import HazelcastClient
+
+from fluxgate_core import deadletter as dlq
 
 pytestmark = pytest.mark.integration
 
@@ -86,3 +99,55 @@ def test_two_tasks_are_two_members_of_the_connectors_group_writing_each_record_o
     assert maxes(got) == maxes(values)
     log = persister.log_text()
     assert "hazelcast-persister-0 | " in log and "hazelcast-persister-1 | " in log
+
+
+# StringConverter values that are not a JSON object. Stream-Reactor's Hazelcast sink never parses the
+# text (writers/Writer.scala: toJson(record).toString, a STRING value a Jackson TextNode), so it stores
+# each as it stores an object's text: one JSON string.
+NOT_OBJECTS = [b"hello, world", b"21.5", b"[1, 2]", b'"quoted"', b"{broken", b'{"device_id": "d1"}']
+
+
+def test_string_values_that_are_not_json_objects_are_stored_as_text_and_a_tombstone_is_dead_lettered(
+    stack: Any, dev_member: str, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    topic = unique_topic("connect.text", stack.bootstrap, partitions=1)
+    dead = unique_topic("connect.text.deadletter", stack.bootstrap, partitions=1)
+    queue, name = f"text-{run}", f"connect-text-{run}"
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+    for n, text in enumerate(NOT_OBJECTS[:3]):
+        producer.produce(topic, text, f"k{n}".encode(), partition=0)
+    producer.produce(topic, None, b"gone", partition=0)  # a tombstone: no text to store
+    for n, text in enumerate(NOT_OBJECTS[3:], start=3):
+        producer.produce(topic, text, f"k{n}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    path = tmp_path / f"{name}.properties"
+    path.write_text(lines(
+        "# A text topic's Hazelcast sink, in the shape of the documents' own",
+        f"name={name}",
+        "connector.class=com.datamountaineer.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector",
+        f"topics={topic}",
+        f"connect.hazelcast.sink.cluster.members={dev_member}",
+        "connect.hazelcast.sink.group.name=dev",
+        f"connect.hazelcast.sink.kcql=INSERT INTO {queue} SELECT * FROM {topic} WITHFORMAT JSON STOREAS QUEUE",
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=org.apache.kafka.connect.storage.StringConverter",
+        "errors.tolerance=all",
+        f"errors.deadletterqueue.topic.name={dead}",
+    ))  # fmt: skip
+    client = HazelcastClient(cluster_members=[dev_member], cluster_name="dev", cluster_connect_timeout=30)
+    try:
+        stored = client.get_queue(queue).blocking()
+
+        def done() -> bool:
+            return stored.size() >= len(NOT_OBJECTS) and committed(stack.bootstrap, f"connect-{name}", topic) == 7
+
+        run_until(path, "FLUXGATE_HZ_", stack, done, f"{len(NOT_OBJECTS)} items, a commit past all", 60)
+        items = list(stored.iterator())
+    finally:
+        client.shutdown()
+    assert [json.loads(item) for item in items] == [text.decode() for text in NOT_OBJECTS]
+    [letter] = consume(stack.bootstrap, dead, expected=1, idle=1.0)
+    assert letter.key == b"gone" and letter.header(dlq.SOURCE_OFFSET) == b"3"
+    reason = (letter.header(dlq.REASON) or b"").decode()
+    assert "null" in reason, reason

@@ -159,7 +159,7 @@ class HazelcastSink(Sink):
         self._settings = settings
         self._semantics: Semantics = semantics
         # sink.value_format=string (StringConverter): the consumed text is stored, as one JSON string.
-        self.text_values = text_values
+        self.stores_whole_text = text_values
         self._offsets_map = settings.offsets_map_prefix + group
         self._factory = client_factory
         self._client: Any = None
@@ -175,7 +175,7 @@ class HazelcastSink(Sink):
             if statement.ttl is not None and structure is not Structure.IMAP:
                 # Stream-Reactor's semantics only (ours refuse it): its writers but MapWriter.scala ignore TTL.
                 log.warning("hazelcast.ttl_ignored", target=statement.target, structure=structure.value)
-            if self.text_values and not statement.selects_everything:
+            if self.stores_whole_text and not statement.selects_everything:
                 # Stream-Reactor's semantics only (ours refuse it, structures.check_value_format): its
                 # ConverterUtil.scala `convert` returns a value that is not a Struct as it is.
                 log.warning("hazelcast.projection_not_applied", target=statement.target, statement=statement.text)
@@ -205,7 +205,7 @@ class HazelcastSink(Sink):
             return True
 
     async def write_batch(self, items: Sequence[SinkItem]) -> list[ItemFailure]:
-        groups = _groups(items, self._semantics, self.text_values)
+        groups = _groups(items, self._semantics, self.stores_whole_text)
         appended = [g for g in groups if not g.structure.idempotent]
         for group in appended:
             group.keys = _record_keys(group, items)

@@ -138,11 +138,11 @@ def test_a_ringbuffer_frames_the_text_as_it_frames_json() -> None:
 
 def test_make_sink_stores_the_text_for_string_values_only(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("FLUXGATE_HZ_SINK__KCQL", "INSERT INTO q SELECT * FROM t STOREAS QUEUE")
-    assert not make_sink(load_settings(HazelcastSettings)).text_values
+    assert not make_sink(load_settings(HazelcastSettings)).stores_whole_text
     clean_env.setenv("FLUXGATE_HZ_SINK__VALUE_FORMAT", "json")
-    assert not make_sink(load_settings(HazelcastSettings)).text_values
+    assert not make_sink(load_settings(HazelcastSettings)).stores_whole_text
     clean_env.setenv("FLUXGATE_HZ_SINK__VALUE_FORMAT", "string")
-    assert make_sink(load_settings(HazelcastSettings)).text_values
+    assert make_sink(load_settings(HazelcastSettings)).stores_whole_text
 
 
 def test_our_semantics_refuse_a_projection_of_text(clean_env: pytest.MonkeyPatch) -> None:
