@@ -86,6 +86,7 @@ class LedgerRun:
         started = time.perf_counter()
         ledger = self.ledger
         ledger.prepare(self.batch_id)
+        marks = ledger.marks()  # the watermarks at the batch's start, used throughout, as the router does
         rows = [
             (f"dev-{d:08d}", datetime.fromtimestamp((at_ms - rng.randint(0, 5_000)) / 1000, UTC), 20.0, None, "Cel",
              True, at_ms, at_ms)
@@ -93,14 +94,13 @@ class LedgerRun:
         ]  # fmt: skip
         frame = self.spark.createDataFrame(rows, ROW_SCHEMA).persist()
         readings = frame.select("device_id", "event_time", F.timestamp_millis("arrived_ms").alias("ingest_time"))
-        readings = readings.join(ledger.marks(), "device_id", "left").persist()
+        readings = readings.join(marks, "device_id", "left").persist()
         readings.count()
         started = _lap(times, "marks", started)
         ledger.record(frame, at_ms, len(rows))
         started = _lap(times, "record", started)
         after = ledger.learn(readings, at_ms)
         started = _lap(times, "learn", started)
-        marks = ledger.marks()
         ledger.rows(this_batch=True).join(moved(marks, after, ledger), "device_id").count()
         started = _lap(times, "moves", started)
         ledger.commit(marks, self.horizon_ms)
@@ -117,7 +117,11 @@ def _lap(times: dict[str, float], phase: str, started: float) -> float:
 
 
 def run_point(spark: SparkSession, args: argparse.Namespace, devices: int, rng: random.Random) -> Point:
-    run = LedgerRun(spark, f"{tempfile.mkdtemp(prefix='device-table-')}/ledger", args.delay_ms, args.horizon_ms)
+    with tempfile.TemporaryDirectory(prefix="device-table-") as folder:  # a million devices' ledger: gone after
+        return _measured(LedgerRun(spark, f"{folder}/ledger", args.delay_ms, args.horizon_ms), args, devices, rng)
+
+
+def _measured(run: LedgerRun, args: argparse.Namespace, devices: int, rng: random.Random) -> Point:
     for chunk in fill_chunks(devices, args.fill_chunk):
         run.batch(chunk, START_MS + run.batch_id * 1_000, rng)
     measured = []
