@@ -227,6 +227,13 @@ class AvroDecoder:
         del self._unknown[schema_id]
 
 
+def wire_body(data: bytes) -> bytes:
+    """The Avro body of a wire-format message, the registry's header (magic byte, schema id) cut
+    off; :class:`SerializationError` if it has none."""
+    wire_schema_id(data)
+    return data[_HEADER.size :]
+
+
 def wire_schema_id(data: bytes) -> int:
     """The schema id in a wire-format message; :class:`SerializationError` if it has none."""
     if len(data) < _HEADER.size:

@@ -8,11 +8,16 @@
   as JSON, so an IMap of them can be queried with predicates and SQL on its fields.
   The value handed to the client is already serialized (:func:`json_data`): the client's own
   path costs about 2 µs a value (an 8 KB buffer per value, the string encoded again).
-* ``WITHFORMAT AVRO``: the consumed record's bytes, unchanged: Confluent wire format,
+* ``WITHFORMAT AVRO``: the consumed record's bytes, unchanged, as a ``byte[]``: Confluent wire format,
   magic byte 0 and the registry's schema id of ``<topic>-value``, so a reader decodes
   them with the same registry (and the writer's schema, however the topic's schema
   evolved). Only with ``SELECT *``: re-encoding a projection would need a schema of its
-  own per target; ``structures.check_statements`` refuses that at start.
+  own per target; ``structures.check_statements`` refuses that at start. Under
+  ``sink.semantics=stream-reactor``, the Avro body alone, without the registry's header, as
+  Stream-Reactor's Hazelcast sink stores it (``writers/Writer.scala``: ``convert`` for AVRO is
+  ``serializeAvro(toAvro(record))``, plain Avro binary of the record as Confluent's AvroData
+  turns the Connect record back into Avro: for ``SELECT *`` the writer's schema, so the same
+  body), a ``byte[]`` for a Java reader as there.
 * StringConverter values (``sink.value_format=string``): the consumed text itself, stored as
   Stream-Reactor's Hazelcast sink stores it, one JSON string (:func:`text_json`), whatever the
   statement projects; in the same ``HazelcastJsonValue`` as every other JSON value here.
@@ -49,10 +54,11 @@ from hazelcast.protocol.codec import ringbuffer_add_all_codec as add_all_codec
 from hazelcast.serialization.data import Data
 from hazelcast.serialization.serialization_const import CONSTANT_TYPE_STRING, JAVASCRIPT_JSON_SERIALIZATION_TYPE
 
+from fluxgate_core.serde import wire_body
 from fluxgate_sink.errors import FieldMissing
 from fluxgate_sink.sink import SinkItem
 
-Value = Data | bytes
+Value = Data | bytes | bytearray
 # What the client writes before a HazelcastJsonValue's string: partition hash 0 (no
 # partitioning strategy: the sink configures none), then the JSON serializer's type id; before a
 # str (a java.lang.String to a Java reader), the string serializer's.
@@ -84,9 +90,12 @@ _PREFIXES = {False: _Prefixes(_JSON_HEADER), True: _Prefixes(_STRING_HEADER)}  #
 
 
 def value_of(item: SinkItem, as_string: bool = False) -> Value:
-    """What ``item`` is stored as, by its statement's format (``as_string``: see the module)."""
+    """What ``item`` is stored as, by its statement's format; ``as_string``: in Stream-Reactor's
+    forms (see the module), a JSON value as a String and an Avro one as its plain body."""
     if item.statement.format == "AVRO":
-        return item.source.value
+        # A bytearray: the client stores it as a byte[] (BYTE_ARRAY), which any client reads; it
+        # pickles bytes (PYTHON_TYPE_PICKLE), which only Python reads, and not at all unless UTF-8.
+        return bytearray(wire_body(item.source.value) if as_string else item.source.value)
     return json_data(json_bytes(item.document), as_string)
 
 

@@ -132,10 +132,13 @@ async def test_a_reliable_topic_publishes_in_order(sink: HazelcastSink, hz: Haze
 async def test_avro_passes_the_consumed_bytes_through(sink: HazelcastSink, hz: HazelcastClient, name: str) -> None:
     stmt = statement(name, "RING_BUFFER", "WITHFORMAT AVRO")
     await sink.setup([stmt])
-    framed = b"\x00\x00\x00\x00\x07avro body"
+    framed = b"\x00\x00\x00\x00\x07avro body \xff\xfe\x80"  # an Avro body is binary, not UTF-8
     assert await sink.write_batch([item(stmt, aggregate(1, 0), 0, value=framed)]) == []
     ringbuffer = await hz.get_ringbuffer(name)
     assert await ringbuffer.read_one(0) == framed
+    # A byte[] (the client's BYTE_ARRAY type), which any client reads, not a Python-only pickle.
+    [stored] = await ringbuffer.read_many(0, 1, 1)
+    assert type(stored) is bytearray
 
 
 async def test_a_map_request_refused_for_one_entry_fails_that_entry_alone(

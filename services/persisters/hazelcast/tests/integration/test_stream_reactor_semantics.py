@@ -4,15 +4,18 @@ connector's statement lands where Stream-Reactor's Hazelcast sink would write it
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import fastavro
 import pytest
 from hazelcast.asyncio import HazelcastClient
 from hazelcast_store import START, aggregate, item, items
 
 from fluxgate_core.consumed_record import ConsumedRecord
+from fluxgate_core.schemas import TEMPERATURE_AGGREGATE, schema_dict
 from fluxgate_hazelcast_persister.settings import ConnectionSettings
 from fluxgate_hazelcast_persister.sink import HazelcastSink
 from fluxgate_sink.kcql import Statement, parse
@@ -120,3 +123,25 @@ async def test_a_reader_gets_the_text_as_stream_reactor_stored_it(
     ]
     # Decoded, each is the text the topic holds, byte for byte: not the document parsed from it.
     assert [json.loads(value).encode() for value in read] == TEXTS
+
+
+async def test_withformat_avro_stores_the_plain_avro_body(sink: HazelcastSink, hz: HazelcastClient, name: str) -> None:
+    # Writer.scala: convert for AVRO is serializeAvro(toAvro(record)), plain Avro binary (a byte[]),
+    # no registry header: for SELECT * the record's own body, which a reader decodes with the schema.
+    schema = fastavro.parse_schema(schema_dict(TEMPERATURE_AGGREGATE))
+    stmt = _statement(f"INSERT INTO {name} SELECT * FROM temperatures.aggregated STOREAS RING_BUFFER WITHFORMAT AVRO")
+    await sink.setup([stmt])
+    records = [aggregate(n, n) for n in range(3)]
+    bodies = []
+    for record in records:
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, schema, record)
+        bodies.append(body.getvalue())
+    batch = [
+        item(stmt, record, n, value=b"\x00\x00\x00\x00\x07" + body)
+        for n, (record, body) in enumerate(zip(records, bodies, strict=True))
+    ]
+    assert await sink.write_batch(batch) == []
+    read = await _read_all(hz, name, 3)
+    assert [bytes(value) for value in read] == bodies
+    assert fastavro.schemaless_reader(io.BytesIO(bytes(read[0])), schema)["device_id"] == records[0]["device_id"]
