@@ -116,6 +116,7 @@ class _Plan:
     parse_string_keys: bool  # a string key parsed as JSON first (formats.json_first: Stream-Reactor's)
     pk_key: bool = False  # the PK names the record key: the id is looked up in the value and _key
     metadata: bool = False  # the SELECT names the key's fields or headers: projected with them
+    any_key: ReadKey | None = None  # the sink's key reader, for a tombstone's key (tombstone_document)
 
     @classmethod
     def of(
@@ -130,7 +131,9 @@ class _Plan:
         reads_key = read_key if by_key or statement.reads_key else None
         metadata = statement.reads_key or statement.reads_headers
         whole = statement.selects_everything
-        return cls(statement, keyed, whole, dated, fields, reads_key, make_id, parse_string_keys, by_key, metadata)
+        return cls(
+            statement, keyed, whole, dated, fields, reads_key, make_id, parse_string_keys, by_key, metadata, read_key
+        )
 
     def route_into(self, records: list[ConsumedRecord], routed: Routed) -> None:
         """:meth:`route`'s results sorted into ``routed``: when every record routes (the usual
@@ -176,7 +179,7 @@ class _Plan:
         target = statement.target_for(event_time) if self.dated else statement.target
         document_id = self.make_id(record, statement, self.with_key(key, value)) if self.keyed else ""
         if record.record is None:
-            document = statement.project(None, key, record.headers)
+            document = self.tombstone_document(record, key)
         elif self.whole:
             document = value
         elif self.metadata:  # the id first, as before: a PK error is reported before a SELECT's
@@ -185,16 +188,28 @@ class _Plan:
             document = statement.project(value)
         return SinkItem(record, statement, target, document_id, document, event_time)
 
-    def key(self, record: ConsumedRecord) -> Any:
-        """The record key as the statement reads it; UndecodableKey (the record is dead-lettered,
-        as one whose value does not decode) when it does not decode in the sink's key format."""
+    def tombstone_document(self, record: ConsumedRecord, key: Any) -> dict[str, Any]:
+        """A tombstone's document: what the SELECT names (its value fields null). A statement that
+        does not read the key gets the decoded key as ``_key``, the one thing a tombstone has: a
+        sink deletes by it (Stream-Reactor's Cassandra sink's connect.cassandra.delete.*)."""
+        if self.read_key is not None:
+            return self.statement.project(None, key, record.headers)
+        document = self.statement.project(None, None, record.headers)
+        document[KEY_FIELD] = self.key(record, self.any_key)
+        return document
+
+    def key(self, record: ConsumedRecord, reader: ReadKey | None = None) -> Any:
+        """The record key as the statement reads it (or as ``reader`` does); UndecodableKey (the
+        record is dead-lettered, as one whose value does not decode) when it does not decode in
+        the sink's key format."""
+        reader = reader or self.read_key
         if record.transformed_key is not None:  # the sink's transforms read or replaced it
             key = record.transformed_key[0]
-        elif self.read_key is None:  # the statement does not read the key
+        elif reader is None:  # the statement does not read the key
             return None
         else:
             try:
-                key = self.read_key(record.key)
+                key = reader(record.key)
             except FluxgateError as exc:
                 raise UndecodableKey(f"the record key does not decode: {exc}") from exc
         if self.parse_string_keys:  # after the transforms, as the sink sees the key they leave

@@ -100,7 +100,8 @@ class SinkRunner:
             sink.takes_tombstones,
         )
         # Their schemas are fetched before routing only where something reads the keys.
-        self._avro_keys = avro_keys if avro_keys and (self._router.reads_keys or settings.transforms) else None
+        reads_keys = self._router.reads_keys or settings.transforms or sink.reads_tombstone_keys
+        self._avro_keys = avro_keys if avro_keys and reads_keys else None
         self._registry_wait = Backoff.capped(settings.outage_backoff_ms / 1000, settings.outage_max_backoff_ms / 1000)
         self._stop: asyncio.Event | None = None
         self._transforms = Transforms(

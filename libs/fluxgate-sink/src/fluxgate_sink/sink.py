@@ -55,6 +55,9 @@ class Sink(ABC):
     #: whether StringConverter values (``sink.value_format=string``) are stored as the consumed
     #: text, whatever it holds; if not, each must be the text of a JSON object, read as the document
     stores_whole_text: bool = False
+    #: whether it deletes by the record key of a tombstone whose statement names no key field (its
+    #: item's document holds the decoded key as ``_key``): the runner then reads Avro keys' schemas ahead
+    reads_tombstone_keys: bool = False
 
     @abstractmethod
     async def setup(self, statements: Sequence[Statement]) -> None:

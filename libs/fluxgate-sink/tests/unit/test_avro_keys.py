@@ -166,3 +166,18 @@ async def test_the_runner_waits_for_the_registry_of_the_keys_and_dead_letters_no
     stop.set()
     await task
     assert sorted(sink.docs["temps"]) == ["k0", "k1", "k2"] and dead.sent == []
+
+
+@pytest.mark.parametrize("deletes_by_key", [False, True])
+def test_the_keys_schemas_are_read_ahead_where_a_sink_deletes_by_a_tombstones_key(
+    monkeypatch: pytest.MonkeyPatch, deletes_by_key: bool
+) -> None:
+    # A statement that names no key field reads no key, except a tombstone's where the sink deletes
+    # by it (scylla.delete_statement): its schema is then fetched ahead too, so a registry away is
+    # waited for instead of dead-lettering the delete.
+    monkeypatch.setattr(runner_module.AvroKeys, "of", classmethod(lambda cls, settings: keys(Registry())))
+    sink = FakeSink()
+    sink.reads_tombstone_keys = deletes_by_key
+    settings = SinkSettings(kcql="UPSERT INTO temps SELECT * FROM aggs", key_format="avro")
+    runner = SinkRunner("test", sink, kafka=KafkaSettings(), registry=RegistrySettings(), settings=settings)
+    assert (runner._avro_keys is not None) is deletes_by_key

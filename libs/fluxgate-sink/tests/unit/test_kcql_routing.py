@@ -336,6 +336,24 @@ def test_a_tombstone_routes_with_null_value_fields_where_every_statement_of_its_
     assert not routed.undecodable and not routed.unroutable
 
 
+def test_a_tombstone_of_a_statement_that_does_not_read_the_key_carries_the_decoded_key() -> None:
+    # What a sink deletes by (the older Cassandra sinks' connect.cassandra.delete.*): the key, as
+    # the sink's key format reads it, the record's only content.
+    records = [metadata_record(b'{"id": "a"}'), tombstone_record(b'{"id": "a"}', offset=6), tombstone_record(None, 7)]
+    routed = Router(parse("INSERT INTO k.t SELECT * FROM t"), read_key=JSON_KEYS, tombstones=lambda s: True).route(
+        records
+    )
+    assert [(item.source.offset, item.document.get("_key")) for item in routed.items] == [
+        (5, None),  # a record with a value is as it was: no _key
+        (6, {"id": "a"}),
+        (7, None),  # no key at all
+    ]
+    assert routed.items[1].document == {"_key": {"id": "a"}}
+    broken = tombstone_record(b'{"id": ', offset=8)
+    undecodable = Router(parse("INSERT INTO k.t SELECT * FROM t"), read_key=JSON_KEYS, tombstones=lambda s: True)
+    assert [r.offset for r in undecodable.route([broken]).undecodable] == [8]  # a key that does not decode
+
+
 @pytest.mark.parametrize("takes", [None, lambda statement: False, lambda statement: statement.target == "k.t"])
 def test_a_tombstone_is_undecodable_unless_every_statement_of_its_topic_takes_it(takes: object) -> None:
     kcql = TOMBSTONES + "; INSERT INTO k.other SELECT _key.id AS device FROM t"

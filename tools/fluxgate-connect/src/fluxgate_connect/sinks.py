@@ -381,9 +381,22 @@ CASSANDRA_SINK = Connector(
             "(connect.cassandra.load.balancing.local.dc)"
         ),
         f"{_CASS}.threadpool.size": Covered("statements in flight are bounded by scylla.max_in_flight"),
-        f"{_CASS}.delete.enabled": Covered("scylla-persister never deletes rows", accept=("false",)),
-        **aliases(
-            Unsupported("row deletion is not supported"), f"{_CASS}.delete.statement", f"{_CASS}.delete.struct_flds"
+        # Read together (translate.cassandra_deletes): the statement only when deletes are enabled.
+        f"{_CASS}.delete.enabled": Setting(
+            ("scylla.delete_statement",),
+            lambda _: {},
+            note="true: a tombstone runs connect.cassandra.delete.statement (false, the default: it is dead-lettered)",
+        ),
+        f"{_CASS}.delete.statement": Setting(
+            ("scylla.delete_statement",),
+            lambda _: {},
+            note="read when connect.cassandra.delete.enabled is true: DELETE FROM <table> WHERE <column> = ? AND ..., "
+            "each primary-key column once (another form is refused, naming it)",
+        ),
+        f"{_CASS}.delete.struct_flds": Setting(
+            ("scylla.delete_key_fields",),
+            lambda _: {},
+            note="the record key's fields that fill the statement's markers, in order; none: the key itself",
         ),
     },
 )

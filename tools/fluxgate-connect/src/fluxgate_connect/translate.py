@@ -3,6 +3,7 @@ service's environment: every key set, noted, refused (all refusals at once) or w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,7 @@ def translate(config: Mapping[str, str]) -> Translation:
     errors += _transforms(result, config)
     errors += _topic_creation(result, config)
     errors += _combine(result, config)
+    errors += cassandra_deletes(result, config)
     _json_only(result)
     errors += store_errors(config, connector.rules, lambda path: env_name(connector.settings, path))
     result.values.update(connector.fixed)
@@ -200,6 +202,34 @@ def _combine(result: Translation, config: Mapping[str, str]) -> list[str]:
             f"es-persister writes to the same node's HTTP API, {result.values['elasticsearch.hosts']}; if the "
             "node sets its own http.port, set connect.elastic.url=http://<host>:<http.port> instead"
         )
+    return []
+
+
+def cassandra_deletes(result: Translation, config: Mapping[str, str]) -> list[str]:
+    """The older Cassandra sinks' deletes: with ``connect.cassandra.delete.enabled=true`` a tombstone
+    runs ``delete.statement`` bound from its key (``delete.struct_flds``); otherwise both are unused,
+    as there (lensesio/stream-reactor ``CassandraSettings.scala``: read only when enabled;
+    ``sink/CassandraJsonWriter.scala``, ``delete``)."""
+    prefix = "connect.cassandra.delete."
+    if result.connector is not CASSANDRA_SINK or not any(key.startswith(prefix) for key in config):
+        return []
+    try:
+        enabled = boolean(config.get(f"{prefix}enabled", "false")) == "true"
+    except RuleError as exc:
+        return [f"{prefix}enabled: {exc}"]
+    statement = config.get(f"{prefix}statement", "").strip()
+    if not enabled:
+        if statement:
+            result.notes.append(
+                f"{prefix}statement: unused, as {prefix}enabled is not true: tombstones are dead-lettered"
+            )
+        return []
+    if not statement:
+        return [f"{prefix}enabled is true: {prefix}statement names the DELETE a tombstone runs"]
+    result.values["scylla.delete_statement"] = statement
+    fields = config.get(f"{prefix}struct_flds", "")
+    if fields.strip():
+        result.values["scylla.delete_key_fields"] = json.dumps(items(fields))
     return []
 
 

@@ -3,12 +3,28 @@ rows of the KCQL's table (AUTOCREATE) in the config's key space, read back with 
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from cassandra.cluster import Cluster
-from connect_runs import aggregates, connect, produce_aggregates
+from confluent_kafka import Producer
+from connect_runs import (
+    KEYSPACE,
+    aggregates,
+    committed,
+    connect,
+    cql_table,
+    lines,
+    own_names,
+    produce_aggregates,
+    run_until,
+)
+from fluxgate_testing import consume, unique_topic
+
+from fluxgate_core import deadletter as dlq
 
 pytestmark = pytest.mark.integration
 
@@ -42,3 +58,66 @@ def test_the_cassandra_sink_config_moves_aggregates_into_its_table(
     finally:
         session.execute(f"DROP TABLE IF EXISTS fluxgate_connect.{table}")
         cluster.shutdown()
+
+
+def test_a_tombstone_runs_the_documented_delete_statement_bound_from_its_key(
+    stack: Any, cassandra: tuple[str, int], tmp_path: Path
+) -> None:
+    # Stream-Reactor's documentation's delete ("Deletion in Cassandra"): a text key holding JSON, its
+    # fields id and product bound to DELETE FROM orders WHERE id = ? and product = ?
+    # (CassandraJsonWriter.scala's delete, KeyUtils.keysFromJson). Records of one row come in order:
+    # written, deleted, written again; the last write stays.
+    table, name, topic = own_names(stack, "orders")
+    dead = unique_topic("connect.orders.deadletter", stack.bootstrap, partitions=1)
+
+    def key(order: str, product: str | None) -> bytes:
+        return json.dumps({"id": order, **({"product": product} if product else {})}).encode()
+
+    def value(order: str, product: str, qty: int) -> bytes:
+        return json.dumps({"id": order, "product": product, "qty": qty}).encode()
+
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+    for k, v in [
+        (key("o1", "p1"), value("o1", "p1", 1)),
+        (key("o2", "p2"), value("o2", "p2", 2)),
+        (key("o3", "p3"), value("o3", "p3", 3)),
+        (key("o1", "p1"), None),  # deleted
+        (key("o3", "p3"), None),  # deleted, then written again
+        (key("o3", "p3"), value("o3", "p3", 33)),
+        (key("o2", None), None),  # no product in the key: dead-lettered, o2 stays
+    ]:
+        producer.produce(topic, v, k, partition=0)
+    assert producer.flush(30) == 0
+    host, port = cassandra
+    path = tmp_path / "orders.properties"
+    path.write_text(lines(
+        "# The Cassandra sink page's example with its delete keys, written for this test's table and topic",
+        f"name={name}",
+        "connector.class=io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector",
+        f"topics={topic}",
+        f"connect.cassandra.kcql=INSERT INTO {table} SELECT * FROM {topic}",
+        f"connect.cassandra.contact.points={host}",
+        f"connect.cassandra.port={port}",
+        f"connect.cassandra.key.space={KEYSPACE}",
+        "connect.cassandra.delete.enabled=true",
+        f"connect.cassandra.delete.statement=DELETE FROM {table} WHERE id = ? and product = ?",
+        "connect.cassandra.delete.struct_flds=id,product",
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable=false",
+        "errors.tolerance=all",
+        "connect.cassandra.error.policy=NOOP",
+        f"errors.deadletterqueue.topic.name={dead}",
+    ))  # fmt: skip
+
+    def done() -> bool:
+        return committed(stack.bootstrap, f"connect-{name}", topic) == 7
+
+    with cql_table(cassandra, table, "id text, product text, qty int, PRIMARY KEY (id, product)") as session:
+        service = run_until(path, "FLUXGATE_SCYLLA_", stack, done, "a commit past all 7 records", 90)
+        rows = {(row.id, row.product): row.qty for row in session.execute(f"SELECT * FROM {KEYSPACE}.{table}")}
+    assert rows == {("o2", "p2"): 2, ("o3", "p3"): 33}
+    [letter] = consume(stack.bootstrap, dead, expected=1, idle=1.0)
+    assert letter.key == key("o2", None) and letter.header(dlq.SOURCE_OFFSET) == b"6"
+    assert "the record key has no field product" in (letter.header(dlq.REASON) or b"").decode()
+    assert "fluxgate_scylla_rows_deleted_total" not in service.log_text()  # counted on /metrics, not logged

@@ -26,6 +26,7 @@ TRANSLATED = [
     "cassandra-sink-10x-secured.properties",
     "cassandra-sink-datamountaineer-json.properties",
     "cassandra-sink-datamountaineer-orders.properties",
+    "cassandra-sink-lenses-deletes.properties",
     "cassandra-sink-local.properties",
     "cassandra-sink.properties",
     "coap-source-dtls.properties",

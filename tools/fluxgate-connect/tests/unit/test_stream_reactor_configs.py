@@ -17,6 +17,7 @@ from fluxgate_connect.translate import Translation, translate
 ES_OLD = "com.datamountaineer.streamreactor.connect.elastic.ElasticSinkConnector"
 HZ5 = "io.lenses.streamreactor.connect.hazelcast.sink.HazelCastSinkConnector"
 CASS10 = "io.lenses.streamreactor.connect.cassandra.CassandraSinkConnector"
+CASS_OLD = "io.lenses.streamreactor.connect.cassandra.sink.CassandraSinkConnector"
 MQTT = "io.lenses.streamreactor.connect.mqtt.source.MqttSourceConnector"
 
 # Every class name a Stream-Reactor release shipped for the five connectors (lensesio/stream-reactor,
@@ -146,6 +147,45 @@ def test_the_oldest_cassandra_quickstart_runs(monkeypatch: pytest.MonkeyPatch) -
     assert result.env["FLUXGATE_SCYLLA_SINK__KCQL"] == "INSERT INTO orders SELECT * FROM orders-topic"
     assert result.warnings == []
     assert _loaded(result, monkeypatch).scylla.keyspace == "demo"
+
+
+def test_the_documented_cassandra_delete_keys_make_a_tombstone_delete_its_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = fixture("cassandra-sink-lenses-deletes.properties")
+    assert result.warnings == []
+    scylla = _loaded(result, monkeypatch).scylla
+    assert scylla.delete_statement == "DELETE FROM orders WHERE id = ? and product = ?"
+    delete = scylla.key_delete()
+    assert delete is not None and delete.columns == ("id", "product") and delete.key_fields == ("id", "product")
+
+
+DELETE = "DELETE FROM t WHERE id = ?"
+
+
+@pytest.mark.parametrize(
+    ("keys", "found"),
+    [
+        # As Stream-Reactor: the statement is read only when deletes are enabled.
+        ({"connect.cassandra.delete.statement": "DELETE FROM t WHERE id = ?"}, None),
+        ({"connect.cassandra.delete.enabled": "false", "connect.cassandra.delete.statement": "DELETE x"}, None),
+        ({"connect.cassandra.delete.enabled": "TRUE", "connect.cassandra.delete.statement": DELETE}, DELETE),
+    ],
+)  # fmt: skip
+def test_the_delete_statement_is_read_only_when_deletes_are_enabled(keys: dict[str, str], found: str | None) -> None:
+    config = {"connector.class": CASS_OLD, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t", **keys}
+    assert translate(config).values.get("scylla.delete_statement") == found
+
+
+@pytest.mark.parametrize(
+    ("keys", "reason"),
+    [
+        ({"connect.cassandra.delete.enabled": "true"}, "connect.cassandra.delete.statement names the DELETE"),
+        ({"connect.cassandra.delete.enabled": "yes"}, "expected true or false"),
+    ],
+)
+def test_deletes_enabled_without_a_statement_are_refused(keys: dict[str, str], reason: str) -> None:
+    config = {"connector.class": CASS_OLD, "connect.cassandra.kcql": "INSERT INTO t SELECT * FROM t", **keys}
+    with pytest.raises(ConnectError, match=reason):
+        translate(config)
 
 
 def test_the_cassandra_10x_auth_ssl_and_local_dc_keys_are_set(monkeypatch: pytest.MonkeyPatch) -> None:

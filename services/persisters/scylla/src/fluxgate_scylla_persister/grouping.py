@@ -7,8 +7,10 @@ coordinator fan it out instead, so groups never span two partitions (nor two tab
 
 A group also never holds the same row twice: the rows of a batch share one write timestamp,
 and two values of one cell at one timestamp are settled by comparing the values, not by
-which came later. The second version of a row starts a new group, sent after the first, so
-it gets the later timestamp, as it would as a statement of its own.
+which came later. The second version of a row starts a new group, sent once the first is
+written (:func:`waves`), so it gets the later timestamp, as it would as a statement of its own:
+statements in flight together may be stamped in any order (the driver stamps each as a thread
+sends it), so a later version, or a delete after a write, is never in flight with the earlier.
 """
 
 from __future__ import annotations
@@ -33,6 +35,22 @@ def partition_groups(keys: Sequence[tuple[Hashable, Hashable]], cap: int) -> lis
         current[0].append(position)
         current[1].add(row)
     return groups
+
+
+def waves(rows: Sequence[Sequence[Hashable]]) -> list[list[int]]:
+    """Positions of statements (each writing ``rows[i]``) in waves to send one after another:
+    a statement comes a wave after every earlier one that writes one of its rows, so each row's
+    versions are written in order. One wave when no row repeats (the usual case)."""
+    last: dict[Hashable, int] = {}
+    out: list[list[int]] = []
+    for position, keys in enumerate(rows):
+        wave = 1 + max((last[key] for key in keys if key in last), default=-1)
+        if wave == len(out):
+            out.append([])
+        out[wave].append(position)
+        for key in keys:
+            last[key] = wave
+    return out
 
 
 def group_statement(statements: Sequence[Any]) -> Any:

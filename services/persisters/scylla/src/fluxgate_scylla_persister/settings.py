@@ -21,6 +21,7 @@ from fluxgate_core.settings import (
     service_config,
 )
 from fluxgate_core.store_access import ScyllaAccess
+from fluxgate_scylla_persister.key_deletes import KeyDelete
 from fluxgate_scylla_persister.table import ColumnMatch, DefaultValue
 from fluxgate_sink.settings import SinkSettings
 
@@ -99,6 +100,37 @@ class ConnectionSettings(ScyllaAccess):
         "Stream-Reactor's Cassandra sink's connect.cassandra.default.value, NULL its default, set by fluxgate "
         "connect)",
     )
+
+    # Stream-Reactor's older Cassandra sinks delete by key (connect.cassandra.delete.enabled,
+    # .statement, .struct_flds; key_deletes.py). Off unless a statement is given.
+    delete_statement: str | None = Field(
+        None,
+        description="a tombstone (a record whose value is null) deletes a row: DELETE FROM <table> WHERE <column> = ? "
+        "AND ..., each primary-key column once, its markers bound from the record key (the key itself, or the "
+        "fields delete_key_fields names); unset: a tombstone is dead-lettered (Stream-Reactor's "
+        "connect.cassandra.delete.statement, set by fluxgate connect when connect.cassandra.delete.enabled is true)",
+    )
+    delete_key_fields: list[str] = Field(
+        default_factory=list,
+        description="the record key's fields that fill delete_statement's markers, in order, a dotted name reaching "
+        "into a nested field, for a key with fields (Avro or JSON with a schema, or text holding a JSON object); "
+        "empty: the key itself fills the one marker (connect.cassandra.delete.struct_flds)",
+    )
+
+    @model_validator(mode="after")
+    def _delete_parses(self) -> ConnectionSettings:
+        if self.delete_statement is not None:
+            try:
+                KeyDelete.parse(self.delete_statement, self.delete_key_fields)
+            except ValueError as exc:
+                raise ValueError(f"delete_statement: {exc}") from None
+        elif self.delete_key_fields:
+            raise ValueError("delete_key_fields: set delete_statement too, the DELETE its fields fill")
+        return self
+
+    def key_delete(self) -> KeyDelete | None:
+        """The DELETE a tombstone runs, when one is set."""
+        return None if self.delete_statement is None else KeyDelete.parse(self.delete_statement, self.delete_key_fields)
 
     @model_validator(mode="before")
     @classmethod

@@ -23,7 +23,8 @@ from prometheus_client import Counter
 from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.serde import wire_schema_id
 from fluxgate_scylla_persister.driver import Cluster, describe, is_transient, make_cluster, refusal
-from fluxgate_scylla_persister.grouping import group_statement, partition_groups
+from fluxgate_scylla_persister.grouping import group_statement, partition_groups, waves
+from fluxgate_scylla_persister.key_deletes import KeyDelete
 from fluxgate_scylla_persister.pump import Pump
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.table import (
@@ -54,7 +55,8 @@ REQUESTS = Counter(
 )
 DELETES = Counter(
     "fluxgate_scylla_rows_deleted_total",
-    "Rows deleted: records whose non-key fields are all null, under Stream-Reactor 10.x's deletesEnabled",
+    "Rows deleted: records whose non-key fields are all null, under Stream-Reactor 10.x's deletesEnabled, and "
+    "tombstones under scylla.delete_statement",
 )
 #: Python's own refusals of a value for a column: binding it again can never help.
 BIND_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError)
@@ -81,18 +83,41 @@ class Writer:
     def bind(self, item: SinkItem) -> Any:
         binder = self.binder
         if self.delete is not None and binder.deleted(item):
-            bound = self.delete.bind(binder.key_values(item))
-        else:
-            bound = self.prepared.bind(binder.values(item))
-        try:
-            # Computed now, not inside the driver: a key component longer than a key may
-            # be fails this item here, with a message that says so.
-            _ = bound.routing_key
-        except struct.error as exc:
-            raise SinkError(
-                f"{self.binder.name}: a partition key value longer than 65535 bytes, the most a key takes"
-            ) from exc
-        return bound
+            return routed(self.delete.bind(binder.key_values(item)), binder.name)
+        return routed(self.prepared.bind(binder.values(item)), binder.name)
+
+    def deletes(self, bound: Any) -> bool:
+        return bound.prepared_statement is self.delete
+
+
+@dataclass(frozen=True)
+class KeyDeleter:
+    """``scylla.delete_statement`` prepared on its table (key_deletes): what a tombstone runs,
+    bound and keyed as a :class:`Writer` binds and keys its rows."""
+
+    prepared: PreparedStatement
+    delete: KeyDelete
+    name: TableName
+    clustering: tuple[int, ...]  # positions of the clustering columns among its values
+
+    def bind(self, item: SinkItem) -> Any:
+        return routed(self.prepared.bind(self.delete.values(item)), self.name)
+
+    def row_key(self, bound: Any) -> tuple[Any, Any]:
+        return (self.name, bound.routing_key), tuple(bound.values[i] for i in self.clustering)
+
+    def deletes(self, bound: Any) -> bool:
+        return True
+
+
+def routed(bound: Any, name: TableName) -> Any:
+    """``bound``, its routing key computed now, not inside the driver: a key component longer
+    than a key may be fails this item here, with a message that says so."""
+    try:
+        _ = bound.routing_key
+    except struct.error as exc:
+        raise SinkError(f"{name}: a partition key value longer than 65535 bytes, the most a key takes") from exc
+    return bound
 
 
 class ScyllaSink(Sink):
@@ -111,6 +136,9 @@ class ScyllaSink(Sink):
         self._session: Session | None = None
         self._pump: Pump | None = None
         self._writers: dict[Statement, Writer] = {}
+        self._key_delete = settings.key_delete()
+        self.reads_tombstone_keys = self._key_delete is not None
+        self._deleter: KeyDeleter | None = None
         self._closed = False
 
     @property
@@ -141,6 +169,8 @@ class ScyllaSink(Sink):
         log.info("scylla.connected", hosts=where, cluster=self._cluster.metadata.cluster_name, nodes=len(hosts))
         for statement in statements:
             self._writers[statement] = self._prepare(statement)
+        if self._key_delete is not None:
+            self._deleter = self._prepare_delete(self._key_delete)
         self._pump = Pump(self._session, self._settings.max_in_flight, self._settings.request_timeout_s)
 
     def _prepare(self, statement: Statement) -> Writer:
@@ -188,6 +218,29 @@ class ScyllaSink(Sink):
         delete = self._ddl(layout.delete_cql(), name, prepare=True)
         after_key = 1 + len(layout.partition_key)  # the write time, then the partition key
         return Writer(prepared, binder, clustering, delete, tuple(range(after_key, after_key + len(clustering))))
+
+    def _prepare_delete(self, delete: KeyDelete) -> KeyDeleter:
+        """The DELETE of ``scylla.delete_statement`` on its table, which must exist and be named by
+        its WHERE column for column of the primary key: a DELETE of one row, ordered as its record."""
+        keyspace = delete.keyspace or self._settings.keyspace
+        if delete.keyspace is None and self._settings.column_match == "stream-reactor":
+            keyspace = keyspace.lower()  # as table_name folds the default keyspace of a KCQL target
+        name = TableName(keyspace, delete.table)
+        setting = ("scylla.delete_statement",)
+        try:
+            layout = self._existing(name)
+        except SinkError:
+            raise SettingRefused(f"its table {name} does not exist", setting) from None
+        if sorted(delete.columns) != sorted(layout.primary_key):
+            raise SettingRefused(
+                f"its WHERE names {', '.join(delete.columns)}; {name}'s primary key is "
+                f"{', '.join(layout.primary_key)}: name each of those once, so that a tombstone deletes one row",
+                setting,
+            )
+        where = " AND ".join(f"{protect_name(column)} = ?" for column in delete.columns)
+        prepared = self._ddl(f"DELETE FROM {name} WHERE {where}", name, prepare=True)  # noqa: S608 - names quoted
+        clustering = tuple(delete.columns.index(column) for column in layout.clustering)
+        return KeyDeleter(prepared, delete, name, clustering)
 
     def _columns(self, name: TableName) -> dict[str, str]:
         """The table's columns as the driver's schema metadata has them now (kept current by the
@@ -260,7 +313,9 @@ class ScyllaSink(Sink):
         keys: list[tuple[Any, Any]] = []
         deletes: list[bool] = []
         for index, item in enumerate(items):
-            writer = self._writers[item.statement]
+            writer: Writer | KeyDeleter = self._writers[item.statement]
+            if self._deleter is not None and item.source.record is None:  # a tombstone
+                writer = self._deleter
             try:
                 bound.append(writer.bind(item))
             except SinkError as exc:
@@ -272,7 +327,7 @@ class ScyllaSink(Sink):
                 continue
             positions.append(index)
             keys.append(writer.row_key(bound[-1]))
-            deletes.append(bound[-1].prepared_statement is writer.delete)
+            deletes.append(writer.deletes(bound[-1]))
         errors = await self._written(bound, keys)
         if True in deletes:
             DELETES.inc(sum(error is None for error, delete in zip(errors, deletes, strict=True) if delete))
@@ -285,7 +340,8 @@ class ScyllaSink(Sink):
         reason; a batch that timed out or found no replica fails each of its rows with that."""
         assert self._pump is not None
         groups = partition_groups(keys, self._settings.partition_batch_rows)
-        sent = await self._pump.run([group_statement([bound[i] for i in group]) for group in groups])
+        statements = [group_statement([bound[i] for i in group]) for group in groups]
+        sent = await self._in_order(statements, [[keys[i] for i in group] for group in groups])
         batches = sum(len(group) > 1 for group in groups)
         REQUESTS.labels("batch").inc(batches)
         REQUESTS.labels("row").inc(len(groups) - batches)
@@ -309,7 +365,18 @@ class ScyllaSink(Sink):
             ]
             rows = sorted(again) + later
             REQUESTS.labels("row").inc(len(rows))
-            for position, error in zip(rows, await self._pump.run([bound[i] for i in rows]), strict=True):
+            again_sent = await self._in_order([bound[i] for i in rows], [[keys[i]] for i in rows])
+            for position, error in zip(rows, again_sent, strict=True):
+                errors[position] = error
+        return errors
+
+    async def _in_order(self, statements: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[BaseException | None]:
+        """Run ``statements`` (each writing ``rows[i]``), a row's later versions after its earlier
+        ones are written (grouping.waves); each statement's error, or None."""
+        assert self._pump is not None
+        errors: list[BaseException | None] = [None] * len(statements)
+        for wave in waves(rows):
+            for position, error in zip(wave, await self._pump.run([statements[i] for i in wave]), strict=True):
                 errors[position] = error
         return errors
 
@@ -318,6 +385,8 @@ class ScyllaSink(Sink):
         schema id of a record that carries it (None: not Avro)."""
         missing: dict[Statement, dict[str, int | None]] = {}
         for item in items:
+            if self._deleter is not None and item.source.record is None:  # a tombstone deletes, writes nothing
+                continue
             binder = self._writers[item.statement].binder
             try:
                 row = binder.row(item)
@@ -375,9 +444,10 @@ class ScyllaSink(Sink):
         """Where records delete rows (Stream-Reactor 10.x's deletesEnabled), a tombstone deletes
         the row its key names: DataStax's connector reads it as a record of the key's fields alone
         (KeyValueRecord), none of them mapped to a non-key column, so RecordMapper.isInsertUpdate
-        makes it a DELETE. Anywhere else it is dead-lettered, as a value that does not decode."""
+        makes it a DELETE. Under ``scylla.delete_statement`` (the older sinks' delete.enabled) every
+        tombstone runs it. Anywhere else it is dead-lettered, as a value that does not decode."""
         writer = self._writers.get(statement)
-        return writer is not None and writer.delete is not None
+        return self._key_delete is not None or (writer is not None and writer.delete is not None)
 
     async def ping(self) -> bool:
         if self._session is None:

@@ -10,7 +10,7 @@ from typing import Any
 from cassandra import InvalidRequest, WriteTimeout
 from cassandra.query import BatchStatement, BatchType
 
-from fluxgate_scylla_persister.grouping import group_statement, partition_groups
+from fluxgate_scylla_persister.grouping import group_statement, partition_groups, waves
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
 
@@ -30,6 +30,14 @@ def test_a_second_version_of_a_row_starts_a_later_group() -> None:
     # Rows of one batch share one timestamp; the later version must be the later write.
     keys = [("a", 1), ("a", 2), ("a", 1), ("a", 3)]
     assert partition_groups(keys, cap=20) == [[0, 1], [2, 3]]
+
+
+def test_a_statement_waits_for_every_earlier_one_that_writes_one_of_its_rows() -> None:
+    assert waves([["a1", "a2"], ["b1"], ["c1"]]) == [[0, 1, 2]]  # no row twice: all at once
+    # a1's second version waits for its first; b1 waits for nothing; a1's third for the second,
+    # and c1 with it goes in that wave too.
+    assert waves([["a1", "a2"], ["b1"], ["a1", "a3"], ["a1", "c1"], ["b2"]]) == [[0, 1, 4], [2], [3]]
+    assert waves([]) == []
 
 
 def test_one_row_is_sent_as_it_is_and_several_as_an_unlogged_batch() -> None:
@@ -93,8 +101,20 @@ async def test_a_later_version_of_a_row_in_a_refused_batch_is_written_again_afte
     pump = FakePump()
     bound = ["a1 old", "a2 BAD", "a1 new"]
     errors = await written(20, pump)._written(bound, [("a", 1), ("a", 2), ("a", 1)])
-    assert pump.sent[1] == [["a1 old"], ["a2 BAD"], ["a1 new"]]
+    assert pump.sent[:2] == [[["a1 old", "a2 BAD"]], [["a1 new"]]]  # never in flight together
+    assert pump.sent[2:] == [[["a1 old"], ["a2 BAD"]], [["a1 new"]]]
     assert [type(e).__name__ if e else None for e in errors] == [None, "InvalidRequest", None]
+
+
+async def test_a_rows_versions_are_never_in_flight_together() -> None:
+    # The driver stamps a statement as a thread sends it: two in flight together may be stamped in
+    # either order, and a write after a delete of its row (or a second version) must be the later.
+    pump = FakePump()
+    bound = ["a1 v1", "b1", "a1 v2", "a1 v3", "b2"]
+    keys = [("a", 1), ("b", 1), ("a", 1), ("a", 1), ("b", 2)]
+    errors = await written(20, pump)._written(bound, keys)
+    assert pump.sent == [[["a1 v1"], ["b1", "b2"]], [["a1 v2"]], [["a1 v3"]]]
+    assert errors == [None] * 5
 
 
 async def test_the_cap_splits_a_partition_into_several_batches() -> None:

@@ -1,0 +1,119 @@
+"""Deletes by record key, as Stream-Reactor's older Cassandra sinks run them: a tombstone (a record
+whose value is null) runs ``connect.cassandra.delete.statement``, bound from its key
+(``scylla.delete_statement`` and ``scylla.delete_key_fields``, which fluxgate connect sets).
+
+lensesio/stream-reactor, kafka-connect-cassandra ``sink/CassandraJsonWriter.scala`` (``delete``):
+a primitive key is bound as it is; a Struct key by the fields ``connect.cassandra.delete.struct_flds``
+names, in order, a dotted name reaching into a nested Struct (``utils/KeyUtils.scala``,
+``keysFromStruct``); a STRING key when ``struct_flds`` is set is JSON, read the same way
+(``keysFromJson``); a record without a key fails ("Missing key schema.").
+
+Where we differ: only a DELETE of one row runs, ``DELETE FROM <table> WHERE <column> = ? AND ...``
+naming each primary-key column once, and it is run by the persister's own statement on the
+persister's session (the keyspace of an unqualified table is ``scylla.keyspace``). A row's deletes
+and writes are then ordered as their records are (the writes of one row never share a batch, and
+the driver stamps each statement as it is sent), where another form could delete rows written
+after it in the same batch. Its values are bound as the key holds them: a text key into a typed
+column is refused by the driver, as Stream-Reactor's binding refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fluxgate_sink.errors import SinkError
+from fluxgate_sink.formats import KEY_FIELD
+from fluxgate_sink.sink import SinkItem
+
+_NAME = r'(?:[A-Za-z][A-Za-z0-9_]*|"(?:[^"]|"")+")'
+_DELETE = re.compile(
+    rf"\s*DELETE\s+FROM\s+(?P<table>{_NAME}(?:\s*\.\s*{_NAME})?)\s+WHERE\s+(?P<where>.+?)\s*;?\s*", re.I | re.S
+)
+_CONDITION = re.compile(rf"\s*(?P<column>{_NAME})\s*=\s*\?\s*", re.S)
+_AND = re.compile(r"\s+AND\s+", re.I)
+FORM = "DELETE FROM <table> WHERE <column> = ? AND ... (each primary-key column once)"
+
+
+def cql_name(name: str) -> str:
+    """A CQL name as the server reads it: unquoted folded to lower case, quoted as written."""
+    if name.startswith('"'):
+        return name[1:-1].replace('""', '"')
+    return name.lower()
+
+
+@dataclass(frozen=True)
+class KeyDelete:
+    """A parsed ``scylla.delete_statement``: its keyspace (None: the default one) and table, and
+    the columns of its WHERE in order, each name as the server reads it, with the key fields bound
+    to them."""
+
+    keyspace: str | None
+    table: str
+    columns: tuple[str, ...]
+    key_fields: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, statement: str, key_fields: Sequence[str]) -> KeyDelete:
+        """ValueError saying what is wrong when ``statement`` is not of :data:`FORM` or its markers
+        and ``key_fields`` do not pair up."""
+        found = _DELETE.fullmatch(statement)
+        if found is None:
+            raise ValueError(f"{statement!r}: only {FORM} is run")
+        conditions = [_CONDITION.fullmatch(part) for part in _AND.split(found["where"])]
+        if None in conditions:
+            raise ValueError(f"{statement!r}: each condition must be <column> = ?; only {FORM} is run")
+        columns = tuple(cql_name(c["column"]) for c in conditions if c is not None)
+        if len(set(columns)) != len(columns):
+            raise ValueError(f"{statement!r}: a column is named twice")
+        if key_fields and len(key_fields) != len(columns):
+            raise ValueError(
+                f"{statement!r} has {len(columns)} markers and delete_key_fields names {len(key_fields)} fields: "
+                "one field of the record key per marker, in order"
+            )
+        if not key_fields and len(columns) != 1:
+            raise ValueError(
+                f"{statement!r} has {len(columns)} markers: name the record key's field for each in delete_key_fields "
+                "(connect.cassandra.delete.struct_flds); without them the key itself fills one marker"
+            )
+        *keyspace, table = [cql_name(name) for name in re.findall(_NAME, found["table"])]
+        return cls(keyspace[0] if keyspace else None, table, columns, tuple(key_fields))
+
+    def values(self, item: SinkItem) -> list[Any]:
+        """The DELETE's values from the tombstone's record key (``_key`` of its document: the router's)."""
+        key = item.document.get(KEY_FIELD)
+        if key is None:
+            raise SinkError("the record key is null: a tombstone deletes the row its key names", retriable=False)
+        if isinstance(key, str) and self.key_fields:  # a STRING key with struct_flds is JSON
+            key = _json_key(key)
+        if not isinstance(key, Mapping):  # any other primitive key is bound as it is
+            return [key]
+        if not self.key_fields:
+            raise SinkError(
+                f"the record key is a record (fields {', '.join(map(str, key)) or 'none'}): name the field that "
+                "fills each marker in delete_key_fields (connect.cassandra.delete.struct_flds)",
+                retriable=False,
+            )
+        return [_field(key, name) for name in self.key_fields]
+
+
+def _json_key(key: str) -> Mapping[str, Any]:
+    try:
+        parsed = json.loads(key)
+    except ValueError as exc:
+        raise SinkError(f"the record key is not JSON, so its fields cannot be read: {exc}", retriable=False) from None
+    if not isinstance(parsed, Mapping):
+        raise SinkError("the record key is JSON but not an object, so it has no fields to delete by", retriable=False)
+    return parsed
+
+
+def _field(fields: Mapping[str, Any], name: str) -> Any:
+    found: Any = fields
+    for part in name.split("."):
+        if not isinstance(found, Mapping) or part not in found:
+            raise SinkError(f"the record key has no field {name}: it names the row to delete", retriable=False)
+        found = found[part]
+    return found
