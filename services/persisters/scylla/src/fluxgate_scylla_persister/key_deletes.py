@@ -84,7 +84,13 @@ class KeyDelete:
 
     def values(self, item: SinkItem) -> list[Any]:
         """The DELETE's values from the tombstone's record key (``_key`` of its document: the router's)."""
-        key = item.document.get(KEY_FIELD)
+        if KEY_FIELD not in item.document:  # kcql_routing: the router reads the key itself for the SELECT
+            raise SinkError(
+                "the statement selects fields of the record key (_key.<field>), which a tombstone then fills "
+                "instead of the key: delete_statement reads the key of a statement that selects none of it",
+                retriable=False,
+            )
+        key = item.document[KEY_FIELD]
         if key is None:
             raise SinkError("the record key is null: a tombstone deletes the row its key names", retriable=False)
         if isinstance(key, str) and self.key_fields:  # a STRING key with struct_flds is JSON

@@ -385,7 +385,7 @@ class ScyllaSink(Sink):
         schema id of a record that carries it (None: not Avro)."""
         missing: dict[Statement, dict[str, int | None]] = {}
         for item in items:
-            if self._deleter is not None and item.source.record is None:  # a tombstone deletes, writes nothing
+            if item.source.record is None:  # a tombstone deletes: it has no field to add a column for
                 continue
             binder = self._writers[item.statement].binder
             try:

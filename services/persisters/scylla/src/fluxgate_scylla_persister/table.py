@@ -27,7 +27,7 @@ from cassandra.query import UNSET_VALUE
 from fluxgate_scylla_persister.consumed import CQL_TYPES, cql_type
 from fluxgate_scylla_persister.text_values import Coerce, coerced, text_coercion
 from fluxgate_sink.errors import KcqlError, SinkError
-from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, FieldPath, Statement
+from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, HEADER_PREFIX, FieldPath, Statement
 from fluxgate_sink.sink import SinkItem
 
 DAY = "day"
@@ -127,7 +127,8 @@ def autocreate_layout(statement: Statement, name: TableName) -> Layout:
 
 
 def projected_columns(statement: Statement) -> dict[str, str]:
-    """The columns SELECT/AS/IGNORE make of a TemperatureAggregate, with their CQL types."""
+    """The columns SELECT/AS/IGNORE make of a TemperatureAggregate, with their CQL types; a
+    header (``_header.<name>``) is read as its UTF-8 text, so its column is text."""
     ignored = {path[0] for path in statement.ignore if len(path) == 1}
     columns: dict[str, str] = {}
     for ref in statement.fields:
@@ -135,6 +136,8 @@ def projected_columns(statement: Statement) -> dict[str, str]:
             columns.update({n: t for n, t in CQL_TYPES.items() if n not in ignored})
         elif not ref.wildcard and len(ref.path) == 1 and ref.path[0] in CQL_TYPES:
             columns[ref.alias or ref.path[0]] = CQL_TYPES[ref.path[0]]
+        elif not ref.wildcard and len(ref.path) > 1 and ref.path[0] == HEADER_PREFIX:
+            columns[ref.alias or ref.path[-1]] = "text"
         else:
             shown = ".".join(ref.path) + (".*" if ref.wildcard else "")
             raise KcqlError(f"{statement.text}: AUTOCREATE knows TemperatureAggregate's fields, not {shown}")

@@ -54,6 +54,18 @@ async def test_rows_queried_back_by_device_and_time_range_equal_what_was_sent(
     assert [as_utc(r.window_start) for r in day_one] == [START + timedelta(minutes=w) for w in range(59, -1, -1)]
 
 
+async def test_autocreate_adds_a_text_column_for_a_header_the_select_names(
+    sink: ScyllaSink, cql: Session, target: str
+) -> None:
+    stmt = statement(f"UPSERT INTO {target} SELECT *, _header.gw AS gateway FROM temperatures.aggregated AUTOCREATE")
+    await sink.setup([stmt])
+    record = sent(devices=1, windows=1)[0]
+    # The router's document: the record's fields and the header's text under its alias (Statement.project).
+    [item] = items(statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated"), [record])
+    assert await sink.write_batch([item._replace(statement=stmt, document={**record, "gateway": "hub-7"})]) == []
+    assert [row.gateway for row in cql.execute(f"SELECT gateway FROM {target}")] == ["hub-7"]
+
+
 async def test_writing_the_same_records_again_changes_nothing(sink: ScyllaSink, cql: Session, target: str) -> None:
     stmt = statement(f"INSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")
     await sink.setup([stmt])

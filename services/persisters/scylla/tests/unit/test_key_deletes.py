@@ -91,6 +91,12 @@ def test_a_key_of_one_value_fills_the_one_marker(key: Any) -> None:
     assert KeyDelete.parse("DELETE FROM orders WHERE id = ?", []).values(tombstone(key)) == [key]
 
 
+def test_a_tombstone_of_a_statement_that_selects_key_fields_names_why_it_cannot_delete() -> None:
+    item = tombstone("o1")
+    with pytest.raises(SinkError, match=r"selects fields of the record key \(_key.<field>\)"):
+        KeyDelete.parse("DELETE FROM orders WHERE id = ?", []).values(item._replace(document={"id": "o1"}))
+
+
 @pytest.mark.parametrize(
     ("fields", "key", "reason"),
     [

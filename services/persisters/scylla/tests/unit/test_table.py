@@ -91,6 +91,16 @@ def test_selected_renamed_and_ignored_fields_make_the_columns() -> None:
     assert "stddev" not in autocreate_layout(ignored, TableName("k", "t")).columns
 
 
+def test_autocreate_makes_a_headers_column_text_and_refuses_a_key_field_it_cannot_type() -> None:
+    # A header is read as its UTF-8 text (kcql._header); a key's fields have no type before a record.
+    headers = one("UPSERT INTO t SELECT *, _header.gw AS gateway, _header.fluxgate.source FROM x AUTOCREATE")
+    columns = autocreate_layout(headers, TableName("k", "t")).columns
+    assert (columns["gateway"], columns["source"]) == ("text", "text")
+    keyed = one("UPSERT INTO t SELECT *, _key.site AS site FROM x AUTOCREATE")
+    with pytest.raises(KcqlError, match=r"AUTOCREATE knows TemperatureAggregate's fields, not _key\.site"):
+        autocreate_layout(keyed, TableName("k", "t"))
+
+
 def test_a_pk_without_the_event_time_cannot_make_the_table() -> None:
     statement = one("UPSERT INTO t SELECT * FROM x PK device_id AUTOCREATE")
     with pytest.raises(KcqlError, match="PK must include window_start"):
