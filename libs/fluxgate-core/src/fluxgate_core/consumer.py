@@ -29,8 +29,9 @@ FENCE_WINDOW_S = 600.0
 __all__ = ["Decoder", "PartitionKey", "PartitionsCallback", "RecordConsumer", "RecordHeaders", "capped_prefetch"]
 # librdkafka fetches for a partition whose prefetch queue was full again only after
 # fetch.queue.backoff.ms, 1 s by default: a consumer capped at 4 MiB then read ~24,000 records/s
-# of 256 B, ~5,400 of 2 KB and ~1,900 of 20 KB, against ~540,000, ~214,000 and ~61,000 at
-# 10 ms (bench/prefetch.py). Only a small cap needs it: at its own 64 MiB the queue rarely fills.
+# of 256 B, ~6,000 of 2 KB and ~2,300 of 20 KB, against ~447,000, ~207,000 and ~40,000 at
+# 10 ms (bench/prefetch.py, bench/results/2026-11-28-prefetch-backoff.md). Only a small cap
+# needs it: at its own 64 MiB the queue rarely fills.
 FULL_QUEUE_BACKOFF_MS = 10
 
 
