@@ -85,8 +85,11 @@ lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict on ever
 	$(VENV)/bin/mypy $(wildcard libs/*/src) $(wildcard services/*/src services/persisters/*/src) $(wildcard tools/*/src)
 
 .PHONY: bench
+# Full JIT for every line: quick-start (C1-only) JVMs would skew the numbers, and a bench that
+# brings the stack up itself (ensure_up) would restart them quick-start without it.
+bench: export FLUXGATE_STACK_JVM_QUICK_START := false
 bench: install ## Throughput against baselines measured in the same run (results in bench-results/)
-	FLUXGATE_STACK_JVM_QUICK_START=false $(STACK) up  # full JIT: quick-start JVMs would skew the numbers
+	$(STACK) up
 	$(PY) bench/decode.py  # CPU alone, no server: the compiled Avro reader against fastavro
 	$(PY) bench/prefetch.py  # a consumer capped at 4 MiB of prefetch: librdkafka's 1 s full-queue backoff against ours
 	$(PY) bench/mqtt_proxy.py
