@@ -26,17 +26,28 @@ TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 NEEDED = ("kafka", "registry", "mosquitto")
 
 
-def stack_up() -> Endpoints:
-    """The running local stack as it is, or a fresh one when something is missing.
+def full_jit() -> None:
+    """Ask the stack for full-JIT JVMs (C2 too), unless the caller chose otherwise.
 
-    Not ``Stack().up()`` unconditionally: ``make bench`` starts the JVMs with full JIT, and
-    ``up`` from this process (without that variable) would restart them in quick-start mode.
+    Quick-start JVMs (C1 only) start faster but would skew every figure measured against
+    them, and a bench that brings servers up itself (``ensure_up``) would restart the running
+    ones quick-start, since the flag is part of what it compares. Called by every way a bench
+    reaches the stack, not at import: the tests import these modules too.
     """
+    os.environ.setdefault("FLUXGATE_STACK_JVM_QUICK_START", "false")
+
+
+def stack_up(names: Sequence[str] = NEEDED) -> Endpoints:
+    """The running local stack as it is, or a fresh one when one of ``names`` is missing.
+
+    Not ``Stack().up()`` unconditionally: a server already ready stays as it is.
+    """
+    full_jit()
     stack = Stack()
     states = {status.name: status.state for status in stack.status()}
-    if all(states.get(name) in {"ready", "external"} for name in NEEDED):
+    if all(states.get(name) in {"ready", "external"} for name in names):
         return stack.endpoints()
-    return stack.up(list(NEEDED))
+    return stack.up(list(names))
 
 
 def server_pid(name: str) -> int | None:

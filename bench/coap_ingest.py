@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, LegResult, cpu_seconds, micros_per, print_table, server_pid, write_report
+from _common import ROOT, LegResult, cpu_seconds, micros_per, print_table, server_pid, stack_up, write_report
 from confluent_kafka import Consumer, TopicPartition
 from fluxgate_testing import ServiceProcess, free_port, unique_topic
 
-from fluxgate_stack import Endpoints, Stack
+from fluxgate_stack import Endpoints
 
 BENCH = Path(__file__).resolve().parent
 INGEST = Path(sys.executable).with_name("fluxgate-coap-ingest")
@@ -136,15 +136,6 @@ def wait_for(condition: Callable[[], bool], what: str, process: subprocess.Popen
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.1)
-
-
-def stack_up() -> Endpoints:
-    """Kafka and the registry only (``_common.stack_up`` would start Mosquitto too)."""
-    stack = Stack()
-    states = {status.name: status.state for status in stack.status()}
-    if all(states.get(name) in {"ready", "external"} for name in ("kafka", "registry")):
-        return stack.endpoints()
-    return stack.up(["kafka", "registry"])
 
 
 def measure(
@@ -299,7 +290,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    endpoints = stack_up()
+    endpoints = stack_up(("kafka", "registry"))  # not Mosquitto
     legs: list[Leg] = []
     with tempfile.TemporaryDirectory(prefix="fluxgate-bench-coap-") as tmp:
         if "baseline" in args.legs:

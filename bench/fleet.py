@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import RESULTS, LegResult, print_table, write_report
+from _common import RESULTS, LegResult, full_jit, print_table, write_report
 from fluxgate_testing import free_port
 
 # pipeline (first of these) takes this folder off the path, as its elasticsearch.py and
@@ -177,6 +177,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    full_jit()  # prepare() brings the stack up through ensure_up
     names = run_names("fleet")
     folder = RESULTS / f"fleet-{names.prefix.rstrip('-')}"
     endpoints, pipeline, stores, ports = prepare(names, folder, args)

@@ -41,7 +41,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
-from _common import RESULTS, ROOT, LegResult, cpu_seconds, print_table, write_report
+from _common import RESULTS, ROOT, LegResult, cpu_seconds, full_jit, print_table, write_report
 
 # This folder (first on the path when run as a script) holds elasticsearch.py, hazelcast.py
 # and scylla.py, which would shadow the client packages the stores are read with.
@@ -212,6 +212,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    full_jit()  # prepare() brings the stack up through ensure_up
     names = run_names("bench")
     prefix = names.prefix
     folder = RESULTS / f"pipeline-{prefix.rstrip('-')}"
