@@ -14,14 +14,19 @@ the whole payload on:
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ValidationError
 
 from fluxgate_core.kcql import MQTT_SOURCE, parse_sources
 from fluxgate_mqtt_proxy.route_settings import STREAM_REACTOR_SEPARATOR, RouteSettings
 
 
-def routes_from_kcql(text: str, topic_separator: str = STREAM_REACTOR_SEPARATOR) -> list[RouteSettings]:
-    """One route per statement, in order; a ValueError (a KcqlError) for a statement that fails."""
+def routes_from_kcql(
+    text: str, topic_separator: str = STREAM_REACTOR_SEPARATOR, qos: Literal[0, 1, 2] = 1
+) -> list[RouteSettings]:
+    """One route per statement, in order, each subscribed at ``qos``; a ValueError (a KcqlError)
+    for a statement that fails."""
     routes = []
     for statement in parse_sources(text, MQTT_SOURCE):
         try:
@@ -35,6 +40,7 @@ def routes_from_kcql(text: str, topic_separator: str = STREAM_REACTOR_SEPARATOR)
                     format=statement.payload_format,
                     key_fields=[".".join(path) for path in statement.key_fields],
                     key_delimiter=statement.key_delimiter,
+                    qos=qos,
                 )
             )
         except ValidationError as exc:  # a filter MQTT refuses: say which statement, in the route's words

@@ -63,8 +63,7 @@ class MqttSettings(Group):
     @field_validator("protocol_version", mode="before")
     @classmethod
     def _version_from_text(cls, value: object) -> object:
-        # Environment values are text, and a Literal of ints does not coerce "5".
-        return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+        return _int_from_text(value)
 
     @model_validator(mode="after")
     def _key_with_cert(self) -> MqttSettings:
@@ -75,6 +74,11 @@ class MqttSettings(Group):
             # They only apply to a TLS connection: without tls it would be plain, the files unread.
             raise ValueError(f"{', '.join(given)} set but tls is false")
         return self
+
+
+def _int_from_text(value: object) -> object:
+    """Environment values are text, and a Literal of ints does not coerce "5"."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
 
 class DerivedTopicSettings(Group):
@@ -122,6 +126,12 @@ class ProxySettings(BaseSettings):
         description="KCQL INSERT INTO $: what replaces the '/' between MQTT topic levels (the first '/' is "
         "dropped, as Stream-Reactor does)",
     )
+    kcql_qos: Literal[0, 1, 2] = Field(
+        1,
+        description="QoS of the KCQL subscriptions (Stream-Reactor's connect.mqtt.service.quality): 1 at least "
+        "once, 2 no copy from the broker once the proxy has answered (PUBREC, sent once Kafka has the record), "
+        "0 at most once",
+    )
     derived_topics: DerivedTopicSettings = Field(default_factory=DerivedTopicSettings)
     deadletter_topic: str = Field("sensors.deadletter", min_length=1, description="where rejected payloads go")
     max_in_flight: int = Field(10_000, ge=1, description="records awaiting Kafka's ack before producing waits")
@@ -140,6 +150,11 @@ class ProxySettings(BaseSettings):
         """What ``$`` routes may derive: :attr:`derived_topics`, never the dead-letter topic."""
         derived = self.derived_topics
         return DerivedTargets(re.compile(derived.pattern), derived.max_topics, frozenset({self.deadletter_topic}))
+
+    @field_validator("kcql_qos", mode="before")
+    @classmethod
+    def _qos_from_text(cls, value: object) -> object:
+        return _int_from_text(value)
 
     @field_validator("kcql")
     @classmethod
@@ -161,5 +176,5 @@ class ProxySettings(BaseSettings):
                 "keep one (routes as JSON, or Stream-Reactor's KCQL)"
             )
         # The settings are frozen; this is their construction, so the routes are set once, here.
-        object.__setattr__(self, "routes", routes_from_kcql(self.kcql, self.kcql_topic_separator))
+        object.__setattr__(self, "routes", routes_from_kcql(self.kcql, self.kcql_topic_separator, self.kcql_qos))
         return self

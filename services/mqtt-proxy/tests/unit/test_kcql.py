@@ -67,6 +67,19 @@ def test_statements_become_routes_with_the_defaults_for_a_whole_payload(monkeypa
     assert [route.subscription for route in compile_routes(settings.routes)] == ["/plant/+/temp", "$share/g/devices/#"]
 
 
+def test_every_kcql_subscription_takes_the_kcql_qos(monkeypatch: pytest.MonkeyPatch) -> None:
+    kcql = "INSERT INTO a SELECT * FROM x/+; INSERT INTO b SELECT * FROM y/#"
+    default = load_with_env(ProxySettings, {"FLUXGATE_MQTT_KCQL": kcql}, monkeypatch)
+    assert [route.qos for route in default.routes] == [1, 1]  # at least once, unless asked
+    chosen = load_with_env(ProxySettings, {"FLUXGATE_MQTT_KCQL": kcql, "FLUXGATE_MQTT_KCQL_QOS": "2"}, monkeypatch)
+    assert [route.qos for route in chosen.routes] == [2, 2]
+
+
+def test_a_kcql_qos_mqtt_has_not_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = config_error(monkeypatch, FLUXGATE_MQTT_KCQL="INSERT INTO a SELECT * FROM x", FLUXGATE_MQTT_KCQL_QOS="3")
+    assert "kcql_qos [env FLUXGATE_MQTT_KCQL_QOS]" in message
+
+
 def test_the_routes_keep_working_without_kcql(monkeypatch: pytest.MonkeyPatch) -> None:
     routes = json.dumps([{"filter": "x/+", "topic": "t"}])
     (route,) = load_with_env(ProxySettings, {"FLUXGATE_MQTT_ROUTES": routes}, monkeypatch).routes

@@ -24,12 +24,14 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True)
 class Setting:
-    """The key sets ``fields`` (field paths) to what ``convert`` makes of its value."""
+    """The key sets ``fields`` (field paths) to what ``convert`` makes of its value; ``says``
+    what a run should be told of one value (nothing: an empty string)."""
 
     fields: tuple[str, ...]
     convert: Convert
     secret: bool = False
     note: str = ""
+    says: Callable[[str], str] = lambda _: ""
 
     def describe(self) -> str:
         return self.note
@@ -150,6 +152,28 @@ def mqtt_broker(value: str) -> dict[str, str]:
     tls = schemes[parts.scheme]
     port = parts.port or (8883 if tls else 1883)
     return {"mqtt.host": parts.hostname or "", "mqtt.port": str(port), "mqtt.tls": "true" if tls else "false"}
+
+
+def mqtt_qos(value: str) -> str:
+    """``connect.mqtt.service.quality`` as the KCQL subscriptions' QoS: 0 is subscribed at 1
+    (:func:`mqtt_qos_note`), 1 and 2 as they are."""
+    qos = integer(value)
+    if qos not in ("0", "1", "2"):
+        raise RuleError(f"expected 0, 1 or 2, got {value!r}")
+    return "1" if qos == "0" else qos
+
+
+def mqtt_qos_note(value: str) -> str:
+    # At most once is asked, at least once is given: a message the broker delivered is never lost
+    # when the proxy stops before Kafka has it, and a publisher's QoS 0 messages still come at QoS 0
+    # (a subscription caps the QoS, it never raises it). Nothing is lost by asking more.
+    if value.strip() != "0":
+        return ""
+    return (
+        "subscribed at QoS 1 (at least once), not 0: the broker redelivers what the proxy had not handed to "
+        "Kafka when it stopped; a publisher's QoS 0 messages still arrive at QoS 0. FLUXGATE_MQTT_KCQL_QOS=0 "
+        "subscribes at 0"
+    )
 
 
 def elastic_urls(value: str, protocol: str = "http") -> str:

@@ -26,6 +26,8 @@ from fluxgate_connect.rules import (
     also_true,
     boolean,
     mqtt_broker,
+    mqtt_qos,
+    mqtt_qos_note,
     ms_to_seconds,
     ms_to_whole_seconds,
     text,
@@ -72,7 +74,13 @@ MQTT_SOURCE = Connector(
         **aliases(also_true("mqtt.ca_file", "mqtt.tls"), f"{_MQTT}.ssl.ca.cert", f"{_MQTT}.connection.ssl.ca.cert"),
         **aliases(also_true("mqtt.cert_file", "mqtt.tls"), f"{_MQTT}.ssl.cert", f"{_MQTT}.connection.ssl.cert"),
         **aliases(also_true("mqtt.key_file", "mqtt.tls"), f"{_MQTT}.ssl.key", f"{_MQTT}.connection.ssl.key"),
-        f"{_MQTT}.service.quality": Covered("KCQL subscriptions are made at QoS 1 (at least once)", accept=("1",)),
+        # MqttSourceTask subscribes every KCQL source at this QoS, 0 to 2.
+        f"{_MQTT}.service.quality": Setting(
+            ("kcql_qos",),
+            lambda value: {"kcql_qos": mqtt_qos(value)},
+            note="0 is subscribed at 1 (at least once), with a note; 1 and 2 as given",
+            says=mqtt_qos_note,
+        ),
         **aliases(SOURCE_ERRORS, f"{_MQTT}.error.policy", f"{_MQTT}.max.retries", f"{_MQTT}.retry.interval"),
         # true asks the task to stop on a payload it cannot convert, false to drop it (MqttConfigConstants):
         # either way mqtt-proxy dead-letters it with the reason and goes on, which loses nothing and stops nothing.
@@ -97,7 +105,11 @@ MQTT_SOURCE = Connector(
         f"{_MQTT}.share.replicate": Covered(
             "replicas share the subscriptions through one $share group (the chart's shareGroup)", accept=("false",)
         ),
-        f"{_MQTT}.log.message": Covered("messages are counted on /metrics, not logged one by one", accept=("false",)),
+        # true logs every message at INFO (MqttSourceTask), a debugging aid: the run goes on without it.
+        f"{_MQTT}.log.message": Covered(
+            "messages are counted on /metrics (fluxgate_mqtt_messages_total), not logged one by one; a payload "
+            "that does not convert is dead-lettered with its bytes and the reason"
+        ),
         **aliases(
             Unsupported(
                 "mqtt-proxy writes SensorReading records (schemas/sensor_reading.avsc) from JSON, SenML or CBOR "

@@ -142,6 +142,8 @@ def _set(result: Translation, key: str, value: str, rule: Setting) -> list[str]:
     result.values.update(converted)
     if rule.secret:
         result.secrets.update(converted)
+    if said := rule.says(value):
+        result.notes.append(f"{key}={value}: {said}")
     return []
 
 

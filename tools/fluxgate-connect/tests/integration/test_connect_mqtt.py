@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connect_fixtures import with_tasks
+from connect_fixtures import FIXTURES, with_tasks
 from connect_runs import connect, member, record_count
 from fluxgate_testing import consume, unique_topic
 
@@ -22,9 +22,9 @@ from fluxgate_core.serde import AvroDecoder
 pytestmark = pytest.mark.integration
 
 
-def publish(stack: Any, topic: str, messages: list[str]) -> None:
+def publish(stack: Any, topic: str, messages: list[str], qos: int = 1) -> None:
     subprocess.run(
-        ["mosquitto_pub", "-h", stack.mqtt_host, "-p", str(stack.mqtt_port), "-q", "1", "-t", topic, "-l"],
+        ["mosquitto_pub", "-h", stack.mqtt_host, "-p", str(stack.mqtt_port), "-q", str(qos), "-t", topic, "-l"],
         input="\n".join(messages) + "\n", text=True, check=True, timeout=60,
     )  # fmt: skip
 
@@ -107,3 +107,27 @@ def test_two_tasks_share_the_subscription_and_deliver_each_message_once(
     log = proxy.log_text()
     for index in (0, 1):  # each its own client id (one id for two would have the broker drop one)
         assert f"FLUXGATE_MQTT_MQTT__CLIENT_ID={prefix}-{index}" in log and f"mqtt-proxy-{index} | " in log
+
+
+def test_quality_of_service_2_moves_each_message_once_and_completes_every_exchange(
+    stack: Any, registry_client: Any, tmp_path: Path
+) -> None:
+    readings = unique_topic("connect.mqtt.readings", stack.bootstrap, 1)
+    prefix = f"connect-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "mqtt-source-qos2.properties"
+    text = (FIXTURES / "mqtt-source-local.properties").read_text()
+    config.write_text(text.replace("connect.mqtt.service.quality=1", "connect.mqtt.service.quality=2"))
+    # The broker sends at most 5 QoS 2 messages the proxy has not completed (PUBREC, PUBREL,
+    # PUBCOMP): an exchange left open would hold its slot, and 40 messages would stop at 5.
+    placeholders = placeholders_of(stack, readings, prefix) | {"FLUXGATE_MQTT_MQTT__RECEIVE_MAXIMUM": "5"}
+    count = 40
+    with connect(config, "FLUXGATE_MQTT_", stack, placeholders) as proxy:
+        proxy.start()
+        publish(stack, f"{prefix}/room", readings_of(count), qos=2)
+        consume(stack.bootstrap, readings, expected=count, timeout=60, idle=0)
+        by_qos = proxy.metric("fluxgate_mqtt_messages_total", qos="2")
+        assert proxy.terminate() == 0, proxy.log_tail()
+    assert record_count(stack.bootstrap, readings) == count  # drained and stopped: no copy came after
+    got = consume(stack.bootstrap, readings, expected=count, decoder=AvroDecoder(registry_client), timeout=60, idle=0)
+    assert sorted(r.record["device_id"] for r in got) == sorted(f"d{n}" for n in range(count))
+    assert by_qos == count  # delivered at QoS 2: a subscription at 1 would have capped them at 1

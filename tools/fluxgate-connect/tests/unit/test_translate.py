@@ -138,15 +138,41 @@ def test_every_refusal_names_its_key_and_why_all_at_once() -> None:
     config = {
         "connector.class": MQTT,
         "connect.mqtt.hosts": "tcp://a:1883,tcp://b:1883",
-        "connect.mqtt.service.quality": "2",
+        "connect.mqtt.service.quality": "3",
         "connect.converter.avro.schemas": "x=y",
     }
     with pytest.raises(ConnectError) as raised:
         translate(config)
     message = str(raised.value)
     assert "connect.mqtt.hosts=tcp://a:1883,tcp://b:1883: 2 brokers given: mqtt-proxy connects to one broker" in message
-    assert "connect.mqtt.service.quality=2: not supported: KCQL subscriptions are made at QoS 1" in message
+    assert "connect.mqtt.service.quality=3: expected 0, 1 or 2, got '3'" in message
     assert "connect.converter.avro.schemas: not supported: mqtt-proxy writes SensorReading records" in message
+
+
+@pytest.mark.parametrize(("quality", "qos"), [("1", "1"), ("2", "2"), (" 2 ", "2")])
+def test_the_mqtt_quality_of_service_is_the_kcql_subscriptions(quality: str, qos: str) -> None:
+    result = translate({"connector.class": MQTT, "connect.mqtt.service.quality": quality})
+    assert result.env["FLUXGATE_MQTT_KCQL_QOS"] == qos
+    assert not [note for note in result.notes if "service.quality" in note]
+
+
+def test_quality_of_service_0_runs_at_1_with_a_note() -> None:
+    # Real configs ask for 0 often (Aiven's Terraform demos, tasmota examples): at least once
+    # loses nothing more, so the run goes on and says what it does instead.
+    result = translate({"connector.class": MQTT, "connect.mqtt.service.quality": "0"})
+    assert result.env["FLUXGATE_MQTT_KCQL_QOS"] == "1"
+    assert [note for note in result.notes if "service.quality" in note] == [
+        "connect.mqtt.service.quality=0: subscribed at QoS 1 (at least once), not 0: the broker redelivers what "
+        "the proxy had not handed to Kafka when it stopped; a publisher's QoS 0 messages still arrive at QoS 0. "
+        "FLUXGATE_MQTT_KCQL_QOS=0 subscribes at 0"
+    ]
+
+
+def test_logging_every_message_runs_with_a_note() -> None:
+    result = translate({"connector.class": MQTT, "connect.mqtt.log.message": "true"})
+    assert any(
+        note.startswith("connect.mqtt.log.message: nothing to set: messages are counted") for note in result.notes
+    )
 
 
 def test_java_key_stores_are_refused_with_what_to_give_instead() -> None:
