@@ -42,7 +42,7 @@ def store_askers(settings: ConsoleSettings) -> tuple[list[BlockingStore], list[C
             scylla.contact_points, scylla.port, scylla.table, timeout, **scylla_options(scylla)
         )
         ask = lambda: scylla_view(cassandra, scylla.table, scylla.days, scylla.max_partition_keys)  # noqa: E731
-        askers.append(BlockingStore("scylla", ask, timeout * 4))
+        askers.append(BlockingStore("scylla", ask, timeout * 4, every_s=scylla.refresh_s))
         closers.append(cassandra.close)
     if settings.hazelcast.members:
         targets = structures(settings.hazelcast.kcql)

@@ -71,21 +71,26 @@ class BlockingStore:
     """A store whose client blocks: each ask runs in a thread, bounded by ``timeout_s``.
 
     A thread cannot be cancelled, so an ask still running when the next refresh comes is
-    not doubled: that refresh says the store has not answered, with the first ask's time."""
+    not doubled: that refresh says the store has not answered, with the first ask's time.
+    An answer is kept for ``every_s`` (its age shown on the page) when an ask costs the
+    store more than a refresh is worth; an error is asked again at the next refresh."""
 
-    def __init__(self, name: str, ask: Callable[[], StoreView], timeout_s: float) -> None:
-        self.name, self._ask, self._timeout_s = name, ask, timeout_s
+    def __init__(self, name: str, ask: Callable[[], StoreView], timeout_s: float, every_s: float = 0.0) -> None:
+        self.name, self._ask, self._timeout_s, self._every_s = name, ask, timeout_s, every_s
         self._running: asyncio.Future[StoreView] | None = None
         self._since = 0.0
 
     async def view(self) -> StoreView:
-        if self._running is None or self._running.done():
+        if self._running is None or (self._running.done() and not self._fresh(self._running.result())):
             self._since = time.time()
             self._running = asyncio.ensure_future(asyncio.to_thread(self._guarded))
         try:
             return await asyncio.wait_for(asyncio.shield(self._running), self._timeout_s)
         except TimeoutError:
             return StoreView(self.name, self._since, error=f"no answer in {self._timeout_s:g}s")
+
+    def _fresh(self, answer: StoreView) -> bool:
+        return answer.error is None and time.time() - self._since < self._every_s
 
     def _guarded(self) -> StoreView:
         at = time.time()

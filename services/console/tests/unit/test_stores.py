@@ -133,6 +133,37 @@ async def test_a_store_that_does_not_answer_is_asked_once_and_reported_with_its_
     assert second.at == first.at > 0 and len(calls) == 1  # the stuck ask is not doubled
 
 
+async def test_an_answer_is_kept_for_every_s_and_an_error_is_asked_again() -> None:
+    answers: list[StoreView | Exception] = [StoreView("scylla", 1.0), OSError("down"), StoreView("scylla", 3.0)]
+    calls = []
+
+    def ask() -> StoreView:
+        calls.append(1)
+        answer = answers[len(calls) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    kept = BlockingStore("scylla", ask, 1, every_s=3600)
+    assert [(await kept.view()).at for _ in range(3)] == [1.0, 1.0, 1.0] and len(calls) == 1
+    calls.clear()
+    answers[:] = [OSError("down"), StoreView("scylla", 2.0), StoreView("scylla", 3.0)]
+    again = BlockingStore("scylla", ask, 1, every_s=3600)
+    seen = [await again.view() for _ in range(3)]
+    assert seen[0].error == "OSError: down" and [v.at for v in seen[1:]] == [2.0, 2.0] and len(calls) == 2
+
+
+async def test_without_every_s_each_refresh_asks() -> None:
+    calls: list[int] = []
+
+    def ask() -> StoreView:
+        calls.append(1)
+        return StoreView("hazelcast", float(len(calls)))
+
+    store = BlockingStore("hazelcast", ask, 1)
+    assert [(await store.view()).at for _ in range(3)] == [1.0, 2.0, 3.0]
+
+
 async def test_a_store_that_raises_is_that_stores_error() -> None:
     def refused() -> StoreView:
         raise ConnectionRefusedError("127.0.0.1:9042")
