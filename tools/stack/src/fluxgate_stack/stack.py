@@ -197,7 +197,7 @@ class Stack:
         record = process.read_pidfile(server.pid_file)
         fingerprint = server.fingerprint()
         if record is not None and process.is_alive(record):
-            if record.fingerprint == fingerprint:
+            if record.fingerprint in server.fingerprints_served():
                 log.info("server=%s event=reused pid=%d", server.name, record.pid)
                 return record
             # Settings changed (port, version, heap...): the running one is not what was asked for.

@@ -136,6 +136,10 @@ class Server(ABC):
         payload = json.dumps([self.command(), files], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
+    def fingerprints_served(self) -> set[str]:
+        """The fingerprints of a running server that serves what these settings ask: its own."""
+        return {self.fingerprint()}
+
     def provision(self) -> None:  # noqa: B027 - optional hook, most servers need nothing
         """Idempotent set-up once ready (topics, registry rules); also runs when reusing a server."""
 
@@ -162,6 +166,22 @@ class JavaServer(Server):
         if java_major(java) < self.min_java:
             raise InstallError(f"{self.name}: needs Java {self.min_java}+, {java} is older")
         return java
+
+    def fingerprints_served(self) -> set[str]:
+        """Its own fingerprint and, asked for a quick start (C1 only, the tests' default), the
+        full-JIT one: a benchmark's JVM serves a test as well, and restarting it would take the
+        servers from under the benchmark (a fleet run's 300,000-device point lost Kafka, the
+        registry, Cassandra and Hazelcast to a console test, 2026-11-28). Full JIT asked of a
+        quick-start JVM still restarts it: its figures would be C1's."""
+        served = {self.fingerprint()}
+        if self.settings.jvm_quick_start:
+            asked = self.settings
+            self.settings = asked.model_copy(update={"jvm_quick_start": False})
+            try:
+                served.add(self.fingerprint())
+            finally:
+                self.settings = asked
+        return served
 
     def jit_options(self) -> list[str]:
         # C1 only: on a 2-core machine two JVMs booting side by side spend their time in the
