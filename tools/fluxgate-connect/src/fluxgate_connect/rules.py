@@ -164,15 +164,16 @@ def mqtt_qos(value: str) -> str:
 
 
 def mqtt_qos_note(value: str) -> str:
-    # At most once is asked, at least once is given: a message the broker delivered is never lost
-    # when the proxy stops before Kafka has it, and a publisher's QoS 0 messages still come at QoS 0
-    # (a subscription caps the QoS, it never raises it). Nothing is lost by asking more.
+    # At most once is asked, at least once is given: the proxy answers a message once Kafka has
+    # it, so with the session kept the broker sends again what was in flight when the proxy
+    # stopped; and a publisher's QoS 0 messages still come at QoS 0 (a subscription caps the
+    # QoS, it never raises it). Nothing is lost by asking more.
     if value.strip() != "0":
         return ""
     return (
-        "subscribed at QoS 1 (at least once), not 0: the broker redelivers what the proxy had not handed to "
-        "Kafka when it stopped; a publisher's QoS 0 messages still arrive at QoS 0. FLUXGATE_MQTT_KCQL_QOS=0 "
-        "subscribes at 0"
+        "subscribed at QoS 1 (at least once), not 0: the proxy answers a message once Kafka has it, so the broker "
+        "sends again what was in flight when the proxy stopped (with the session kept: connect.mqtt.clean=false); "
+        "a publisher's QoS 0 messages still arrive at QoS 0. FLUXGATE_MQTT_KCQL_QOS=0 subscribes at 0"
     )
 
 

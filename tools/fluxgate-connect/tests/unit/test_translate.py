@@ -162,8 +162,9 @@ def test_quality_of_service_0_runs_at_1_with_a_note() -> None:
     result = translate({"connector.class": MQTT, "connect.mqtt.service.quality": "0"})
     assert result.env["FLUXGATE_MQTT_KCQL_QOS"] == "1"
     assert [note for note in result.notes if "service.quality" in note] == [
-        "connect.mqtt.service.quality=0: subscribed at QoS 1 (at least once), not 0: the broker redelivers what "
-        "the proxy had not handed to Kafka when it stopped; a publisher's QoS 0 messages still arrive at QoS 0. "
+        "connect.mqtt.service.quality=0: subscribed at QoS 1 (at least once), not 0: the proxy answers a message "
+        "once Kafka has it, so the broker sends again what was in flight when the proxy stopped (with the session "
+        "kept: connect.mqtt.clean=false); a publisher's QoS 0 messages still arrive at QoS 0. "
         "FLUXGATE_MQTT_KCQL_QOS=0 subscribes at 0"
     ]
 
