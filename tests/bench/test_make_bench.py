@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +19,23 @@ import _common
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLE = "FLUXGATE_STACK_JVM_QUICK_START"
+
+
+@pytest.fixture(autouse=True)
+def _no_leak() -> Iterator[None]:
+    """What full_jit sets must not outlive the test: a worker that went on with the variable
+    set asked the shared stack for full JIT and restarted Cassandra under another worker's test
+    (a fresh-clone run, 2026-11-28). Torn down after monkeypatch, which this does not request."""
+    before = os.environ.get(VARIABLE)
+    yield
+    assert os.environ.get(VARIABLE) == before
+
+
+def without_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variable unset for the test, and as it was after: delenv alone records nothing for a
+    variable that is absent, and would leave what the code under test sets."""
+    monkeypatch.setenv(VARIABLE, "")
+    monkeypatch.delenv(VARIABLE)
 
 
 def test_every_line_of_make_bench_asks_for_full_jit(tmp_path: Path) -> None:
@@ -54,7 +72,7 @@ class StackSeen:
 
 
 def test_a_bench_run_by_hand_brings_the_stack_up_at_full_jit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(VARIABLE, raising=False)
+    without_variable(monkeypatch)
     monkeypatch.setattr(_common, "Stack", StackSeen)
     StackSeen.seen = []
     assert _common.stack_up(("kafka",)) == "up ['kafka']"
@@ -62,7 +80,7 @@ def test_a_bench_run_by_hand_brings_the_stack_up_at_full_jit(monkeypatch: pytest
 
 
 def test_a_choice_made_before_the_bench_stands(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(VARIABLE, "true")
+    monkeypatch.setenv(VARIABLE, "true")  # setenv records the value before: undone after the test
     monkeypatch.setattr(_common, "Stack", StackSeen)
     StackSeen.seen = []
     _common.stack_up()
@@ -78,7 +96,7 @@ def test_the_benches_that_start_a_pipeline_ask_for_full_jit_before_it(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     module: ModuleType = __import__(name)
-    monkeypatch.delenv(VARIABLE, raising=False)
+    without_variable(monkeypatch)
     monkeypatch.setattr(sys, "argv", [f"{name}.py"])
     seen: list[str | None] = []
 
