@@ -168,8 +168,11 @@ def mqtt_qos_note(value: str) -> str:
     # it, so with the session kept the broker sends again what was in flight when the proxy
     # stopped; and a publisher's QoS 0 messages still come at QoS 0 (a subscription caps the
     # QoS, it never raises it). Nothing is lost by asking more.
-    if value.strip() != "0":
-        return ""
+    try:
+        if integer(value) != "0":  # as mqtt_qos reads it: "00" and " 0 " are 0 too
+            return ""
+    except RuleError:
+        return ""  # mqtt_qos refuses it, naming the key
     return (
         "subscribed at QoS 1 (at least once), not 0: the proxy answers a message once Kafka has it, so the broker "
         "sends again what was in flight when the proxy stopped (with the session kept: connect.mqtt.clean=false); "

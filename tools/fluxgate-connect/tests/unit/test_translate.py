@@ -156,15 +156,16 @@ def test_the_mqtt_quality_of_service_is_the_kcql_subscriptions(quality: str, qos
     assert not [note for note in result.notes if "service.quality" in note]
 
 
-def test_quality_of_service_0_runs_at_1_with_a_note() -> None:
+@pytest.mark.parametrize("quality", ["0", "00", " 0 "])
+def test_quality_of_service_0_runs_at_1_with_a_note(quality: str) -> None:
     # Real configs ask for 0 often (Aiven's Terraform demos, tasmota examples): at least once
     # loses nothing more, so the run goes on and says what it does instead.
-    result = translate({"connector.class": MQTT, "connect.mqtt.service.quality": "0"})
+    result = translate({"connector.class": MQTT, "connect.mqtt.service.quality": quality})
     assert result.env["FLUXGATE_MQTT_KCQL_QOS"] == "1"
     assert [note for note in result.notes if "service.quality" in note] == [
-        "connect.mqtt.service.quality=0: subscribed at QoS 1 (at least once), not 0: the proxy answers a message "
-        "once Kafka has it, so the broker sends again what was in flight when the proxy stopped (with the session "
-        "kept: connect.mqtt.clean=false); a publisher's QoS 0 messages still arrive at QoS 0. "
+        f"connect.mqtt.service.quality={quality}: subscribed at QoS 1 (at least once), not 0: the proxy answers "
+        "a message once Kafka has it, so the broker sends again what was in flight when the proxy stopped "
+        "(with the session kept: connect.mqtt.clean=false); a publisher's QoS 0 messages still arrive at QoS 0. "
         "FLUXGATE_MQTT_KCQL_QOS=0 subscribes at 0"
     ]
 
