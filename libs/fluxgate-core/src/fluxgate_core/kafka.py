@@ -384,4 +384,21 @@ def create_topics(
                 raise converted(exc, DeliveryError, f"cannot create topic {name}") from exc
             continue
         created.append(name)
+    await_listed(admin, set(created))
     return created
+
+
+def await_listed(admin: AdminClient, names: set[str], timeout: float = 10.0) -> None:
+    """Wait until the broker lists ``names``. CreateTopics answers once the controller has a
+    topic, and a broker learns of it a moment later (KRaft): a DescribeConfigs in between, such
+    as the batch-size fit at a start that created its topics, is answered UNKNOWN_TOPIC_OR_PART."""
+    deadline = time.monotonic() + timeout
+    while names and time.monotonic() < deadline:
+        try:
+            names = names - set(admin.list_topics(timeout=timeout).topics)
+        except KafkaException:
+            return  # Kafka away: whatever uses the topics next says so
+        if names:
+            time.sleep(0.05)
+    if names:
+        log.warning("kafka.topics.not_listed", topics=sorted(names), waited_s=timeout)

@@ -50,6 +50,7 @@ class FakeAdmin:
                 answer.set_exception(KafkaException(self.refusal))
             else:
                 answer.set_result(None)
+                self.existing.add(new.topic)
             answers[new.topic] = answer
         return answers
 

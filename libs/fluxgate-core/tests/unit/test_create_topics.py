@@ -1,0 +1,41 @@
+"""create_topics returns once the broker lists what it created, against a fake admin client."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+from fluxgate_core.kafka import create_topics
+
+
+class LateMetadata:
+    """Creates at once, but lists a created topic only from its ``late``-th listing on, as a
+    KRaft broker learns of a topic a moment after the controller answered CreateTopics."""
+
+    def __init__(self, late: int) -> None:
+        self.late, self.listings, self.created = late, 0, set[str]()
+
+    def create_topics(self, new_topics: list[Any]) -> dict[str, Future[None]]:
+        answers = {}
+        for new in new_topics:
+            self.created.add(new.topic)
+            answers[new.topic] = answer = Future[None]()
+            answer.set_result(None)
+        return answers
+
+    def list_topics(self, timeout: float = -1) -> Any:
+        self.listings += 1
+        return SimpleNamespace(topics=dict.fromkeys(self.created if self.listings >= self.late else ()))
+
+
+def test_a_created_topic_is_listed_by_the_broker_before_create_topics_returns() -> None:
+    admin = LateMetadata(late=3)
+    assert create_topics(admin, {"t": 1}) == ["t"]  # type: ignore[arg-type]
+    assert admin.listings == 3
+
+
+def test_nothing_created_asks_for_no_listing() -> None:
+    admin = LateMetadata(late=1)
+    assert create_topics(admin, {}) == []  # type: ignore[arg-type]
+    assert admin.listings == 0
