@@ -395,7 +395,9 @@ def await_listed(admin: AdminClient, names: set[str], timeout: float = 10.0) -> 
     deadline = time.monotonic() + timeout
     while names and time.monotonic() < deadline:
         try:
-            names = names - set(admin.list_topics(timeout=timeout).topics)
+            # each listing gets what is left, so the whole wait stays within ``timeout``
+            left = max(0.1, deadline - time.monotonic())
+            names = names - set(admin.list_topics(timeout=left).topics)
         except KafkaException:
             return  # Kafka away: whatever uses the topics next says so
         if names:

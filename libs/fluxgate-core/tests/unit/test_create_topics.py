@@ -6,7 +6,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
 
-from fluxgate_core.kafka import create_topics
+from fluxgate_core.kafka import await_listed, create_topics
 
 
 class LateMetadata:
@@ -15,6 +15,7 @@ class LateMetadata:
 
     def __init__(self, late: int) -> None:
         self.late, self.listings, self.created = late, 0, set[str]()
+        self.timeouts: list[float] = []
 
     def create_topics(self, new_topics: list[Any]) -> dict[str, Future[None]]:
         answers = {}
@@ -26,6 +27,7 @@ class LateMetadata:
 
     def list_topics(self, timeout: float = -1) -> Any:
         self.listings += 1
+        self.timeouts.append(timeout)
         return SimpleNamespace(topics=dict.fromkeys(self.created if self.listings >= self.late else ()))
 
 
@@ -39,3 +41,11 @@ def test_nothing_created_asks_for_no_listing() -> None:
     admin = LateMetadata(late=1)
     assert create_topics(admin, {}) == []  # type: ignore[arg-type]
     assert admin.listings == 0
+
+
+def test_each_listing_gets_only_what_is_left_of_the_wait() -> None:
+    admin = LateMetadata(late=10**9)  # never listed: the wait runs out
+    await_listed(admin, {"t"}, timeout=0.3)  # type: ignore[arg-type]
+    assert admin.listings > 1
+    assert all(t <= 0.3 for t in admin.timeouts)
+    assert admin.timeouts[-1] < admin.timeouts[0]
