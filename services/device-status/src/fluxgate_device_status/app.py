@@ -65,6 +65,13 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
         topic_partitions=status.partitions,
         table_standby_replicas=status.standby_replicas,
         producer_partitioner=librdkafka_partitioner,
+        # Batching and compression as the Kafka settings say, as the other services' librdkafka
+        # producers take them. faust's own defaults (no linger, no compression) sent each
+        # changelog update in a request of its own (settings.KAFKA_LINGER_MS says what it cost).
+        producer_linger=settings.kafka.linger_ms / 1000,
+        producer_compression_type=None
+        if settings.kafka.compression_type == "none"
+        else settings.kafka.compression_type,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=status.session_timeout_s,
         broker_commit_interval=status.commit_interval_s,

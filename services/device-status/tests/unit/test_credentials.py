@@ -1,5 +1,6 @@
-"""faust connects with the Kafka security settings (issue 35 §3): SASL (PLAIN, SCRAM) over
-TLS or not, TLS alone; the password read from its setting or file, never shown."""
+"""faust connects with the Kafka settings: the security ones (issue 35 §3): SASL (PLAIN, SCRAM)
+over TLS or not, TLS alone; the password read from its setting or file, never shown; and the
+producer's batching and compression."""
 
 from __future__ import annotations
 
@@ -133,3 +134,42 @@ def test_a_ca_location_that_is_no_ca_bundle_names_its_variable(tmp_path: Path) -
         settings = _settings(tmp_path, security_protocol="SSL", ssl_ca_location=str(location))
         with pytest.raises(ConfigError, match="FLUXGATE_STATUS_KAFKA__SSL_CA_LOCATION"):
             broker_credentials(settings.kafka)
+
+
+@pytest.mark.usefixtures("no_registry")
+@pytest.mark.parametrize(
+    ("kafka", "linger_ms", "compression"),
+    [
+        ({}, 20, "lz4"),
+        ({"linger_ms": 0, "compression_type": "none"}, 0, None),
+        ({"linger_ms": 20, "compression_type": "zstd"}, 20, "zstd"),
+    ],
+)
+def test_the_producer_batches_and_compresses_as_the_kafka_settings_say(
+    tmp_path: Path, kafka: dict[str, Any], linger_ms: int, compression: str | None
+) -> None:
+    # faust's own defaults (no linger, no compression) applied before: each changelog update and
+    # transition went out in a request of its own, whatever KAFKA__LINGER_MS said.
+    app, _ = app_module.build_app(_settings(tmp_path, **kafka))
+    aiokafka_producer = app.producer._settings_default()
+    assert aiokafka_producer["linger_ms"] == linger_ms
+    assert aiokafka_producer["compression_type"] == compression
+
+
+@pytest.mark.parametrize(
+    ("kafka", "named"),
+    [
+        ({"max_buffered_messages": 5000}, "max_buffered_messages"),
+        ({"extra": {"client.dns.lookup": "use_all_dns_ips"}}, "extra"),
+    ],
+)
+def test_a_setting_only_librdkafka_takes_is_refused_naming_it(
+    tmp_path: Path, kafka: dict[str, Any], named: str
+) -> None:
+    # Taken before and applied nowhere: faust's clients are aiokafka's.
+    with pytest.raises(ValueError, match=f"{named}: a librdkafka setting"):
+        _settings(tmp_path, **kafka)
+
+
+def test_an_empty_extra_is_no_setting(tmp_path: Path) -> None:
+    assert _settings(tmp_path, extra={}).kafka.extra == {}
