@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -108,6 +109,7 @@ class DeviceTracker:
         self.newest_sent: dict[int, int] = {}  # partition -> Kafka timestamp of the newest input record processed
         self.resumed: set[int] = set()
         self.lag_shown: set[int] = set()  # partitions with a fluxgate_status_consumer_lag series
+        self.transitions: Counter[str] = Counter()  # status -> devices turned to it since the last tick
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types receivers narrower than it calls them
         app.on_rebalance_complete.connect(self._on_restored)  # type: ignore[arg-type]
 
@@ -223,7 +225,11 @@ class DeviceTracker:
     async def _emit(self, state: State, previous: Status | None) -> None:
         await self.status.send(key=state["device_id"], value=transition_record(state, previous, self.threshold_ms))
         metrics.TRANSITIONS.labels(state["status"]).inc()
-        log.info("device.transition", device_id=state["device_id"], status=state["status"], previous=previous,
+        self.transitions[state["status"]] += 1
+        # One line per device at DEBUG only: a fleet starting up, or coming back after an outage,
+        # turns every device at once, and the status topic is the record of each. The tick logs
+        # how many turned (``_log_transitions``).
+        log.debug("device.transition", device_id=state["device_id"], status=state["status"], previous=previous,
                  partition=state["partition"], offset=state["offset"])  # fmt: skip
 
     def active_partitions(self) -> set[int]:
@@ -256,6 +262,7 @@ class DeviceTracker:
         )
 
     async def _tick(self) -> None:
+        self._log_transitions()
         if not self.settled():
             return
         now = self.clock()  # before asking where the input ends: what was sent by now lies before it
@@ -274,6 +281,12 @@ class DeviceTracker:
                 await self._check_due(partition, at, watch_start)
         for status, count in self.deadlines.counts(active).items():
             metrics.DEVICES.labels(status).set(count)
+
+    def _log_transitions(self) -> None:
+        """How many devices turned ONLINE and OFFLINE since the last tick, in one line."""
+        if self.transitions:
+            log.info("devices.transitions", **{status.lower(): n for status, n in sorted(self.transitions.items())})
+            self.transitions.clear()
 
     async def _check_due(self, partition: int, at: int, watch_start: int) -> None:
         """Ask for a silence check of each device silent as of ``at``. The index only says which

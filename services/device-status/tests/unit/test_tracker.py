@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import faust
+import structlog.testing
 
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status.deadlines import Deadlines
@@ -347,3 +348,21 @@ async def test_an_index_rebuilt_after_a_restore_equals_the_one_built_reading_by_
 
     fleet.restore()
     assert snapshot(fleet.devices.deadlines, times) == built
+
+
+async def test_transitions_are_logged_as_one_count_per_tick_not_a_line_per_device() -> None:
+    fleet = Fleet({0, 1, 2})
+    with structlog.testing.capture_logs() as logs:
+        for i in range(100):
+            await fleet.hear(f"d{i}", HEARD_MS)  # a fleet starting up: every device turns ONLINE
+        await fleet.tick(HEARD_MS + 1)
+        await fleet.tick(HEARD_MS + 2)  # nothing turned since: no line
+        assert await fleet.tick(HEARD_MS + THRESHOLD_MS) == keys(*range(100))
+        await fleet.decide()
+        await fleet.tick(HEARD_MS + THRESHOLD_MS + 1)
+    info = [entry for entry in logs if entry["log_level"] != "debug" and entry["event"].startswith("device")]
+    assert info == [
+        {"event": "devices.transitions", "log_level": "info", "online": 100},
+        {"event": "devices.transitions", "log_level": "info", "offline": 100},
+    ]
+    assert {entry["log_level"] for entry in logs if entry["event"] == "device.transition"} <= {"debug"}
