@@ -24,7 +24,7 @@ from fluxgate_aggregator import checkpoints
 from fluxgate_aggregator.consumed import CONSUMED_FIELDS, IDENTITY
 from fluxgate_aggregator.contracts import Contracts
 from fluxgate_aggregator.driver_state import JobState
-from fluxgate_aggregator.kafka_access import spark_kafka_options
+from fluxgate_aggregator.kafka_access import spark_kafka_options, spark_sink_options
 from fluxgate_aggregator.ledger import Ledger
 from fluxgate_aggregator.losses import batch_starts
 from fluxgate_aggregator.micro_batch import router
@@ -46,6 +46,11 @@ def kafka_options(settings: AggregatorSettings) -> dict[str, str]:
     (see :mod:`fluxgate_aggregator.kafka_access`). Built anew for each start of the query and
     each write, so a rotated ``sasl_password_file`` is picked up."""
     return spark_kafka_options(settings.kafka)
+
+
+def kafka_sink_options(settings: AggregatorSettings) -> dict[str, str]:
+    """:func:`kafka_options`, and the producer's ``linger.ms`` and ``compression.type`` from the settings."""
+    return spark_sink_options(settings.kafka)
 
 
 def read_decoded(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> DataFrame:
@@ -110,7 +115,7 @@ def starters(
     def write(rows: DataFrame) -> None:
         # The aggregates, late readings and dead letters of a batch: one write, one producer
         # (Spark caches it by its options; a rotated password makes a new one).
-        rows.write.format("kafka").options(**kafka_options(settings)).save()
+        rows.write.format("kafka").options(**kafka_sink_options(settings)).save()
 
     checkpoint = checkpoints.location(settings.checkpoint_dir, AGGREGATES_CHECKPOINT)
     if state.ledger is not None:

@@ -70,6 +70,17 @@ def spark_kafka_options(kafka: AggregatorKafkaSettings) -> dict[str, str]:
     return options
 
 
+def spark_sink_options(kafka: AggregatorKafkaSettings) -> dict[str, str]:
+    """Options of Spark's Kafka sink: the source's, and the producer's batching and compression
+    from ``linger_ms`` and ``compression_type``, as the other services' producers take them (the
+    job has no producer of its own). Not given to the source, whose consumer would log each as
+    an unknown configuration."""
+    options = spark_kafka_options(kafka)
+    options["kafka.linger.ms"] = str(kafka.linger_ms)
+    options["kafka.compression.type"] = kafka.compression_type
+    return options
+
+
 AdminFactory = Callable[[dict[str, Any]], Any]
 
 

@@ -76,11 +76,14 @@ class WindowSettings(Group):
         return duration_ms(self.slide) if self.slide else self.size_ms
 
 
-# Java client properties the job derives from a setting (``kafka_access.spark_kafka_options``).
+# Java client properties the job derives from a setting (``kafka_access.spark_kafka_options``,
+# ``spark_sink_options``).
 JAVA_FROM_SETTINGS = {
     "bootstrap.servers": "bootstrap_servers",
     "security.protocol": "security_protocol",
     "sasl.mechanism": "sasl_mechanism",
+    "linger.ms": "linger_ms",
+    "compression.type": "compression_type",
 }
 JAVA_TRUSTSTORE = ("ssl.truststore.location", "ssl.truststore.type")
 
@@ -90,13 +93,21 @@ class AggregatorKafkaSettings(KafkaSettings):
 
     ``extra`` goes to the job's librdkafka clients (the progress group's committer, the
     watermark reader), which refuse the Java client's names; ``java_extra`` goes to Spark's
-    source and sinks only. The credentials and the CA reach both from their own settings."""
+    source and sinks only. The credentials and the CA reach both from their own settings;
+    ``linger_ms`` and ``compression_type`` reach Spark's sink, the job's one producer."""
 
     java_extra: dict[str, str] = Field(
         default_factory=dict,
         description="extra properties of Spark's Java Kafka client (the source and the sinks), e.g. "
         "ssl.endpoint.identification.algorithm; never a secret: the credentials come from sasl_password(_file), "
         "the CA from ssl_ca_location. extra goes to the job's librdkafka clients only",
+    )
+
+    max_buffered_messages: int = Field(
+        100_000,
+        ge=1,
+        description="not taken by the aggregator, refused if set: its only producer is Spark's Java client, "
+        "whose bound is in bytes (java_extra buffer.memory)",
     )
 
     @field_validator("java_extra")
@@ -119,6 +130,16 @@ class AggregatorKafkaSettings(KafkaSettings):
         if clashes:
             named = ", ".join(f"{key} (set {ENV_PREFIX}KAFKA__{owned[key].upper()})" for key in clashes)
             raise ValueError(f"java_extra: {named}: given by a setting, not by java_extra")
+        return self
+
+    @model_validator(mode="after")
+    def _no_librdkafka_producer_bound(self) -> AggregatorKafkaSettings:
+        """Given, it would bound nothing: say where the job's one producer takes its bound."""
+        if "max_buffered_messages" in self.model_fields_set:
+            raise ValueError(
+                "max_buffered_messages: a librdkafka producer's bound, and the job has none; Spark's "
+                f'Kafka sink bounds its buffer in bytes: {ENV_PREFIX}KAFKA__JAVA_EXTRA=\'{{"buffer.memory": "..."}}\''
+            )
         return self
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from pydantic import ValidationError
 
 from fluxgate_aggregator import losses, progress_commits
-from fluxgate_aggregator.job import kafka_options
+from fluxgate_aggregator.job import kafka_options, kafka_sink_options
 from fluxgate_aggregator.kafka_access import jaas_config, verify_group
 from fluxgate_aggregator.settings import AggregatorKafkaSettings, AggregatorSettings
 from fluxgate_core.errors import ConfigError
@@ -290,3 +291,23 @@ def test_the_string_redaction_hides_the_whole_password_even_cut_short(password: 
         redacted = re.sub(REDACT_JAAS, "*********(redacted)", shown)
         assert "password=" not in redacted
         assert all(part not in redacted for part in password.split() if len(part) > 3), redacted
+
+
+def test_the_sink_batches_and_compresses_as_the_settings_say_and_the_source_is_not_told() -> None:
+    # Given to nothing before: the job's one producer is Spark's sink, which ran Java's defaults.
+    settings = AggregatorSettings.model_validate({"kafka": {"linger_ms": 20, "compression_type": "zstd"}})
+    sink = kafka_sink_options(settings)
+    assert sink == {**kafka_options(settings), "kafka.linger.ms": "20", "kafka.compression.type": "zstd"}
+    assert kafka_sink_options(AggregatorSettings())["kafka.compression.type"] == "lz4"
+    assert not {"kafka.linger.ms", "kafka.compression.type"} & set(kafka_options(settings))
+
+
+@pytest.mark.parametrize("key", ["linger.ms", "compression.type"])
+def test_java_extra_may_not_set_what_a_setting_gives_the_sink(key: str) -> None:
+    with pytest.raises(ValidationError, match=f"java_extra: {key} \\(set FLUXGATE_AGG_KAFKA__"):
+        AggregatorSettings.model_validate({"kafka": {"java_extra": {key: "1"}}})
+
+
+def test_a_librdkafka_producer_bound_is_refused_naming_where_the_sinks_goes() -> None:
+    with pytest.raises(ValidationError, match=r"max_buffered_messages: .*buffer\.memory"):
+        AggregatorSettings.model_validate({"kafka": {"max_buffered_messages": 5}})
