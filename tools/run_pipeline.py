@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import os
 import secrets
@@ -716,6 +717,8 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
     signal.signal(signal.SIGTERM, _interrupt)
+    # `kill -USR1` prints where every thread is to stderr: a stop that hangs can be asked why.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     # Ctrl-C stops the run even when started with SIGINT ignored (a shell's background job, `&`
     # without job control): Python then leaves it ignored, and the run would go on for ever.
     signal.signal(signal.SIGINT, signal.default_int_handler)

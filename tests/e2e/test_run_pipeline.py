@@ -254,7 +254,10 @@ def test_ctrl_c_stops_every_child_when_stdout_is_a_closed_pipe(stack: Any, tmp_p
         # What this test is about is that every child is stopped, not how fast: the bound is
         # run_pipeline's own for this run (the gateways' drain wait, then 30 s per child before
         # its SIGKILL). Its stop report (which wait took how long, each exit) is on stderr.
-        run.wait(timeout=STOP_BOUND_S)
+        try:
+            run.wait(timeout=STOP_BOUND_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"not stopped in {STOP_BOUND_S} s; where it waits:\n{where_it_waits(run, tmp_path / 'stderr')}")
         report = (tmp_path / "stderr").read_text()
         alive = [pid for pid in children if session_alive(pid)]
         assert not alive, f"still running after the pipeline exited: {alive}\n{report}"
@@ -264,6 +267,18 @@ def test_ctrl_c_stops_every_child_when_stdout_is_a_closed_pipe(stack: Any, tmp_p
             run.kill()
         for pid in children:
             kill_session(pid)  # so a failing run leaves nothing behind
+
+
+def where_it_waits(run: subprocess.Popen[bytes], stderr: Path) -> str:
+    """run_pipeline's threads' stacks (it dumps them on SIGUSR1), and which of its children still run."""
+    run.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while "File " not in stderr.read_text(errors="replace") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    children = subprocess.run(
+        ["ps", "--ppid", str(run.pid), "-o", "pid,stat,etime,args"], capture_output=True, text=True
+    )
+    return f"{stderr.read_text(errors='replace')}\nits children:\n{children.stdout}"
 
 
 def started_children(run: subprocess.Popen[bytes]) -> list[int]:
