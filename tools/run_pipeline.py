@@ -181,7 +181,8 @@ class Pipeline:
         return next(process for child, process in self.children if child == name)
 
     def dead(self) -> list[str]:
-        return [name for name, process in self.children if process.poll() is not None]
+        with signals_deferred(signal.SIGINT, signal.SIGTERM):
+            return [name for name, process in self.children if process.poll() is not None]
 
     def tail(self, name: str, lines: int = 25) -> str:
         """The end of a child's log: why it died, shown where the run's output is read."""
@@ -189,7 +190,8 @@ class Pipeline:
         return "\n".join(f"  {name}| {line}" for line in text[-lines:])
 
     def running(self, name: str) -> bool:
-        return any(child == name and process.poll() is None for child, process in self.children)
+        with signals_deferred(signal.SIGINT, signal.SIGTERM):
+            return any(child == name and process.poll() is None for child, process in self.children)
 
     def stop(self, *names: str) -> dict[str, int]:
         """SIGTERM the named children (each drains); their exit codes."""
@@ -321,6 +323,20 @@ def signals_ignored(*signums: int) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred(*signums: int) -> Iterator[None]:
+    """Hold ``signums`` back until the block is done, then deliver them. Ctrl-C raises
+    KeyboardInterrupt wherever Python is: inside ``Popen.poll``, between taking its waitpid lock
+    and the ``try`` that gives it back, the lock stays taken, and every later ``wait`` of that
+    child blocks for ever (a landing run's stop hung so, right after it had stopped mqtt-proxy).
+    The watch loop polls every child right after each status line, when a Ctrl-C is likeliest."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def say(text: str) -> None:

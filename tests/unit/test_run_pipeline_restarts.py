@@ -3,12 +3,15 @@ processes (short Python programs), no servers."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from run_pipeline import RESTART_BACKOFF_MAX_S, TOPICS, Pipeline, restart_backoff, status_line
+from run_pipeline import RESTART_BACKOFF_MAX_S, TOPICS, Pipeline, restart_backoff, status_line, stop_child
 
 DIES = [sys.executable, "-c", "import sys; print('no broker'); sys.exit(3)"]
 LIVES = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -63,3 +66,46 @@ def test_the_status_line_counts_each_service_restarts(monkeypatch: pytest.Monkey
     rates = dict.fromkeys(arrived, 0.0)
     line = status_line(5.0, arrived, rates, {}, {}, [], {"aggregator": 2, "es-persister": 1})
     assert line.endswith("restarted: aggregator×2,es-persister×1")
+
+
+class InterruptedOnceTaken:
+    """A child's waitpid lock that receives a Ctrl-C the moment it is taken, as a KeyboardInterrupt
+    between ``Popen.poll``'s ``acquire`` and its ``try`` would: the window a landing run hit."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        taken: bool = self.lock.acquire(blocking, timeout)
+        os.kill(os.getpid(), signal.SIGINT)
+        return taken
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("asks", ["dead", "running"])
+def test_a_ctrl_c_while_a_child_is_polled_waits_until_the_poll_is_done(tmp_path: Path, asks: str) -> None:
+    pipeline = Pipeline(tmp_path)
+    pipeline.start("mqtt-proxy", LIVES)
+    child = pipeline.process("mqtt-proxy")
+    lock = child._waitpid_lock  # type: ignore[attr-defined]
+    child._waitpid_lock = InterruptedOnceTaken(lock)  # type: ignore[attr-defined]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pipeline.dead() if asks == "dead" else pipeline.running("mqtt-proxy")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        child._waitpid_lock = lock  # type: ignore[attr-defined]
+    # Taken and never given back before: stop_child's wait() then blocked for ever.
+    left_taken = not lock.acquire(False)
+    lock.release()  # given back either way, so the child can be stopped
+    assert stop_child(child) == -signal.SIGTERM
+    assert not left_taken, "the interrupt left the child's waitpid lock taken"
