@@ -181,7 +181,7 @@ class Pipeline:
         return next(process for child, process in self.children if child == name)
 
     def dead(self) -> list[str]:
-        with signals_deferred(signal.SIGINT, signal.SIGTERM):
+        with INTERRUPTS.held():
             return [name for name, process in self.children if process.poll() is not None]
 
     def tail(self, name: str, lines: int = 25) -> str:
@@ -190,7 +190,7 @@ class Pipeline:
         return "\n".join(f"  {name}| {line}" for line in text[-lines:])
 
     def running(self, name: str) -> bool:
-        with signals_deferred(signal.SIGINT, signal.SIGTERM):
+        with INTERRUPTS.held():
             return any(child == name and process.poll() is None for child, process in self.children)
 
     def stop(self, *names: str) -> dict[str, int]:
@@ -325,18 +325,38 @@ def signals_ignored(*signums: int) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-@contextlib.contextmanager
-def signals_deferred(*signums: int) -> Iterator[None]:
-    """Hold ``signums`` back until the block is done, then deliver them. Ctrl-C raises
-    KeyboardInterrupt wherever Python is: inside ``Popen.poll``, between taking its waitpid lock
-    and the ``try`` that gives it back, the lock stays taken, and every later ``wait`` of that
-    child blocks for ever (a landing run's stop hung so, right after it had stopped mqtt-proxy).
-    The watch loop polls every child right after each status line, when a Ctrl-C is likeliest."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+class Interrupts:
+    """Ctrl-C and SIGTERM as KeyboardInterrupt, raised anywhere but inside :meth:`held`, where
+    it waits for the block's end. Raised inside ``Popen.poll``, between taking the child's
+    waitpid lock and the ``try`` that gives it back, it leaves the lock taken, and every later
+    ``wait`` of that child blocks for ever (a landing run's stop hung so, right after it had
+    stopped mqtt-proxy). The watch loop polls every child right after each status line, when a
+    Ctrl-C is likeliest. Held here, not by masking the signal: another thread (librdkafka's)
+    would take it, and Python would still run the handler in the main thread mid-poll."""
+
+    def __init__(self) -> None:
+        self.holding = 0
+        self.pending = False
+
+    def handler(self, signum: int, frame: object) -> None:
+        if self.holding:
+            self.pending = True
+            return
+        raise KeyboardInterrupt  # SIGTERM stops the pipeline the way Ctrl-C does
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
+        if not self.holding and self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+
+INTERRUPTS = Interrupts()
 
 
 def say(text: str) -> None:
@@ -718,10 +738,6 @@ def checked(args: argparse.Namespace, held_before: dict[str, int]) -> Done | Non
     return done
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops the pipeline the way Ctrl-C does
-
-
 def main() -> int:
     args = parse_args()
     servers = ["kafka", "registry", "mosquitto", "prometheus"] + (STORE_SERVERS if persisting(args) else [])
@@ -732,12 +748,12 @@ def main() -> int:
     logs = ROOT / ".local/run/pipeline"
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, INTERRUPTS.handler)
     # `kill -USR1` prints where every thread is to stderr: a stop that hangs can be asked why.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     # Ctrl-C stops the run even when started with SIGINT ignored (a shell's background job, `&`
     # without job control): Python then leaves it ignored, and the run would go on for ever.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, INTERRUPTS.handler)
     counter = Consumer({"bootstrap.servers": endpoints.bootstrap, "group.id": "fluxgate-run-watch"})
     before = end_offsets(counter)
     devices: dict[str, int] = {}

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from run_pipeline import RESTART_BACKOFF_MAX_S, TOPICS, Pipeline, restart_backoff, status_line, stop_child
+from run_pipeline import INTERRUPTS, RESTART_BACKOFF_MAX_S, TOPICS, Pipeline, restart_backoff, status_line, stop_child
 
 DIES = [sys.executable, "-c", "import sys; print('no broker'); sys.exit(3)"]
 LIVES = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -78,6 +79,7 @@ class InterruptedOnceTaken:
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         taken: bool = self.lock.acquire(blocking, timeout)
         os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # delivered by now, to whichever thread takes it; handled before returning
         return taken
 
     def release(self) -> None:
@@ -97,11 +99,16 @@ def test_a_ctrl_c_while_a_child_is_polled_waits_until_the_poll_is_done(tmp_path:
     child = pipeline.process("mqtt-proxy")
     lock = child._waitpid_lock  # type: ignore[attr-defined]
     child._waitpid_lock = InterruptedOnceTaken(lock)  # type: ignore[attr-defined]
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, INTERRUPTS.handler)  # as run_pipeline's main sets it
+    # A thread besides the main one, as librdkafka's are in a run: a process's signal goes to
+    # whichever thread does not block it, so masking it in the main thread defers nothing.
+    done = threading.Event()
+    threading.Thread(target=done.wait, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
             pipeline.dead() if asks == "dead" else pipeline.running("mqtt-proxy")
     finally:
+        done.set()
         signal.signal(signal.SIGINT, previous)
         child._waitpid_lock = lock  # type: ignore[attr-defined]
     # Taken and never given back before: stop_child's wait() then blocked for ever.
