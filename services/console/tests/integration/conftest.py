@@ -4,14 +4,34 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from console_process import Console
 from fluxgate_testing import ServiceProcess, free_port
+
+DAY_HELD_S = 180  # a console's start (60 s at most), its first answers (30 s) and the slack of a slow host
+DAY_BEGUN_S = 60  # rows of "today" are written up to seconds before the test's instant
+
+
+@pytest.fixture
+def now() -> datetime:
+    """The instant a test writes its rows around (UTC, whole seconds), at least ``DAY_BEGUN_S``
+    into its day and ``DAY_HELD_S`` before its end: the console names the days it counts from
+    its own clock, so a test whose rows are of "today" must neither start in yesterday nor
+    cross into tomorrow. Near midnight it waits the boundary out."""
+    current = datetime.now(UTC)
+    into_day = current - datetime.combine(current.date(), datetime.min.time(), UTC)
+    if into_day > timedelta(days=1, seconds=-DAY_HELD_S):
+        time.sleep((timedelta(days=1, seconds=DAY_BEGUN_S) - into_day).total_seconds())
+    elif into_day < timedelta(seconds=DAY_BEGUN_S):
+        time.sleep((timedelta(seconds=DAY_BEGUN_S) - into_day).total_seconds())
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 @pytest.fixture

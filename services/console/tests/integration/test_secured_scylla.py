@@ -8,7 +8,7 @@ import json
 import ssl
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,11 +19,9 @@ from fluxgate_testing import unique_topic
 
 pytestmark = pytest.mark.integration
 
-NOW = datetime.now(UTC).replace(microsecond=0)
-
 
 @pytest.fixture
-def persisted(secured_cassandra: Any) -> Iterator[str]:
+def persisted(secured_cassandra: Any, now: datetime) -> Iterator[str]:
     """A table of AUTOCREATE's layout in the keyspace ``fluxgate``, with two rows of today,
     made and written as the persister's role; dropped as the admin."""
     table = f"fluxgate.console_{uuid.uuid4().hex[:10]}"
@@ -47,7 +45,7 @@ def persisted(secured_cassandra: Any) -> Iterator[str]:
     insert = persister.prepare(
         f"INSERT INTO {table} (device_id, metric, day, window_start, mean) VALUES (?, ?, ?, ?, ?)"
     )
-    for device, start, mean in (("dev-a", NOW - timedelta(seconds=5), 20.5), ("dev-b", NOW, 22.0)):
+    for device, start, mean in (("dev-a", now - timedelta(seconds=5), 20.5), ("dev-b", now, 22.0)):
         persister.execute(insert, (device, "temperature", start.date(), start, mean))
     yield table
     session("admin").execute(f"DROP TABLE IF EXISTS {table}")

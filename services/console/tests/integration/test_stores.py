@@ -21,9 +21,6 @@ from hazelcast.core import HazelcastJsonValue
 
 pytestmark = pytest.mark.integration
 
-NOW = datetime.now(UTC).replace(microsecond=0)  # today's rows are seconds before it: a run crossing midnight is rare
-TODAY, YESTERDAY = NOW.date(), NOW.date() - timedelta(days=1)
-
 
 def aggregate(device: str, start: datetime, mean: float = 21.0) -> dict[str, Any]:
     return {"device_id": device, "metric": "temperature", "window_start": start,
@@ -57,15 +54,17 @@ def hz(hazelcast: tuple[str, str]) -> Iterator[HazelcastClient]:
     client.shutdown()
 
 
-def write_rows(session: Session, table: str) -> None:
+def write_rows(session: Session, table: str, now: datetime) -> None:
+    """Four rows of today (two partitions), two of yesterday (one) and one of ten days ago."""
+    yesterday = now.date() - timedelta(days=1)
     columns = "device_id, metric, day, window_start, window_end, count, mean"
     insert = session.prepare(f"INSERT INTO {table} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)")
-    rows = [aggregate("dev-a", NOW - timedelta(seconds=s)) for s in range(1, 4)]  # today; the newest is dev-b's
-    rows += [aggregate("dev-b", NOW, 23.5)]
+    rows = [aggregate("dev-a", now - timedelta(seconds=s)) for s in range(1, 4)]  # today; the newest is dev-b's
+    rows += [aggregate("dev-b", now, 23.5)]
     rows += [
-        aggregate("dev-a", datetime.combine(YESTERDAY, datetime.min.time(), UTC) + timedelta(hours=h)) for h in range(2)
+        aggregate("dev-a", datetime.combine(yesterday, datetime.min.time(), UTC) + timedelta(hours=h)) for h in range(2)
     ]
-    rows += [aggregate("dev-c", NOW - timedelta(days=10))]  # a series silent lately: not counted
+    rows += [aggregate("dev-c", now - timedelta(days=10))]  # a series silent lately: not counted
     for r in rows:
         start = r["window_start"]
         session.execute(
@@ -78,22 +77,22 @@ def as_json(doc: dict[str, Any]) -> HazelcastJsonValue:
 
 
 @pytest.fixture
-def structures(hz: HazelcastClient) -> Iterator[tuple[str, str]]:
+def structures(hz: HazelcastClient, now: datetime) -> Iterator[tuple[str, str]]:
     """Aggregates in a ringbuffer, a map and a queue of the test's own: their prefix and the KCQL naming them."""
     prefix = f"console_{uuid.uuid4().hex[:8]}"
-    yield prefix, write_structures(hz, prefix)
+    yield prefix, write_structures(hz, prefix, now)
     for proxy in (hz.get_ringbuffer(f"{prefix}_ring"), hz.get_map(f"{prefix}_map"), hz.get_queue(f"{prefix}_queue")):
         proxy.blocking().destroy()
 
 
-def write_structures(client: HazelcastClient, prefix: str) -> str:
+def write_structures(client: HazelcastClient, prefix: str, now: datetime) -> str:
     ring = client.get_ringbuffer(f"{prefix}_ring").blocking()
-    ring.add_all([as_json(aggregate(f"dev-{i}", NOW - timedelta(minutes=5 - i))) for i in range(5)])
+    ring.add_all([as_json(aggregate(f"dev-{i}", now - timedelta(minutes=5 - i))) for i in range(5)])
     imap = client.get_map(f"{prefix}_map").blocking()
     for i in range(3):
-        imap.put(f"dev-m{i}|{i}", as_json(aggregate(f"dev-m{i}", NOW + timedelta(minutes=i), 30.0)))
+        imap.put(f"dev-m{i}|{i}", as_json(aggregate(f"dev-m{i}", now + timedelta(minutes=i), 30.0)))
     queue = client.get_queue(f"{prefix}_queue").blocking()
-    queue.add(as_json(aggregate("dev-q", NOW - timedelta(hours=1))))
+    queue.add(as_json(aggregate("dev-q", now - timedelta(hours=1))))
     source = "SELECT * FROM temperatures.aggregated"
     return "; ".join(f"INSERT INTO {prefix}_{name} {source} STOREAS {kind}"
                      for name, kind in (("ring", "RING_BUFFER"), ("map", "IMAP"), ("queue", "QUEUE")))  # fmt: skip
@@ -105,10 +104,11 @@ def stores_of(seen: Console) -> dict[str, dict[str, Any]]:
 
 def test_the_console_shows_what_scylla_and_hazelcast_hold_and_their_newest_aggregate(
     stack: Any, console: Callable[..., Console], cassandra: tuple[str, int], hazelcast: tuple[str, str],
-    scylla_table: tuple[Session, str], structures: tuple[str, str],
+    scylla_table: tuple[Session, str], structures: tuple[str, str], now: datetime,
 ) -> None:  # fmt: skip
     session, table = scylla_table
-    write_rows(session, table)
+    write_rows(session, table, now)
+    today, yesterday = now.date(), now.date() - timedelta(days=1)
     prefix, kcql = structures
     audit = unique_topic("console.replays", stack.bootstrap, partitions=1)
     seen = console([], [], audit, SCYLLA__CONTACT_POINTS=json.dumps([cassandra[0]]),
@@ -120,11 +120,11 @@ def test_the_console_shows_what_scylla_and_hazelcast_hold_and_their_newest_aggre
     scylla, hazel = stores["scylla"], stores["hazelcast"]
     assert scylla["error"] is None and hazel["error"] is None
     assert [(h["name"], h["count"], h["detail"]) for h in scylla["holds"]] == [
-        (TODAY.isoformat(), 4, "2 of 3 partitions"),
-        (YESTERDAY.isoformat(), 2, "1 of 3 partitions"),
+        (today.isoformat(), 4, "2 of 3 partitions"),
+        (yesterday.isoformat(), 2, "1 of 3 partitions"),
     ]
     assert (scylla["newest"]["device_id"], scylla["newest"]["mean"]) == ("dev-b", 23.5)
-    assert scylla["newest"]["window_start"] == NOW.isoformat()
+    assert scylla["newest"]["window_start"] == now.isoformat()
     sizes = {h["name"]: (h["kind"], h["count"]) for h in hazel["holds"]}
     assert sizes == {f"{prefix}_ring": ("ringbuffer", 5), f"{prefix}_map": ("map", 3),
                      f"{prefix}_queue": ("queue", 1)}  # fmt: skip
@@ -134,7 +134,7 @@ def test_the_console_shows_what_scylla_and_hazelcast_hold_and_their_newest_aggre
     assert hazel["newest"]["seen_in"] == f"map {prefix}_map (latest window_start)"
     page = httpx.get(seen.url + "/", timeout=5).text
     card = page[page.index('id="stores"') :]
-    assert f'data-held="{TODAY.isoformat()}"' in card and "<b>4</b> rows" in card
+    assert f'data-held="{today.isoformat()}"' in card and "<b>4</b> rows" in card
     assert "newest aggregate: <b>dev-b</b>" in card and "newest aggregate: <b>dev-m2</b>" in card
     assert f'data-held="{prefix}_ring"' in card and "<b>5</b> items" in card
 
