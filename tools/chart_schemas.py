@@ -59,6 +59,8 @@ BOOLEAN = r"^(?i:0|off|f|false|n|no|1|on|t|true|y|yes)$"
 OPEN_BLOCKS = {"dashboards": {"enabled": {"type": "boolean", "description": "install the Grafana dashboards"}}}
 # A service chart's blocks that are Kubernetes' own objects, passed through as they are.
 KUBERNETES_BLOCKS = {"podSecurityContext", "securityContext", "resources", "affinity", "nodeSelector"}
+#: Maps of another program's properties, open to any key though the chart sets some (Spark's)
+PROPERTY_MAPS = {"sparkConf"}
 BOUNDS: dict[type, tuple[str, str]] = {
     annotated_types.Ge: ("ge", "minimum"),
     annotated_types.Le: ("le", "maximum"),
@@ -253,7 +255,8 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def loose(value: Any) -> dict[str, Any]:
     """A chart value's schema from its default: each block whose keys the chart defines closed,
     all the way down; the scalars typed loosely (``--set`` turns ``1.0`` into a number);
-    an empty map, and Kubernetes' own objects (KUBERNETES_BLOCKS), left open."""
+    an empty map, Kubernetes' own objects (KUBERNETES_BLOCKS) and maps of another program's
+    properties (PROPERTY_MAPS), left open."""
     if isinstance(value, bool):
         return {"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": BOOLEAN}]}
     if isinstance(value, int | float):
@@ -264,7 +267,8 @@ def loose(value: Any) -> dict[str, Any]:
         return {"type": "array"}
     if isinstance(value, dict) and value:
         properties = {
-            key: {"type": "object"} if key in KUBERNETES_BLOCKS else loose(item) for key, item in value.items()
+            key: {"type": "object"} if key in KUBERNETES_BLOCKS | PROPERTY_MAPS else loose(item)
+            for key, item in value.items()
         }
         return {"type": "object", "additionalProperties": False, "properties": properties}
     return {"type": "object"} if isinstance(value, dict) else {}

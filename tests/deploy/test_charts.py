@@ -457,6 +457,22 @@ def test_spark_driver_is_served_and_scraped_on_the_port_its_settings_open(
 
 
 @pytest.mark.downloads
+def test_spark_driver_and_executors_run_the_parallel_collector_beside_a_users_spark_conf(
+    built_charts: Path,
+) -> None:
+    """The JVMs of a SparkApplication start before the job's code can choose their collector,
+    so the chart asks for the one the job measured best; a user's own key is added to it."""
+    values = {"mode": "sparkApplication", "sparkApplication": {"image": "registry.example/agg:1",
+              "sparkConf": {"spark.sql.shuffle.partitions": "8"}}}  # fmt: skip
+    [app] = [o for o in render(built_charts / "aggregator", values=[values]) if o["kind"] == "SparkApplication"]
+    assert app["spec"]["sparkConf"] == {
+        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+        "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
+        "spark.sql.shuffle.partitions": "8",
+    }
+
+
+@pytest.mark.downloads
 def test_umbrella_console_leaves_out_what_is_disabled_and_keeps_what_is_set(
     built_charts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
