@@ -390,8 +390,9 @@ CASSANDRA_SINK = Connector(
         f"{_CASS}.delete.statement": Setting(
             ("scylla.delete_statement",),
             lambda _: {},
-            note="read when connect.cassandra.delete.enabled is true: DELETE FROM <table> WHERE <column> = ? AND ..., "
-            "each primary-key column once (another form is refused, naming it)",
+            note="read when connect.cassandra.delete.enabled is true: DELETE [<column>, ...] FROM <table> WHERE "
+            "<column> = ? AND ..., of a row, its cells, a partition or a range of it (USING, IF and IN are refused, "
+            "naming it)",
         ),
         f"{_CASS}.delete.struct_flds": Setting(
             ("scylla.delete_key_fields",),

@@ -64,10 +64,21 @@ def test_the_cassandra_sink_config_moves_aggregates_into_its_table(
         cluster.shutdown()
 
 
-def deletes_config(path: Path, names: tuple[str, str, str], cassandra: tuple[str, int], *more: str) -> Path:
+ORDERS_DELETE = ("DELETE FROM {table} WHERE id = ? and product = ?", "id,product")
+
+
+def deletes_config(
+    path: Path,
+    names: tuple[str, str, str],
+    cassandra: tuple[str, int],
+    *more: str,
+    delete: tuple[str, str] = ORDERS_DELETE,
+) -> Path:
     """The Cassandra sink page's example with its delete keys (connector, topic and table names of
-    the test's own) on the stack's Cassandra, JSON values, then ``more`` lines (the key converter)."""
+    the test's own; ``delete``: the statement and its key fields) on the stack's Cassandra, JSON
+    values, then ``more`` lines (the key converter)."""
     (name, topic, table), (host, port) = names, cassandra
+    statement, fields = delete
     path.write_text(lines(
         "# The Cassandra sink page's example with its delete keys, written for a test's table and topic",
         f"name={name}",
@@ -78,13 +89,28 @@ def deletes_config(path: Path, names: tuple[str, str, str], cassandra: tuple[str
         f"connect.cassandra.port={port}",
         f"connect.cassandra.key.space={KEYSPACE}",
         "connect.cassandra.delete.enabled=true",
-        f"connect.cassandra.delete.statement=DELETE FROM {table} WHERE id = ? and product = ?",
-        "connect.cassandra.delete.struct_flds=id,product",
+        f"connect.cassandra.delete.statement={statement.format(table=table)}",
+        f"connect.cassandra.delete.struct_flds={fields}",
         "value.converter=org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable=false",
         *more,
     ))  # fmt: skip
     return path
+
+
+def orders_after(
+    stack: Any, cassandra: tuple[str, int], path: Path, names: tuple[str, str, str], records: int
+) -> dict[tuple[str, str], int | None]:
+    """The orders table's rows, (id, product) -> qty, once the config at ``path`` has run past
+    the first ``records`` records of its topic into a table made for it."""
+    name, topic, table = names
+
+    def done() -> bool:
+        return bool(committed(stack.bootstrap, f"connect-{name}", topic) == records)
+
+    with cql_table(cassandra, table, "id text, product text, qty int, PRIMARY KEY (id, product)") as session:
+        run_until(path, "FLUXGATE_SCYLLA_", stack, done, f"a commit past all {records} records", 90)
+        return {(row.id, row.product): row.qty for row in session.execute(f"SELECT * FROM {KEYSPACE}.{table}")}
 
 
 def test_a_tombstone_runs_the_documented_delete_statement_bound_from_its_key(
@@ -121,16 +147,43 @@ def test_a_tombstone_runs_the_documented_delete_statement_bound_from_its_key(
         "errors.tolerance=all", "connect.cassandra.error.policy=NOOP", f"errors.deadletterqueue.topic.name={dead}",
     )  # fmt: skip
 
-    def done() -> bool:
-        return committed(stack.bootstrap, f"connect-{name}", topic) == 7
-
-    with cql_table(cassandra, table, "id text, product text, qty int, PRIMARY KEY (id, product)") as session:
-        run_until(path, "FLUXGATE_SCYLLA_", stack, done, "a commit past all 7 records", 90)
-        rows = {(row.id, row.product): row.qty for row in session.execute(f"SELECT * FROM {KEYSPACE}.{table}")}
+    rows = orders_after(stack, cassandra, path, (name, topic, table), 7)
     assert rows == {("o2", "p2"): 2, ("o3", "p3"): 33}
     [letter] = consume(stack.bootstrap, dead, expected=1, idle=1.0)
     assert letter.key == key("o2", None) and letter.header(dlq.SOURCE_OFFSET) == b"6"
     assert "the record key has no field product" in (letter.header(dlq.REASON) or b"").decode()
+
+
+@pytest.mark.parametrize(
+    ("delete", "left"),
+    [
+        # the partition of the key's id: o1's rows written before the tombstone go, o1/p3 after it stays
+        (("DELETE FROM {table} WHERE id = ?", "id"), {("o1", "p3"): 4, ("o2", "p1"): 3}),
+        # a row's cell: o1/p1 stays, its qty gone
+        (("DELETE qty FROM {table} WHERE id = ? AND product = ?", "id,product"),
+         {("o1", "p1"): None, ("o1", "p2"): 2, ("o1", "p3"): 4, ("o2", "p1"): 3}),
+    ],
+    ids=["partition", "cells"],
+)  # fmt: skip
+def test_a_tombstone_deletes_a_partition_or_a_rows_cells_as_its_statement_says(
+    stack: Any, cassandra: tuple[str, int], tmp_path: Path, delete: tuple[str, str], left: dict[Any, Any]
+) -> None:
+    # Stream-Reactor runs the statement as written (CassandraJsonWriter.scala's delete); the
+    # partition's delete and the writes around it, read in one poll, keep their records' order.
+    table, name, topic = own_names(stack, "orders")
+    producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
+    for order, product, qty in [("o1", "p1", 1), ("o1", "p2", 2), ("o2", "p1", 3), ("o1", "p1", None), ("o1", "p3", 4)]:
+        key = json.dumps({"id": order, "product": product}).encode()
+        value = None if qty is None else json.dumps({"id": order, "product": product, "qty": qty}).encode()
+        producer.produce(topic, value, key, partition=0)
+    assert producer.flush(30) == 0
+    path = deletes_config(
+        tmp_path / "orders.properties", (name, topic, table), cassandra,
+        "key.converter=org.apache.kafka.connect.storage.StringConverter", delete=delete,
+    )  # fmt: skip
+
+    rows = orders_after(stack, cassandra, path, (name, topic, table), 5)
+    assert rows == left
 
 
 ORDER_KEY = (
@@ -168,10 +221,5 @@ def test_a_tombstone_with_an_avro_record_key_deletes_by_its_fields(
         f"key.converter.schema.registry.url={stack.registry_url}",
     )  # fmt: skip
 
-    def done() -> bool:
-        return committed(stack.bootstrap, f"connect-{name}", topic) == 3
-
-    with cql_table(cassandra, table, "id text, product text, qty int, PRIMARY KEY (id, product)") as session:
-        run_until(path, "FLUXGATE_SCYLLA_", stack, done, "a commit past all 3 records", 90)
-        rows = {(row.id, row.product): row.qty for row in session.execute(f"SELECT * FROM {KEYSPACE}.{table}")}
+    rows = orders_after(stack, cassandra, path, (name, topic, table), 3)
     assert rows == {("o2", "p2"): 2}

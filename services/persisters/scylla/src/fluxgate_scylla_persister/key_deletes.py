@@ -8,13 +8,18 @@ names, in order, a dotted name reaching into a nested Struct (``utils/KeyUtils.s
 ``keysFromStruct``); a STRING key when ``struct_flds`` is set is JSON, read the same way
 (``keysFromJson``); a record without a key fails ("Missing key schema.").
 
-Where we differ: only a DELETE of one row runs, ``DELETE FROM <table> WHERE <column> = ? AND ...``
-naming each primary-key column once, and it is run by the persister's own statement on the
-persister's session (the keyspace of an unqualified table is ``scylla.keyspace``). A row's deletes
-and writes are then ordered as their records are (the writes of one row never share a batch, and
-the driver stamps each statement as it is sent), where another form could delete rows written
-after it in the same batch. Its values are bound as the key holds them: a text key into a typed
-column is refused by the driver, as Stream-Reactor's binding refuses it.
+Stream-Reactor runs the statement as it is written. We run each form that deletes by the key's
+values alone, ``DELETE [<column>, ...] FROM <table> WHERE <column> = ? AND ...``: a row (every
+primary-key column named), a partition or a range of its rows (the partition key and a leading
+part of the clustering columns, as Cassandra allows), or a row's cells (the columns listed before
+FROM, with the whole primary key). It is run by the persister's own statement on the persister's
+session (the keyspace of an unqualified table is ``scylla.keyspace``), so a tombstone's delete and
+the writes of the rows it covers are ordered as their records are (``grouping``): a partition's or
+range's delete is sent alone, after what came before it in the partition is written and before
+what comes after. ``USING``, ``IF``, ``IN`` and literals in the WHERE are refused at start: a
+conditional delete (a lightweight transaction) cannot be ordered with plain writes by timestamp,
+and the others need values a key does not give. Its values are bound as the key holds them: a
+text key into a typed column is refused by the driver, as Stream-Reactor's binding refuses it.
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ from fluxgate_sink.sink import SinkItem
 
 _NAME = r'(?:[A-Za-z][A-Za-z0-9_]*|"(?:[^"]|"")+")'
 _DELETE = re.compile(
-    rf"\s*DELETE\s+FROM\s+(?P<table>{_NAME}(?:\s*\.\s*{_NAME})?)\s+WHERE\s+(?P<where>.+?)\s*;?\s*", re.I | re.S
+    rf"\s*DELETE\s+(?:(?P<cells>{_NAME}(?:\s*,\s*{_NAME})*)\s+)?FROM\s+(?P<table>{_NAME}(?:\s*\.\s*{_NAME})?)"
+    r"\s+WHERE\s+(?P<where>.+?)\s*;?\s*",
+    re.I | re.S,
 )
 _CONDITION = re.compile(rf"\s*(?P<column>{_NAME})\s*=\s*\?\s*", re.S)
 _AND = re.compile(r"\s+AND\s+", re.I)
-FORM = "DELETE FROM <table> WHERE <column> = ? AND ... (each primary-key column once)"
+FORM = "DELETE [<column>, ...] FROM <table> WHERE <column> = ? AND ..."
 
 
 def cql_name(name: str) -> str:
@@ -47,14 +54,15 @@ def cql_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class KeyDelete:
-    """A parsed ``scylla.delete_statement``: its keyspace (None: the default one) and table, and
-    the columns of its WHERE in order, each name as the server reads it, with the key fields bound
-    to them."""
+    """A parsed ``scylla.delete_statement``: its keyspace (None: the default one) and table, the
+    columns of its WHERE in order, each name as the server reads it, with the key fields bound to
+    them, and the columns whose cells it deletes (none: the rows)."""
 
     keyspace: str | None
     table: str
     columns: tuple[str, ...]
     key_fields: tuple[str, ...]
+    cells: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, statement: str, key_fields: Sequence[str]) -> KeyDelete:
@@ -80,7 +88,32 @@ class KeyDelete:
                 "(connect.cassandra.delete.struct_flds); without them the key itself fills one marker"
             )
         *keyspace, table = [cql_name(name) for name in re.findall(_NAME, found["table"])]
-        return cls(keyspace[0] if keyspace else None, table, columns, tuple(key_fields))
+        cells = tuple(cql_name(name) for name in re.findall(_NAME, found["cells"] or ""))
+        return cls(keyspace[0] if keyspace else None, table, columns, tuple(key_fields), cells)
+
+    def scope(self, partition_key: Sequence[str], clustering: Sequence[str]) -> int:
+        """How many clustering columns the WHERE names, for a table of that primary key; ValueError
+        naming what Cassandra would refuse (or, for cells, what we do) when it is no such delete."""
+        named = set(self.columns)
+        if outside := [c for c in self.columns if c not in (*partition_key, *clustering)]:
+            raise ValueError(f"its WHERE names {', '.join(outside)}, not of the primary key")
+        if missing := [c for c in partition_key if c not in named]:
+            raise ValueError(
+                f"its WHERE leaves out {', '.join(missing)} of the partition key: name each of its columns"
+            )
+        prefix = 0
+        while prefix < len(clustering) and clustering[prefix] in named:
+            prefix += 1
+        if skipped := [c for c in clustering[prefix:] if c in named]:
+            raise ValueError(
+                f"its WHERE names {', '.join(skipped)} without {clustering[prefix]}: a range of clustering columns "
+                f"is named in their order ({', '.join(clustering)})"
+            )
+        if self.cells and prefix < len(clustering):
+            raise ValueError("a delete of cells names every primary-key column, as Cassandra requires of it")
+        if keyed := [c for c in self.cells if c in (*partition_key, *clustering)]:
+            raise ValueError(f"it deletes {', '.join(keyed)} of the primary key: a row is deleted by naming no cells")
+        return prefix
 
     def values(self, item: SinkItem) -> list[Any]:
         """The DELETE's values from the tombstone's record key (``_key`` of its document: the router's)."""

@@ -105,8 +105,9 @@ class ConnectionSettings(ScyllaAccess):
     # .statement, .struct_flds; key_deletes.py). Off unless a statement is given.
     delete_statement: str | None = Field(
         None,
-        description="a tombstone (a record whose value is null) deletes a row: DELETE FROM <table> WHERE <column> = ? "
-        "AND ..., each primary-key column once, its markers bound from the record key (the key itself, or the "
+        description="a tombstone (a record whose value is null) deletes a row, its cells, a partition or a range "
+        "of it: DELETE [<column>, ...] FROM <table> WHERE <column> = ? AND ... (no USING, IF or IN), its markers "
+        "bound from the record key (the key itself, or the "
         "fields delete_key_fields names); unset: a tombstone is dead-lettered (Stream-Reactor's "
         "connect.cassandra.delete.statement, set by fluxgate connect when connect.cassandra.delete.enabled is true)",
     )

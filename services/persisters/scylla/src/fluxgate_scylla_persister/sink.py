@@ -23,7 +23,7 @@ from prometheus_client import Counter
 from fluxgate_core.errors import FluxgateError, SettingRefused
 from fluxgate_core.serde import wire_schema_id
 from fluxgate_scylla_persister.driver import Cluster, describe, is_transient, make_cluster, refusal
-from fluxgate_scylla_persister.grouping import group_statement, partition_groups, waves
+from fluxgate_scylla_persister.grouping import Rows, group_statement, partition_groups, rewritten_after, waves
 from fluxgate_scylla_persister.key_deletes import KeyDelete
 from fluxgate_scylla_persister.pump import Pump
 from fluxgate_scylla_persister.settings import ConnectionSettings
@@ -56,7 +56,7 @@ REQUESTS = Counter(
 DELETES = Counter(
     "fluxgate_scylla_rows_deleted_total",
     "Rows deleted: records whose non-key fields are all null, under Stream-Reactor 10.x's deletesEnabled, and "
-    "tombstones under scylla.delete_statement",
+    "tombstones under scylla.delete_statement (a delete of a partition, a range or cells counts once)",
 )
 #: Python's own refusals of a value for a column: binding it again can never help.
 BIND_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError)
@@ -93,18 +93,21 @@ class Writer:
 @dataclass(frozen=True)
 class KeyDeleter:
     """``scylla.delete_statement`` prepared on its table (key_deletes): what a tombstone runs,
-    bound and keyed as a :class:`Writer` binds and keys its rows."""
+    bound and keyed as a :class:`Writer` binds and keys its rows; a delete of a partition or a
+    range keyed as the :class:`Rows` it covers."""
 
     prepared: PreparedStatement
     delete: KeyDelete
     name: TableName
-    clustering: tuple[int, ...]  # positions of the clustering columns among its values
+    clustering: tuple[int, ...]  # positions of the clustering columns it names among its values
+    whole_rows: bool  # it names every clustering column: one row (or its cells)
 
     def bind(self, item: SinkItem) -> Any:
         return routed(self.prepared.bind(self.delete.values(item)), self.name)
 
     def row_key(self, bound: Any) -> tuple[Any, Any]:
-        return (self.name, bound.routing_key), tuple(bound.values[i] for i in self.clustering)
+        clustering = tuple(bound.values[i] for i in self.clustering)
+        return (self.name, bound.routing_key), clustering if self.whole_rows else Rows(clustering)
 
     def deletes(self, bound: Any) -> bool:
         return True
@@ -220,8 +223,8 @@ class ScyllaSink(Sink):
         return Writer(prepared, binder, clustering, delete, tuple(range(after_key, after_key + len(clustering))))
 
     def _prepare_delete(self, delete: KeyDelete) -> KeyDeleter:
-        """The DELETE of ``scylla.delete_statement`` on its table, which must exist and be named by
-        its WHERE column for column of the primary key: a DELETE of one row, ordered as its record."""
+        """The DELETE of ``scylla.delete_statement`` on its table, which must exist and hold what it
+        names: a row, its cells, a partition or a range of its rows (KeyDelete.scope)."""
         keyspace = delete.keyspace or self._settings.keyspace
         if delete.keyspace is None and self._settings.column_match == "stream-reactor":
             keyspace = keyspace.lower()  # as table_name folds the default keyspace of a KCQL target
@@ -231,16 +234,18 @@ class ScyllaSink(Sink):
             layout = self._existing(name)
         except SinkError:
             raise SettingRefused(f"its table {name} does not exist", setting) from None
-        if sorted(delete.columns) != sorted(layout.primary_key):
-            raise SettingRefused(
-                f"its WHERE names {', '.join(delete.columns)}; {name}'s primary key is "
-                f"{', '.join(layout.primary_key)}: name each of those once, so that a tombstone deletes one row",
-                setting,
-            )
+        try:
+            named = delete.scope(layout.partition_key, layout.clustering)
+        except ValueError as exc:
+            raise SettingRefused(f"{name}: {exc}", setting) from None
+        if unknown := [column for column in delete.cells if column not in layout.columns]:
+            raise SettingRefused(f"it deletes {', '.join(unknown)}, not a column of {name}", setting)
+        cells = ", ".join(protect_name(column) for column in delete.cells)
         where = " AND ".join(f"{protect_name(column)} = ?" for column in delete.columns)
-        prepared = self._ddl(f"DELETE FROM {name} WHERE {where}", name, prepare=True)  # noqa: S608 - names quoted
-        clustering = tuple(delete.columns.index(column) for column in layout.clustering)
-        return KeyDeleter(prepared, delete, name, clustering)
+        cql = f"DELETE {cells + ' ' if cells else ''}FROM {name} WHERE {where}"
+        prepared = self._ddl(cql, name, prepare=True)
+        clustering = tuple(delete.columns.index(column) for column in layout.clustering[:named])
+        return KeyDeleter(prepared, delete, name, clustering, whole_rows=named == len(layout.clustering))
 
     def _columns(self, name: TableName) -> dict[str, str]:
         """The table's columns as the driver's schema metadata has them now (kept current by the
@@ -356,13 +361,7 @@ class ScyllaSink(Sink):
                 errors[position] = error
         if again:
             # A later version of a row sent in a later group must stay the later write.
-            first: dict[tuple[Any, Any], int] = {}
-            for position in again:
-                first.setdefault(keys[position], position)
-            retried = set(again)
-            later = [
-                p for p, key in enumerate(keys) if p not in retried and first.get(key, p) < p and errors[p] is None
-            ]
+            later = [p for p in rewritten_after(keys, again) if errors[p] is None]
             rows = sorted(again) + later
             REQUESTS.labels("row").inc(len(rows))
             again_sent = await self._in_order([bound[i] for i in rows], [[keys[i]] for i in rows])

@@ -13,6 +13,7 @@ from cassandra.cluster import Session
 from fluxgate_testing import free_port
 from scylla_store import aggregate, as_utc, items, statement
 
+from fluxgate_core.errors import SettingRefused
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
 from fluxgate_sink.errors import SinkError, StoreUnavailable
@@ -162,6 +163,32 @@ async def test_a_field_without_a_column_fails_the_item_naming_it(
 async def test_a_missing_table_without_autocreate_fails_at_start(sink: ScyllaSink, target: str) -> None:
     with pytest.raises(SinkError, match="does not exist: create it, or add AUTOCREATE"):
         await sink.setup([statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated")])
+
+
+@pytest.mark.parametrize(
+    ("where", "refused"),
+    [
+        ("device_id = ? AND metric = ? AND day = ?", None),  # a partition
+        ("device_id = ? AND metric = ? AND day = ? AND window_start = ?", None),  # a row
+        ("device_id = ? AND metric = ?", "leaves out day of the partition key"),
+        ("device_id = ? AND metric = ? AND day = ? AND mean = ?", "names mean, not of the primary key"),
+    ],
+)
+async def test_a_delete_statement_is_taken_or_refused_at_start_by_its_tables_primary_key(
+    settings_for: Callable[..., ConnectionSettings], target: str, where: str, refused: str | None
+) -> None:
+    keys = ["k"] * where.count("?")
+    deleting = ScyllaSink(settings_for(delete_statement=f"DELETE FROM {target} WHERE {where}", delete_key_fields=keys))
+    try:
+        setup = deleting.setup([statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated AUTOCREATE")])
+        if refused is None:
+            await setup
+        else:
+            with pytest.raises(SettingRefused, match=refused) as raised:
+                await setup
+            assert raised.value.settings == ("scylla.delete_statement",)
+    finally:
+        await deleting.close()
 
 
 async def test_nobody_answering_at_start_is_store_unavailable(

@@ -10,7 +10,7 @@ from typing import Any
 from cassandra import InvalidRequest, WriteTimeout
 from cassandra.query import BatchStatement, BatchType
 
-from fluxgate_scylla_persister.grouping import group_statement, partition_groups, waves
+from fluxgate_scylla_persister.grouping import Rows, group_statement, partition_groups, rewritten_after, waves
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
 
@@ -38,6 +38,40 @@ def test_a_statement_waits_for_every_earlier_one_that_writes_one_of_its_rows() -
     # and c1 with it goes in that wave too.
     assert waves([["a1", "a2"], ["b1"], ["a1", "a3"], ["a1", "c1"], ["b2"]]) == [[0, 1, 4], [2], [3]]
     assert waves([]) == []
+
+
+def test_a_delete_of_a_partition_or_range_is_alone_in_its_group_and_no_later_row_joins_the_earlier() -> None:
+    keys = [("a", 1), ("b", 1), ("a", Rows()), ("a", 2), ("a", 3), ("a", Rows((5,))), ("b", 2)]
+    assert partition_groups(keys, cap=20) == [[0], [1, 6], [2], [3, 4], [5]]
+
+
+def test_a_delete_of_a_partition_waits_for_its_partitions_earlier_writes_and_its_later_ones_for_it() -> None:
+    a_all, a_day = ("a", Rows()), ("a", Rows(("2026-11-29",)))
+    # a1 and b1 at once; the partition's delete after a1 (not after b1); a2 after the delete.
+    assert waves([[("a", 1)], [("b", 1)], [a_all], [("a", 2)], [("b", 2)]]) == [[0, 1, 4], [2], [3]]
+    # two deletes of one partition one after the other; another partition's rows go at once
+    assert waves([[a_day], [("c", 1)], [a_all], [("c", 2)]]) == [[0, 1, 3], [2]]
+    assert waves([[("b", 1)], [a_all]]) == [[0, 1]]  # nothing of a's before it: no wait
+
+
+def test_what_follows_a_retried_statement_on_its_rows_is_written_again_after_it() -> None:
+    keys = [("a", 1), ("a", 2), ("a", 1), ("a", Rows()), ("b", 1), ("a", 3)]
+    assert rewritten_after(keys, [0]) == [2, 3, 5]  # a1's later version, the delete covering a1, what follows it
+    assert rewritten_after(keys, [1]) == [3, 5]  # a2: the delete covering it, and a3 after the delete
+    assert rewritten_after(keys, [3]) == [5]  # the delete: every later row of its partition
+    assert rewritten_after(keys, [4]) == []
+
+
+async def test_a_write_before_a_partitions_delete_in_a_refused_batch_is_deleted_again_after_it() -> None:
+    # a1 is in a refused batch and written again row by row, after the partition's delete was
+    # sent: the delete is sent again after it, so that a1 stays deleted, and a2, written after
+    # the delete, after that.
+    pump = FakePump()
+    bound = ["a1", "a9 BAD", "DELETE a", "a2"]
+    errors = await written(20, pump)._written(bound, [("a", 1), ("a", 9), ("a", Rows()), ("a", 2)])
+    assert pump.sent[:3] == [[["a1", "a9 BAD"]], [["DELETE a"]], [["a2"]]]
+    assert pump.sent[3:] == [[["a1"], ["a9 BAD"]], [["DELETE a"]], [["a2"]]]
+    assert [type(e).__name__ if e else None for e in errors] == [None, "InvalidRequest", None, None]
 
 
 def test_one_row_is_sent_as_it_is_and_several_as_an_unlogged_batch() -> None:

@@ -44,10 +44,41 @@ def test_a_delete_of_one_row_is_read_as_cql_reads_its_names(
 
 
 @pytest.mark.parametrize(
+    ("statement", "named"),
+    [
+        ("DELETE FROM t WHERE device = ? AND day = ? AND at = ? AND seq = ?", 2),  # a row
+        ("DELETE FROM t WHERE day = ? AND device = ?", 0),  # a partition
+        ("DELETE FROM t WHERE device = ? AND day = ? AND at = ?", 1),  # a range of it
+        ('DELETE mean, "Note" FROM t WHERE device = ? AND day = ? AND at = ? AND seq = ?', 2),  # a row's cells
+    ],
+)
+def test_a_delete_names_a_row_its_cells_a_partition_or_a_range_of_it(statement: str, named: int) -> None:
+    delete = KeyDelete.parse(statement, ["a"] * statement.count("?"))
+    assert delete.scope(("device", "day"), ("at", "seq")) == named
+    assert delete.cells == (("mean", "Note") if "mean" in statement else ())
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        ("DELETE FROM t WHERE device = ?", "leaves out day of the partition key"),
+        ("DELETE FROM t WHERE device = ? AND day = ? AND seq = ?", "names seq without at: a range of clustering"),
+        ("DELETE FROM t WHERE device = ? AND day = ? AND mean = ?", "names mean, not of the primary key"),
+        ("DELETE mean FROM t WHERE device = ? AND day = ?", "a delete of cells names every primary-key column"),
+        ("DELETE at FROM t WHERE device = ? AND day = ? AND at = ? AND seq = ?", "deletes at of the primary key"),
+    ],
+)
+def test_a_delete_cassandra_would_refuse_is_refused_naming_why(statement: str, reason: str) -> None:
+    delete = KeyDelete.parse(statement, ["a"] * statement.count("?"))
+    with pytest.raises(ValueError, match=reason):
+        delete.scope(("device", "day"), ("at", "seq"))
+
+
+@pytest.mark.parametrize(
     ("statement", "fields", "reason"),
     [
-        ("DELETE qty FROM orders WHERE id = ?", [], "only DELETE FROM <table> WHERE"),
-        ("DELETE FROM orders USING TIMESTAMP 5 WHERE id = ?", [], "only DELETE FROM <table> WHERE"),
+        ("DELETE FROM orders USING TIMESTAMP 5 WHERE id = ?", [], "only DELETE [<column>, ...] FROM <table> WHERE"),
+        ("DELETE qty[0] FROM orders WHERE id = ?", [], "only DELETE [<column>, ...] FROM <table> WHERE"),
         ("DELETE FROM orders WHERE id IN (?, ?)", [], "each condition must be <column> = ?"),
         ("DELETE FROM orders WHERE id = 'x'", [], "each condition must be <column> = ?"),
         ("DELETE FROM orders WHERE id = ? IF EXISTS", [], "each condition must be <column> = ?"),
