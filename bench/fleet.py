@@ -61,6 +61,7 @@ from run_pipeline import (
     start_all,
     start_console,
     stop_upstream_first,
+    take_interrupts,
 )
 from soak_check import RING_READ_MAX, to_ms
 
@@ -177,6 +178,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    take_interrupts()  # a Ctrl-C still stops every child it started
     full_jit()  # prepare() brings the stack up through ensure_up
     names = run_names("fleet")
     folder = RESULTS / f"fleet-{names.prefix.rstrip('-')}"

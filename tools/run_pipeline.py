@@ -359,6 +359,15 @@ class Interrupts:
 INTERRUPTS = Interrupts()
 
 
+def take_interrupts() -> None:
+    """Ctrl-C and SIGTERM through :data:`INTERRUPTS`, for a run that watches a :class:`Pipeline`
+    (make run, the soak, the fleet bench): its polls of a child are then never cut in two. Also
+    when started with SIGINT ignored (a shell's background job, `&` without job control), which
+    Python would leave ignored, and the run would go on for ever."""
+    signal.signal(signal.SIGTERM, INTERRUPTS.handler)
+    signal.signal(signal.SIGINT, INTERRUPTS.handler)
+
+
 def say(text: str) -> None:
     """Print a line; once stdout is gone (`make run | tee` after Ctrl-C), to stderr instead: the
     run goes on, and above all its shutdown does, and how it stopped is still told somewhere."""
@@ -748,12 +757,9 @@ def main() -> int:
     logs = ROOT / ".local/run/pipeline"
     logs.mkdir(parents=True, exist_ok=True)
     pipeline = Pipeline(logs)
-    signal.signal(signal.SIGTERM, INTERRUPTS.handler)
+    take_interrupts()
     # `kill -USR1` prints where every thread is to stderr: a stop that hangs can be asked why.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    # Ctrl-C stops the run even when started with SIGINT ignored (a shell's background job, `&`
-    # without job control): Python then leaves it ignored, and the run would go on for ever.
-    signal.signal(signal.SIGINT, INTERRUPTS.handler)
     counter = Consumer({"bootstrap.servers": endpoints.bootstrap, "group.id": "fluxgate-run-watch"})
     before = end_offsets(counter)
     devices: dict[str, int] = {}

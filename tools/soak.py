@@ -52,7 +52,17 @@ from prefixed_run import (
     wait_ready,
     whole,
 )
-from run_pipeline import BIN, Names, Offsets, Pipeline, device_prefix, start_all, start_console, stop_upstream_first
+from run_pipeline import (
+    BIN,
+    Names,
+    Offsets,
+    Pipeline,
+    device_prefix,
+    start_all,
+    start_console,
+    stop_upstream_first,
+    take_interrupts,
+)
 from soak_check import Check, FaultWindow, check, save
 from soak_report import write_report
 
@@ -249,6 +259,7 @@ class Run:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    take_interrupts()  # a Ctrl-C still stops every child it started
     names = run_names("soak")
     prefix = names.prefix
     plan = [Fault(t, k, args.kill_down if k == "kill" else args.stop_for) for t, k in args.planned] or schedule(

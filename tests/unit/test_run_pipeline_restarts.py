@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_pipeline import INTERRUPTS, RESTART_BACKOFF_MAX_S, TOPICS, Pipeline, restart_backoff, status_line, stop_child
+from run_pipeline import (
+    RESTART_BACKOFF_MAX_S,
+    TOPICS,
+    Pipeline,
+    restart_backoff,
+    status_line,
+    stop_child,
+    take_interrupts,
+)
 
 DIES = [sys.executable, "-c", "import sys; print('no broker'); sys.exit(3)"]
 LIVES = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -99,7 +107,8 @@ def test_a_ctrl_c_while_a_child_is_polled_waits_until_the_poll_is_done(tmp_path:
     child = pipeline.process("mqtt-proxy")
     lock = child._waitpid_lock  # type: ignore[attr-defined]
     child._waitpid_lock = InterruptedOnceTaken(lock)  # type: ignore[attr-defined]
-    previous = signal.signal(signal.SIGINT, INTERRUPTS.handler)  # as run_pipeline's main sets it
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    take_interrupts()  # as run_pipeline's, the soak's and the fleet bench's mains do
     # A thread besides the main one, as librdkafka's are in a run: a process's signal goes to
     # whichever thread does not block it, so masking it in the main thread defers nothing.
     done = threading.Event()
@@ -109,7 +118,8 @@ def test_a_ctrl_c_while_a_child_is_polled_waits_until_the_poll_is_done(tmp_path:
             pipeline.dead() if asks == "dead" else pipeline.running("mqtt-proxy")
     finally:
         done.set()
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         child._waitpid_lock = lock  # type: ignore[attr-defined]
     # Taken and never given back before: stop_child's wait() then blocked for ever.
     left_taken = not lock.acquire(False)
