@@ -73,8 +73,11 @@ test: install ## Unit, integration, contract and static tests against real serve
 	$(STACK) up  # every server, before the workers: they would race to start them
 	# Two workers on two cores, though two leave a third of them idle: on three, one aggregator test
 	# ran past its 300 s in a fresh clone (bench/results/2026-11-29-suite-workers.md).
-	$(PYTEST) -n 2 --dist loadfile -m "not serial" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)
-	$(PYTEST) -m serial --junitxml=.local/test-times/serial.xml $(TEST_DIRS)  # each kills or restarts a shared server (or uses its fixed names): alone
+	$(PYTEST) -n 2 --dist loadfile -m "not serial and not paired" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)
+	# Two at a time, the fixed_names tests one after another on one worker (one xdist group,
+	# conftest.py) while the other takes the rest: each paired test alone cost 300 s of idle core.
+	$(PYTEST) -n 2 --dist loadgroup -m paired --junitxml=.local/test-times/paired.xml $(PARALLEL_FIRST)
+	$(PYTEST) -m serial --junitxml=.local/test-times/serial.xml $(TEST_DIRS)  # each kills or restarts a shared server: alone
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## Only the tests that need no server and no network

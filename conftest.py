@@ -12,6 +12,21 @@ from typing import Any
 
 import pytest
 
+# The paired phase's one group: xdist (--dist loadgroup) gives all its tests to one worker.
+FIXED_NAMES_GROUP = "fixed-names"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every ``fixed_names`` test in one xdist group, so that ``make test``'s paired phase
+    (two workers) never runs two of them at once; such a test must also be ``paired``, or the
+    parallel phase would run it beside the others."""
+    for item in items:
+        if item.get_closest_marker("fixed_names") is None:
+            continue
+        if item.get_closest_marker("paired") is None:
+            raise pytest.UsageError(f"{item.nodeid}: a fixed_names test must be marked paired as well")
+        item.add_marker(pytest.mark.xdist_group(FIXED_NAMES_GROUP))
+
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Any]:

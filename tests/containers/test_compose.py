@@ -22,12 +22,12 @@ from run_pipeline import Names, devices_argv, parse_args
 
 from fluxgate_stack import ensure_up
 
-# serial: compose's services use the default topics, groups, store targets and ports
+# fixed_names: compose's services use the default topics, groups, store targets and ports
 # (9101-9109), as `make run` and the end-to-end tests do.
 # The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
 IMAGES_TIMEOUT_S = 2700
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads,
-              pytest.mark.containers, pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.paired, pytest.mark.fixed_names,
+              pytest.mark.downloads, pytest.mark.containers, pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "fluxgate-ctest"

@@ -30,8 +30,8 @@ from images import podman_env
 
 # The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
 IMAGES_TIMEOUT_S = 2700
-# serial: three JVMs (master, worker, driver) beside the pipeline: not beside another worker's tests.
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads,
+# paired: three JVMs (master, worker, driver) beside the pipeline: beside one other test at most.
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.paired, pytest.mark.downloads,
               pytest.mark.containers, pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]

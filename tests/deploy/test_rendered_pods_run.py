@@ -41,13 +41,14 @@ from run_pipeline import (
 from fluxgate_stack import ensure_up
 from fluxgate_stack.topics import create_topics
 
-# serial: the pods listen on their rendered ports (9101-9107), the ones `make run` uses;
+# fixed_names: the pods listen on their rendered ports (9101-9107), the ones `make run` uses;
 # downloads: the charts are rendered by helm, built from the Go module proxy, and the images
 # install their packages.
 # The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
 IMAGES_TIMEOUT_S = 2700
 pytestmark = [
-    pytest.mark.integration, pytest.mark.spark, pytest.mark.serial, pytest.mark.downloads, pytest.mark.containers,
+    pytest.mark.integration, pytest.mark.spark, pytest.mark.paired, pytest.mark.fixed_names, pytest.mark.downloads,
+    pytest.mark.containers,
     pytest.mark.timeout(IMAGES_TIMEOUT_S),
 ]  # fmt: skip
 

@@ -35,8 +35,8 @@ from fluxgate_testing import free_port
 from fluxgate_testing.browser import chromium, screenshot
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
-# serial: the whole pipeline with its default topics, groups and ports, as `make run` has them
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+# fixed_names: the whole pipeline with its default topics, groups and ports, as `make run` has them
+pytestmark = [pytest.mark.integration, pytest.mark.paired, pytest.mark.fixed_names]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = "http://127.0.0.1:9108/"  # run_pipeline.py --console-port's default

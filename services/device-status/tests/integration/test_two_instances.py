@@ -16,10 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import THRESHOLD_S, Fleet, device, devices, keep_sending, on_partition
 
-# serial: faust's rebalances and standby take their time from timers; beside another worker's
-# Spark jobs, two CI runs missed a takeover or an OFFLINE within the tests' bounds (load, not
-# yet a race found in our code: open in issue 39's notes).
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+# paired: faust's rebalances and standby take their time from timers; beside the parallel
+# phase's Spark jobs, two CI runs missed a takeover or an OFFLINE within the tests' bounds.
+pytestmark = [pytest.mark.integration, pytest.mark.paired]
 DEVICES = [f"dev-{i}" for i in range(9)]
 
 
