@@ -32,12 +32,21 @@ def test_a_port_is_never_handed_out_twice() -> None:
 
 
 def test_a_port_in_use_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first port drawn is one a server listens on: the next one drawn is handed out."""
+    """The first port drawn is one a server listens on: it is passed over, and a port drawn
+    after it is handed out. (Those later draws are real: a fixed second port could be in use
+    by another test's service, or handed out before in this process, and be passed over too.)"""
+    real_choice = ports._pick.choice
+    drawn: list[int] = []
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        draws = iter([busy, 24_321])
-        monkeypatch.setattr(ports, "_candidates", lambda: range(busy, busy + 1))
-        monkeypatch.setattr(ports._pick, "choice", lambda _: next(draws))
-        assert free_port() == 24_321
+
+        def choice(candidates: range) -> int:
+            drawn.append(real_choice(candidates) if drawn else busy)
+            return drawn[-1]
+
+        monkeypatch.setattr(ports._pick, "choice", choice)
+        port = free_port()
+    assert drawn[0] == busy and len(drawn) >= 2
+    assert port == drawn[-1] != busy
