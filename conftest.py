@@ -146,7 +146,8 @@ def hazelcast() -> tuple[str, str]:
 @pytest.fixture(scope="session")
 def images() -> str:
     """Every service's image built with podman (``make images``); the tag the charts pull.
-    Built once per test process: a rebuild with nothing changed reuses every layer."""
+    Asked once per test process; an image already built from this commit, in a checkout with
+    no change, is left as it is (CI builds them all early), any other is built again."""
     import subprocess
     import sys
     from pathlib import Path

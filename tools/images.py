@@ -15,7 +15,8 @@ mounted for one RUN step and never written into a layer: ``ca.crt`` (a PEM bundl
 ``pip.conf`` that names it, and for the aggregator's Maven step ``java-cacerts`` with a
 ``mavenrc`` that names it. Without the secrets the same steps use the image's own CAs.
 
-    python tools/images.py build [SERVICE ...]   # the base stand-in if missing, then the images
+    python tools/images.py build [SERVICE ...]   # the base stand-in if missing, then each image not
+                                                 # built from this commit in an unchanged checkout
     python tools/images.py sizes                 # each image's size, as JSON
     python tools/images.py pin-base sha256:...   # the official base's digest, into every Dockerfile
 """
@@ -202,6 +203,21 @@ def build_image(name: str) -> None:
     podman(*args, *build_secrets(), str(ROOT))
 
 
+def built_from_this_checkout(name: str, rev: str) -> bool:
+    """True when ``fluxgate/<name>`` was built from this very commit and nothing in the checkout
+    differs from it (no change, no untracked file): building it again would only find every
+    layer cached, which still costs each image a few seconds. CI builds the images early and
+    each test process that needs them asks again (conftest.py ``images``): 62 s of a paired
+    test's setup went to two such rebuilds, one waiting for the other."""
+    if rev.endswith("-dirty") or rev == "unknown" or _git("status", "--porcelain"):
+        return False
+    label = '{{index .Labels "org.opencontainers.image.revision"}}'
+    try:
+        return podman("image", "inspect", "--format", label, f"fluxgate/{name}:{VERSION}").strip() == rev
+    except ImageError:
+        return False
+
+
 def pin_base(digest: str) -> list[Path]:
     """Set every Dockerfile's ``ARG BASE_IMAGE`` to the official image at ``digest`` (the image
     index's, so that every platform resolves: ``docker buildx imagetools inspect
@@ -235,7 +251,7 @@ def sizes() -> dict[str, int]:
 @contextlib.contextmanager
 def one_build_at_a_time() -> Iterator[None]:
     """CI builds the images early, in the background, and the container tests build them
-    again: the second waits for the first, then finds every layer cached."""
+    again: the second waits for the first, then finds each image current."""
     WORK.mkdir(parents=True, exist_ok=True)
     with (WORK / "build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -260,10 +276,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with one_build_at_a_time():
             ensure_tools()
             build_base()
+            built = 0
             for name in options.services or IMAGES if options.command == "build" else ():
+                if built_from_this_checkout(name, revision()):
+                    print(f"image={name} event=current", flush=True)
+                    continue
                 print(f"image={name} event=building", flush=True)
                 build_image(name)
-            podman("image", "prune", "--force")  # the layers a rebuild replaced
+                built += 1
+            if built:
+                podman("image", "prune", "--force")  # the layers a rebuild replaced
     print(json.dumps({name: f"{size / 1e6:.0f} MB" for name, size in sizes().items()}, indent=2))
     return 0
 
