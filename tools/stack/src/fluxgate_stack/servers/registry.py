@@ -119,7 +119,7 @@ class RegistryServer(JavaServer):
 def set_compatibility(
     url: str,
     level: str,
-    patience: float = 15.0,
+    patience: float = 60.0,
     *,
     auth: tuple[str, str] | None = None,
     verify: ssl.SSLContext | bool = True,
@@ -129,18 +129,26 @@ def set_compatibility(
     On a registry restarted over its journal, readiness (subjects answering) can come before
     the journal's replay has reached the existing rule: the PUT then tries to create the rule
     and answers 409 "already exists". Once the replay is through, the same PUT is an update,
-    so a 409 is asked again until ``patience`` runs out. ``auth`` and ``verify``: for the
-    secured registry (an admin's client credentials, the stack's CA)."""
+    so a 409 is asked again until ``patience`` runs out. A write is answered only once Kafka
+    has it back from the journal, which took over 10 s when every server of the stack started
+    at once at full JIT: a PUT that times out is asked again too (it sets what it sets, however
+    often). ``auth`` and ``verify``: for the secured registry (an admin's client credentials,
+    the stack's CA)."""
     deadline = time.monotonic() + patience
     while True:
-        response = httpx.put(
-            f"{url}/config",
-            json={"compatibility": level},
-            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-            timeout=10,
-            auth=auth,
-            verify=verify,
-        )
+        try:
+            response = httpx.put(
+                f"{url}/config",
+                json={"compatibility": level},
+                headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                timeout=10,
+                auth=auth,
+                verify=verify,
+            )
+        except httpx.TimeoutException as exc:
+            if time.monotonic() > deadline:
+                raise StackError(f"registry: PUT /config {level} got no answer within {patience:.0f} s") from exc
+            continue
         if response.status_code == 200:
             return
         if response.status_code != 409 or time.monotonic() > deadline:
