@@ -206,17 +206,24 @@ def build_image(name: str) -> None:
     podman(*args, *build_secrets(), str(ROOT))
 
 
-def built_from_this_checkout(name: str, rev: str) -> bool:
-    """True when ``fluxgate/<name>`` was built from this very commit and nothing in the checkout
-    differs from it (no change, no untracked file): building it again would only find every
-    layer cached, which still costs each image a few seconds. CI builds the images early and
-    each test process that needs them asks again (conftest.py ``images``): 62 s of a paired
-    test's setup went to two such rebuilds, one waiting for the other."""
-    if rev.endswith("-dirty") or rev == "unknown" or _git("status", "--porcelain"):
+def unchanged_commit() -> str | None:
+    """The commit this checkout is exactly (no change, no untracked file), or None: then the
+    revision label of an image cannot say what it holds, and every image is built again."""
+    head = _git("rev-parse", "HEAD")
+    return head if head and not _git("status", "--porcelain") else None
+
+
+def built_from(name: str, commit: str | None) -> bool:
+    """True when ``fluxgate/<name>`` was built from ``commit``, the checkout's unchanged commit:
+    building it again would only find every layer cached, which still costs each image a few
+    seconds. CI builds the images early and each test process that needs them asks again
+    (conftest.py ``images``): 62 s of a paired test's setup went to two such rebuilds, one
+    waiting for the other."""
+    if commit is None:
         return False
     label = '{{index .Labels "org.opencontainers.image.revision"}}'
     try:
-        return podman("image", "inspect", "--format", label, f"fluxgate/{name}:{VERSION}").strip() == rev
+        return podman("image", "inspect", "--format", label, f"fluxgate/{name}:{VERSION}").strip() == commit
     except ImageError:
         return False
 
@@ -279,9 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with one_build_at_a_time():
             ensure_tools()
             build_base()
-            built = 0
+            built, commit = 0, unchanged_commit()  # asked once: a build changes no source
             for name in options.services or IMAGES if options.command == "build" else ():
-                if built_from_this_checkout(name, revision()):
+                if built_from(name, commit):
                     print(f"image={name} event=current", flush=True)
                     continue
                 print(f"image={name} event=building", flush=True)

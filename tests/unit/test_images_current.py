@@ -4,78 +4,94 @@ left as it is."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
 import images
 import pytest
 
 REV = "0123456789abcdef0123456789abcdef01234567"
+OTHER = "fedcba9876543210fedcba9876543210fedcba98"
+CONSOLE = f"fluxgate/console:{images.VERSION}"
+
+
+@dataclass
+class Checkout:
+    """A checkout whose HEAD, ``git status`` and images' revision labels a test sets; it
+    records every git and podman call."""
+
+    head: str = REV
+    status: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    git_calls: list[tuple[str, ...]] = field(default_factory=list)
+    podman_calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def git(self, *args: str) -> str:
+        self.git_calls.append(args)
+        return {"rev-parse": self.head, "status": self.status}[args[0]]
+
+    def podman(self, *args: str, timeout: float = 1800) -> str:
+        self.podman_calls.append(args)
+        if args[:2] != ("image", "inspect"):
+            return ""
+        if args[-1] not in self.labels:
+            raise images.ImageError(f"no image {args[-1]}")
+        return f"{self.labels[args[-1]]}\n"
 
 
 @pytest.fixture
-def checkout(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """A checkout whose ``git status`` and images' revision labels the test sets."""
-    state: dict[str, Any] = {"status": "", "labels": {}, "asked": []}
-
-    def git(*args: str) -> str:
-        assert args[0] == "status", args
-        return str(state["status"])
-
-    def podman(*args: str, timeout: float = 1800) -> str:
-        state["asked"].append(args)
-        image = args[-1]
-        if image not in state["labels"]:
-            raise images.ImageError(f"no image {image}")
-        return f"{state['labels'][image]}\n"
-
-    monkeypatch.setattr(images, "_git", git)
-    monkeypatch.setattr(images, "podman", podman)
-    return state
+def checkout(monkeypatch: pytest.MonkeyPatch) -> Checkout:
+    fake = Checkout()
+    monkeypatch.setattr(images, "_git", fake.git)
+    monkeypatch.setattr(images, "podman", fake.podman)
+    return fake
 
 
-def test_an_image_of_this_commit_in_a_clean_checkout_is_current(checkout: dict[str, Any]) -> None:
-    checkout["labels"] = {f"fluxgate/console:{images.VERSION}": REV}
-    assert images.built_from_this_checkout("console", REV)
+def test_an_image_of_this_commit_in_a_clean_checkout_is_current(checkout: Checkout) -> None:
+    checkout.labels = {CONSOLE: REV}
+    assert images.built_from("console", images.unchanged_commit())
+
+
+def test_an_image_of_another_commit_is_built_again(checkout: Checkout) -> None:
+    checkout.labels = {CONSOLE: OTHER}
+    assert not images.built_from("console", images.unchanged_commit())
 
 
 @pytest.mark.parametrize(
-    ("rev", "status", "label"),
+    ("head", "status"),
     [
-        (REV, "", "fedcba9876543210fedcba9876543210fedcba98"),  # built from another commit
-        (REV, "?? services/console/src/fluxgate_console/new.py\n", REV),  # an untracked file it may copy
-        (REV + "-dirty", "", REV + "-dirty"),  # a change: the label cannot say which
-        ("unknown", "", "unknown"),  # not a git checkout
+        (REV, "?? services/console/src/fluxgate_console/new.py\n"),  # an untracked file it may copy
+        (REV, " M services/console/src/fluxgate_console/view.py\n"),  # a change: the label cannot say which
+        ("", ""),  # not a git checkout
     ],
 )
-def test_an_image_of_another_commit_or_of_a_changed_checkout_is_built_again(
-    checkout: dict[str, Any], rev: str, status: str, label: str
-) -> None:
-    checkout["status"], checkout["labels"] = status, {f"fluxgate/console:{images.VERSION}": label}
-    assert not images.built_from_this_checkout("console", rev)
+def test_in_a_changed_checkout_every_image_is_built_again(checkout: Checkout, head: str, status: str) -> None:
+    checkout.head, checkout.status, checkout.labels = head, status, {CONSOLE: REV}
+    assert images.unchanged_commit() is None
+    assert not images.built_from("console", None)
 
 
-def test_an_image_not_built_yet_is_built(checkout: dict[str, Any]) -> None:
-    assert not images.built_from_this_checkout("console", REV)
-    assert checkout["asked"], "podman was asked for the image"
+def test_an_image_not_built_yet_is_built(checkout: Checkout) -> None:
+    assert not images.built_from("console", REV)
+    assert checkout.podman_calls, "podman was asked for the image"
 
 
 def test_build_builds_only_what_is_not_current_and_prunes_only_after_a_build(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     built: list[str] = []
-    pruned: list[tuple[str, ...]] = []
     monkeypatch.setattr(images, "ensure_tools", lambda: None)
     monkeypatch.setattr(images, "build_base", lambda: None)
-    monkeypatch.setattr(images, "revision", lambda: REV)
-    monkeypatch.setattr(images, "sizes", lambda: {})
+    monkeypatch.setattr(images, "sizes", dict)
     monkeypatch.setattr(images, "build_image", built.append)
-    monkeypatch.setattr(images, "podman", lambda *args, **_: pruned.append(args) or "")
-    monkeypatch.setattr(images, "built_from_this_checkout", lambda name, rev: name != "console")
+    checkout.labels = {f"fluxgate/{name}:{images.VERSION}": REV for name in images.IMAGES if name != "console"}
     assert images.main(["build"]) == 0
-    assert built == ["console"] and pruned == [("image", "prune", "--force")]
+    prunes = [call for call in checkout.podman_calls if call[:2] == ("image", "prune")]
+    assert built == ["console"] and prunes == [("image", "prune", "--force")]
     assert "image=aggregator event=current" in capsys.readouterr().out
+    # The checkout's state is asked once for the whole build, not once per image.
+    assert len(checkout.git_calls) == 2, checkout.git_calls
 
-    built.clear(), pruned.clear()
-    monkeypatch.setattr(images, "built_from_this_checkout", lambda name, rev: True)
+    built.clear(), checkout.podman_calls.clear()
+    checkout.labels[CONSOLE] = REV
     assert images.main(["build"]) == 0
-    assert built == [] and pruned == []
+    assert built == [] and not [call for call in checkout.podman_calls if call[:2] == ("image", "prune")]
