@@ -10,6 +10,7 @@ Exit codes: 0 after a clean stop, 2 for bad configuration (one line naming the f
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -116,6 +117,10 @@ def main() -> None:
         log.error("service.failed", error=str(exc), error_class=type(exc).__name__)
         sys.exit(EXIT_FAILED)
     worker = faust.Worker(app, loglevel=settings.log.level, override_logging=False, redirect_stdouts=False, quiet=True)
+    # What the imports and the app made lives as long as the process: left out of every later
+    # collection, which then walks only what came since. A full collection holds the GIL, and
+    # so aiokafka's heartbeat thread (bench/results/2026-11-29-device-status-gc.md).
+    gc.freeze()
     worker.execute_from_commandline()
 
 

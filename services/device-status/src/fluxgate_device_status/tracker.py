@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import faust
@@ -26,7 +26,7 @@ import structlog
 from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status import metrics
-from fluxgate_device_status.codec import AwaitingRegistry, TableStates, Undecodable
+from fluxgate_device_status.codec import AwaitingRegistry, Undecodable, pack, unpack, unpack_restored
 from fluxgate_device_status.deadlines import Deadlines
 from fluxgate_device_status.device_state import (
     CatchUp,
@@ -39,7 +39,6 @@ from fluxgate_device_status.device_state import (
     is_silent,
     mark_offline,
     transition_record,
-    unreadable_because,
 )
 from fluxgate_device_status.end_offsets import EndOffsets
 from fluxgate_device_status.settings import DeviceStatusSettings
@@ -80,12 +79,12 @@ class DeviceTracker:
         # (A str key type would get faust's default key serializer, JSON: the id in quotes.)
         # A standby applies each changelog record as it comes (faust's default buffers a thousand
         # before applying them, so a quiet fleet's standby copy would stay empty until the takeover).
-        self.table = app.Table("devices", key_type=bytes, partitions=settings.partitions, standby_buffer_size=1)
-        # faust takes a table's value codec from its value type (JSON here) and makes the
-        # changelog topic with it at once; made again with TableStates, which loads what is
-        # not JSON as Undecodable instead of stopping the recovery (see ``_drop_unreadable``).
-        self.table.value_serializer = TableStates()  # type: ignore[attr-defined]
-        self.table.changelog_topic = self.table._new_changelog_topic()  # type: ignore[attr-defined]
+        # Values are each device's state packed (``codec.pack``: its JSON, as bytes): faust
+        # loads them raw, so an entry written by something else cannot stop the recovery,
+        # and the restore leaves out what is not a state (``_restored_entries``).
+        self.table = app.Table(
+            "devices", key_type=bytes, value_type=bytes, partitions=settings.partitions, standby_buffer_size=1
+        )
         self.readings = app.topic(
             settings.input_topic, key_type=str, key_serializer="raw", value_serializer=readings_codec
         )
@@ -123,32 +122,39 @@ class DeviceTracker:
         here (it would hold up the end of faust's recovery): the end offsets are asked for
         at the next tick instead (later, so if anything more than needed is waited for)."""
         self.read = {}
-        self._drop_unreadable()
-        for state in self.table.values():
-            self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
         # The changelog wrote the table without the tracker: indexed afresh, once per restore.
-        self.deadlines.rebuild(self.table.items(), self.active_partitions())
+        self.deadlines.rebuild(self._restored_entries(), self.active_partitions())
         self.restore_ends = {}
         self.newest_sent = {}
         self.watch_start = {}
         self.restored = True
         log.info("table.restored", partitions=sorted(self.active_partitions()), devices=len(self.local_devices()))
 
-    def _drop_unreadable(self) -> None:
-        """Leave out the restored entries that are not device states (written by something
-        else, or by a version that kept other fields): dropped from this instance's memory
+    def _restored_entries(self) -> Iterator[tuple[bytes, State]]:
+        """Each restored entry unpacked once, noting the highest input offset the table counted
+        per partition (``self.read``). An entry that is not a device state (written by something
+        else, or by a version that kept other fields) is dropped from this instance's memory
         only, so the device starts afresh at its next reading, whose entry replaces it."""
-        for key, value in list(self.table.data.items()):
-            reason = value.reason if isinstance(value, Undecodable) else unreadable_because(value)
-            if reason is not None:
-                self.table.data.pop(key, None)
+        unreadable: list[bytes] = []
+        for key, packed in self.table.data.items():
+            state = unpack_restored(packed)
+            if isinstance(state, Undecodable):
+                unreadable.append(key)
                 metrics.UNREADABLE_ENTRIES.inc()
-                log.warning(
-                    "table.entry_unreadable",
-                    topic=self.table.changelog_topic.get_topic_name(),
-                    key=repr(key),
-                    reason=reason,
-                )
+                log.warning("table.entry_unreadable", topic=self.table.changelog_topic.get_topic_name(),
+                            key=repr(key), reason=state.reason)  # fmt: skip
+                continue
+            self.read[state["partition"]] = max(self.read.get(state["partition"], -1), int(state["offset"]))
+            yield key, state
+        for key in unreadable:
+            self.table.data.pop(key, None)
+
+    def _state(self, key: bytes) -> State | None:
+        packed: bytes | None = self.table.get(key)
+        return None if packed is None else unpack(packed)
+
+    def _states(self) -> Iterator[State]:
+        return (unpack(packed) for packed in self.table.values())
 
     async def _track_readings(self, stream: Any) -> None:
         async for event in stream.events():
@@ -192,12 +198,12 @@ class DeviceTracker:
 
     async def on_reading(self, reading: Reading) -> None:
         key = reading.device_id.encode()
-        state: State | None = self.table.get(key)
+        state = self._state(key)
         if is_replay(state, reading):
             metrics.REPLAYS.inc()
             return
         new, turned = apply_reading(state, reading, self.clock())
-        self.table[key] = new
+        self.table[key] = pack(new)
         if state is not None and state["partition"] != new["partition"]:
             self.deadlines.forget(key, state["partition"])  # the input was repartitioned
         self.deadlines.track(key, new)
@@ -207,7 +213,7 @@ class DeviceTracker:
 
     async def _decide_silence(self, stream: Any) -> None:
         async for event in stream.events():
-            state: State | None = self.table.get(event.key)
+            state = self._state(event.key)
             watch_start = self.watch_start.get(event.message.partition)
             if state is None or watch_start is None:
                 continue
@@ -216,7 +222,7 @@ class DeviceTracker:
             checked_at = int(event.value["checked_at_ms"])
             if is_silent(state, checked_at, self.threshold_ms, watch_start):
                 offline = mark_offline(state, checked_at)
-                self.table[event.key] = offline
+                self.table[event.key] = pack(offline)
                 self.deadlines.track(event.key, offline)
                 await self._emit(offline, state["status"])
             else:  # heard since the check was sent: due again from what the table says now
@@ -244,7 +250,7 @@ class DeviceTracker:
     def partitions(self) -> dict[str, Any]:
         """Which partitions this instance owns and which it stands by for, with the entries held."""
         held: dict[int, int] = {}
-        for _, state in self.table.items():
+        for state in self._states():
             held[state["partition"]] = held.get(state["partition"], 0) + 1
         active, standby = self.active_partitions(), self.standby_partitions()
         return {
@@ -293,7 +299,7 @@ class DeviceTracker:
         devices to read: each is judged on the table's entry, which is indexed again. One found
         silent stays due, so every tick asks again until the check has turned it OFFLINE."""
         for key in self.deadlines.due(partition, at):
-            state: State | None = self.table.get(key)
+            state = self._state(key)
             if state is None:
                 self.deadlines.forget(key, partition)
                 continue
@@ -347,9 +353,8 @@ class DeviceTracker:
         return self.newest_sent.get(partition)
 
     def get(self, device_id: str) -> State | None:
-        state: State | None = self.table.get(device_id.encode())
-        return state
+        return self._state(device_id.encode())
 
     def local_devices(self) -> list[State]:
         active = self.active_partitions()
-        return [state for _, state in self.table.items() if state["partition"] in active]
+        return [state for state in self._states() if state["partition"] in active]
