@@ -128,7 +128,9 @@ class DeviceTracker:
         self.newest_sent = {}
         self.watch_start = {}
         self.restored = True
-        log.info("table.restored", partitions=sorted(self.active_partitions()), devices=len(self.local_devices()))
+        active = self.active_partitions()
+        # Counted from the index just built: the table's entries are unpacked once per restore.
+        log.info("table.restored", partitions=sorted(active), devices=sum(self.deadlines.counts(active).values()))
 
     def _restored_entries(self) -> Iterator[tuple[bytes, State]]:
         """Each restored entry unpacked once, noting the highest input offset the table counted

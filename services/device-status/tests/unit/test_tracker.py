@@ -102,6 +102,32 @@ def watched_silent_device(ends: Ends, clock: Clock) -> tuple[DeviceTracker, Chec
     return devices, checks
 
 
+def test_a_restore_unpacks_each_entry_once_and_logs_the_devices_it_indexed(monkeypatch: Any) -> None:
+    """A million devices take seconds to unpack: the log's count comes from the index."""
+    import fluxgate_device_status.tracker as tracker_module
+
+    unpacked: list[bytes] = []
+
+    def counting(real: Any) -> Any:
+        def unpacking(packed: bytes) -> Any:
+            unpacked.append(packed)
+            return real(packed)
+
+        return unpacking
+
+    devices = tracker(Ends(None))
+    devices.active_partitions = lambda: {0}  # type: ignore[method-assign]
+    for n in range(3):
+        reading = Reading(f"dev-{n}", "temperature", 21.5, "Cel", HEARD_MS - 5, HEARD_MS, "MQTT", "t", 0, n)
+        devices.table.data[f"dev-{n}".encode()] = pack(apply_reading(None, reading, HEARD_MS)[0])
+    monkeypatch.setattr(tracker_module, "unpack_restored", counting(tracker_module.unpack_restored))
+    monkeypatch.setattr(tracker_module, "unpack", counting(tracker_module.unpack))
+    with structlog.testing.capture_logs() as logs:
+        devices._on_restored(None)
+    assert len(unpacked) == 3
+    assert [e["devices"] for e in logs if e["event"] == "table.restored"] == [3]
+
+
 async def test_silence_is_judged_as_of_now_when_every_reading_sent_by_now_is_processed() -> None:
     clock = Clock(HEARD_MS + 2 * THRESHOLD_MS)
     devices, checks = watched_silent_device(Ends({0: 6}), clock)
