@@ -47,7 +47,8 @@ CONTRACTS = Contracts(
 
 
 class Crash(RuntimeError):
-    """The job died after the batch wrote its outputs and ledger rows, before it committed."""
+    """The job died after the batch wrote its outputs and ledger rows, before Spark recorded
+    the batch's commit: before the ledger's commit, or between it and Spark's."""
 
 
 def registry() -> dict[int, str]:
@@ -101,7 +102,7 @@ class SparkRouter:
         self.ledger = Ledger(spark, str(folder / "ledger"), duration_ms(settings.window.watermark))
         self.state = JobState()
         self.written: list[Any] = []
-        self.crash_next_commit = False
+        self.crash_next_commit: str | None = None  # "before" or "after" the ledger's commit
         self.offset = 0
         self._commit = self.ledger.commit
         self.ledger.commit = self._crashing_commit  # type: ignore[method-assign]
@@ -112,10 +113,12 @@ class SparkRouter:
         self.written = rows.collect()
 
     def _crashing_commit(self, marks: DataFrame, horizon_ms: int) -> None:
-        if self.crash_next_commit:
-            self.crash_next_commit = False
-            raise Crash("the job died before the batch committed")
+        when, self.crash_next_commit = self.crash_next_commit, None
+        if when == "before":
+            raise Crash("the job died before the ledger committed the batch")
         self._commit(marks, horizon_ms)
+        if when == "after":
+            raise Crash("the job died after the ledger committed the batch, before Spark did")
 
     def batch(self, batch_id: int, records: Sequence[Record]) -> Outputs:
         rows = [

@@ -187,7 +187,10 @@ class Ledger:
     def commit(self, marks: DataFrame, horizon_ms: int) -> None:
         """Close this batch: the next one starts from the device table :meth:`learn` made.
         Entries none of whose readings this batch still knew (by ``marks``, the watermarks it
-        started from) are deleted, so a replay of it finds all it read."""
+        started from) leave the ledger; their files stay until the next batch commits, as
+        Spark records this batch's commit only after it returns: a job stopped in between
+        runs this batch again, from every entry it started from."""
+        started_from = {entry for entry in self.entries if entry < self.batch_id}
         stale = self._stale(marks, horizon_ms)
         for entry in stale:
             del self.entries[entry]
@@ -209,8 +212,11 @@ class Ledger:
         }
         self._write(f"{self.location}/meta/{self.batch_id}.json", json.dumps(meta))
         self.committed = self.batch_id
-        for entry in stale:
-            self._delete(self._rows_path(entry))
+        # What neither this batch nor a replay of it reads: those the batch before expired,
+        # and any a run stopped before it could delete them.
+        for entry in self._batch_ids("rows"):
+            if entry not in self.entries and entry not in started_from:
+                self._delete(self._rows_path(entry))
         # The table a replay of this batch would start from stays; older ones go.
         if previous is not None:
             for table_at in self._batch_ids("devices"):

@@ -62,6 +62,31 @@ def test_a_batch_run_again_reads_what_it_read_and_old_entries_expire(spark: Any,
     after.prepare(4)
     assert after.watermark_ms == 3_500 and [r["mark_ms"] for r in after.marks().collect()] == [3_500]
     assert held(after) == [(2.0, 21.5), (3.0, 22.0), (4.0, 23.0)]
-    assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["1", "2", "3"]
+    # Entry 0 expired in batch 3, whose replay would read it: it goes when batch 4 commits.
+    assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["0", "1", "2", "3"]
     # The table batch 3 started from (a replay of it would) and the one it left.
     assert sorted(p.name for p in (tmp_path / "ledger" / "devices").iterdir()) == ["2", "3"]
+
+
+def test_a_batch_that_expired_an_entry_runs_again_when_spark_did_not_record_its_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark writes its commit log after ``foreachBatch`` returns: a job killed between the
+    ledger's commit and Spark's runs the batch again, from the entries the batch started from,
+    those it expired included. Deleted with the batch's commit, one was missing for good, and
+    every attempt failed on it."""
+    location = str(tmp_path / "ledger")
+    first = Ledger(spark, location, delay_ms=500)
+    for n in range(4):  # batch 3 expires entry 0 (1.5 s behind d1's watermark of 2.5 s)
+        run_batch(first, spark, n, [row(n + 1, 20.0 + n)])
+    assert sorted(first.entries) == [1, 2, 3]
+
+    again = Ledger(spark, location, delay_ms=500)
+    again.prepare(3)
+    assert held(again) == [(1.0, 20.0), (2.0, 21.0), (3.0, 22.0)], "what batch 3 read the first time"
+    again.commit(record(again, spark, [row(4, 23.0)]), horizon_ms=1_000)
+    # Batch 4 starts once Spark has recorded batch 3: entry 0 goes, entry 1 (expired by batch
+    # 4, read by a replay of it) stays.
+    run_batch(again, spark, 4, [row(5, 24.0)])
+    assert sorted(again.entries) == [2, 3, 4]
+    assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["1", "2", "3", "4"]
