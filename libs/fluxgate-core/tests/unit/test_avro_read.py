@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from functools import cache
 from itertools import count
 from typing import Any
 
@@ -303,12 +304,18 @@ def test_evolved_reader_schemas_resolve_as_fastavro_resolves(data: st.DataObject
     _check(writer, reader, _encode(fastavro.parse_schema(writer), record), compiled_must_decode=False)
 
 
+@cache
+def _repository_values(name: str) -> st.SearchStrategy[Any]:
+    """Built once per schema: building and validating the strategy cost more than drawing from it."""
+    return _values(fastavro.parse_schema(schema_dict(name)))
+
+
 @pytest.mark.parametrize("name", _REPO)
 @_SETTINGS
 @given(data=st.data())
 def test_every_repository_schema_and_its_evolutions(name: str, data: st.DataObject) -> None:
     schema = schema_dict(name)
-    record = data.draw(_values(fastavro.parse_schema(schema)))
+    record = data.draw(_repository_values(name))
     body = _encode(fastavro.parse_schema(schema), record)
     _check(schema, None, body, compiled_must_decode=True)
     evolved = _evolve(json.loads(json.dumps(schema)), data)
