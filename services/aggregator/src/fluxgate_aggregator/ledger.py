@@ -92,6 +92,9 @@ class Ledger:
     devices_at: int | None = None  # the batch whose device table this batch starts from
     _devices: DataFrame | None = None
     _learned: tuple[int, DataFrame, int | None] | None = None  # this batch's table and clock
+    # The entries the last committed batch expired: a replay of it reads them, the next batch
+    # does not, so their files go when that batch commits.
+    _expired: list[int] = field(default_factory=list)
 
     def prepare(self, batch_id: int) -> None:
         """Make the ledger what batch ``batch_id`` starts from. In memory when the batch before
@@ -190,7 +193,6 @@ class Ledger:
         started from) leave the ledger; their files stay until the next batch commits, as
         Spark records this batch's commit only after it returns: a job stopped in between
         runs this batch again, from every entry it started from."""
-        started_from = {entry for entry in self.entries if entry < self.batch_id}
         stale = self._stale(marks, horizon_ms)
         for entry in stale:
             del self.entries[entry]
@@ -212,11 +214,9 @@ class Ledger:
         }
         self._write(f"{self.location}/meta/{self.batch_id}.json", json.dumps(meta))
         self.committed = self.batch_id
-        # What neither this batch nor a replay of it reads: those the batch before expired,
-        # and any a run stopped before it could delete them.
-        for entry in self._batch_ids("rows"):
-            if entry not in self.entries and entry not in started_from:
-                self._delete(self._rows_path(entry))
+        for entry in self._expired:
+            self._delete(self._rows_path(entry))
+        self._expired = stale
         # The table a replay of this batch would start from stays; older ones go.
         if previous is not None:
             for table_at in self._batch_ids("devices"):
@@ -262,11 +262,15 @@ class Ledger:
         self.devices_at = meta.get("devices")
         # An entry written before entries kept their batch's watermark: kept by event time.
         self.entries = {int(k): [*map(int, v), 0][:3] for k, v in meta.get("entries", {}).items()}
-        # What a run stopped in the middle of this batch (or later) wrote is not history.
-        for folder, path in (("rows", self._rows_path), ("devices", self._devices_path)):
-            for entry in self._batch_ids(folder):
-                if entry >= batch_id:
-                    self._delete(path(entry))
+        # What a run stopped in the middle of this batch (or later) wrote is not history; the
+        # entries the batch before it expired are read by no batch from here on.
+        for entry in self._batch_ids("devices"):
+            if entry >= batch_id:
+                self._delete(self._devices_path(entry))
+        for entry in self._batch_ids("rows"):
+            if entry >= batch_id or entry not in self.entries:
+                self._delete(self._rows_path(entry))
+        self._expired = []
         log.info(
             "ledger.recovered",
             batch=batch_id,

@@ -62,8 +62,8 @@ def test_a_batch_run_again_reads_what_it_read_and_old_entries_expire(spark: Any,
     after.prepare(4)
     assert after.watermark_ms == 3_500 and [r["mark_ms"] for r in after.marks().collect()] == [3_500]
     assert held(after) == [(2.0, 21.5), (3.0, 22.0), (4.0, 23.0)]
-    # Entry 0 expired in batch 3, whose replay would read it: it goes when batch 4 commits.
-    assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["0", "1", "2", "3"]
+    # Entry 0, expired by batch 3 (whose replay would read it), went once batch 4 began.
+    assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["1", "2", "3"]
     # The table batch 3 started from (a replay of it would) and the one it left.
     assert sorted(p.name for p in (tmp_path / "ledger" / "devices").iterdir()) == ["2", "3"]
 
