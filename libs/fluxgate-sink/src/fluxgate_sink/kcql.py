@@ -40,6 +40,7 @@ from fluxgate_core.kcql import (
 )
 from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
 from fluxgate_sink.errors import FieldMissing, KcqlError
+from fluxgate_sink.header_values import Unrepresentable, header_value
 
 __all__ = [
     "DEFAULT_PK",
@@ -53,6 +54,7 @@ __all__ = [
     "FieldPath",
     "FieldRef",
     "Statement",
+    "header_text",
     "lookup",
     "parse",
     "safe_id",
@@ -294,19 +296,32 @@ def _key_field(key: Any, path: FieldPath, selected: FieldPath) -> Any:
         raise FieldMissing(f"field {_dotted(selected)} is missing: the record key has no {_dotted(path)}") from None
 
 
-def _header(headers: RecordHeaders, name: str) -> str | None:
-    """Header ``name``'s value as text, the last of that name (as ConsumedRecord.header and Kafka
-    Connect's Headers.lastWithName); None when it is null; FieldMissing when the record has none.
+def _header(headers: RecordHeaders, name: str) -> Any:
+    """Header ``name``'s value (the last of that name, as ConsumedRecord.header and Kafka Connect's
+    Headers.lastWithName) as Kafka Connect's default header converter hands it to a sink:
+    SimpleHeaderConverter (apache/kafka 4.4, connect/api/.../storage/SimpleHeaderConverter.java,
+    toConnectHeader) reads the bytes as UTF-8 text and infers a typed value from it with
+    Values.parseString: ``42`` is an int, ``true`` a bool, ``2026-11-23`` a date, ``[1,2]`` a list,
+    ``mqtt-0`` stays text (:mod:`fluxgate_sink.header_values`). None when the header is null;
+    FieldMissing when the record has none, or when Kafka Connect's value has no Python one."""
+    try:
+        return header_value(_header_bytes(headers, name))
+    except Unrepresentable as exc:
+        raise FieldMissing(f"header {name}: {exc}") from None
 
-    Why text: Kafka Connect hands a sink each header through its header converter, by default
-    SimpleHeaderConverter (apache/kafka, connect/api/.../storage/SimpleHeaderConverter.java,
-    toConnectHeader), which reads the bytes as UTF-8, a malformed sequence replaced by U+FFFD as
-    Java's ``new String(bytes, UTF_8)`` does (as formats.key_reader reads a string key). It then
-    infers a number, boolean, list or map from the text (Values.parseString); that we do not: the
-    value stays the text, which each store converts as it converts any text field."""
+
+def header_text(headers: RecordHeaders, name: str) -> str | None:
+    """Header ``name``'s bytes as UTF-8 text (a malformed sequence as U+FFFD, as Java's
+    ``new String(bytes, UTF_8)``), the text its typed value (:meth:`Statement.project`) was read
+    from: for a store's text column. None when null; FieldMissing when the record has none."""
+    raw = _header_bytes(headers, name)
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def _header_bytes(headers: RecordHeaders, name: str) -> bytes | None:
     for header, value in reversed(headers):
         if header == name:
-            return None if value is None else value.decode("utf-8", "replace")
+            return value
     raise FieldMissing(f"header {name} is missing")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 from fluxgate_testing.sink.memory import aggregate, record
@@ -244,9 +244,27 @@ def test_without_an_alias_the_column_is_the_last_name_and_value_prefixed_fields_
 
 def test_the_last_header_of_a_name_is_read_and_a_null_header_is_null() -> None:
     kcql = "INSERT INTO i SELECT _header.trace, _header.empty FROM t"
-    headers = (("trace", b"1"), ("empty", None), ("trace", b"2"))
+    headers = (("trace", b"a-1"), ("empty", None), ("trace", b"a-2"))
     [item] = Router(parse(kcql)).route([metadata_record(b"k", headers)]).items
-    assert item.document == {"trace": "2", "empty": None}
+    assert item.document == {"trace": "a-2", "empty": None}
+
+
+def test_a_header_is_typed_as_simple_header_converter_types_its_text() -> None:
+    # SimpleHeaderConverter.toConnectHeader: Values.parseString of the text (header_values).
+    kcql = "INSERT INTO i SELECT _header.n, _header.ok, _header.day, _header.ids, _header.src FROM t"
+    headers = (("n", b"42"), ("ok", b"true"), ("day", b"2026-11-23"), ("ids", b"[1, 2.5]"), ("src", b"gw-1"))
+    [item] = Router(parse(kcql)).route([metadata_record(b"k", headers)]).items
+    assert item.document == {"n": 42, "ok": True, "day": date(2026, 11, 23), "ids": [1.0, 2.5], "src": "gw-1"}
+
+
+def test_a_header_kafka_connect_types_beyond_python_is_unroutable_naming_it() -> None:
+    # Values.parseString reads 24:00 as a Time of a whole day; no datetime.time holds it.
+    routed = Router(parse(METADATA), read_key=JSON_KEYS).route(
+        [metadata_record(b'{"id": 1}', (("source", b"24:00:00.000Z"),))]
+    )
+    [unroutable] = routed.unroutable
+    assert type(unroutable.error).__name__ == "FieldMissing"
+    assert str(unroutable.error).startswith("header source: a time of day of 86400000 ms")
 
 
 def test_a_header_that_is_not_utf8_is_read_as_simple_header_converter_reads_it() -> None:

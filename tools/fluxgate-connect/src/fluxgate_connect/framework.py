@@ -78,6 +78,7 @@ AVRO = ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.c
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 BYTES_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
 
 
 def value_format(value: str) -> dict[str, str]:
@@ -238,6 +239,16 @@ SINK_CONVERTERS: dict[str, Rule] = {
         boolean,
         note="JsonConverter's, for keys: true (its default) reads the {schema, payload} envelope, false the bare "
         "JSON; with other keys it means nothing and is not set",
+    ),
+    # Kafka Connect's default (WorkerConfig's header.converter); fluxgate_sink.header_values follows its
+    # Values.parseString. Another converter would read headers otherwise (StringConverter keeps the text,
+    # JsonConverter parses JSON, ByteArrayConverter keeps the bytes): refused rather than read differently.
+    "header.converter": Covered(
+        "a header a KCQL SELECT names (_header.<name>) is read as Kafka Connect's default header converter reads "
+        'it: its UTF-8 text, typed as that text reads ("42" an int, "true" a boolean, "2026-11-23" a date, '
+        '"[1,2]" a list, other text as it is); another header converter, which would read them otherwise, is '
+        "refused: remove the key",
+        accept=(SIMPLE_HEADER_CONVERTER,),
     ),
 }
 

@@ -400,7 +400,8 @@ def _metadata_note(text: str) -> str:
     return (
         f"KCQL {text}: its SELECT names the record key's fields or headers (_key.<field>, _header.<name>); "
         "this Stream-Reactor sink projects the value's fields only and writes nothing for them; the persister "
-        "writes them (the key in the key.converter's format, a header as its UTF-8 text)"
+        "writes them (the key in the key.converter's format, a header as Kafka Connect's SimpleHeaderConverter "
+        "reads it)"
     )
 
 

@@ -109,9 +109,10 @@ def test_a_tombstone_deletes_the_row_its_key_names_where_the_select_maps_every_c
 def test_text_fields_and_headers_fill_typed_columns_as_datastax_reads_them(
     stack: Any, cassandra: tuple[str, int], tmp_path: Path
 ) -> None:
-    # Schemaless JSON and headers hold text; DataStax's codecs read it as the column's type (dsbulk's
-    # StringToInstantCodec, StringToIntegerCodec ...): an ISO-8601 time into a timestamp column, a
-    # header "42" into an int column. One that does not read as its type is dead-lettered, naming it.
+    # Schemaless JSON holds text; DataStax's codecs read it as the column's type (dsbulk's
+    # StringToInstantCodec ...): an ISO-8601 time into a timestamp column. A header "42" is already the
+    # int 42 (SimpleHeaderConverter's reading) for the int column. One that does not read as its type
+    # is dead-lettered, naming it.
     table, name, topic = own_names(stack, "typed")
     dead = unique_topic("connect.typed.deadletter", stack.bootstrap, partitions=1)
     producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})

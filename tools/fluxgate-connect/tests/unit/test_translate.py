@@ -195,6 +195,18 @@ def test_an_unknown_key_is_a_warning_naming_it() -> None:
     ]
 
 
+def test_a_sink_takes_kafka_connects_default_header_converter_and_refuses_another_naming_the_key() -> None:
+    config = {"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO q SELECT _header.gw FROM t STOREAS QUEUE"}
+    simple = translate({**config, "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter"})
+    assert any(note.startswith("header.converter: nothing to set: a header") for note in simple.notes)
+    with pytest.raises(
+        ConnectError,
+        match=r"header\.converter=org\.apache\.kafka\.connect\.storage\.StringConverter: "
+        r"not supported: .* \(only org\.apache\.kafka\.connect\.storage\.SimpleHeaderConverter\)",
+    ):
+        translate({**config, "header.converter": "org.apache.kafka.connect.storage.StringConverter"})
+
+
 def test_a_sink_reads_exactly_its_topics() -> None:
     config = {"connector.class": HZ, "topics": "a,b", "connect.hazelcast.kcql": "INSERT INTO q SELECT * FROM a"}
     with pytest.raises(ConnectError, match="topics=a,b: the KCQL reads a: they must be the same"):

@@ -10,6 +10,8 @@ A request Elasticsearch refuses as a whole (400, 413) may be one item's fault (a
 over 512 bytes fails the whole bulk request, not that item): the chunk is then sent again
 in halves, down to the one item that is refused alone, which fails with the store's reason
 while the rest is written. Nothing of a refused request was written, so nothing is doubled.
+A request the client cannot serialize (a value with no JSON form: a ``datetime.time``, bytes)
+is never sent, and is halved the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from elastic_transport import ConnectionError as TransportConnectionError
-from elastic_transport import ConnectionTimeout, TlsError, TransportError
+from elastic_transport import ConnectionTimeout, SerializationError, TlsError, TransportError
 from elasticsearch import ApiError, AsyncElasticsearch
 
 from fluxgate_core.errors import SettingRefused
@@ -153,6 +155,13 @@ class ElasticsearchSink(Sink):
             raise StoreUnavailable(f"Elasticsearch unreachable: {_describe(exc)}") from exc
         except TlsError as exc:
             raise SinkError(f"TLS with Elasticsearch failed: {_describe(exc)}") from exc
+        except SerializationError as exc:
+            if not str(exc).startswith("Unable to serialize"):  # a response that does not parse
+                raise StoreUnavailable(f"Elasticsearch request failed: {_describe(exc)}") from exc
+            # A value with no JSON form (a time of day, bytes, a map keyed by dates): the client refuses
+            # the request before sending it, as Elasticsearch refuses a bad document; not an outage.
+            refusal = SinkError(f"a document has no JSON form: {exc.errors[0] if exc.errors else exc}")
+            raise RequestRefused(f"the bulk request does not serialize: {refusal}", refusal) from exc
         except ApiError as exc:
             status = _status(exc)
             if status == 429 or status >= 500:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
 import pytest
-from elastic_transport import ApiResponseMeta, ConnectionTimeout, HttpHeaders, NodeConfig
+from elastic_transport import ApiResponseMeta, ConnectionTimeout, HttpHeaders, NodeConfig, SerializationError
 from elastic_transport import ConnectionError as TransportConnectionError
 from elasticsearch import ApiError
+from elasticsearch.serializer import NdjsonSerializer
 
 from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_es_persister.settings import ConnectionSettings
@@ -155,6 +156,7 @@ async def test_large_batches_go_in_chunks_and_failures_keep_batch_indexes() -> N
         api_error(503, "cluster_block_exception", "blocked"),
         api_error(429, "es_rejected_execution_exception", "queue full"),
         api_error(502, "bad_gateway"),
+        SerializationError("Unable to deserialize as JSON: b'<html>'"),  # the response, not a document
     ],
 )
 async def test_whole_request_failures_raise_store_unavailable(exc: Exception) -> None:
@@ -218,3 +220,28 @@ async def test_a_request_refused_for_its_credentials_is_not_split() -> None:
     with pytest.raises(SinkError, match="401"):
         await sink(client).write_batch([item(n) for n in range(10)])
     assert len(client.bulks) == 1
+
+
+class SerializingClient(FakeClient):
+    """Serializes each bulk request as the real client does before sending it; writes what serializes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[str] = []
+
+    async def bulk(self, *, operations: Sequence[Mapping[str, Any]], **_: Any) -> Any:
+        self.bulks.append(operations)
+        NdjsonSerializer().dumps(operations)  # raises elastic_transport.SerializationError
+        ids = [op["index"]["_id"] for op in operations[::2]]
+        self.written.extend(ids)
+        return type("Response", (), {"body": response(*[(201, None)] * len(ids))})()
+
+
+async def test_a_document_without_a_json_form_fails_alone_instead_of_looking_like_an_outage() -> None:
+    # A header Kafka Connect reads as a Time is a datetime.time, which the client cannot serialize.
+    client = SerializingClient()
+    items = [item(n, **({"at": time(12, 34, 56)} if n == 4 else {})) for n in range(10)]
+    failures = await sink(client).write_batch(items)
+    assert [(f.index, f.error.retriable) for f in failures] == [(4, False)]
+    assert "no JSON form" in str(failures[0].error) and "datetime.time" in str(failures[0].error)
+    assert sorted(client.written) == sorted(i.id for i in items if i.id != "d4|4")

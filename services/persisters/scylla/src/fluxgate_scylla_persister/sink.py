@@ -58,8 +58,9 @@ DELETES = Counter(
     "Rows deleted: records whose non-key fields are all null, under Stream-Reactor 10.x's deletesEnabled, and "
     "tombstones under scylla.delete_statement (a delete of a partition, a range or cells counts once)",
 )
-#: Python's own refusals of a value for a column: binding it again can never help.
-BIND_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError)
+#: Python's own refusals of a value for a column: binding it again can never help. The driver
+#: binds a text column with ``value.encode``, so a number there fails with AttributeError.
+BIND_ERRORS = (TypeError, ValueError, OverflowError, AttributeError, struct.error, UnicodeError)
 
 
 @dataclass(frozen=True)

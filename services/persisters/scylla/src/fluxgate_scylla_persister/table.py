@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -27,7 +27,7 @@ from cassandra.query import UNSET_VALUE
 from fluxgate_scylla_persister.consumed import CQL_TYPES, cql_type
 from fluxgate_scylla_persister.text_values import Coerce, coerced, text_coercion
 from fluxgate_sink.errors import KcqlError, SinkError
-from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, HEADER_PREFIX, FieldPath, Statement
+from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, HEADER_PREFIX, FieldPath, Statement, header_text
 from fluxgate_sink.sink import SinkItem
 
 DAY = "day"
@@ -126,9 +126,23 @@ def autocreate_layout(statement: Statement, name: TableName) -> Layout:
     return Layout(name, columns, partition, (event,))
 
 
+#: CQL types a header's text is written to as it is (RowBinder), whatever type its value reads as.
+TEXT_TYPES = frozenset({"text", "varchar", "ascii"})
+
+
+def header_columns(statement: Statement, column: Callable[[str], str] = str) -> list[tuple[str, str]]:
+    """(column, header name) of each header the SELECT names (``_header.<name> [AS column]``)."""
+    return [
+        (column(ref.alias or ref.path[-1]), ".".join(ref.path[1:]))
+        for ref in statement.fields
+        if not ref.wildcard and len(ref.path) > 1 and ref.path[0] == HEADER_PREFIX
+    ]
+
+
 def projected_columns(statement: Statement) -> dict[str, str]:
     """The columns SELECT/AS/IGNORE make of a TemperatureAggregate, with their CQL types; a
-    header (``_header.<name>``) is read as its UTF-8 text, so its column is text."""
+    header (``_header.<name>``) may read as any type (Kafka Connect's SimpleHeaderConverter infers
+    one from its text, record by record), so its column is text, which takes the header's text."""
     ignored = {path[0] for path in statement.ignore if len(path) == 1}
     columns: dict[str, str] = {}
     for ref in statement.fields:
@@ -266,6 +280,13 @@ class RowBinder:
             typed = ((c, t, text_coercion(t)) for c, t in (types or {}).items() if c in self.known)
             self._coerce = {column: (cql, coerce) for column, cql, coerce in typed if coerce is not None}
         self._coerced_at = [(self.columns.index(column), column, *how) for column, how in self._coerce.items()]
+        # A header is typed as Kafka Connect's SimpleHeaderConverter types it (Statement.project: "42"
+        # is 42); a text column (AUTOCREATE makes one for a header) takes the header's text instead.
+        self._header_text = {
+            column: name
+            for column, name in header_columns(statement, self.column)
+            if (types or {}).get(column) in TEXT_TYPES
+        }
         self.primary_key: tuple[str, ...] = ()  # the table's, as check_selected was given it
         # Stream-Reactor 10.x writes every row at its record's timestamp (DataStax's
         # LifeCycleManager.java, makeInsertStatement: USING TIMESTAMP :kafka_internal_timestamp;
@@ -321,7 +342,14 @@ class RowBinder:
         document = self.row(item)
         if not self.known.issuperset(document):
             raise SinkError(self._why_not(set(document) - self.known))
+        if self._header_text:
+            document = {**document, **self._header_texts(item, document)}
         return {**document, DAY: item.event_time.date()} if self._day else document
+
+    def _header_texts(self, item: SinkItem, document: Mapping[str, Any]) -> dict[str, Any]:
+        """The text columns' headers as their text where their typed value is not text."""
+        typed = ((c, h) for c, h in self._header_text.items() if document.get(c) is not None)
+        return {c: header_text(item.source.headers, h) for c, h in typed if type(document[c]) is not str}
 
     def check_selected(self, statement: Statement, primary_key: Sequence[str] = ()) -> None:
         """Fail at start when an explicit SELECT names a field the table has no column for.

@@ -61,10 +61,26 @@ async def test_autocreate_adds_a_text_column_for_a_header_the_select_names(
     stmt = statement(f"UPSERT INTO {target} SELECT *, _header.gw AS gateway FROM temperatures.aggregated AUTOCREATE")
     await sink.setup([stmt])
     record = sent(devices=1, windows=1)[0]
-    # The router's document: the record's fields and the header's text under its alias (Statement.project).
+    # The router's document: the record's fields and the header's value under its alias (Statement.project).
     [item] = items(statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated"), [record])
     assert await sink.write_batch([item._replace(statement=stmt, document={**record, "gateway": "hub-7"})]) == []
     assert [row.gateway for row in cql.execute(f"SELECT gateway FROM {target}")] == ["hub-7"]
+
+
+async def test_a_header_kafka_connect_reads_as_a_number_is_written_as_its_text_into_its_text_column(
+    sink: ScyllaSink, cql: Session, target: str
+) -> None:
+    # SimpleHeaderConverter reads "007" as the int 7 (Statement.project); the driver binds no int to
+    # text, and AUTOCREATE's header column is text: the column takes the header's text.
+    stmt = statement(f"UPSERT INTO {target} SELECT *, _header.gw AS gateway FROM temperatures.aggregated AUTOCREATE")
+    await sink.setup([stmt])
+    [item] = items(statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated"), sent(1, 1))
+    headers = (("gw", b"007"),)
+    document = stmt.project(item.source.record, None, headers)
+    typed = item._replace(source=item.source._replace(headers=headers), statement=stmt, document=document)
+    assert typed.document["gateway"] == 7
+    assert await sink.write_batch([typed]) == []
+    assert [row.gateway for row in cql.execute(f"SELECT gateway FROM {target}")] == ["007"]
 
 
 async def test_writing_the_same_records_again_changes_nothing(sink: ScyllaSink, cql: Session, target: str) -> None:

@@ -92,13 +92,26 @@ def test_selected_renamed_and_ignored_fields_make_the_columns() -> None:
 
 
 def test_autocreate_makes_a_headers_column_text_and_refuses_a_key_field_it_cannot_type() -> None:
-    # A header is read as its UTF-8 text (kcql._header); a key's fields have no type before a record.
+    # A header's type is the record's (SimpleHeaderConverter's reading of its text, kcql._header), so its
+    # column is text, which takes the header's text (RowBinder); a key's fields have no type before a record.
     headers = one("UPSERT INTO t SELECT *, _header.gw AS gateway, _header.fluxgate.source FROM x AUTOCREATE")
     columns = autocreate_layout(headers, TableName("k", "t")).columns
     assert (columns["gateway"], columns["source"]) == ("text", "text")
     keyed = one("UPSERT INTO t SELECT *, _key.site AS site FROM x AUTOCREATE")
     with pytest.raises(KcqlError, match=r"AUTOCREATE knows TemperatureAggregate's fields, not _key\.site"):
         autocreate_layout(keyed, TableName("k", "t"))
+
+
+def test_a_header_binds_its_typed_value_to_a_typed_column_and_its_text_to_a_text_column() -> None:
+    # Statement.project reads "042" as SimpleHeaderConverter does, the int 42; a text column keeps "042".
+    statement = one("INSERT INTO t SELECT device_id, _header.n AS n, _header.n AS raw, _header.s AS s FROM x")
+    types = {"device_id": "text", "n": "int", "raw": "text", "s": "text"}
+    binder = RowBinder(TableName("k", "t"), list(types), statement, types=types)
+    headers = (("n", b"042"), ("s", b"gw-1"))
+    source = record("x", 0, 0, aggregate())._replace(headers=headers)
+    [routed] = Router([statement]).route([source]).items
+    assert routed.document == {"device_id": "Sensor4", "n": 42, "raw": 42, "s": "gw-1"}
+    assert binder.values(routed) == ["Sensor4", 42, "042", "gw-1"]
 
 
 def test_a_pk_without_the_event_time_cannot_make_the_table() -> None:
