@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import math
 import re
-import struct
 from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
+from fluxgate_sink.connect_numbers import float32_of_double
 from fluxgate_sink.java_dates import DatePatternError, format_datetime, parse_datetime, tokens
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -418,15 +418,7 @@ def cast_value(value: Any, kind: str) -> Any:
     if kind in _BITS:
         return _narrow(value, _BITS[kind])
     number = float(value)
-    return _float32(number) if kind == "float32" else number
-
-
-def _float32(number: float) -> float:
-    """The nearest float (Java's floatValue()): beyond its range, an infinity."""
-    try:
-        return float(struct.unpack("f", struct.pack("f", number))[0])
-    except OverflowError:
-        return math.copysign(math.inf, number)
+    return float32_of_double(number) if kind == "float32" else number
 
 
 def _logical_number(value: datetime | date | time) -> int:

@@ -27,7 +27,15 @@ from cassandra.query import UNSET_VALUE
 from fluxgate_scylla_persister.consumed import CQL_TYPES, cql_type
 from fluxgate_scylla_persister.text_values import Coerce, coerced, text_coercion
 from fluxgate_sink.errors import KcqlError, SinkError
-from fluxgate_sink.kcql import DEFAULT_PK, EVENT_TIME_PROPERTY, HEADER_PREFIX, FieldPath, Statement, header_text
+from fluxgate_sink.kcql import (
+    DEFAULT_PK,
+    EVENT_TIME_PROPERTY,
+    HEADER_PREFIX,
+    FieldPath,
+    FieldRef,
+    Statement,
+    header_text,
+)
 from fluxgate_sink.sink import SinkItem
 
 DAY = "day"
@@ -133,10 +141,13 @@ TEXT_TYPES = frozenset({"text", "varchar", "ascii"})
 def header_columns(statement: Statement, column: Callable[[str], str] = str) -> list[tuple[str, str]]:
     """(column, header name) of each header the SELECT names (``_header.<name> [AS column]``)."""
     return [
-        (column(ref.alias or ref.path[-1]), ".".join(ref.path[1:]))
-        for ref in statement.fields
-        if not ref.wildcard and len(ref.path) > 1 and ref.path[0] == HEADER_PREFIX
+        (column(ref.alias or ref.path[-1]), ".".join(ref.path[1:])) for ref in statement.fields if _names_header(ref)
     ]
+
+
+def _names_header(ref: FieldRef) -> bool:
+    """Whether a SELECT entry is one header, ``_header.<name>``."""
+    return not ref.wildcard and len(ref.path) > 1 and ref.path[0] == HEADER_PREFIX
 
 
 def projected_columns(statement: Statement) -> dict[str, str]:
@@ -150,7 +161,7 @@ def projected_columns(statement: Statement) -> dict[str, str]:
             columns.update({n: t for n, t in CQL_TYPES.items() if n not in ignored})
         elif not ref.wildcard and len(ref.path) == 1 and ref.path[0] in CQL_TYPES:
             columns[ref.alias or ref.path[0]] = CQL_TYPES[ref.path[0]]
-        elif not ref.wildcard and len(ref.path) > 1 and ref.path[0] == HEADER_PREFIX:
+        elif _names_header(ref):
             columns[ref.alias or ref.path[-1]] = "text"
         else:
             shown = ".".join(ref.path) + (".*" if ref.wildcard else "")
