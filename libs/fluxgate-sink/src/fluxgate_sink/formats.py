@@ -1,6 +1,7 @@
 """How a topic's record values are written, and the decoder that reads them: the one place
 where a record's bytes become the dict every sink writes; and how a record key is read where a
-statement asks for it (``PK _key``: :func:`key_reader`, :class:`AvroKeys`, :func:`json_first`).
+statement asks for it (``PK _key``: :func:`key_reader`, :class:`AvroKeys`, :func:`json_first`), and a
+header where a SELECT names it (``_header.<name>``: :func:`header_reader`).
 
 ``avro`` (our pipeline's, and the default): Confluent wire format, schemas in the registry.
 ``json``: Kafka Connect's ``org.apache.kafka.connect.json.JsonConverter``, as it reads a record
@@ -38,6 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from decimal import Decimal
+from functools import partial
 from typing import Any, Literal
 
 from fluxgate_core.consumed_record import Decoder
@@ -46,10 +48,16 @@ from fluxgate_core.serde import AvroDecoder, registry_client
 from fluxgate_core.settings import RegistrySettings
 from fluxgate_sink import jackson
 from fluxgate_sink.connect_data import DECIMAL, convert, json_kind
+from fluxgate_sink.header_values import FIXED_WIDTH, ReadHeader, Unconvertible, fixed_width, header_value
 
 RecordFormat = Literal["avro", "json", "string"]
 KeyFormat = Literal["string", "json", "avro"]
 StringKeys = Literal["text", "json"]  # how PK _key takes a key read as a string: see json_first
+#: Kafka Connect's header converters (header_reader): SimpleHeaderConverter (its default), StringConverter,
+#: JsonConverter, ByteArrayConverter and connect-runtime's fixed-width ones (header_values.FIXED_WIDTH).
+HeaderFormat = Literal[
+    "simple", "string", "json", "bytearray", "long", "integer", "short", "float", "double", "boolean"
+]
 KEY_FIELD = "_key"  # KCQL's name for the record key (Stream-Reactor's ``PK _key``)
 ENVELOPE_REQUIRED = (
     'schemas.enable is true, so each value must be a JSON object of exactly two fields, "schema" and '
@@ -80,6 +88,37 @@ def key_reader(key_format: KeyFormat, schemas_enable: bool) -> Callable[[bytes |
     if key_format == "avro":
         raise ValueError("Avro keys are read through the registry: AvroKeys.of(registry).read")
     return _string_key
+
+
+def header_reader(header_format: HeaderFormat, schemas_enable: bool) -> ReadHeader:
+    """How a header a SELECT names is read: as the worker's ``header.converter`` reads it in
+    ``toConnectHeader`` (connect-api/-json/-runtime 4.4.0, run on sample headers). Each gives None
+    for a null header. SimpleHeaderConverter types its UTF-8 text (:func:`header_value`); StringConverter
+    keeps the text, as it reads a key; JsonConverter reads the JSON as it reads a key or a value, with
+    its own ``schemas.enable`` (``header.converter.schemas.enable``, true by default: the envelope);
+    ByteArrayConverter keeps the bytes; LongConverter ... BooleanConverter read their fixed width.
+    A header the converter refuses raises :class:`~fluxgate_sink.header_values.Unconvertible`."""
+    if header_format == "json":
+        return partial(_json_header, ConnectJsonDecoder(schemas_enable), schemas_enable)
+    if header_format == "string":
+        return _string_key
+    if header_format == "bytearray":
+        return _bytes_header
+    if header_format in FIXED_WIDTH:
+        return fixed_width(header_format)
+    return header_value
+
+
+def _json_header(decoder: ConnectJsonDecoder, schemas_enable: bool, raw: bytes | None) -> Any:
+    try:
+        return decoder.read(raw)
+    except SerializationError as exc:  # JsonConverter's DataException, for this header alone
+        setting = f"sink.header_schemas_enable={str(schemas_enable).lower()}"
+        raise Unconvertible(f"JsonConverter ({setting}): {exc}") from None
+
+
+def _bytes_header(raw: bytes | None) -> bytes | None:
+    return raw  # ByteArrayConverter.toConnectHeader: the bytes as they are (a null header null)
 
 
 class AvroKeys:

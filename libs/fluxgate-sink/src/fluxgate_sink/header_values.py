@@ -1,4 +1,6 @@
-"""A record header's value as Kafka Connect's default header converter gives it to a sink.
+"""A record header's value as Kafka Connect's header converters give it to a sink: the default,
+``SimpleHeaderConverter`` (:func:`header_value`), and the fixed-width number and boolean converters
+(:func:`fixed_width`); :func:`fluxgate_sink.formats.header_reader` picks one by ``sink.header_format``.
 
 ``SimpleHeaderConverter.toConnectHeader`` (apache/kafka 4.4, ``connect/api/src/main/java/org/apache/
 kafka/connect/storage/SimpleHeaderConverter.java``) reads the bytes as UTF-8 text and infers a typed
@@ -30,7 +32,7 @@ below Java's, decides how deep here).
 from __future__ import annotations
 
 import struct
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -38,7 +40,15 @@ from fluxgate_sink import lenient_dates
 from fluxgate_sink.connect_numbers import Kind, big_decimal, float32_of_double, number, widened
 from fluxgate_sink.connect_tokens import Tokens, blank, trim
 
-__all__ = ["Unrepresentable", "header_value", "parse_string"]
+__all__ = [
+    "FIXED_WIDTH",
+    "ReadHeader",
+    "Unconvertible",
+    "Unrepresentable",
+    "fixed_width",
+    "header_value",
+    "parse_string",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DAY_MS = 86_400_000
@@ -49,10 +59,30 @@ _TEMPORAL = {
     24: (Kind.TIMESTAMP, lenient_dates.TIMESTAMP),
 }
 Typed = tuple[Kind, Any]  # a value and the Connect schema type Values gives it
+ReadHeader = Callable[[bytes | None], Any]  # a header's bytes (None: a null header) as the sink's value
 
 
 class Unrepresentable(ValueError):
     """Kafka Connect gives the header a value that no Python value stands for."""
+
+
+class Unconvertible(ValueError):
+    """The header converter refuses the header's bytes: its ``toConnectHeader`` throws a
+    DataException, which Kafka Connect's error handling (errors.tolerance) takes as the record's."""
+
+
+#: The fixed-width converters of connect-runtime (org.apache.kafka.connect.converters), each a
+#: HeaderConverter whose toConnectHeader is its toConnectData: Kafka's own deserializer of the type
+#: (LongDeserializer ...), big-endian, exactly its width (checked against the connect-runtime 4.4.0 jar).
+#: Name -> (the converter's class name, the width, the struct format).
+FIXED_WIDTH = {
+    "long": ("LongConverter", 8, ">q"),
+    "integer": ("IntegerConverter", 4, ">i"),
+    "short": ("ShortConverter", 2, ">h"),
+    "float": ("FloatConverter", 4, ">f"),  # a float32, as the double Java widens it to: 0.1f is 0.10000000149011612
+    "double": ("DoubleConverter", 8, ">d"),
+    "boolean": ("BooleanConverter", 1, ""),
+}
 
 
 class _Refused(Exception):
@@ -69,6 +99,26 @@ def header_value(raw: bytes | None) -> Any:
         return parse_string(raw.decode("utf-8", "replace"))
     except RecursionError:  # Java's StackOverflowError, which the converter catches as any Throwable
         return raw
+
+
+def fixed_width(name: str) -> ReadHeader:
+    """The reader of :data:`FIXED_WIDTH`'s converter ``name``: None for a null header; Unconvertible
+    for any other width ("Size of data received by LongDeserializer is not 8") or, for a boolean, a
+    byte other than 0 or 1 (BooleanDeserializer: "Unexpected byte received")."""
+    converter, width, layout = FIXED_WIDTH[name]
+
+    def read(raw: bytes | None) -> Any:
+        if raw is None:
+            return None
+        if len(raw) != width:
+            raise Unconvertible(f"{converter} reads exactly {width} byte(s), got {len(raw)}")
+        if layout:
+            return struct.unpack(layout, raw)[0]
+        if raw[0] > 1:
+            raise Unconvertible(f"{converter} reads 0 (false) or 1 (true), got {raw[0]}")
+        return raw[0] == 1
+
+    return read
 
 
 def parse_string(text: str) -> Any:

@@ -40,7 +40,7 @@ from fluxgate_core.kcql import (
 )
 from fluxgate_sink.dates import PatternError, strftime_format, suffix, utc
 from fluxgate_sink.errors import FieldMissing, KcqlError
-from fluxgate_sink.header_values import Unrepresentable, header_value
+from fluxgate_sink.header_values import ReadHeader, Unconvertible, Unrepresentable, header_value
 
 __all__ = [
     "DEFAULT_PK",
@@ -132,12 +132,20 @@ class Statement:
         """Each SELECT entry, where it reads, and its path there (a header's: its name)."""
         return tuple((ref, *_source(ref.path, ref.wildcard)) for ref in self.fields)
 
-    def project(self, record: Mapping[str, Any] | None, key: Any = None, headers: RecordHeaders = ()) -> dict[str, Any]:
+    def project(
+        self,
+        record: Mapping[str, Any] | None,
+        key: Any = None,
+        headers: RecordHeaders = (),
+        read_header: ReadHeader = header_value,
+    ) -> dict[str, Any]:
         """The document to write: SELECT, AS and IGNORE applied; ``a.*`` lifts a's fields to the top.
 
         ``key`` (the decoded record key) and ``headers`` are read only by the entries that name
         them (``_key.<field>``, ``_header.<name>``): the router passes them only to a statement
-        whose :attr:`reads_key` or :attr:`reads_headers` says so. A ``record`` of None is a
+        whose :attr:`reads_key` or :attr:`reads_headers` says so. A header's bytes become its value
+        by ``read_header``, the sink's header converter (formats.header_reader; SimpleHeaderConverter's
+        by default). A ``record`` of None is a
         tombstone's: each value field the SELECT names is null, and ``*`` selects none, as
         DataStax's connector reads a record without a value (KeyValueRecord: the key's fields
         and the headers only)."""
@@ -156,7 +164,7 @@ class Statement:
                     elif where == _KEY:
                         found = _key_field(key, path, ref.path)
                     else:
-                        found = _header(headers, path[0])
+                        found = _header(headers, path[0], read_header)
                     document[ref.alias or ref.path[-1]] = _prune(found, ref.path, ignored)
                 continue
             if where == _KEY:
@@ -296,24 +304,27 @@ def _key_field(key: Any, path: FieldPath, selected: FieldPath) -> Any:
         raise FieldMissing(f"field {_dotted(selected)} is missing: the record key has no {_dotted(path)}") from None
 
 
-def _header(headers: RecordHeaders, name: str) -> Any:
+def _header(headers: RecordHeaders, name: str, read_header: ReadHeader) -> Any:
     """Header ``name``'s value (the last of that name, as ConsumedRecord.header and Kafka Connect's
-    Headers.lastWithName) as Kafka Connect's default header converter hands it to a sink:
+    Headers.lastWithName) as the sink's header converter hands it to a sink. Kafka Connect's default,
     SimpleHeaderConverter (apache/kafka 4.4, connect/api/.../storage/SimpleHeaderConverter.java,
-    toConnectHeader) reads the bytes as UTF-8 text and infers a typed value from it with
+    toConnectHeader), reads the bytes as UTF-8 text and infers a typed value from it with
     Values.parseString: ``42`` is an int, ``true`` a bool, ``2026-11-23`` a date, ``[1,2]`` a list,
     ``mqtt-0`` stays text (:mod:`fluxgate_sink.header_values`). None when the header is null;
-    FieldMissing when the record has none, or when Kafka Connect's value has no Python one."""
+    FieldMissing when the record has none, when the converter refuses its bytes (Kafka Connect's
+    DataException, which its errors.tolerance takes as the record's failure), or when Kafka
+    Connect's value has no Python one."""
     try:
-        return header_value(_header_bytes(headers, name))
-    except Unrepresentable as exc:
+        return read_header(_header_bytes(headers, name))
+    except (Unrepresentable, Unconvertible) as exc:
         raise FieldMissing(f"header {name}: {exc}") from None
 
 
 def header_text(headers: RecordHeaders, name: str) -> str | None:
     """Header ``name``'s bytes as UTF-8 text (a malformed sequence as U+FFFD, as Java's
-    ``new String(bytes, UTF_8)``), the text its typed value (:meth:`Statement.project`) was read
-    from: for a store's text column. None when null; FieldMissing when the record has none."""
+    ``new String(bytes, UTF_8)``), the text SimpleHeaderConverter typed its value
+    (:meth:`Statement.project`) from: for a store's text column. None when null; FieldMissing when
+    the record has none."""
     raw = _header_bytes(headers, name)
     return None if raw is None else raw.decode("utf-8", "replace")
 

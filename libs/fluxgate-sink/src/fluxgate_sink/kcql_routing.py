@@ -14,6 +14,7 @@ from fluxgate_core.consumed_record import ConsumedRecord
 from fluxgate_core.errors import FluxgateError
 from fluxgate_sink.errors import FieldMissing, SinkError, TransformError, UndecodableKey
 from fluxgate_sink.formats import KEY_FIELD, StringKeys, json_first, key_reader
+from fluxgate_sink.header_values import ReadHeader, header_value
 from fluxgate_sink.ids import MakeId, fluxgate_id
 from fluxgate_sink.kcql import EVENT_TIME_FIELDS, EVENT_TIME_PROPERTY, Statement, statements_for
 from fluxgate_sink.sink import SinkItem
@@ -49,6 +50,7 @@ class Router:
         make_id: MakeId = fluxgate_id,
         string_keys: StringKeys = "text",
         tombstones: Callable[[Statement], bool] | None = None,
+        read_header: ReadHeader = header_value,
     ) -> None:
         self.statements = list(statements)
         # Which statements take a tombstone (a null value) as an item whose value fields are all
@@ -62,7 +64,7 @@ class Router:
         keyed = needs_ids or (lambda _: True)
         self._plans = {
             s.topic: [
-                _Plan.of(t, bool(t.pk) or keyed(t), read_key, make_id, string_keys == "json")
+                _Plan.of(t, bool(t.pk) or keyed(t), read_key, make_id, string_keys == "json", read_header)
                 for t in statements_for(self.statements, s.topic)
             ]
             for s in self.statements
@@ -117,10 +119,17 @@ class _Plan:
     pk_key: bool = False  # the PK names the record key: the id is looked up in the value and _key
     metadata: bool = False  # the SELECT names the key's fields or headers: projected with them
     any_key: ReadKey | None = None  # the sink's key reader, for a tombstone's key (tombstone_document)
+    read_header: ReadHeader = header_value  # the sink's header converter (formats.header_reader)
 
     @classmethod
     def of(
-        cls, statement: Statement, keyed: bool, read_key: ReadKey, make_id: MakeId, parse_string_keys: bool = False
+        cls,
+        statement: Statement,
+        keyed: bool,
+        read_key: ReadKey,
+        make_id: MakeId,
+        parse_string_keys: bool = False,
+        read_header: ReadHeader = header_value,
     ) -> _Plan:
         named = statement.properties.get(EVENT_TIME_PROPERTY)
         fields = EVENT_TIME_FIELDS if named is None else () if "." in named else (named,)
@@ -132,7 +141,18 @@ class _Plan:
         metadata = statement.reads_key or statement.reads_headers
         whole = statement.selects_everything
         return cls(
-            statement, keyed, whole, dated, fields, reads_key, make_id, parse_string_keys, by_key, metadata, read_key
+            statement,
+            keyed,
+            whole,
+            dated,
+            fields,
+            reads_key,
+            make_id,
+            parse_string_keys,
+            by_key,
+            metadata,
+            read_key,
+            read_header,
         )
 
     def route_into(self, records: list[ConsumedRecord], routed: Routed) -> None:
@@ -183,7 +203,7 @@ class _Plan:
         elif self.whole:
             document = value
         elif self.metadata:  # the id first, as before: a PK error is reported before a SELECT's
-            document = statement.project(value, key, record.headers)
+            document = statement.project(value, key, record.headers, self.read_header)
         else:
             document = statement.project(value)
         return SinkItem(record, statement, target, document_id, document, event_time)
@@ -193,8 +213,8 @@ class _Plan:
         does not read the key gets the decoded key as ``_key``, the one thing a tombstone has: a
         sink deletes by it (Stream-Reactor's Cassandra sink's connect.cassandra.delete.*)."""
         if self.read_key is not None:
-            return self.statement.project(None, key, record.headers)
-        document = self.statement.project(None, None, record.headers)
+            return self.statement.project(None, key, record.headers, self.read_header)
+        document = self.statement.project(None, None, record.headers, self.read_header)
         document[KEY_FIELD] = self.key(record, self.any_key)
         return document
 

@@ -35,7 +35,7 @@ from fluxgate_core.registry_access import verify_registry
 from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_core.topic_watch import TopicWatch
 from fluxgate_sink import metrics
-from fluxgate_sink.formats import AvroKeys, key_reader, value_decoder
+from fluxgate_sink.formats import AvroKeys, header_reader, key_reader, value_decoder
 from fluxgate_sink.kcql import parse
 from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.partitions import PAUSE_AFTER_S, PartitionState
@@ -98,6 +98,7 @@ class SinkRunner:
             settings.document_ids(),
             settings.string_keys,
             sink.takes_tombstones,
+            header_reader(settings.header_format, settings.header_schemas_enable),
         )
         # Their schemas are fetched before routing only where something reads the keys.
         reads_keys = self._router.reads_keys or settings.transforms or sink.reads_tombstone_keys

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from fluxgate_core.settings import Group
 from fluxgate_sink.errors import KcqlError
-from fluxgate_sink.formats import KeyFormat, RecordFormat, StringKeys
+from fluxgate_sink.formats import HeaderFormat, KeyFormat, RecordFormat, StringKeys
 from fluxgate_sink.smt import TransformConfigError
 from fluxgate_sink.transforms import TransformConfig, chain
 
@@ -89,6 +89,22 @@ class SinkSettings(Group):
         description="where a KCQL PK names _key, how a key read as a string is taken: text (as it is) or json "
         "(parsed as JSON first, a text that is not JSON kept as it is: 1.50 is the number 1.5, {...} a record "
         "key; Stream-Reactor's Elastic sink, set by fluxgate connect)",
+    )
+    # Kafka Connect's header.converter: the worker's SimpleHeaderConverter unless a config names another
+    # (fluxgate_sink.formats.header_reader, each converter's toConnectHeader checked in the 4.4.0 jars).
+    header_format: HeaderFormat = Field(
+        "simple",
+        description="how a header a KCQL SELECT names (_header.<name>) is read, as Kafka Connect's header "
+        "converter reads it: simple (SimpleHeaderConverter, its default: the UTF-8 text typed as it reads, "
+        '"42" an int, "true" a boolean, other text as it is), string (StringConverter: the text), json '
+        "(JsonConverter; see header_schemas_enable), bytearray (ByteArrayConverter: the bytes), or long, "
+        "integer, short, float, double, boolean (LongConverter ... BooleanConverter: big-endian, exactly 8, 4, "
+        "2, 4, 8, 1 bytes); a header the converter refuses goes to the dead-letter topic with the reason",
+    )
+    header_schemas_enable: bool = Field(
+        True,
+        description="json headers: the {schema, payload} envelope, as for values (the header converter's own "
+        "schemas.enable, header.converter.schemas.enable, true by default)",
     )
     from_beginning: bool = Field(False, description="ignore committed offsets once at start: replay every record")
     transforms: list[TransformConfig] = Field(

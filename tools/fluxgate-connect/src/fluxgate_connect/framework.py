@@ -23,6 +23,7 @@ from fluxgate_connect.rules import (
     text,
     to,
 )
+from fluxgate_sink.header_values import FIXED_WIDTH
 
 # Settings the gateways gain with issue #23's source KCQL and CoAP record (other branches):
 # the only names of the table that are not yet fields of the services' Settings classes.
@@ -79,6 +80,17 @@ JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 BYTES_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
+# connect-runtime's fixed-width converters, each also a HeaderConverter (its META-INF/services lists them).
+NUMBER_CONVERTERS = {
+    f"org.apache.kafka.connect.converters.{converter}": name for name, (converter, _, _) in FIXED_WIDTH.items()
+}
+HEADER_FORMATS = {
+    SIMPLE_HEADER_CONVERTER: "simple",
+    STRING_CONVERTER: "string",
+    JSON_CONVERTER: "json",
+    BYTES_CONVERTER: "bytearray",
+    **NUMBER_CONVERTERS,
+}
 
 
 def value_format(value: str) -> dict[str, str]:
@@ -134,6 +146,16 @@ def source_key_format(value: str) -> dict[str, str]:
     raise RuleError(f"expected {' or '.join((STRING_CONVERTER, JSON_CONVERTER, BYTES_CONVERTER, *AVRO))}")
 
 
+def utf8_only(side: str, reads: str) -> Covered:
+    """``<side>.converter.encoding``: StringConverter's charset (StringConverterConfig's converter.encoding,
+    UTF-8 by default), which Fluxgate always ``reads`` in UTF-8; another charset is refused, not misread."""
+    return Covered(
+        f"StringConverter's charset for {side}s, UTF-8 by default: Fluxgate {reads} in UTF-8 only; another "
+        "charset is refused: remove the key",
+        accept=("UTF-8", "UTF8"),
+    )
+
+
 def source_converters(service: str, record: str) -> dict[str, Rule]:
     """A source's converters: its gateway writes its records as the config names (its
     OUTPUT__VALUE_FORMAT and OUTPUT__VALUE_SCHEMAS_ENABLE, its keys OUTPUT__KEY_FORMAT and
@@ -173,6 +195,8 @@ def source_converters(service: str, record: str) -> dict[str, Rule]:
             note="JsonConverter's: true (its default) writes each record as the {schema, payload} envelope, false "
             "the bare JSON; with other converters it means nothing and is not set",
         ),
+        "key.converter.encoding": utf8_only("key", "writes them"),
+        "value.converter.encoding": utf8_only("value", "writes them"),
     }
 
 
@@ -191,6 +215,14 @@ def key_format(value: str) -> dict[str, str]:
     if name in (STRING_CONVERTER, BYTES_CONVERTER):
         return {}
     raise RuleError(f"expected {' or '.join((STRING_CONVERTER, JSON_CONVERTER, BYTES_CONVERTER, *AVRO))}")
+
+
+def header_format(value: str) -> dict[str, str]:
+    """A sink's ``header.converter`` as the format a header a SELECT names is read in (Simple is the default)."""
+    found = HEADER_FORMATS.get(value.strip())
+    if found is None:
+        raise RuleError(f"expected {' or '.join(HEADER_FORMATS)}")
+    return {} if found == "simple" else {"sink.header_format": found}
 
 
 # A sink's converters: the formats are the shared sink runtime's (fluxgate_sink.formats), the same
@@ -240,16 +272,30 @@ SINK_CONVERTERS: dict[str, Rule] = {
         note="JsonConverter's, for keys: true (its default) reads the {schema, payload} envelope, false the bare "
         "JSON; with other keys it means nothing and is not set",
     ),
-    # Kafka Connect's default (WorkerConfig's header.converter); fluxgate_sink.header_values follows its
-    # Values.parseString. Another converter would read headers otherwise (StringConverter keeps the text,
-    # JsonConverter parses JSON, ByteArrayConverter keeps the bytes): refused rather than read differently.
-    "header.converter": Covered(
-        "a header a KCQL SELECT names (_header.<name>) is read as Kafka Connect's default header converter reads "
-        'it: its UTF-8 text, typed as that text reads ("42" an int, "true" a boolean, "2026-11-23" a date, '
-        '"[1,2]" a list, other text as it is); another header converter, which would read them otherwise, is '
-        "refused: remove the key",
-        accept=(SIMPLE_HEADER_CONVERTER,),
+    # Read as the worker's header converter reads it (fluxgate_sink.formats.header_reader, each
+    # toConnectHeader run in the connect 4.4.0 jars); WorkerConfig's default is SimpleHeaderConverter.
+    "header.converter": Setting(
+        ("sink.header_format",),
+        header_format,
+        note="read only where a KCQL SELECT names a header (_header.<name>): "
+        f"{SIMPLE_HEADER_CONVERTER} (Kafka Connect's default): its UTF-8 text, typed as that text reads "
+        '("42" an int, "true" a boolean, "2026-11-23" a date, "[1,2]" a list, other text as it is); '
+        f"{STRING_CONVERTER}: the UTF-8 text; {JSON_CONVERTER}: the JSON (see header.converter.schemas.enable); "
+        f"{BYTES_CONVERTER}: the bytes (base64 in Elasticsearch and Hazelcast JSON; Scylla AUTOCREATE "
+        "makes a blob column); "
+        f"{', '.join(NUMBER_CONVERTERS)}: the big-endian number or boolean of exactly 8, 4, 2, 4, 8 or 1 "
+        "bytes; a header the converter refuses (not JSON, another width) goes to the dead-letter topic with "
+        "the reason, where Kafka Connect fails the record (errors.tolerance)",
     ),
+    "header.converter.schemas.enable": to(
+        "sink.header_schemas_enable",
+        boolean,
+        note="JsonConverter's, for headers: true (its default) reads the {schema, payload} envelope, false the "
+        "bare JSON; with other header converters it means nothing and is not set",
+    ),
+    "key.converter.encoding": utf8_only("key", "reads them"),
+    "value.converter.encoding": utf8_only("value", "reads them"),
+    "header.converter.encoding": utf8_only("header", "reads them"),
 }
 
 

@@ -358,7 +358,8 @@ _SR10_PROPERTIES = frozenset(
 
 def _json_only(result: Translation) -> None:
     """``*.converter.schemas.enable`` is JsonConverter's: with other converters it sets nothing."""
-    for side, group in (("value", "sink"), ("key", "sink"), ("value", "output"), ("key", "output")):
+    sides = (("value", "sink"), ("key", "sink"), ("header", "sink"), ("value", "output"), ("key", "output"))
+    for side, group in sides:
         flag = f"{group}.{side}_schemas_enable"
         if result.values.get(f"{group}.{side}_format") != "json" and flag in result.values:
             del result.values[flag]
@@ -400,8 +401,8 @@ def _metadata_note(text: str) -> str:
     return (
         f"KCQL {text}: its SELECT names the record key's fields or headers (_key.<field>, _header.<name>); "
         "this Stream-Reactor sink projects the value's fields only and writes nothing for them; the persister "
-        "writes them (the key in the key.converter's format, a header as Kafka Connect's SimpleHeaderConverter "
-        "reads it)"
+        "writes them (the key in the key.converter's format, a header as the header.converter reads it, Kafka "
+        "Connect's SimpleHeaderConverter by default)"
     )
 
 

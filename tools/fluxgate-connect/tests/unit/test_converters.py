@@ -245,3 +245,38 @@ def test_a_source_writes_avro_keys_through_the_registry(
     output = load_env(connector.settings, result.env, monkeypatch).output
     assert (output.key_format, output.value_format, output.uses_registry) == ("avro", "json", True)
     assert result.env[f"{connector.prefix}REGISTRY__URL"] == "http://registry:8081"
+
+
+@pytest.mark.parametrize(
+    ("converter", "header_format"),
+    [(STRING, "string"), (JSON, "json"), ("org.apache.kafka.connect.converters.ByteArrayConverter", "bytearray"),
+     ("org.apache.kafka.connect.converters.LongConverter", "long"),
+     ("org.apache.kafka.connect.converters.IntegerConverter", "integer"),
+     ("org.apache.kafka.connect.converters.ShortConverter", "short"),
+     ("org.apache.kafka.connect.converters.FloatConverter", "float"),
+     ("org.apache.kafka.connect.converters.DoubleConverter", "double"),
+     ("org.apache.kafka.connect.converters.BooleanConverter", "boolean")],
+)  # fmt: skip
+@pytest.mark.parametrize("connector", [ELASTIC_SINK, CASSANDRA_SINK, HAZELCAST_SINK], ids=lambda c: c.service)
+def test_a_header_converter_is_the_header_format_on_every_sink(
+    connector: Connector, converter: str, header_format: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = sink(connector, header_converter=converter)
+    settings = load_env(connector.settings, result.env, monkeypatch)
+    assert settings.sink.header_format == header_format
+
+
+def test_json_headers_read_the_envelope_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Plugins.newHeaderConverter configures it with the worker's header.converter.* keys (its own
+    # schemas.enable, JsonConverterConfig's default true), apart from the value converter's.
+    default = load_env(ELASTIC_SINK.settings, sink(ELASTIC_SINK, header_converter=JSON).env, monkeypatch)
+    assert (default.sink.header_format, default.sink.header_schemas_enable) == ("json", True)
+    bare = sink(ELASTIC_SINK, header_converter=JSON, header_converter_schemas_enable="false",
+                value_converter=JSON, value_converter_schemas_enable="true")  # fmt: skip
+    assert (bare.values["sink.header_schemas_enable"], bare.values["sink.value_schemas_enable"]) == ("false", "true")
+
+
+def test_header_schemas_enable_sets_nothing_for_another_header_converter() -> None:
+    result = sink(HAZELCAST_SINK, header_converter=STRING, header_converter_schemas_enable="false")
+    assert "sink.header_schemas_enable" not in result.values
+    assert any(n.startswith("header.converter.schemas.enable: nothing to set") for n in result.notes)

@@ -195,16 +195,30 @@ def test_an_unknown_key_is_a_warning_naming_it() -> None:
     ]
 
 
-def test_a_sink_takes_kafka_connects_default_header_converter_and_refuses_another_naming_the_key() -> None:
+def test_a_sink_takes_kafka_connects_header_converters_and_refuses_another_naming_the_key() -> None:
     config = {"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO q SELECT _header.gw FROM t STOREAS QUEUE"}
     simple = translate({**config, "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter"})
-    assert any(note.startswith("header.converter: nothing to set: a header") for note in simple.notes)
+    assert "sink.header_format" not in simple.values  # Kafka Connect's default, the persisters' too
+    text = translate({**config, "header.converter": "org.apache.kafka.connect.storage.StringConverter"})
+    assert text.env["FLUXGATE_HZ_SINK__HEADER_FORMAT"] == "string"
     with pytest.raises(
         ConnectError,
-        match=r"header\.converter=org\.apache\.kafka\.connect\.storage\.StringConverter: "
-        r"not supported: .* \(only org\.apache\.kafka\.connect\.storage\.SimpleHeaderConverter\)",
+        match=r"header\.converter=org\.example\.HeaderConverter: expected "
+        r"org\.apache\.kafka\.connect\.storage\.SimpleHeaderConverter or .*StringConverter or .*JsonConverter or "
+        r".*ByteArrayConverter or .*LongConverter .*BooleanConverter",
     ):
-        translate({**config, "header.converter": "org.apache.kafka.connect.storage.StringConverter"})
+        translate({**config, "header.converter": "org.example.HeaderConverter"})
+
+
+@pytest.mark.parametrize("key", ["key.converter.encoding", "value.converter.encoding", "header.converter.encoding"])
+def test_string_converters_in_utf8_run_and_another_charset_is_refused_naming_the_key(key: str) -> None:
+    sink = {"connector.class": HZ, "connect.hazelcast.kcql": "INSERT INTO q SELECT * FROM t STOREAS QUEUE"}
+    assert any(note.startswith(f"{key}: nothing to set") for note in translate({**sink, key: "utf8"}).notes)
+    with pytest.raises(ConnectError, match=rf"{key}=ISO-8859-1: .*UTF-8 only"):
+        translate({**sink, key: "ISO-8859-1"})
+    if not key.startswith("header"):  # a gateway writes no headers a converter makes
+        with pytest.raises(ConnectError, match=rf"{key}=UTF-16: .*UTF-8 only"):
+            translate({"connector.class": MQTT, key: "UTF-16"})
 
 
 def test_a_sink_reads_exactly_its_topics() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
@@ -245,3 +246,19 @@ async def test_a_document_without_a_json_form_fails_alone_instead_of_looking_lik
     assert [(f.index, f.error.retriable) for f in failures] == [(4, False)]
     assert "no JSON form" in str(failures[0].error) and "datetime.time" in str(failures[0].error)
     assert sorted(client.written) == sorted(i.id for i in items if i.id != "d4|4")
+
+
+@pytest.mark.parametrize(
+    "mimetype", ["application/x-ndjson", "application/vnd.elasticsearch+x-ndjson; compatible-with=9"]
+)
+async def test_bytes_are_written_as_base64_as_kafka_connects_json_writes_them(mimetype: str) -> None:
+    # JsonConverter.fromConnectData of a BYTES field (connect-json 4.4.0) writes {"b":"AAH7/w=="}: a
+    # ByteArrayConverter header or a bytes field of the value, nested or not, is written the same.
+    es = ElasticsearchSink(ConnectionSettings())  # the real client, which sends nothing until asked
+    document = {"b": b"\x00\x01\xfb\xff", "nested": {"list": [b"a"]}, "text": "t"}
+    try:
+        body = es.client.transport.serializers.dumps(bulk_operations([item(1, **document)]), mimetype=mimetype)
+    finally:
+        await es.close()
+    source = json.loads(body.splitlines()[1])
+    assert (source["b"], source["nested"], source["text"]) == ("AAH7/w==", {"list": ["YQ=="]}, "t")

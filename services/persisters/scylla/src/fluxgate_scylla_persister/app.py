@@ -24,7 +24,9 @@ QUIET_LOGGERS = ("cassandra", "cassandra.cluster", "cassandra.connection", "cass
 
 def make_sink(settings: ScyllaSettings) -> ScyllaSink:
     try:
-        return ScyllaSink(settings.scylla, writer_fields=writer_fields(settings.registry))
+        return ScyllaSink(
+            settings.scylla, writer_fields=writer_fields(settings.registry), header_format=settings.sink.header_format
+        )
     except SettingRefused as exc:  # a CA file that cannot be read: said before anything connects
         raise exc.named(str(ScyllaSettings.model_config.get("env_prefix", ""))) from exc
 

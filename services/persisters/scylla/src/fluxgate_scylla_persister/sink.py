@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from cassandra.cluster import Session
     from cassandra.query import PreparedStatement
 
+    from fluxgate_sink.formats import HeaderFormat
     from fluxgate_sink.kcql import Statement
 
 log = structlog.get_logger(__name__)
@@ -130,9 +131,14 @@ class ScyllaSink(Sink):
     name = "scylla"
 
     def __init__(
-        self, settings: ConnectionSettings, cluster: Cluster | None = None, writer_fields: WriterFields | None = None
+        self,
+        settings: ConnectionSettings,
+        cluster: Cluster | None = None,
+        writer_fields: WriterFields | None = None,
+        header_format: HeaderFormat = "simple",
     ) -> None:
         self._settings = settings
+        self._header_format = header_format  # the sink's (sink.header_format): a header column's type
         self._cluster = cluster or make_cluster(settings)
         self._writer_fields = writer_fields
         self._schemas: dict[int, Mapping[str, Any]] = {}
@@ -180,7 +186,7 @@ class ScyllaSink(Sink):
     def _prepare(self, statement: Statement) -> Writer:
         name = table_name(statement.target, self._settings.keyspace, self._settings.column_match)
         if statement.autocreate:
-            wanted = autocreate_layout(statement, name)
+            wanted = autocreate_layout(statement, name, self._header_format)
             self._create(wanted)
             # The table as it is (made earlier, maybe widened since): its columns, plus any the
             # statement selects that it lacks.
@@ -201,6 +207,7 @@ class ScyllaSink(Sink):
             self._settings.column_match,
             self._settings.default_value,
             layout.columns,
+            self._header_format,
         )
         binder.check_selected(statement, (*layout.partition_key, *layout.clustering))
         ttl = statement.ttl

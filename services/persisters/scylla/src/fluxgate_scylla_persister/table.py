@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from cassandra.metadata import protect_name
@@ -27,6 +28,7 @@ from cassandra.query import UNSET_VALUE
 from fluxgate_scylla_persister.consumed import CQL_TYPES, cql_type
 from fluxgate_scylla_persister.text_values import Coerce, coerced, text_coercion
 from fluxgate_sink.errors import KcqlError, SinkError
+from fluxgate_sink.formats import HeaderFormat
 from fluxgate_sink.kcql import (
     DEFAULT_PK,
     EVENT_TIME_PROPERTY,
@@ -120,9 +122,9 @@ class Layout:
         return f"DELETE FROM {self.name} USING TIMESTAMP ? WHERE {where}"  # noqa: S608 - names are quoted
 
 
-def autocreate_layout(statement: Statement, name: TableName) -> Layout:
+def autocreate_layout(statement: Statement, name: TableName, header_format: HeaderFormat = "simple") -> Layout:
     """The table AUTOCREATE makes for ``statement``: TemperatureAggregate's columns as projected."""
-    columns = {**projected_columns(statement), DAY: "date"}
+    columns = {**projected_columns(statement, header_format), DAY: "date"}
     event = column_of(statement, tuple(statement.properties.get(EVENT_TIME_PROPERTY, DEFAULT_EVENT_TIME).split(".")))
     keys = [column_of(statement, path) for path in (statement.pk or (*DEFAULT_PK, (DEFAULT_EVENT_TIME,)))]
     if event not in keys:
@@ -150,10 +152,27 @@ def _names_header(ref: FieldRef) -> bool:
     return not ref.wildcard and len(ref.path) > 1 and ref.path[0] == HEADER_PREFIX
 
 
-def projected_columns(statement: Statement) -> dict[str, str]:
+#: The column AUTOCREATE makes for a header (``_header.<name>``), by the sink's header format: the CQL
+#: type of the Connect type its converter gives (ByteArrayConverter's BYTES a blob, LongConverter's
+#: INT64 a bigint ...). Any other is text: SimpleHeaderConverter types each header from its text, record
+#: by record, and a text column takes that text (RowBinder); StringConverter gives text; JsonConverter's
+#: JSON may be any value, and a text column takes a JSON string as a value field's.
+HEADER_COLUMN_TYPES: Mapping[str, str] = MappingProxyType(
+    {
+        "bytearray": "blob",
+        "long": "bigint",
+        "integer": "int",
+        "short": "smallint",
+        "float": "float",
+        "double": "double",
+        "boolean": "boolean",
+    }
+)
+
+
+def projected_columns(statement: Statement, header_format: HeaderFormat = "simple") -> dict[str, str]:
     """The columns SELECT/AS/IGNORE make of a TemperatureAggregate, with their CQL types; a
-    header (``_header.<name>``) may read as any type (Kafka Connect's SimpleHeaderConverter infers
-    one from its text, record by record), so its column is text, which takes the header's text."""
+    header's (``_header.<name>``) is :data:`HEADER_COLUMN_TYPES`'s for ``header_format``."""
     ignored = {path[0] for path in statement.ignore if len(path) == 1}
     columns: dict[str, str] = {}
     for ref in statement.fields:
@@ -162,7 +181,7 @@ def projected_columns(statement: Statement) -> dict[str, str]:
         elif not ref.wildcard and len(ref.path) == 1 and ref.path[0] in CQL_TYPES:
             columns[ref.alias or ref.path[0]] = CQL_TYPES[ref.path[0]]
         elif _names_header(ref):
-            columns[ref.alias or ref.path[-1]] = "text"
+            columns[ref.alias or ref.path[-1]] = HEADER_COLUMN_TYPES.get(header_format, "text")
         else:
             shown = ".".join(ref.path) + (".*" if ref.wildcard else "")
             raise KcqlError(f"{statement.text}: AUTOCREATE knows TemperatureAggregate's fields, not {shown}")
@@ -264,6 +283,7 @@ class RowBinder:
         match: ColumnMatch = "fluxgate",
         default_value: DefaultValue = "UNSET",
         types: Mapping[str, str] | None = None,
+        header_format: HeaderFormat = "simple",
     ) -> None:
         self.name = name
         self.columns = tuple(columns)
@@ -293,10 +313,11 @@ class RowBinder:
         self._coerced_at = [(self.columns.index(column), column, *how) for column, how in self._coerce.items()]
         # A header is typed as Kafka Connect's SimpleHeaderConverter types it (Statement.project: "42"
         # is 42); a text column (AUTOCREATE makes one for a header) takes the header's text instead.
+        # Another header converter's value (bytes, a JSON number) is bound as a value field's is.
         self._header_text = {
             column: name
             for column, name in header_columns(statement, self.column)
-            if (types or {}).get(column) in TEXT_TYPES
+            if header_format == "simple" and (types or {}).get(column) in TEXT_TYPES
         }
         self.primary_key: tuple[str, ...] = ()  # the table's, as check_selected was given it
         # Stream-Reactor 10.x writes every row at its record's timestamp (DataStax's

@@ -18,6 +18,7 @@ from fluxgate_scylla_persister.settings import DEFAULT_KCQL, ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
 from fluxgate_scylla_persister.table import RowBinder, TableName, autocreate_layout, table_name
 from fluxgate_sink.errors import KcqlError, SinkError
+from fluxgate_sink.formats import HeaderFormat, header_reader
 from fluxgate_sink.kcql import Statement, parse
 from fluxgate_sink.kcql_routing import Router
 from fluxgate_sink.sink import SinkItem
@@ -189,3 +190,52 @@ def test_rows_are_keyed_by_their_columns_so_the_router_makes_no_id_and_hands_rec
     assert [item.id for item in items] == ["", "", ""]
     assert [item.document for item in items] == [r.record for r in records]
     assert all(item.document is r.record for item, r in zip(items, records, strict=True))  # not a copy
+
+
+@pytest.mark.parametrize(
+    ("header_format", "cql"),
+    [("simple", "text"), ("string", "text"), ("json", "text"), ("bytearray", "blob"), ("long", "bigint"),
+     ("integer", "int"), ("short", "smallint"), ("float", "float"), ("double", "double"), ("boolean", "boolean")],
+)  # fmt: skip
+def test_autocreate_types_a_headers_column_as_its_header_converter_types_the_header(
+    header_format: HeaderFormat, cql: str
+) -> None:
+    # The Connect type each converter's toConnectHeader gives (connect 4.4.0): BYTES, INT64 ... as the
+    # Avro field of that type would be (consumed.cql_type); text where each header may be any type.
+    statement = one("UPSERT INTO t SELECT *, _header.gw AS gateway FROM x AUTOCREATE")
+    assert autocreate_layout(statement, TableName("k", "t"), header_format).columns["gateway"] == cql
+
+
+def _header_row(header_format: HeaderFormat, types: dict[str, str], headers: tuple[tuple[str, bytes], ...]) -> Any:
+    statement = one("INSERT INTO t SELECT device_id, _header.h AS h FROM x")
+    binder = RowBinder(TableName("k", "t"), list(types), statement, types=types, header_format=header_format)
+    source = record("x", 0, 0, aggregate())._replace(headers=headers)
+    [routed] = Router([statement], read_header=header_reader(header_format, False)).route([source]).items
+    return binder.values(routed)
+
+
+def test_a_bytearray_header_binds_its_bytes_to_a_blob_column() -> None:
+    assert _header_row("bytearray", {"device_id": "text", "h": "blob"}, (("h", b"\x00\xff"),)) == [
+        "Sensor4",
+        b"\x00\xff",
+    ]
+
+
+def test_only_simple_header_converters_typed_value_gives_way_to_the_headers_text_in_a_text_column() -> None:
+    # SimpleHeaderConverter typed "42" from its text, which a text column takes; JsonConverter's 42 is a
+    # number as a value field's, bound as it is (the driver refuses a number for text, failing the record).
+    text = {"device_id": "text", "h": "text"}
+    assert _header_row("simple", text, (("h", b"42"),)) == ["Sensor4", "42"]
+    assert _header_row("json", text, (("h", b"42"),)) == ["Sensor4", 42]
+    assert _header_row("json", text, (("h", b'"gw-1"'),)) == ["Sensor4", "gw-1"]
+
+
+def test_the_sink_makes_its_tables_and_rows_with_the_sinks_header_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fluxgate_scylla_persister import app
+    from fluxgate_scylla_persister.settings import ScyllaSettings
+
+    made: dict[str, Any] = {}
+    monkeypatch.setattr(app, "ScyllaSink", lambda *args, **kwargs: made.update(kwargs))
+    monkeypatch.setattr(app, "writer_fields", lambda registry: None)
+    app.make_sink(ScyllaSettings(sink={"kcql": DEFAULT_KCQL, "header_format": "bytearray"}))  # type: ignore[arg-type]
+    assert made["header_format"] == "bytearray"
