@@ -56,7 +56,9 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
         broker_client_id=settings.kafka.client_id or SERVICE,
         # SASL (PLAIN, SCRAM) and/or TLS for the consumer, the producer and the topic creation.
         broker_credentials=broker_credentials(settings.kafka),
-        store="memory://",  # the changelog is the state; restored into memory at start
+        # The changelog is the state, restored into memory at start and kept across rebalances
+        # (store.py: a rejoin reads only what was written since).
+        store="fluxgate-retaining://",
         autodiscover=False,
         datadir=status.data_dir,
         web_enabled=True,

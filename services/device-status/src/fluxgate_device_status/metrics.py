@@ -16,6 +16,11 @@ UNDECODABLE = Counter("fluxgate_status_undecodable_total", "Input records that a
 TRANSITIONS = Counter("fluxgate_status_transitions_total", "DeviceStatus transitions produced", ["status"])
 DEVICES = Gauge("fluxgate_status_devices", "Devices in this instance's part of the table", ["status"])
 CHECKS = Counter("fluxgate_status_silence_checks_total", "Silence checks the timer asked for")
+CHANGELOG_APPLIED = Counter(
+    "fluxgate_status_changelog_applied_total",
+    "Changelog records a restore or a standby applied to the table (a rejoin reads only what was written since "
+    "the table's last record of each partition it kept)",
+)
 UNREADABLE_ENTRIES = Counter(
     "fluxgate_status_unreadable_table_entries_total", "Restored table entries left out: not a device state"
 )

@@ -133,7 +133,10 @@ class Fleet:
 
 def device(service: ServiceProcess, device_id: str) -> tuple[int, dict[str, Any]]:
     status, body = service.get(f"/devices/{device_id}")
-    return status, json.loads(body) if body else {}
+    try:
+        return status, json.loads(body) if body else {}
+    except ValueError:  # aiohttp's text for an exception no view handled: the service's log has it
+        raise AssertionError(f"GET /devices/{device_id}: {status} {body[:200]}\n{service.log_tail()}") from None
 
 
 def devices(service: ServiceProcess, query: str = "") -> list[dict[str, Any]]:

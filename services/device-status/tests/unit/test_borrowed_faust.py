@@ -7,10 +7,14 @@ what changed and where device-status relies on it.
   ``_seek_to_committed_or_reset``'s pieces: ``call_thread``, ``_ensure_consumer``,
   ``consumer._is_changelog_tp``;
 * ``RewindingConsumer`` overrides ``perform_seek``, ``ack`` and ``_new_consumer_thread`` and
-  reads ``app.tables.recovery``'s ``in_recovery``, ``active_tps``, ``active_offsets`` and
+  reads ``app.tables.recovery``'s ``in_recovery``, ``active_tps``, ``active_offsets``,
+  ``standby_tps``, ``standby_offsets`` and
   ``app.consumer_generation_id``;
 * ``StatusApp`` overrides ``_new_transport`` and the ``flow_control`` cached property;
-  ``KeepingFlowControl`` overrides mode's ``FlowControlEvent.resume``/``is_active``.
+  ``KeepingFlowControl`` overrides mode's ``FlowControlEvent.resume``/``is_active``;
+* ``store.RetainingStore`` extends faust's memory store: its ``data`` and ``_key_partition``,
+  ``apply_changelog_batch`` and ``on_recovery_completed``, and relies on the table telling
+  it each acknowledged changelog write (``set_persisted_offset``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import inspect
 from typing import Any
 
 import faust
+from faust.stores import memory
+from faust.tables.base import Collection
 from faust.tables.recovery import Recovery
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.utils.queues import FlowControlEvent
@@ -46,7 +52,13 @@ def test_the_consumer_internals_the_transport_overrides_are_there() -> None:
 
 def test_the_recovery_state_the_rewind_reads_is_there() -> None:
     source = inspect.getsource(Recovery)
-    for name in ("self.in_recovery", "self.active_tps", "self.active_offsets"):
+    for name in (
+        "self.in_recovery",
+        "self.active_tps",
+        "self.active_offsets",
+        "self.standby_tps",
+        "self.standby_offsets",
+    ):
         assert name in source, f"faust {faust.__version__}: Recovery lost {name}; changelog_rewind in {WHERE} reads it"
 
 
@@ -54,3 +66,14 @@ def test_the_app_builds_its_transport_and_flow_control_where_we_override_them() 
     source = inspect.getsource(faust.App)
     assert "self._new_transport()" in source, f"{WHERE}: StatusApp._new_transport is no longer called"
     assert "def flow_control" in source, f"{WHERE}: StatusApp.flow_control overrides faust.App.flow_control"
+
+
+def test_the_memory_store_the_table_s_store_extends_is_as_it_relies_on() -> None:
+    where = "services/device-status/src/fluxgate_device_status/store.py"
+    init = inspect.getsource(memory.Store.__post_init__)
+    for name in ("self.data", "self._key_partition"):
+        assert name in init, f"faust {faust.__version__}: the memory store lost {name}; {where} keeps it"
+    for name in ("apply_changelog_batch", "on_recovery_completed", "persisted_offset", "set_persisted_offset"):
+        has(memory.Store, name)
+    sent = inspect.getsource(Collection._on_changelog_sent)
+    assert "set_persisted_offset(" in sent, f"{where}: the table no longer tells its store what Kafka acknowledged"

@@ -122,10 +122,14 @@ async def test_resuming_a_running_flow_keeps_the_queued_events_and_resuming_a_su
 class Recovery:
     """The part of faust's ``Recovery`` that says what it restores and how far it got."""
 
-    def __init__(self, in_recovery: bool, applied: dict[TP, int | None]) -> None:
+    def __init__(
+        self, in_recovery: bool, applied: dict[TP, int | None], standby: dict[TP, int | None] | None = None
+    ) -> None:
         self.in_recovery = in_recovery
         self.active_tps = set(applied)
         self.active_offsets = {tp: offset for tp, offset in applied.items() if offset is not None}
+        self.standby_tps = set(standby or {})
+        self.standby_offsets = dict(standby or {})
 
 
 def test_changelogs_under_recovery_are_read_again_after_what_was_applied() -> None:
@@ -134,6 +138,15 @@ def test_changelogs_under_recovery_are_read_again_after_what_was_applied() -> No
     assigned = {TP(CHANGELOG, 0), TP(CHANGELOG, 1), TP(CHANGELOG, 3), TP(READINGS, 0)}  # 2 revoked meanwhile
     assert changelog_rewind(Recovery(True, applied), assigned) == {TP(CHANGELOG, 0): 5, TP(CHANGELOG, 1): 0}
     assert changelog_rewind(Recovery(False, applied), assigned) == {}  # restored: the input flows, nothing to redo
+
+
+def test_standby_changelogs_are_read_again_after_what_the_copy_applied_recovery_or_not() -> None:
+    standby: dict[TP, int | None] = {TP(CHANGELOG, 1): 6, TP(CHANGELOG, 2): -1, TP(CHANGELOG, 4): None}
+    assigned = {TP(CHANGELOG, 0), TP(CHANGELOG, 1), TP(CHANGELOG, 2), TP(CHANGELOG, 4)}
+    for in_recovery in (True, False):
+        targets = changelog_rewind(Recovery(in_recovery, {TP(CHANGELOG, 0): 3}, standby), assigned)
+        expected = {TP(CHANGELOG, 1): 7, TP(CHANGELOG, 2): 0}
+        assert targets == ({**expected, TP(CHANGELOG, 0): 4} if in_recovery else expected)
 
 
 async def test_the_seek_after_a_dropped_fetch_rewinds_the_changelogs_under_recovery(

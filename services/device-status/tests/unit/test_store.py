@@ -1,0 +1,106 @@
+"""The table's store: what it holds, and the offsets it answers as persisted, across rebalances.
+
+faust's recovery is replaced here by the calls it makes on a store (applying changelog
+batches, acknowledging the table's writes, completing a recovery); the integration tests
+(``test_two_instances.py``) run the same against Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from types import SimpleNamespace
+
+import faust
+from faust.streams import _current_event
+from faust.types import TP
+
+from fluxgate_device_status import metrics
+from fluxgate_device_status.store import RetainingStore
+
+CHANGELOG = "status-devices-changelog"
+
+
+def tp(partition: int) -> TP:
+    return TP(CHANGELOG, partition)
+
+
+class Event:
+    """A changelog record, or the input record a table write is made for, as faust hands it."""
+
+    def __init__(self, key: bytes, value: bytes | None, partition: int, offset: int) -> None:
+        self.key, self.value = key, value
+        self.message = SimpleNamespace(tp=tp(partition), partition=partition, offset=offset, value=value)
+
+
+def new_store() -> RetainingStore:
+    app = faust.App("store-test", store="fluxgate-retaining://", autodiscover=False)
+    table = app.Table("devices", key_type=bytes, value_type=bytes, partitions=3)
+    store = table.data
+    assert isinstance(store, RetainingStore)
+    return store
+
+
+def apply(store: RetainingStore, *events: Event) -> None:
+    store.apply_changelog_batch(list(events), lambda key: key, lambda value: value)
+
+
+def complete(store: RetainingStore, active: set[int], standby: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    asyncio.run(store.on_recovery_completed({tp(p) for p in active}, {tp(p) for p in standby}))
+
+
+def write_for(store: RetainingStore, event: Event, key: bytes, value: bytes) -> None:
+    """A table write made while ``event`` is processed (faust's agent context)."""
+    token = _current_event.set(weakref.ref(event))  # type: ignore[arg-type]
+    try:
+        store[key] = value
+    finally:
+        _current_event.reset(token)
+
+
+def test_a_restore_records_the_newest_offset_of_each_partition_and_answers_it_as_persisted() -> None:
+    store = new_store()
+    assert store.persisted_offset(tp(0)) is None  # nothing held: faust reads from the start
+    applied = metrics.CHANGELOG_APPLIED._value.get()
+    apply(store, Event(b"a", b"1", 0, 4), Event(b"b", b"1", 1, 7), Event(b"a", b"2", 0, 9))
+    assert (store.persisted_offset(tp(0)), store.persisted_offset(tp(1))) == (9, 7)
+    assert store.persisted_offset(tp(2)) is None
+    assert metrics.CHANGELOG_APPLIED._value.get() - applied == 3
+    assert dict(store.data) == {b"a": b"2", b"b": b"1"}
+
+
+def test_an_acknowledged_write_moves_the_offset_forward_never_back() -> None:
+    store = new_store()
+    apply(store, Event(b"a", b"1", 0, 9))
+    store.set_persisted_offset(tp(0), 12)  # the table's write, acknowledged by Kafka
+    store.set_persisted_offset(tp(0), 11)  # an older acknowledgement, later
+    assert store.persisted_offset(tp(0)) == 12
+
+
+def test_a_completed_recovery_keeps_the_owned_and_standby_partitions_and_drops_the_rest_with_their_offsets() -> None:
+    store = new_store()
+    apply(store, Event(b"a", b"1", 0, 1), Event(b"b", b"1", 1, 1), Event(b"c", b"1", 2, 1))
+    complete(store, active={0}, standby={1})
+    # faust's memory store drops the standby's entries here (and so lost its copy's start)
+    assert dict(store.data) == {b"a": b"1", b"b": b"1"}
+    assert [store.persisted_offset(tp(p)) for p in range(3)] == [1, 1, None]
+
+
+def test_what_this_instance_wrote_goes_with_its_partition() -> None:
+    """faust's memory store knows the partition only of the entries a restore applied: what the
+    table wrote for an input record stayed in memory after the partition went elsewhere."""
+    store = new_store()
+    write_for(store, Event(b"r", b"", 2, 40), b"c", b"written")
+    write_for(store, Event(b"r", b"", 0, 41), b"a", b"written")
+    store[b"z"] = b"outside an agent"  # no record: its partition is not known, it is kept
+    complete(store, active={0, 1})
+    assert dict(store.data) == {b"a": b"written", b"z": b"outside an agent"}
+    del store[b"a"]
+    assert b"a" not in store._key_partition
+
+
+def test_a_partition_that_comes_back_after_being_dropped_is_restored_from_the_start() -> None:
+    store = new_store()
+    apply(store, Event(b"c", b"1", 2, 5))
+    complete(store, active={0})
+    assert store.persisted_offset(tp(2)) is None and b"c" not in store.data
