@@ -86,6 +86,23 @@ async def test_a_document_violating_the_mapping_fails_alone_and_for_good(
     assert sorted(doc["device_id"] for doc in await documents(es, target)) == ["d0", "d1", "d3", "d4"]
 
 
+async def test_bytes_are_written_as_base64_as_kafka_connect_s_json_converter_writes_them(
+    sink: ElasticsearchSink,
+    es: AsyncElasticsearch,
+    target: str,
+    target_statement: Statement,
+    items_for: Items,
+    make_aggregate: Aggregate,
+) -> None:
+    # A bytes field (Avro bytes, a ByteArrayConverter header): JsonConverter's BinaryNode, padded base64.
+    record = make_aggregate("d0", datetime(2021, 6, 1, 12, 0, tzinfo=UTC))
+    await sink.setup([target_statement])
+    [item] = items_for([record])
+    assert await sink.write_batch([item._replace(document={**item.document, "raw": b"\x00\x01\xfb\xff"})]) == []
+    [document] = await documents(es, target)
+    assert document["raw"] == "AAH7/w=="
+
+
 async def test_retention_deletes_by_the_date_in_the_name(es_url: str, es: AsyncElasticsearch, target: str) -> None:
     today = datetime.now(UTC).date()
     names = {

@@ -17,6 +17,7 @@ from fluxgate_core.errors import SettingRefused
 from fluxgate_scylla_persister.settings import ConnectionSettings
 from fluxgate_scylla_persister.sink import ScyllaSink
 from fluxgate_sink.errors import SinkError, StoreUnavailable
+from fluxgate_sink.formats import HeaderFormat, header_reader
 
 pytestmark = pytest.mark.integration
 START = datetime(2026, 3, 14, 23, 0, tzinfo=UTC)  # 90 one-minute windows: two days
@@ -81,6 +82,39 @@ async def test_a_header_kafka_connect_reads_as_a_number_is_written_as_its_text_i
     assert typed.document["gateway"] == 7
     assert await sink.write_batch([typed]) == []
     assert [row.gateway for row in cql.execute(f"SELECT gateway FROM {target}")] == ["007"]
+
+
+@pytest.mark.parametrize(
+    ("header_format", "raw", "column_type", "stored"),
+    [("bytearray", b"\x00\x01\xfb", "blob", b"\x00\x01\xfb"), ("long", b"\x00" * 7 + b"\x07", "bigint", 7)],
+)
+async def test_autocreate_types_a_header_s_column_by_its_converter_and_writes_its_value(
+    settings_for: Callable[..., ConnectionSettings],
+    cql: Session,
+    target: str,
+    header_format: HeaderFormat,
+    raw: bytes,
+    column_type: str,
+    stored: Any,
+) -> None:
+    sink = ScyllaSink(settings_for(request_timeout_s=10), header_format=header_format)
+    try:
+        stmt = statement(f"UPSERT INTO {target} SELECT *, _header.gw AS gw FROM temperatures.aggregated AUTOCREATE")
+        await sink.setup([stmt])
+        [item] = items(statement(f"UPSERT INTO {target} SELECT * FROM temperatures.aggregated"), sent(1, 1))
+        headers = (("gw", raw),)
+        document = stmt.project(item.source.record, None, headers, header_reader(header_format, True))
+        typed = item._replace(source=item.source._replace(headers=headers), statement=stmt, document=document)
+        assert await sink.write_batch([typed]) == []
+    finally:
+        await sink.close()
+    keyspace, table = target.split(".")
+    [kind] = cql.execute(
+        "SELECT type FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND column_name = 'gw'",
+        (keyspace, table),
+    ).all()
+    assert kind.type == column_type
+    assert [row.gw for row in cql.execute(f"SELECT gw FROM {target}")] == [stored]
 
 
 async def test_writing_the_same_records_again_changes_nothing(sink: ScyllaSink, cql: Session, target: str) -> None:
