@@ -87,7 +87,7 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
     tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)
 
     def ready() -> dict[str, bool]:
-        checks = {"kafka_assigned_and_restored": tracker.settled()}
+        checks = {"kafka_assigned_and_restored": tracker.settled(), "devices_routable": tracker.routable}
         if watch is not None:
             checks["topics_present"] = watch.present()
         return checks

@@ -109,8 +109,21 @@ class DeviceTracker:
         self.resumed: set[int] = set()
         self.lag_shown: set[int] = set()  # partitions with a fluxgate_status_consumer_lag series
         self.transitions: Counter[str] = Counter()  # status -> devices turned to it since the last tick
+        self.routable = False  # the producer knows the changelog's partitions (_learn_the_changelog)
+        app.task(self._learn_the_changelog)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types receivers narrower than it calls them
         app.on_rebalance_complete.connect(self._on_restored)  # type: ignore[arg-type]
+
+    async def _learn_the_changelog(self) -> None:
+        """``GET /devices/{id}`` is routed by the producer's partitions of the changelog (faust's
+        ``Router.key_store``, which computes the key's partition at once: a topic missing from the
+        producer's metadata fails the request with a TypeError, a 500). faust refreshes that
+        metadata right after creating the topic, when a new topic may still be without leaders and
+        so left out of the answer, and then not before the first changelog write or
+        metadata.max.age (5 minutes). Asked for by name, the producer waits until they are there."""
+        producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # aiokafka's, not on ProducerT
+        await producer.partitions_for(self.table.changelog_topic.get_topic_name())
+        self.routable = True
 
     def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self.restored = False

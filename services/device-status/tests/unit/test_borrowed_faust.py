@@ -14,7 +14,9 @@ what changed and where device-status relies on it.
   ``KeepingFlowControl`` overrides mode's ``FlowControlEvent.resume``/``is_active``;
 * ``store.RetainingStore`` extends faust's memory store: its ``data`` and ``_key_partition``,
   ``apply_changelog_batch`` and ``on_recovery_completed``, and relies on the table telling
-  it each acknowledged changelog write (``set_persisted_offset``).
+  it each acknowledged changelog write (``set_persisted_offset``);
+* ``DeviceTracker._learn_the_changelog`` asks faust's aiokafka producer (``_ensure_producer``)
+  for the changelog's partitions, which faust's router reads (``key_partition``).
 """
 
 from __future__ import annotations
@@ -77,3 +79,11 @@ def test_the_memory_store_the_table_s_store_extends_is_as_it_relies_on() -> None
         has(memory.Store, name)
     sent = inspect.getsource(Collection._on_changelog_sent)
     assert "set_persisted_offset(" in sent, f"{where}: the table no longer tells its store what Kafka acknowledged"
+
+
+def test_the_producer_the_tracker_asks_for_the_changelog_s_partitions_is_there() -> None:
+    where = "services/device-status/src/fluxgate_device_status/tracker.py"
+    for name in ("_ensure_producer", "key_partition"):
+        assert hasattr(faust_aiokafka.Producer, name), f"faust {faust.__version__}: Producer.{name} is gone; {where}"
+    source = inspect.getsource(faust_aiokafka.Producer.key_partition)
+    assert "producer._partition(" in source, f"{where}: faust's router no longer partitions by the producer's metadata"

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import faust
+import pytest
 import structlog.testing
 
 from fluxgate_core.errors import ConsumeError
@@ -408,3 +409,22 @@ async def test_transitions_are_logged_as_one_count_per_tick_not_a_line_per_devic
         {"event": "devices.transitions", "log_level": "info", "offline": 100},
     ]
     assert {entry["log_level"] for entry in logs if entry["event"] == "device.transition"} <= {"debug"}
+
+
+async def test_devices_are_routable_once_the_producer_knows_the_changelog_s_partitions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faust routes GET /devices/{id} by the producer's metadata of the changelog; until it has it
+    the request fails (a 500), so the service is not ready before the producer was asked for it."""
+    devices = tracker(Ends({}))
+    asked: list[str] = []
+
+    class Producer:
+        async def partitions_for(self, topic: str) -> set[int]:
+            asked.append(topic)
+            return {0, 1, 2}
+
+    monkeypatch.setattr(devices.app.producer, "_ensure_producer", Producer, raising=False)
+    assert devices.routable is False
+    await devices._learn_the_changelog()
+    assert asked == ["status-test-devices-changelog"] and devices.routable is True
