@@ -10,8 +10,10 @@ from fluxgate_aggregator.connectors import resolve_jars
 from fluxgate_aggregator.settings import SparkSettings
 
 # The password in a JAAS value (kafka_access.jaas_config), quoted, escapes included; an unclosed
-# quote (a plan string cut short) to its line's end.
-REDACT_JAAS = r'password="(?:[^"\\\n]|\\.)*"?'
+# quote (a plan string cut short) to its line's end. Written as runs of plain characters between
+# escapes: Java's engine recurses once per repetition of a group, and ``(?:[^"\\\n]|\\.)*``
+# overflowed its stack on a password of about 5,000 characters.
+REDACT_JAAS = r'password="[^"\\\n]*(?:\\.[^"\\\n]*)*"?'
 STRING_REDACTION = "spark.sql.redaction.string.regex"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
