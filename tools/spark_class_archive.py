@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -34,8 +33,6 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 # A stale archive's warning, and each class a dump cannot archive (signed jars, generated
 # classes), would otherwise be a line on the driver's stdout.
 QUIET = "-Xlog:cds*=off"
-# Where the dumping driver leaves the class path the archive is checked against.
-CLASS_PATH_FILE = "FLUXGATE_SPARK_CLASS_PATH_FILE"
 
 
 def driver_options(archive: Path) -> str:
@@ -46,27 +43,24 @@ def driver_options(archive: Path) -> str:
 def write(archive: Path) -> None:
     """Run a driver through the work the tests do most, and archive the classes it loaded.
 
-    The JVM writes the archive as it exits, after the Python side has let go of it; the
-    archive is written beside its final name and renamed once checked, so a run cut short
-    leaves no half-written archive for the next JVM to map.
+    The JVM writes the archive as it exits; it is written beside its final name and renamed
+    once checked, so a run cut short leaves no half-written archive for the next JVM to map.
     """
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
-    class_path = archive.with_name(archive.name + ".classpath")
     partial.unlink(missing_ok=True)
-    env = os.environ | {
-        "SPARK_SUBMIT_OPTS": f"{QUICK_JIT} -XX:ArchiveClassesAtExit={partial.resolve()} {QUIET}",
-        CLASS_PATH_FILE: str(class_path),
-    }
-    subprocess.run([sys.executable, __file__, str(archive), "--exercise"], env=env, check=True)
+    # Read by pyspark's launcher when the session below starts its JVM.
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{QUICK_JIT} -XX:ArchiveClassesAtExit={partial.resolve()} {QUIET}"
+    class_path = exercise()
     if not partial.exists():
         raise SystemExit(f"spark_class_archive: the driver exited without writing {partial}")
-    check(partial, class_path.read_text())
+    check(partial, class_path)
     partial.replace(archive)
 
 
-def exercise() -> None:
-    """A streaming windowed aggregation with a watermark and a foreachBatch, as the job runs."""
+def exercise() -> str:
+    """A streaming windowed aggregation with a watermark and a foreachBatch, as the job runs;
+    the driver's class path, once its JVM has exited."""
     from pyspark.sql import functions
 
     from fluxgate_aggregator.settings import SparkSettings
@@ -90,12 +84,13 @@ def exercise() -> None:
     context = session.sparkContext
     jvm = context._jvm  # the class path the archive is checked against: only the JVM knows it
     assert jvm is not None
-    Path(os.environ[CLASS_PATH_FILE]).write_text(jvm.java.lang.System.getProperty("java.class.path"))
+    class_path = str(jvm.java.lang.System.getProperty("java.class.path"))
     gateway = context._gateway
     session.stop()
     # The JVM exits when its stdin closes, and writes the archive on its way out.
     gateway.proc.stdin.close()  # type: ignore[attr-defined]
     gateway.proc.wait(timeout=300)  # type: ignore[attr-defined]
+    return class_path
 
 
 def check(archive: Path, class_path: str) -> None:
@@ -111,12 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("archive", type=Path)
     parser.add_argument("--options", action="store_true", help="print the driver's JVM options and exit")
-    parser.add_argument("--exercise", action="store_true", help=argparse.SUPPRESS)  # the dumping driver
     args = parser.parse_args()
     if args.options:
         print(driver_options(args.archive))
-    elif args.exercise:
-        exercise()
     else:
         write(args.archive)
 
