@@ -35,6 +35,7 @@ from fluxgate_device_status.transport import StatusApp
 from fluxgate_device_status.web import install_views
 
 log = structlog.get_logger(__name__)
+FAUST_REQUEST_TIMEOUT_S = 90.0  # faust's own default for broker_request_timeout
 
 
 def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tuple[faust.App, DeviceTracker]:
@@ -77,6 +78,9 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
         else settings.kafka.compression_type,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=status.session_timeout_s,
+        # faust refuses a session longer than its requests' timeout (90 s by default) when it
+        # makes the consumer; a static member's session may well be longer than a pod's restart.
+        broker_request_timeout=max(FAUST_REQUEST_TIMEOUT_S, status.session_timeout_s),
         broker_commit_interval=status.commit_interval_s,
         broker_heartbeat_interval=status.heartbeat_interval_s,
         # Static membership: a restarted instance takes its partitions back without the group

@@ -77,7 +77,11 @@ class DeviceStatusSettings(Group):
     silence_threshold_s: float = Field(60.0, gt=0, description="a device that sent nothing this long is OFFLINE")
     timer_interval_s: float = Field(5.0, gt=0, description="how often silence is checked")
     session_timeout_s: float = Field(
-        10.0, ge=6, description="how long a crashed instance keeps its partitions before the group moves them"
+        10.0,
+        ge=6,
+        le=1800,
+        description="how long a crashed instance keeps its partitions before the group moves them;"
+        " at most the broker's group.max.session.timeout.ms (30 minutes unless set lower)",
     )
     heartbeat_interval_s: float = Field(3.0, gt=0, description="consumer heartbeat; under a third of the session")
     commit_interval_s: float = Field(2.8, gt=0, description="how often faust commits the input's offsets")

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 THRESHOLD_S = 2.0
 TICK_S = 0.25
+HEARTBEAT_S = 1.0
 ARGV = [str(Path(sys.executable).with_name("fluxgate-device-status"))]
 
 
@@ -90,7 +91,7 @@ class Fleet:
             "STATUS__SILENCE_THRESHOLD_S": str(THRESHOLD_S),
             "STATUS__TIMER_INTERVAL_S": str(TICK_S),
             "STATUS__SESSION_TIMEOUT_S": "6",
-            "STATUS__HEARTBEAT_INTERVAL_S": "1",
+            "STATUS__HEARTBEAT_INTERVAL_S": str(HEARTBEAT_S),
             "STATUS__COMMIT_INTERVAL_S": "0.5",
             "STATUS__DATA_DIR": str(self.data_dir / str(port)),
             **env,

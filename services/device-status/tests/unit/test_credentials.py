@@ -1,6 +1,6 @@
 """faust connects with the Kafka settings: the security ones (issue 35 §3): SASL (PLAIN, SCRAM)
 over TLS or not, TLS alone; the password read from its setting or file, never shown; and the
-producer's batching and compression."""
+producer's batching and compression; the consumer's session."""
 
 from __future__ import annotations
 
@@ -173,3 +173,27 @@ def test_a_setting_only_librdkafka_takes_is_refused_naming_it(
 
 def test_an_empty_extra_is_no_setting(tmp_path: Path) -> None:
     assert _settings(tmp_path, extra={}).kafka.extra == {}
+
+
+@pytest.mark.usefixtures("no_registry")
+@pytest.mark.parametrize("session_s", [10.0, 180.0, 1800.0])
+async def test_a_long_session_makes_a_consumer(tmp_path: Path, session_s: float) -> None:
+    # Static members on Kubernetes want a session longer than a pod's restart. faust refused
+    # any session above its 90 s request timeout when it made the consumer, after "starting",
+    # naming its own setting and not ours.
+    settings = StatusSettings.model_validate(
+        {
+            "kafka": {"bootstrap_servers": "127.0.0.1:1"},
+            "status": {"data_dir": str(tmp_path / "data"), "session_timeout_s": session_s},
+        }
+    )
+    app, _ = app_module.build_app(settings)
+    consumer = app.consumer._thread._create_worker_consumer(app.transport)
+    assert consumer._session_timeout_ms == session_s * 1000
+    assert consumer._request_timeout_ms >= consumer._session_timeout_ms
+
+
+def test_a_session_longer_than_a_broker_allows_is_refused_naming_it(tmp_path: Path) -> None:
+    # Kafka's group.max.session.timeout.ms, 30 minutes unless the broker is told otherwise.
+    with pytest.raises(ValueError, match="session_timeout_s"):
+        StatusSettings.model_validate({"status": {"session_timeout_s": 1801}})
