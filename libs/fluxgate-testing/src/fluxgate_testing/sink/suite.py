@@ -362,21 +362,26 @@ class SinkSuite:
         """Static membership: restarted with its group.instance.id, a SIGKILLed persister is
         given its partitions back without the group first waiting out the dead member's session
         (a new dynamic member waits for exactly that: the rebalance needs the old one gone).
-        The session is long (60 s), the bound half of it, so a slow machine does not flake."""
-        session_s = 60
-        kafka = json.dumps({"session.timeout.ms": str(session_s * 1000), "heartbeat.interval.ms": "1000"})
+        The dead member's last heartbeat came at most a heartbeat before the kill, so a group
+        that waited for its session could not hand the partitions over sooner than the session
+        less a heartbeat after the kill: writing sooner proves it did not wait. The session is
+        long so that a loaded machine's slow start stays far inside it."""
+        session_s, heartbeat_s = 120, 1
+        kafka = json.dumps(
+            {"session.timeout.ms": str(session_s * 1000), "heartbeat.interval.ms": str(heartbeat_s * 1000)}
+        )
         static = {"KAFKA__GROUP_INSTANCE_ID": f"{run.group}-0", "KAFKA__EXTRA": kafka}
         first = run.persister(env=static).start()
         run.produce(aggregates(100))
         run.wait_for(first, 100)
         assert run.members() == [f"{run.group}-0"]
+        killed = time.monotonic()
         first.kill()
         run.produce([aggregate(i % 50, 10 + i // 50) for i in range(100)])  # while no one holds the partitions
-        restarted = time.monotonic()
         second = run.persister(env=static).start(timeout=session_s)
         run.wait_for(second, 200, timeout=session_s)
-        took = time.monotonic() - restarted
-        assert took < session_s / 2, f"restarted member writing after {took:.1f} s: it waited for the session"
+        took = time.monotonic() - killed
+        assert took < session_s - heartbeat_s, f"writing {took:.1f} s after the kill: it waited for the session"
         assert run.members() == [f"{run.group}-0"]  # the same member, not a second one beside a ghost
         assert run.store.count(run.target) == 200
         assert second.terminate() == 0
