@@ -228,6 +228,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoints", type=Path, default=None, help="the aggregator's (default: in the report)")
     parser.add_argument("--spark-master", default=None, help="run the aggregator as the driver of this Spark cluster")
     parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+        help="a Spark property for the aggregator on --spark-master (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
         "--containers", action="store_true",
         help="run the services from their images (make images), as the charts' pods run them",
     )  # fmt: skip
@@ -241,6 +245,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or kinds:
         parser.error(f"unknown targets or kinds: {', '.join(sorted(unknown | kinds))}")
     args.planned = [(target, kind) for target, kind in planned]
+    if any("=" not in pair for pair in args.spark_conf):
+        parser.error(f"--spark-conf takes KEY=VALUE, got {args.spark_conf!r}")
+    # On a cluster the executors connect back to the driver: on loopback, it must say so.
+    args.spark_conf = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        **dict(pair.split("=", 1) for pair in args.spark_conf),
+    }
     return whole(args)
 
 
@@ -266,8 +278,6 @@ def main(argv: list[str] | None = None) -> int:
         args.seed, args.targets.split(","), args.kinds.split(","), args.faults, args.kill_down, args.stop_for
     )
     print(json.dumps({"seed": args.seed, "prefix": prefix, "schedule": [asdict(f) for f in plan]}), flush=True)
-    # On a cluster the executors connect back to the driver: on loopback, it must say so.
-    args.spark_conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     folder = args.report / f"soak-{prefix.rstrip('-')}"
     endpoints, pipeline, stores, ports = prepare(names, folder, args, containers=args.containers)
     ledger = folder / "ledger.jsonl"

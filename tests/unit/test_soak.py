@@ -80,6 +80,18 @@ def test_the_ledger_the_simulator_writes_is_the_one_the_check_reads(tmp_path: Pa
     assert sent.emissions == Counter({"ok": 1, "duplicate": 1, "malformed": 1})
 
 
+def test_spark_conf_adds_to_the_drivers_loopback_properties_and_refuses_a_pair_without_a_value() -> None:
+    args = parse_args(["--spark-conf", "spark.executor.extraJavaOptions=-Da=b", "--spark-conf", "spark.x=1=2"])
+    assert args.spark_conf == {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.executor.extraJavaOptions": "-Da=b",
+        "spark.x": "1=2",
+    }
+    with pytest.raises(SystemExit):
+        parse_args(["--spark-conf", "spark.executor.cores"])
+
+
 def test_a_soaks_fleet_is_a_fleet_command_and_its_ledger_joins_the_devices_one(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
