@@ -28,6 +28,8 @@ from containers import CHART_SECURITY, TMPFS_OPTIONS, security_flags
 from fluxgate_testing import free_port
 from images import podman_env
 
+from fluxgate_aggregator.spark import DEFAULT_CONF, DRIVER_JAVA_OPTIONS
+
 # The images fixture may wait for CI's background build of every image (a fresh machine: minutes).
 IMAGES_TIMEOUT_S = 2700
 # paired: three JVMs (master, worker, driver) beside the pipeline: beside one other test at most.
@@ -37,7 +39,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.paired, py
 ROOT = Path(__file__).resolve().parents[2]
 # The JIT's quick tier for every JVM of the cluster and its driver, as make test gives the local
 # drivers (docs/testing.md): the optimising compiler's work on Spark's generated code was most
-# of these JVMs' CPU in a job this short, and this test is the paired phase's longest.
+# of these JVMs' CPU in a job this short, and this test is the paired phase's longest. The
+# driver's options replace the job's own, so they keep them.
 QUICK_TIER = "-XX:TieredStopAtLevel=1"
 
 
@@ -101,7 +104,7 @@ def test_the_aggregator_as_a_clusters_driver_makes_every_window_exact(
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "soak.py"), "--containers", "--spark-master", url,
          "--checkpoints", str(checkpoints), "--plan", "kill:aggregator", "--kill-down", "3", "--calm", "3",
-         "--spark-conf", f"spark.driver.extraJavaOptions=-XX:+UseParallelGC {QUICK_TIER}",
+         "--spark-conf", f"{DRIVER_JAVA_OPTIONS}={DEFAULT_CONF[DRIVER_JAVA_OPTIONS]} {QUICK_TIER}",
          "--spark-conf", f"spark.executor.extraJavaOptions={QUICK_TIER}",
          "--mqtt-devices", "6", "--coap-devices", "2",
          "--recover-timeout", "240", "--report", str(report)],
