@@ -16,6 +16,10 @@ import pytest
 FIXED_NAMES_GROUP = "fixed-names"
 
 
+# tryfirst: xdist's worker adds the group to each test's id in this same hook, and a
+# conftest's hook would otherwise run after it (later-registered plugins run first), too late:
+# the group was silently ignored and two fixed_names tests ran at once.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put every ``fixed_names`` test in one xdist group, so that ``make test``'s paired phase
     (two workers) never runs two of them at once; such a test must also be ``paired``, or the
