@@ -188,8 +188,11 @@ def replay_round_trip(browser: Any, wait: Any, bootstrap: str) -> None:
         wait.until(lambda _: pick(browser, letter), "the letter picked")
         browser.find_element(By.ID, "replay-selected").click()
         if confirmed:
-            wait.until(expected_conditions.alert_is_present()).accept()
-        return str(wait.until(lambda _: (text := browser.find_element(By.ID, "replay-result").text) and text))
+            # The dialog, or the page's answer instead of it (a refusal, an error): said, not waited out.
+            asked = wait.until(lambda _: expected_conditions.alert_is_present()(browser) or replay_result(browser))
+            assert not isinstance(asked, str), f"the page answered instead of asking to confirm: {asked}"
+            asked.accept()
+        return str(wait.until(lambda _: replay_result(browser)))
 
     first = replay(confirmed=True)
     assert re.fullmatch(r"Replay \S+: sent 1, 0 replayed before, 0 not replayable\.", first), first
@@ -215,6 +218,10 @@ def records_from(bootstrap: str, topic: str, partition: int, offset: int) -> lis
         return got
     finally:
         consumer.close()
+
+
+def replay_result(browser: Any) -> str:
+    return str(browser.find_element("id", "replay-result").text)
 
 
 def pick(browser: Any, letter: str) -> bool:

@@ -113,6 +113,12 @@ def test_the_page_live_with_a_dead_letter_and_a_replay(
             wait.until(expected_conditions.alert_is_present()).accept()
             wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "replay-result"), "sent 1"))
             screenshot(browser, "console.png")
+            # A console that no longer answers: the click says so instead of doing nothing.
+            click_when_ready(wait, By.CSS_SELECTOR, "input.pick")
+            console.terminate()
+            browser.find_element(By.ID, "replay-selected").click()
+            wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "replay-result"), "did not answer"))
+            assert "the console did not answer the replay: " in browser.find_element(By.ID, "replay-result").text
     finally:
         console.terminate()
     (back,) = consume(stack.bootstrap, readings, expected=1, timeout=15)
