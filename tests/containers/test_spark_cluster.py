@@ -27,6 +27,7 @@ import pytest
 from containers import CHART_SECURITY, TMPFS_OPTIONS, security_flags
 from fluxgate_testing import free_port
 from images import podman_env
+from spark_class_archive import QUICK_JIT
 
 from fluxgate_aggregator.spark import DEFAULT_CONF, DRIVER_JAVA_OPTIONS
 
@@ -37,11 +38,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.paired, py
               pytest.mark.containers, pytest.mark.timeout(IMAGES_TIMEOUT_S)]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
-# The JIT's quick tier for every JVM of the cluster and its driver, as make test gives the local
-# drivers (docs/testing.md): the optimising compiler's work on Spark's generated code was most
-# of these JVMs' CPU in a job this short, and this test is the paired phase's longest. The
-# driver's options replace the job's own, so they keep them.
-QUICK_TIER = "-XX:TieredStopAtLevel=1"
 
 
 def run_daemon(name: str, image: str, args: list[str], volumes: dict[Path, str]) -> None:
@@ -49,7 +45,10 @@ def run_daemon(name: str, image: str, args: list[str], volumes: dict[Path, str])
     command = ["podman", "run", "--detach", "--rm", "--name", name, "--network", "host", "--no-healthcheck",
                *security_flags(CHART_SECURITY), "--tmpfs", f"/tmp:{TMPFS_OPTIONS}", *mounts,
                "--env", "SPARK_WORKER_DIR=/tmp/work", "--env", "SPARK_LOCAL_DIRS=/tmp",
-               "--env", f"SPARK_DAEMON_JAVA_OPTS={QUICK_TIER}",
+               # The JIT's quick tier for every JVM of the cluster and its driver, as make test
+               # gives the local drivers (docs/testing.md): the optimising compiler's work on
+               # Spark's generated code was most of these JVMs' CPU in a job this short.
+               "--env", f"SPARK_DAEMON_JAVA_OPTS={QUICK_JIT}",
                "--entrypoint", "spark-class", image, *args]  # fmt: skip
     subprocess.run(command, env=podman_env(), check=True, capture_output=True, timeout=60)
 
@@ -104,8 +103,9 @@ def test_the_aggregator_as_a_clusters_driver_makes_every_window_exact(
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "soak.py"), "--containers", "--spark-master", url,
          "--checkpoints", str(checkpoints), "--plan", "kill:aggregator", "--kill-down", "3", "--calm", "3",
-         "--spark-conf", f"{DRIVER_JAVA_OPTIONS}={DEFAULT_CONF[DRIVER_JAVA_OPTIONS]} {QUICK_TIER}",
-         "--spark-conf", f"spark.executor.extraJavaOptions={QUICK_TIER}",
+         # The driver's options replace the job's own, so they keep them.
+         "--spark-conf", f"{DRIVER_JAVA_OPTIONS}={DEFAULT_CONF[DRIVER_JAVA_OPTIONS]} {QUICK_JIT}",
+         "--spark-conf", f"spark.executor.extraJavaOptions={QUICK_JIT}",
          "--mqtt-devices", "6", "--coap-devices", "2",
          "--recover-timeout", "240", "--report", str(report)],
         capture_output=True, text=True, timeout=1200, check=False,
