@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -191,17 +190,16 @@ def test_a_wrong_password_stops_the_job_at_start_naming_the_setting(
     env = secured_env(principal, job_env, progress_group)
     env["FLUXGATE_AGG_KAFKA__SASL_PASSWORD_FILE"] = str(wrong)
     with aggregator_process(env, tmp_path) as job:
-        started = time.monotonic()
         job.start(wait_ready=False)
         code = job.wait(timeout=60)
-        took = time.monotonic() - started
     log_text = job.log_text()
     assert code == 2, log_text[-3000:]
     assert "FLUXGATE_AGG_KAFKA__SASL_USERNAME" in log_text
     assert "FLUXGATE_AGG_KAFKA__SASL_PASSWORD_FILE" in log_text
     assert "Authentication failed" in log_text, log_text[-3000:]
+    # Exit 2 naming the login settings is the refusal itself, said at once: waiting for Kafka
+    # to answer would have ended in exit 1 naming the bootstrap servers (kafka_access._cluster).
     assert "SparkContext" not in log_text and "log4j" not in log_text, "it failed before starting Spark"
-    assert took < 30, f"took {took:.0f}s to fail"
     assert "Not-The-Password-7" not in log_text
 
 

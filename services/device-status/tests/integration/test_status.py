@@ -10,7 +10,7 @@ from unittest.mock import ANY
 import pytest
 from fluxgate_testing import ServiceProcess
 
-from .conftest import HEARTBEAT_S, THRESHOLD_S, TICK_S, Fleet, device, devices, keep_sending, on_partition
+from .conftest import HEARTBEAT_S, THRESHOLD_S, Fleet, device, devices, keep_sending, on_partition
 
 # paired: faust's rebalances and standby take their time from timers. Beside the parallel
 # phase's Spark jobs two CI runs missed a takeover or an OFFLINE within the tests' bounds; one
@@ -18,7 +18,7 @@ from .conftest import HEARTBEAT_S, THRESHOLD_S, TICK_S, Fleet, device, devices, 
 # restored), and whether load alone caused the other is not known.
 pytestmark = [pytest.mark.integration, pytest.mark.paired]
 BACKLOG = 3000
-THRESHOLD_MS, TICK_MS = int(THRESHOLD_S * 1000), int(TICK_S * 1000)
+THRESHOLD_MS = int(THRESHOLD_S * 1000)
 
 
 def test_silent_device_goes_offline_then_online_with_both_transitions_on_the_topic(fleet: Fleet) -> None:
@@ -38,6 +38,7 @@ def test_silent_device_goes_offline_then_online_with_both_transitions_on_the_top
         assert device(service, "nobody")[0] == 404
 
         service.wait_until(lambda: device(service, "dev-a")[1]["status"] == "OFFLINE", "dev-a OFFLINE", 30)
+        seen_offline_ms = time.time() * 1000
         assert [d["device_id"] for d in devices(service, "?status=OFFLINE")] == ["dev-a"]
         assert devices(service, "?status=ONLINE") == []
         assert service.get("/devices?status=MAYBE")[0] == 400
@@ -49,11 +50,13 @@ def test_silent_device_goes_offline_then_online_with_both_transitions_on_the_top
         assert (offline["status"], offline["previous_status"]) == ("OFFLINE", "ONLINE")
         assert (back["status"], back["previous_status"]) == ("ONLINE", "OFFLINE")
         assert back["readings"] == 3
-        # OFFLINE never early, and decided at the first tick after the threshold (plus one
-        # tick of timer drift: a tick may start late on a busy machine, and 250 ms for the
-        # silence check's round trip through its Kafka topic and the last reading's processing).
-        silent_for = int(offline["changed_at"].timestamp() * 1000) - offline["last_ingest_time"].timestamp() * 1000
-        assert THRESHOLD_MS <= silent_for <= THRESHOLD_MS + 2 * TICK_MS + 250
+        # OFFLINE never early, and as of a tick before the test saw it (the tick's own time, not
+        # when its check came back). That it is the first tick after the threshold is the
+        # tracker's and the deadlines' unit tests' to prove, on a clock of their own: here a tick
+        # may start late on a busy machine, which is no fault of the service's.
+        changed_ms = offline["changed_at"].timestamp() * 1000
+        assert changed_ms - offline["last_ingest_time"].timestamp() * 1000 >= THRESHOLD_MS
+        assert changed_ms <= seen_offline_ms
         assert service.metric("fluxgate_status_transitions_total", status="OFFLINE") == 1
         assert service.metric("fluxgate_status_transitions_total", status="ONLINE") == 2
         assert service.metric("fluxgate_status_readings_total") == 3
