@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from elasticsearch import Elasticsearch
+from elasticsearch import Elasticsearch, helpers
 from fluxgate_testing.sink.store import StoreUnderTest
 
 
@@ -37,8 +37,10 @@ class ElasticsearchUnderTest(StoreUnderTest):
         if not self.client.indices.exists_alias(name=target):
             return {}
         self.client.indices.refresh(index=target)
-        found = self.client.search(index=target, size=10_000, query={"match_all": {}})
-        return {hit["_id"]: hit["_source"] for hit in found["hits"]["hits"]}
+        # Scrolled, every page: one search answers at most index.max_result_window (10,000) hits,
+        # and a suite test that ran long on a loaded machine once produced 10,200 (stop 65's CI).
+        found = helpers.scan(self.client, index=target, query={"query": {"match_all": {}}}, size=5_000)
+        return {hit["_id"]: hit["_source"] for hit in found}
 
     def count(self, target: str) -> int:
         if not self.client.indices.exists_alias(name=target):
