@@ -68,17 +68,24 @@ def step(first: ServiceProcess, what: str, act: Any) -> dict[str, float]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--devices", type=int, default=300_000, help="devices in the table, one reading each")
-    args = parser.parse_args()
+def fleet_input(devices: int) -> tuple[Any, tuple[str, str]]:
+    """The stack's Kafka and registry, and new input and status topics (3 partitions each), the
+    input holding one reading of each of ``devices`` devices."""
     endpoints = stack_up(["kafka", "registry"])
     topics = (
         unique_topic("sensors.readings", endpoints.bootstrap, partitions=3),
         unique_topic("devices.status", endpoints.bootstrap, partitions=3),
     )
     registry = SchemaRegistryClient({"url": endpoints.registry_url})
-    produce_input(endpoints.bootstrap, registry, topics[0], Readings(args.devices, args.devices, 60_000))
+    produce_input(endpoints.bootstrap, registry, topics[0], Readings(devices, devices, 60_000))
+    return endpoints, topics
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=300_000, help="devices in the table, one reading each")
+    args = parser.parse_args()
+    endpoints, topics = fleet_input(args.devices)
     app_id, data_dir = f"status-rejoin-{uuid.uuid4().hex[:6]}", Path("bench-results/status_rejoin")
     first = instance(endpoints, topics, app_id, data_dir)
     second = instance(endpoints, topics, app_id, data_dir)

@@ -26,6 +26,7 @@ from fluxgate_core.schemas import DEVICE_STATUS, schema_dict, schema_text
 from fluxgate_core.serde import AvroDecoder, AvroEncoder, registry_client
 from fluxgate_core.settings import load_settings
 from fluxgate_core.topic_watch import TopicWatch
+from fluxgate_device_status.changelog_load import ChangelogLoader
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
 from fluxgate_device_status.credentials import broker_credentials
 from fluxgate_device_status.end_offsets import EndOffsets
@@ -87,6 +88,9 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
         # waiting out the killed one's session (aiokafka sends no LeaveGroup for it on stop).
         consumer_group_instance_id=settings.kafka.group_instance_id,
     )
+    if status.bulk_restore:  # read by the table's store (store.py)
+        client_id = settings.kafka.client_id or SERVICE
+        app.changelog_loader = ChangelogLoader(settings.kafka, client_id, status.bulk_restore_min_records)
     ends = EndOffsets(settings.kafka, settings.kafka.client_id or SERVICE)
     tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)
 

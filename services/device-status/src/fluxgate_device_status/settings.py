@@ -89,6 +89,18 @@ class DeviceStatusSettings(Group):
     standby_replicas: int = Field(
         0, ge=0, description="other instances that keep a live copy of each table partition, for a quick takeover"
     )
+    bulk_restore: bool = Field(
+        True,
+        description="read the table's changelog in batches before faust's recovery, which then reads only what "
+        "came after (about a tenth of the CPU per record); false: faust reads it all, a record at a time",
+    )
+    bulk_restore_min_records: int = Field(
+        40_000,
+        ge=0,
+        description="the fewest changelog records a rebalance must have to read for the bulk read to be made: "
+        "below, faust's recovery alone is ready sooner (after a bulk read it waits about 2.7 s behind its "
+        "consumer's long poll)",
+    )
 
     @model_validator(mode="after")
     def _tick_below_threshold(self) -> DeviceStatusSettings:

@@ -15,18 +15,30 @@ recovery is complete, so a partition that comes back is restored from the start.
 store drops the standby partitions' entries there too, keeping only the active ones; with an
 offset kept, a takeover reading only the tail would then miss them. Here a standby's copy is
 kept whole, with its offset, and a takeover reads only its tail.
+
+Before faust's recovery starts, the store reads each partition it is given (active or standby)
+from its own offset to the end in bulk (``changelog_load.py``): faust's recovery, a record at a
+time, took 30 s of CPU for 100,000 devices. faust's table manager awaits the store's
+``on_rebalance`` before its recovery asks ``persisted_offset``, so the recovery then reads only
+what came after. A load that fails or stalls is logged and left where it got: the recovery
+reads the rest, as it would have read it all.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Set
 from typing import Any
 
+import structlog
 from faust import current_event
 from faust.stores import memory
 from faust.types import TP, EventT
 
 from fluxgate_device_status import metrics
+from fluxgate_device_status.changelog_load import ChangelogLoader, Loaded
+
+log = structlog.get_logger(__name__)
 
 
 class RetainingStore(memory.Store[bytes, bytes]):
@@ -58,6 +70,46 @@ class RetainingStore(memory.Store[bytes, bytes]):
     def __delitem__(self, key: Any) -> None:
         super().__delitem__(key)
         self._key_partition.pop(key, None)
+
+    async def on_rebalance(
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
+    ) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        # Set on the service's app (app.py); an app without it restores through faust alone.
+        loader: ChangelogLoader | None = getattr(self.app, "changelog_loader", None)
+        if loader is None or generation_id != self.app.consumer_generation_id:
+            return  # a newer rebalance is under way: faust's recovery skips this one too
+        topic = self.table.changelog_topic.get_topic_name()
+        assignor = self.app.assignor
+        tps = {tp for tp in (*assignor.assigned_actives(), *assignor.assigned_standbys()) if tp.topic == topic}
+        if tps:
+            await self.load(loader, tps, lambda: generation_id == self.app.consumer_generation_id)
+
+    async def load(self, loader: ChangelogLoader, tps: Set[TP], go_on: Callable[[], bool]) -> None:
+        """Apply each partition's changelog past this store's offset, in bulk (module docstring)."""
+        began, records = time.monotonic(), 0
+        try:
+            async for chunk in loader.load({tp: self.offsets.get(tp, -1) + 1 for tp in tps}, go_on):
+                self.apply_loaded(chunk)
+                records += len(chunk)
+        except Exception as exc:  # any failure: faust's recovery reads the rest
+            log.warning("table.load_incomplete", error=str(exc), error_class=type(exc).__name__, records=records)
+        log.info("table.loaded", partitions=sorted(str(tp) for tp in tps), records=records,
+                 seconds=round(time.monotonic() - began, 3))  # fmt: skip
+
+    def apply_loaded(self, chunk: list[Loaded]) -> None:
+        """Records a bulk load read, as faust's recovery would apply them: in order, a tombstone
+        deleting its key, each partition's offset the newest applied."""
+        data, partitions, offsets = self.data, self._key_partition, self.offsets
+        for tp, offset, key, value in chunk:
+            if value is None:
+                data.pop(key, None)
+                partitions.pop(key, None)
+            else:
+                data[key] = value
+                partitions[key] = tp.partition
+            offsets[tp] = offset  # a partition's records come in order
+        metrics.CHANGELOG_APPLIED.inc(len(chunk))
 
     def persisted_offset(self, tp: TP) -> int | None:
         return self.offsets.get(tp)

@@ -63,6 +63,8 @@ from faust.types import TP, Message
 from mode.utils.objects import cached_property
 from mode.utils.queues import FlowControlEvent
 
+from fluxgate_device_status.changelog_load import ChangelogLoader
+
 
 class RewindingConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """The aiokafka consumer thread whose seek to the committed offsets misses no partition."""
@@ -157,7 +159,10 @@ class KeepingFlowControl(FlowControlEvent):
 
 class StatusApp(faust.App):
     """``faust.App`` consuming through :class:`RewindingTransport` (producing as faust does),
-    its streams under :class:`KeepingFlowControl`."""
+    its streams under :class:`KeepingFlowControl`; its table's store loads the changelog in bulk
+    with ``changelog_loader`` (store.py)."""
+
+    changelog_loader: ChangelogLoader | None = None
 
     def _new_transport(self) -> Any:
         return RewindingTransport(self.conf.broker_consumer, self)

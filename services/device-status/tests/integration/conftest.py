@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -93,6 +94,8 @@ class Fleet:
             "STATUS__SESSION_TIMEOUT_S": "6",
             "STATUS__HEARTBEAT_INTERVAL_S": str(HEARTBEAT_S),
             "STATUS__COMMIT_INTERVAL_S": "0.5",
+            # Every restore here reads its changelog in bulk first (store.py), however little it holds.
+            "STATUS__BULK_RESTORE_MIN_RECORDS": "0",
             "STATUS__DATA_DIR": str(self.data_dir / str(port)),
             **env,
         }
@@ -145,6 +148,14 @@ def devices(service: ServiceProcess, query: str = "") -> list[dict[str, Any]]:
     assert status == 200, body
     found: list[dict[str, Any]] = json.loads(body)["devices"]
     return found
+
+
+def bulk_loads(service: ServiceProcess) -> list[int]:
+    """The records each bulk load of the table's changelog applied (store.py), in order; fails
+    with the reason when a load was left to faust's recovery."""
+    log = service.log_text()
+    assert "event=table.load_incomplete" not in log, log
+    return [int(found.group(1)) for found in re.finditer(r"event=table\.loaded .*?records=(\d+)", log)]
 
 
 def on_partition(partition: int, prefix: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from fluxgate_stack import Grant
 
-from .conftest import THRESHOLD_S, Fleet, device
+from .conftest import THRESHOLD_S, Fleet, bulk_loads, device
 
 pytestmark = pytest.mark.integration
 PREFIX = "FLUXGATE_STATUS_"
@@ -55,7 +55,13 @@ def test_reads_and_writes_over_sasl_ssl_with_least_privilege_and_never_shows_the
         metrics = service.metrics()
         assert "fluxgate_status_transitions_total" in metrics
         assert service.terminate() == 0
-    output = service.log_text()
+    # Restarted, it reads its table's changelog in bulk with the same login (store.py).
+    with fleet.service(**secured_env(principal), LOG__LEVEL="DEBUG") as restarted:
+        restarted.start()
+        restarted.wait_until(lambda: device(restarted, "dev-s")[1].get("status") == "OFFLINE", "dev-s restored")
+        assert restarted.terminate() == 0
+    assert bulk_loads(restarted)[0] >= 2
+    output = service.log_text() + restarted.log_text()
     assert f"sasl_username={principal.username}" in output  # kafka.login_checked: the user, the mechanism
     assert principal.password not in output
     assert principal.password not in metrics

@@ -10,7 +10,7 @@ from unittest.mock import ANY
 import pytest
 from fluxgate_testing import ServiceProcess
 
-from .conftest import HEARTBEAT_S, THRESHOLD_S, Fleet, device, devices, keep_sending, on_partition
+from .conftest import HEARTBEAT_S, THRESHOLD_S, Fleet, bulk_loads, device, devices, keep_sending, on_partition
 
 # paired: faust's rebalances and standby take their time from timers. Beside the parallel
 # phase's Spark jobs two CI runs missed a takeover or an OFFLINE within the tests' bounds; one
@@ -132,6 +132,7 @@ def check_restart(
         stop_busy.set()
         sender.join()
     busy_stopped_ms = int(time.time() * 1000)
+    assert bulk_loads(second)[0] >= 2  # the restore read the changelog in bulk (store.py)
     after = {d["device_id"]: d for d in devices(second)}
     assert after["dev-quiet"] == {**before["dev-quiet"], "status": "OFFLINE", "status_since_ms": ANY}
     assert after["dev-busy"]["first_seen_ms"] == before["dev-busy"]["first_seen_ms"]

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
+from typing import Any
 
 import faust
 from faust.streams import _current_event
 from faust.types import TP
 
 from fluxgate_device_status import metrics
+from fluxgate_device_status.changelog_load import Loaded, LoadStalled
 from fluxgate_device_status.store import RetainingStore
 
 CHANGELOG = "status-devices-changelog"
@@ -104,3 +107,77 @@ def test_a_partition_that_comes_back_after_being_dropped_is_restored_from_the_st
     apply(store, Event(b"c", b"1", 2, 5))
     complete(store, active={0})
     assert store.persisted_offset(tp(2)) is None and b"c" not in store.data
+
+
+class Loader:
+    """A ``ChangelogLoader`` handing over given chunks, then failing if told to (unit tests only)."""
+
+    def __init__(self, *chunks: list[Loaded], then: Exception | None = None) -> None:
+        self.chunks, self.then = chunks, then
+        self.starts: dict[TP, int] = {}
+
+    async def load(self, starts: dict[TP, int], go_on: Any) -> AsyncIterator[list[Loaded]]:
+        self.starts = dict(starts)
+        for chunk in self.chunks:
+            if not go_on():
+                return
+            yield chunk
+        if self.then is not None:
+            raise self.then
+
+
+def loaded(key: bytes, value: bytes | None, partition: int, offset: int) -> Loaded:
+    return Loaded(tp(partition), offset, key, value)
+
+
+def load(store: RetainingStore, loader: Loader, partitions: set[int], go_on: Any = lambda: True) -> None:
+    asyncio.run(store.load(loader, {tp(p) for p in partitions}, go_on))  # type: ignore[arg-type]
+
+
+def test_a_bulk_load_applies_as_faust_would_from_each_partitions_own_offset() -> None:
+    """In order, a tombstone deleting its key, the newest offset of each partition persisted,
+    each record counted as applied; each partition read from past what the store holds."""
+    store = new_store()
+    apply(store, Event(b"a", b"1", 0, 4))
+    applied = metrics.CHANGELOG_APPLIED._value.get()
+    loader = Loader(
+        [loaded(b"a", b"2", 0, 5), loaded(b"b", b"1", 1, 0), loaded(b"c", b"1", 2, 0)],
+        [loaded(b"b", None, 1, 1), loaded(b"c", b"2", 2, 3)],
+    )
+    load(store, loader, {0, 1, 2})
+    assert loader.starts == {tp(0): 5, tp(1): 0, tp(2): 0}
+    assert dict(store.data) == {b"a": b"2", b"c": b"2"}
+    assert [store.persisted_offset(tp(p)) for p in range(3)] == [5, 1, 3]
+    assert metrics.CHANGELOG_APPLIED._value.get() - applied == 5
+    complete(store, active={0})  # what the load read goes with its partition like the rest
+    assert dict(store.data) == {b"a": b"2"}
+
+
+def test_a_load_that_fails_keeps_what_it_applied_and_leaves_the_rest_to_faust() -> None:
+    store = new_store()
+    loader = Loader([loaded(b"a", b"1", 0, 0), loaded(b"a", b"2", 0, 1)], then=LoadStalled("nothing read"))
+    load(store, loader, {0})  # logged, not raised: faust's recovery reads on from offset 1
+    assert dict(store.data) == {b"a": b"2"} and store.persisted_offset(tp(0)) == 1
+
+
+def test_a_load_a_newer_rebalance_overtakes_stops_between_chunks() -> None:
+    store = new_store()
+    asked = iter([True, False])
+    load(store, Loader([loaded(b"a", b"1", 0, 0)], [loaded(b"b", b"1", 0, 1)]), {0}, lambda: next(asked))
+    assert dict(store.data) == {b"a": b"1"} and store.persisted_offset(tp(0)) == 0
+
+
+def test_a_rebalance_loads_the_assigned_changelog_partitions_active_and_standby() -> None:
+    store = new_store()
+    app = store.app
+    loader = Loader([loaded(b"a", b"1", 0, 0), loaded(b"b", b"1", 2, 0)])
+    app.changelog_loader = loader  # type: ignore[attr-defined]  # as app.py sets it on StatusApp
+    topic = store.table.changelog_topic.get_topic_name()
+    app.assignor.assigned_actives = lambda: {TP(topic, 0), TP("readings", 0)}  # type: ignore[method-assign]
+    app.assignor.assigned_standbys = lambda: {TP(topic, 2)}  # type: ignore[method-assign]
+    asyncio.run(store.on_rebalance(set(), set(), set(), app.consumer_generation_id))
+    assert set(loader.starts) == {TP(topic, 0), TP(topic, 2)}
+    assert dict(store.data) == {b"a": b"1", b"b": b"1"}
+    loader.starts = {}
+    asyncio.run(store.on_rebalance(set(), set(), set(), app.consumer_generation_id - 1))  # overtaken: skipped
+    assert loader.starts == {}
