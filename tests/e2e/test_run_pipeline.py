@@ -170,6 +170,7 @@ def replay_round_trip(browser: Any, wait: Any, bootstrap: str) -> None:
     to `sensors.readings` (found there a second time, after the original); replayed twice, it is
     sent once. (The gateways' letters come from MQTT topics: not replayable to Kafka.) Not
     Confluent's wire format, so every checker skips it."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
 
@@ -188,9 +189,13 @@ def replay_round_trip(browser: Any, wait: Any, bootstrap: str) -> None:
         wait.until(lambda _: pick(browser, letter), "the letter picked")
         browser.find_element(By.ID, "replay-selected").click()
         if confirmed:
-            # The dialog, or the page's answer instead of it (a refusal, an error): said, not waited out.
-            asked = wait.until(lambda _: expected_conditions.alert_is_present()(browser) or replay_result(browser))
-            assert not isinstance(asked, str), f"the page answered instead of asking to confirm: {asked}"
+            # The dialog alone is waited for: reading the page while it is open would make
+            # chromedriver dismiss it (W3C's default unhandledPromptBehavior), cancelling the
+            # replay. Only once none came is the page read, for the answer it gave instead.
+            try:
+                asked = wait.until(expected_conditions.alert_is_present(), "the confirm dialog")
+            except TimeoutException:
+                raise AssertionError(f"no confirm dialog; the page said: {replay_result(browser)!r}") from None
             asked.accept()
         return str(wait.until(lambda _: replay_result(browser)))
 
