@@ -1,11 +1,11 @@
 """The table's changelog read in bulk, before faust's recovery reads the rest.
 
 faust's recovery handles one record at a time (a task per record, the conductor's dispatch, the
-codecs): about 290 µs of CPU each, 30 s for 100,000 devices at start. One librdkafka consumer
-reads the same records in batches for about 12 µs each
-(bench/results/2026-11-30-device-status-restore.md). The store (``store.py``) applies what
+codecs): about 80 µs of CPU each, 24.5 CPU-s for 300,000 devices at start. Read in batches by
+one librdkafka consumer and applied here, about 7 µs each
+(bench/results/2026-11-30-device-status-bulk-restore.md). The store (``store.py``) applies what
 this reads and says as persisted the last offset it applied, so faust reads only the tail:
-what was written after the load began.
+what was written after the load.
 
 Group-less (assigned, never subscribed, nothing committed), with the service's own Kafka
 settings: SASL and TLS as the rest of the service has them.
@@ -43,7 +43,7 @@ class LoadStalled(Exception):
 
 
 class ChangelogLoader:
-    """Reads changelog partitions from given offsets to their ends as they were when asked."""
+    """Reads changelog partitions from given offsets to their ends."""
 
     def __init__(self, kafka: KafkaSettings, client_id: str, min_records: int = 0, stall_s: float = 30.0) -> None:
         self._config: dict[str, Any] = kafka.client_config(client_id)

@@ -18,7 +18,7 @@ kept whole, with its offset, and a takeover reads only its tail.
 
 Before faust's recovery starts, the store reads each partition it is given (active or standby)
 from its own offset to the end in bulk (``changelog_load.py``): faust's recovery, a record at a
-time, took 30 s of CPU for 100,000 devices. faust's table manager awaits the store's
+time, took 24.5 CPU-s for 300,000 devices. faust's table manager awaits the store's
 ``on_rebalance`` before its recovery asks ``persisted_offset``, so the recovery then reads only
 what came after. A load that fails or stalls is logged and left where it got: the recovery
 reads the rest, as it would have read it all.
@@ -51,7 +51,10 @@ class RetainingStore(memory.Store[bytes, bytes]):
     def apply_changelog_batch(
         self, batch: Iterable[EventT[Any]], to_key: Callable[[Any], Any], to_value: Callable[[Any], Any]
     ) -> None:
-        events = list(batch)
+        # What the store holds already is not applied again: a record fetched before a bulk load
+        # read past it (faust pauses the partitions, but what it had queued is still applied)
+        # would put an older value back over a newer one.
+        events = [e for e in batch if e.message.offset > self.offsets.get(e.message.tp, -1)]
         super().apply_changelog_batch(events, to_key, to_value)
         for event in events:
             self.set_persisted_offset(event.message.tp, event.message.offset)

@@ -153,6 +153,17 @@ def test_a_bulk_load_applies_as_faust_would_from_each_partitions_own_offset() ->
     assert dict(store.data) == {b"a": b"2"}
 
 
+def test_a_record_the_store_already_holds_applies_nothing_an_older_value_never_comes_back() -> None:
+    """faust applies what it had queued before a rebalance paused the partitions, maybe after a
+    bulk load read past it; its own recovery also reads the persisted offset's record again."""
+    store = new_store()
+    load(store, Loader([loaded(b"a", b"1", 0, 3), loaded(b"a", b"2", 0, 4)]), {0})
+    applied = metrics.CHANGELOG_APPLIED._value.get()
+    apply(store, Event(b"a", b"1", 0, 3), Event(b"a", b"2", 0, 4), Event(b"b", b"1", 0, 5))
+    assert dict(store.data) == {b"a": b"2", b"b": b"1"} and store.persisted_offset(tp(0)) == 5
+    assert metrics.CHANGELOG_APPLIED._value.get() - applied == 1
+
+
 def test_a_load_that_fails_keeps_what_it_applied_and_leaves_the_rest_to_faust() -> None:
     store = new_store()
     loader = Loader([loaded(b"a", b"1", 0, 0), loaded(b"a", b"2", 0, 1)], then=LoadStalled("nothing read"))
