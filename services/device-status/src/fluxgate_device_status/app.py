@@ -30,6 +30,7 @@ from fluxgate_device_status.changelog_load import ChangelogLoader
 from fluxgate_device_status.codec import AvroDecoding, AvroEncoding, librdkafka_partitioner
 from fluxgate_device_status.credentials import broker_credentials
 from fluxgate_device_status.end_offsets import EndOffsets
+from fluxgate_device_status.recovery import LoadingTableManager
 from fluxgate_device_status.settings import SERVICE, StatusSettings
 from fluxgate_device_status.tracker import DeviceTracker
 from fluxgate_device_status.transport import StatusApp
@@ -61,6 +62,7 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
         # The changelog is the state, restored into memory at start and kept across rebalances
         # (store.py: a rejoin reads only what was written since).
         store="fluxgate-retaining://",
+        TableManager=LoadingTableManager,  # the store loads the changelog in bulk first (recovery.py)
         autodiscover=False,
         datadir=status.data_dir,
         web_enabled=True,

@@ -16,12 +16,12 @@ store drops the standby partitions' entries there too, keeping only the active o
 offset kept, a takeover reading only the tail would then miss them. Here a standby's copy is
 kept whole, with its offset, and a takeover reads only its tail.
 
-Before faust's recovery starts, the store reads each partition it is given (active or standby)
-from its own offset to the end in bulk (``changelog_load.py``): faust's recovery, a record at a
-time, took 24.5 CPU-s for 300,000 devices. faust's table manager awaits the store's
-``on_rebalance`` before its recovery asks ``persisted_offset``, so the recovery then reads only
-what came after. A load that fails or stalls is logged and left where it got: the recovery
-reads the rest, as it would have read it all.
+Before faust's recovery reads a partition it is given (active or standby), the store reads it
+from its own offset to the end in bulk (``changelog_load.py``, called by ``recovery.py`` as
+the recovery builds its start offsets): faust's recovery, a record at a time, took 24.5 CPU-s
+for 300,000 devices. The recovery then starts after the last record the store applied. A load
+that fails or stalls is logged and left where it got: the recovery reads the rest, as it
+would have read it all.
 """
 
 from __future__ import annotations
@@ -74,22 +74,13 @@ class RetainingStore(memory.Store[bytes, bytes]):
         super().__delitem__(key)
         self._key_partition.pop(key, None)
 
-    async def on_rebalance(
-        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
-    ) -> None:
-        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
-        # Set on the service's app (app.py); an app without it restores through faust alone.
+    async def load(self, tps: Set[TP], go_on: Callable[[], bool]) -> None:
+        """Apply each partition's changelog past this store's offset, in bulk (module docstring),
+        with the app's ``changelog_loader`` (app.py); an app without one restores through faust
+        alone. Called by the recovery (recovery.py)."""
         loader: ChangelogLoader | None = getattr(self.app, "changelog_loader", None)
-        if loader is None or generation_id != self.app.consumer_generation_id:
-            return  # a newer rebalance is under way: faust's recovery skips this one too
-        topic = self.table.changelog_topic.get_topic_name()
-        assignor = self.app.assignor
-        tps = {tp for tp in (*assignor.assigned_actives(), *assignor.assigned_standbys()) if tp.topic == topic}
-        if tps:
-            await self.load(loader, tps, lambda: generation_id == self.app.consumer_generation_id)
-
-    async def load(self, loader: ChangelogLoader, tps: Set[TP], go_on: Callable[[], bool]) -> None:
-        """Apply each partition's changelog past this store's offset, in bulk (module docstring)."""
+        if loader is None or not tps:
+            return
         began, records = time.monotonic(), 0
         try:
             async for chunk in loader.load({tp: self.offsets.get(tp, -1) + 1 for tp in tps}, go_on):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import Counter
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +20,7 @@ from faust.types import TP
 
 from fluxgate_device_status import metrics
 from fluxgate_device_status.changelog_load import Loaded, LoadStalled
+from fluxgate_device_status.recovery import LoadingRecovery, LoadingTableManager
 from fluxgate_device_status.store import RetainingStore
 
 CHANGELOG = "status-devices-changelog"
@@ -131,7 +133,8 @@ def loaded(key: bytes, value: bytes | None, partition: int, offset: int) -> Load
 
 
 def load(store: RetainingStore, loader: Loader, partitions: set[int], go_on: Any = lambda: True) -> None:
-    asyncio.run(store.load(loader, {tp(p) for p in partitions}, go_on))  # type: ignore[arg-type]
+    store.app.changelog_loader = loader  # type: ignore[attr-defined]  # as app.py sets it on StatusApp
+    asyncio.run(store.load({tp(p) for p in partitions}, go_on))
 
 
 def test_a_bulk_load_applies_as_faust_would_from_each_partitions_own_offset() -> None:
@@ -178,17 +181,37 @@ def test_a_load_a_newer_rebalance_overtakes_stops_between_chunks() -> None:
     assert dict(store.data) == {b"a": b"1"} and store.persisted_offset(tp(0)) == 0
 
 
-def test_a_rebalance_loads_the_assigned_changelog_partitions_active_and_standby() -> None:
-    store = new_store()
-    app = store.app
-    loader = Loader([loaded(b"a", b"1", 0, 0), loaded(b"b", b"1", 2, 0)])
-    app.changelog_loader = loader  # type: ignore[attr-defined]  # as app.py sets it on StatusApp
-    topic = store.table.changelog_topic.get_topic_name()
-    app.assignor.assigned_actives = lambda: {TP(topic, 0), TP("readings", 0)}  # type: ignore[method-assign]
-    app.assignor.assigned_standbys = lambda: {TP(topic, 2)}  # type: ignore[method-assign]
-    asyncio.run(store.on_rebalance(set(), set(), set(), app.consumer_generation_id))
-    assert set(loader.starts) == {TP(topic, 0), TP(topic, 2)}
-    assert dict(store.data) == {b"a": b"1", b"b": b"1"}
-    loader.starts = {}
-    asyncio.run(store.on_rebalance(set(), set(), set(), app.consumer_generation_id - 1))  # overtaken: skipped
-    assert loader.starts == {}
+class Offsets:
+    """The earliest offset of each changelog partition, as faust's consumer answers it (unit tests only)."""
+
+    def __init__(self, earliest: dict[TP, int]) -> None:
+        self.earliest = earliest
+
+    async def earliest_offsets(self, *tps: TP) -> dict[TP, int]:
+        return {t: self.earliest[t] for t in tps}
+
+
+def test_the_recovery_starts_each_partition_after_what_the_store_loaded_in_bulk() -> None:
+    """In the recovery's task, as it builds its start offsets (recovery.py): never in the
+    rebalance callback, during which aiokafka sends no heartbeat."""
+    app = faust.App("status", store="fluxgate-retaining://", autodiscover=False, TableManager=LoadingTableManager)
+    table = app.Table("devices", key_type=bytes, value_type=bytes, partitions=3)
+    store = table.data
+    assert isinstance(store, RetainingStore)
+    topic = table.changelog_topic.get_topic_name()
+    assert topic == CHANGELOG
+    apply(store, Event(b"c", b"1", 2, 40))  # held from before: read on from 41
+    app.changelog_loader = loader = Loader(  # type: ignore[attr-defined]
+        [Loaded(TP(topic, 0), 6, b"a", b"1"), Loaded(TP(topic, 2), 41, b"c", b"2")]
+    )
+    recovery = app.tables.recovery
+    assert isinstance(recovery, LoadingRecovery)
+    tps = {TP(topic, p) for p in range(3)}
+    recovery.tp_to_table.update({t: table for t in tps})
+    destination: Counter[TP] = Counter({t: None for t in tps})  # type: ignore[misc]  # as faust's _add leaves them
+    earliest = Offsets({TP(topic, 0): 5, TP(topic, 1): 3, TP(topic, 2): 0})
+    asyncio.run(recovery._build_offsets(earliest, tps, destination, "active"))  # type: ignore[arg-type]
+    assert loader.starts == {TP(topic, 0): 0, TP(topic, 1): 0, TP(topic, 2): 41}
+    assert dict(store.data) == {b"a": b"1", b"c": b"2"}
+    # after the load's last record; from faust's own earliest where nothing was loaded
+    assert dict(destination) == {TP(topic, 0): 6, TP(topic, 1): 2, TP(topic, 2): 41}
