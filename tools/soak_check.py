@@ -18,7 +18,8 @@ What it holds the pipeline to:
 - every malformed payload is in the dead-letter topic with a reason, and nothing else is;
   the persisters' dead-letter topic is empty;
 - every reading stamped late once the pipeline was whole is on the late topic, and no
-  reading is on it twice.
+  reading is on it for two arrivals; one arrival written again by a batch run again after a
+  crash (output at least once, as the windows) is counted apart.
 """
 
 from __future__ import annotations
@@ -308,16 +309,8 @@ def check(spec: Check) -> Result:
         elif reading["device_id"] != spec.excluded:
             arrived[key := identity(reading)] += 1
             ingested.setdefault(key, to_ms(reading["ingest_time"]))
-    late: Counter[Identity] = Counter()
-    first_late: Counter[Identity] = Counter()  # the first arrival judged late: never counted
-    copy_after: dict[Identity, int] = {}  # a late copy: how long after the first arrival it came
-    for message in records(bootstrap, topic("temperatures.late")):
-        if (reading := decode(message.value())) is not None:
-            late[key := identity(reading)] += 1
-            if to_ms(reading["ingest_time"]) == ingested.get(key):
-                first_late[key] += 1
-            elif key in ingested:
-                copy_after[key] = to_ms(reading["ingest_time"]) - ingested[key]
+    on_late = [r for m in records(bootstrap, topic("temperatures.late")) if (r := decode(m.value())) is not None]
+    late, first_late, copy_after = late_arrivals(on_late, ingested, result)
     # A later copy (a broker's redelivery) judged late when its first arrival was counted. The
     # aggregator keeps a counted reading for its horizon on the gateways' clock too, so a copy
     # that came within it (less a margin: the job judges by the clock at the batch's start)
@@ -341,6 +334,34 @@ def check(spec: Check) -> Result:
         compare(store, found, wanted, result)
     dead_letters(spec, sent, decode, cut, result)
     return result
+
+
+def late_arrivals(
+    on_late: list[dict[str, Any]], ingested: dict[Identity, int], result: Result
+) -> tuple[Counter[Identity], Counter[Identity], dict[Identity, int]]:
+    """The late topic's readings as the arrivals they were written for: per reading, how many of
+    its arrivals (ingest times) were written late, which were its first arrival, and how long
+    after its first arrival a later one came.
+
+    The job's output is at least once: a batch run again after a crash (its output written,
+    Spark's commit not) writes the same arrival again, the same record with the same ingest
+    time. That is counted apart (``late_rewritten_by_a_batch_run_again``), as the topic's
+    repeated windows are; a second arrival of a reading written late is the job's mistake."""
+    times: defaultdict[Identity, Counter[int]] = defaultdict(Counter)
+    for reading in on_late:
+        times[identity(reading)][to_ms(reading["ingest_time"])] += 1
+    late: Counter[Identity] = Counter({key: len(arrivals) for key, arrivals in times.items()})
+    first_late: Counter[Identity] = Counter()  # the first arrival judged late: never counted
+    copy_after: dict[Identity, int] = {}  # a late copy: how long after the first arrival it came
+    for key, arrivals in times.items():
+        for at in arrivals:
+            if at == ingested.get(key):
+                first_late[key] += 1
+            elif key in ingested:
+                copy_after[key] = at - ingested[key]
+    again = sorted(key for key, arrivals in times.items() if max(arrivals.values()) > 1)
+    result.figures["late_rewritten_by_a_batch_run_again"] = {"count": len(again), "e.g.": again[:3]}
+    return late, first_late, copy_after
 
 
 def readings(

@@ -19,6 +19,7 @@ from soak_check import (
     Sent,
     compare,
     expected_windows,
+    late_arrivals,
     readings,
     stats,
     to_ms,
@@ -187,6 +188,27 @@ def test_a_lost_or_invented_reading_and_a_late_one_written_twice_or_never_are_pr
     clean = Result()
     readings(spec(whole_from_ms=6_000), sent_of(ok), Counter([key(ok)]), Counter(), CutOff([]), clean)
     assert clean.passed
+
+
+def test_a_late_arrival_written_again_by_a_batch_run_again_is_counted_apart_a_second_arrival_is_not() -> None:
+    """A rehearsal's flake (2026-11-30): the aggregator, SIGKILLed after a batch wrote its late readings and before
+    Spark recorded its commit, ran the batch again and wrote them again (at least once, as its
+    windows), the same record with the same ingest time. A second arrival written late is a copy
+    the job should have known."""
+
+    def on_late(device: str, seq: int, ingest_ms: int) -> dict[str, Any]:
+        return {"device_id": device, "metric": "temperature", "event_time": 1_000, "value": 1.0, "sequence": seq,
+                "ingest_time": ingest_ms}  # fmt: skip
+
+    rewritten, copied = on_late("m1", 1, 5_000), on_late("m1", 2, 5_000)
+    ingested = {("m1", "temperature", 1_000, 1.0, 1): 5_000, ("m1", "temperature", 1_000, 1.0, 2): 5_000}
+    result = Result()
+    late, first_late, copy_after = late_arrivals([rewritten, rewritten, copied, on_late("m1", 2, 9_000)], ingested,
+                                                 result)  # fmt: skip
+    assert late == Counter({("m1", "temperature", 1_000, 1.0, 1): 1, ("m1", "temperature", 1_000, 1.0, 2): 2})
+    assert first_late == Counter({("m1", "temperature", 1_000, 1.0, 1): 1, ("m1", "temperature", 1_000, 1.0, 2): 1})
+    assert copy_after == {("m1", "temperature", 1_000, 1.0, 2): 4_000}
+    assert result.figures["late_rewritten_by_a_batch_run_again"]["count"] == 1
 
 
 def test_each_window_counts_a_reading_once_leaves_the_late_ones_out_and_a_cut_off_coap_one() -> None:
