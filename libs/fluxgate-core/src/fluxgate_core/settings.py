@@ -186,6 +186,15 @@ class KafkaSettings(Group):
         config.update(self.extra)
         return config
 
+    def assigned_consumer_config(self, default_client_id: str, purpose: str) -> dict[str, Any]:
+        """A consumer given its partitions (``assign``), never subscribed: it joins no group and
+        commits nothing, so it needs no group ACL. librdkafka still requires a ``group.id``;
+        ``purpose`` names it, as what the client is for."""
+        config = self.client_config(default_client_id)
+        config.update({"group.id": f"{self.client_id or default_client_id}-{purpose}", "enable.auto.commit": False})
+        config.update(self.extra)
+        return config
+
     def consumer_config(self, group_id: str, default_client_id: str) -> dict[str, Any]:
         """A consumer that commits only when told (after the records are safely handled elsewhere)."""
         config = self.client_config(default_client_id)

@@ -54,6 +54,21 @@ def test_a_group_instance_id_makes_the_consumer_a_static_member(monkeypatch: pyt
         load_settings(DemoSettings)
 
 
+def test_an_assigned_consumer_names_its_group_by_purpose_and_is_never_a_static_member(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__GROUP_INSTANCE_ID", "status-0")
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__EXTRA", '{"fetch.max.bytes": "1048576"}')
+    config = load_settings(DemoSettings).kafka.assigned_consumer_config("demo", "watermarks")
+    assert config["group.id"] == "demo-watermarks" and config["enable.auto.commit"] is False
+    assert "group.instance.id" not in config  # joins no group: the static id is the service member's alone
+    assert config["fetch.max.bytes"] == "1048576"
+    monkeypatch.setenv("FLUXGATE_DEMO_KAFKA__CLIENT_ID", "status-eu")
+    assert load_settings(DemoSettings).kafka.assigned_consumer_config("demo", "watermarks")["group.id"] == (
+        "status-eu-watermarks"
+    )
+
+
 def test_a_variable_under_the_prefix_naming_no_setting_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     # A typo or a renamed setting would otherwise be ignored and the default used silently.
     monkeypatch.setenv("FLUXGATE_DEMO_TOPICS", "other.readings")

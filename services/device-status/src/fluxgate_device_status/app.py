@@ -90,10 +90,10 @@ def build_app(settings: StatusSettings, watch: TopicWatch | None = None) -> tupl
         # waiting out the killed one's session (aiokafka sends no LeaveGroup for it on stop).
         consumer_group_instance_id=settings.kafka.group_instance_id,
     )
+    # The Kafka clients below take SERVICE as the client id unless settings.kafka names one.
     if status.bulk_restore:  # read by the table's store (store.py)
-        client_id = settings.kafka.client_id or SERVICE
-        app.changelog_loader = ChangelogLoader(settings.kafka, client_id, status.bulk_restore_min_records)
-    ends = EndOffsets(settings.kafka, settings.kafka.client_id or SERVICE)
+        app.changelog_loader = ChangelogLoader(settings.kafka, SERVICE, status.bulk_restore_min_records)
+    ends = EndOffsets(settings.kafka, SERVICE)
     tracker = DeviceTracker(app, status, AvroDecoding(AvroDecoder(client)), AvroEncoding(encoder), ends)
 
     def ready() -> dict[str, bool]:
@@ -118,9 +118,9 @@ def main() -> None:
         # A refused login or TLS handshake fails here, in one line naming the setting.
         status = settings.status
         topics = {status.input_topic: "status.input_topic", status.status_topic: "status.status_topic"}
-        verify_kafka(settings.kafka, settings.kafka.client_id or SERVICE, "FLUXGATE_STATUS_", topics)
+        verify_kafka(settings.kafka, SERVICE, "FLUXGATE_STATUS_", topics)
         verify_registry(settings.registry, "FLUXGATE_STATUS_")  # a refused secret or CA, named alike
-        watch = TopicWatch(settings.kafka, settings.kafka.client_id or SERVICE, topics)  # deleted while running
+        watch = TopicWatch(settings.kafka, SERVICE, topics)  # deleted while running
         with registrations_named(settings.registry, "FLUXGATE_STATUS_"):
             app, _ = build_app(settings, watch.start())
     except ConfigError as exc:

@@ -18,11 +18,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, NamedTuple, cast
 
+import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from faust.types import TP
 
 from fluxgate_core.settings import KafkaSettings
 
+log = structlog.get_logger(__name__)
 CHUNK = 10_000  # records a call hands over: what the event loop applies between two awaits
 # How long a call waits for a whole chunk. librdkafka's batch call waits for the count or the
 # timeout: at 1 s, 300,000 records took 2.4 to 3.4 s to read, at 0.1 s 1.75 s (0.7 CPU-s either way).
@@ -45,12 +47,12 @@ class LoadStalled(Exception):
 class ChangelogLoader:
     """Reads changelog partitions from given offsets to their ends."""
 
-    def __init__(self, kafka: KafkaSettings, client_id: str, min_records: int = 0, stall_s: float = 30.0) -> None:
-        self._config: dict[str, Any] = kafka.client_config(client_id)
+    def __init__(
+        self, kafka: KafkaSettings, default_client_id: str, min_records: int = 0, stall_s: float = 30.0
+    ) -> None:
+        self._config: dict[str, Any] = kafka.assigned_consumer_config(default_client_id, "changelog-load")
         self._config.update(
             {
-                "group.id": f"{client_id}-changelog-load",  # required by librdkafka, never joined
-                "enable.auto.commit": False,
                 "enable.partition.eof": True,  # the end of each partition, said once reached
                 "auto.offset.reset": "earliest",  # a start compaction removed: from what is left
             }
@@ -86,6 +88,8 @@ def _assign(consumer: Consumer, starts: Mapping[TP, int], min_records: int) -> s
         if start < high:  # a start past the end (a topic made anew) is faust's to handle
             owed[tp] = high - start
     if sum(owed.values()) < min_records:
+        if owed:  # said once per rebalance, where the load would otherwise have said what it read
+            log.info("table.load_left_to_faust", records=sum(owed.values()), min_records=min_records)
         return set()
     consumer.assign([TopicPartition(tp.topic, tp.partition, starts[tp]) for tp in owed])
     return set(owed)

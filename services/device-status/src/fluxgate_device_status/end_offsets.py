@@ -7,7 +7,6 @@ consumer."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -19,10 +18,8 @@ from fluxgate_core.settings import KafkaSettings
 class EndOffsets:
     """Reads high watermarks with a group-less librdkafka consumer (it never subscribes)."""
 
-    def __init__(self, kafka: KafkaSettings, client_id: str, timeout_s: float = 10.0) -> None:
-        config: dict[str, Any] = kafka.client_config(client_id)
-        config["group.id"] = f"{client_id}-watermarks"  # required by librdkafka, never joined
-        self._consumer = Consumer(config)
+    def __init__(self, kafka: KafkaSettings, default_client_id: str, timeout_s: float = 10.0) -> None:
+        self._consumer = Consumer(kafka.assigned_consumer_config(default_client_id, "watermarks"))
         self._timeout_s = timeout_s
 
     async def ends(self, topic: str, partitions: list[int]) -> dict[int, int]:

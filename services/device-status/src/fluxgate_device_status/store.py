@@ -88,8 +88,9 @@ class RetainingStore(memory.Store[bytes, bytes]):
                 records += len(chunk)
         except Exception as exc:  # any failure: faust's recovery reads the rest
             log.warning("table.load_incomplete", error=str(exc), error_class=type(exc).__name__, records=records)
-        log.info("table.loaded", partitions=sorted(str(tp) for tp in tps), records=records,
-                 seconds=round(time.monotonic() - began, 3))  # fmt: skip
+        if records:  # nothing read: nothing past the store's offsets, or left to faust (changelog_load.py)
+            log.info("table.loaded", partitions=sorted(str(tp) for tp in tps), records=records,
+                     seconds=round(time.monotonic() - began, 3))  # fmt: skip
 
     def apply_loaded(self, chunk: list[Loaded]) -> None:
         """Records a bulk load read, as faust's recovery would apply them: in order, a tombstone

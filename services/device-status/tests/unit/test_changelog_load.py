@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 from faust.types import TP
+from structlog.testing import capture_logs
 
 from fluxgate_device_status.changelog_load import Loaded, _assign, _next_chunk
 
@@ -82,6 +83,11 @@ class Partitions(Consumer):
 def test_only_partitions_with_records_past_their_start_are_assigned_and_only_if_enough_to_be_worth_it() -> None:
     starts = {TP(CHANGELOG, 0): 10, TP(CHANGELOG, 1): 0, TP(CHANGELOG, 2): 7}
     consumer = Partitions({0: 10, 1: 30_000, 2: 10_010})  # owed: 0, 30,000 and 10,003
-    assert _assign(consumer, starts, 40_004) == set() and consumer.assigned == []  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        assert _assign(consumer, starts, 40_004) == set() and consumer.assigned == []  # type: ignore[arg-type]
+        assert _assign(consumer, {TP(CHANGELOG, 0): 10}, 40_004) == set()  # type: ignore[arg-type]  # nothing owed
+    assert logs == [
+        {"event": "table.load_left_to_faust", "records": 40_003, "min_records": 40_004, "log_level": "info"}
+    ]
     assert _assign(consumer, starts, 40_003) == {TP(CHANGELOG, 1), TP(CHANGELOG, 2)}  # type: ignore[arg-type]
     assert consumer.assigned == [(1, 0), (2, 7)]

@@ -17,6 +17,7 @@ from typing import Any
 import faust
 from faust.streams import _current_event
 from faust.types import TP
+from structlog.testing import capture_logs
 
 from fluxgate_device_status import metrics
 from fluxgate_device_status.changelog_load import Loaded, LoadStalled
@@ -179,6 +180,16 @@ def test_a_load_a_newer_rebalance_overtakes_stops_between_chunks() -> None:
     asked = iter([True, False])
     load(store, Loader([loaded(b"a", b"1", 0, 0)], [loaded(b"b", b"1", 0, 1)]), {0}, lambda: next(asked))
     assert dict(store.data) == {b"a": b"1"} and store.persisted_offset(tp(0)) == 0
+
+
+def test_only_a_load_that_read_something_says_so() -> None:
+    """Every rebalance asks for a load; one that read nothing (nothing past the store's offsets,
+    or fewer records than the threshold, left to faust: changelog_load.py) logs no line."""
+    store = new_store()
+    with capture_logs() as logs:
+        load(store, Loader(), {0})
+        load(store, Loader([loaded(b"a", b"1", 0, 0)]), {0})
+    assert [(e["event"], e.get("records")) for e in logs] == [("table.loaded", 1)]
 
 
 class Offsets:
