@@ -22,6 +22,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from faust.types import TP
 
+from fluxgate_core.consumer import capped_prefetch
 from fluxgate_core.settings import KafkaSettings
 
 log = structlog.get_logger(__name__)
@@ -29,6 +30,10 @@ CHUNK = 10_000  # records a call hands over: what the event loop applies between
 # How long a call waits for a whole chunk. librdkafka's batch call waits for the count or the
 # timeout: at 1 s, 300,000 records took 2.4 to 3.4 s to read, at 0.1 s 1.75 s (0.7 CPU-s either way).
 WAIT_S = 0.1
+# librdkafka's default prefetch (64 MiB of payload) raised the process's peak by 83 MiB over
+# faust's own restore at 300,000 devices; at 4 MiB, with capped_prefetch's short backoff, by
+# 16 MiB, and the load was no slower (bench/results/2026-11-30-device-status-bulk-restore.md).
+PREFETCH_KBYTES = 4096
 
 
 class Loaded(NamedTuple):
@@ -50,13 +55,12 @@ class ChangelogLoader:
     def __init__(
         self, kafka: KafkaSettings, default_client_id: str, min_records: int = 0, stall_s: float = 30.0
     ) -> None:
-        self._config: dict[str, Any] = kafka.assigned_consumer_config(default_client_id, "changelog-load")
-        self._config.update(
-            {
-                "enable.partition.eof": True,  # the end of each partition, said once reached
-                "auto.offset.reset": "earliest",  # a start compaction removed: from what is left
-            }
-        )
+        self._config: dict[str, Any] = {
+            **capped_prefetch(PREFETCH_KBYTES),  # the kafka extra properties win when they set it
+            **kafka.assigned_consumer_config(default_client_id, "changelog-load"),
+            "enable.partition.eof": True,  # the end of each partition, said once reached
+            "auto.offset.reset": "earliest",  # a start compaction removed: from what is left
+        }
         self._min_records, self._stall_s = min_records, stall_s
 
     async def load(self, starts: Mapping[TP, int], go_on: Callable[[], bool]) -> AsyncIterator[list[Loaded]]:

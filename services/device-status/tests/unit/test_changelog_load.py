@@ -10,7 +10,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from faust.types import TP
 from structlog.testing import capture_logs
 
-from fluxgate_device_status.changelog_load import Loaded, _assign, _next_chunk
+from fluxgate_core.settings import KafkaSettings
+from fluxgate_device_status.changelog_load import PREFETCH_KBYTES, ChangelogLoader, Loaded, _assign, _next_chunk
 
 CHANGELOG = "status-devices-changelog"
 
@@ -91,3 +92,13 @@ def test_only_partitions_with_records_past_their_start_are_assigned_and_only_if_
     ]
     assert _assign(consumer, starts, 40_003) == {TP(CHANGELOG, 1), TP(CHANGELOG, 2)}  # type: ignore[arg-type]
     assert consumer.assigned == [(1, 0), (2, 7)]
+
+
+def test_the_loader_prefetches_a_few_mib_unless_the_kafka_extra_properties_say_otherwise() -> None:
+    """librdkafka's 64 MiB default raised the peak by 83 MiB at 300,000 devices (changelog_load.py)."""
+    config = ChangelogLoader(KafkaSettings(), "status")._config
+    assert config["queued.max.messages.kbytes"] == PREFETCH_KBYTES == 4096
+    assert config["fetch.queue.backoff.ms"] == 10  # not librdkafka's 1 s pause at the cap
+    assert config["group.id"] == "status-changelog-load" and config["enable.partition.eof"] is True
+    mine = ChangelogLoader(KafkaSettings(extra={"queued.max.messages.kbytes": "65536"}), "status")._config
+    assert mine["queued.max.messages.kbytes"] == "65536"
