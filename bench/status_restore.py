@@ -31,6 +31,7 @@ from kstreams.peer import peak_rss_mib
 from status_rejoin import APPLIED, fleet_input, instance, metric, restores
 
 Run = dict[str, float]
+MIN_RECORDS: int | None = None  # --min-records: the service's default unless given
 
 
 def started(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: Path, bulk: bool,
@@ -39,6 +40,8 @@ def started(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: P
     service = instance(endpoints, topics, app_id, data_dir)
     service.env["FLUXGATE_STATUS_STATUS__BULK_RESTORE"] = str(bulk).lower()
     service.env["FLUXGATE_STATUS_STATUS__STANDBY_REPLICAS"] = str(standby)
+    if MIN_RECORDS is not None:
+        service.env["FLUXGATE_STATUS_STATUS__BULK_RESTORE_MIN_RECORDS"] = str(MIN_RECORDS)
     return service.start(wait_ready=False, timeout=600)
 
 
@@ -95,7 +98,10 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=100_000, help="devices in the table, one reading each")
     parser.add_argument("--rounds", type=int, default=2, help="restores of each kind, taking turns")
     parser.add_argument("--takeover", action="store_true", help="a standby's takeover instead of a restore at start")
+    parser.add_argument("--min-records", type=int, help="STATUS__BULK_RESTORE_MIN_RECORDS (0: always in bulk)")
     args = parser.parse_args()
+    global MIN_RECORDS
+    MIN_RECORDS = args.min_records
     endpoints, topics = fleet_input(args.devices)
     app_id, data_dir = f"status-restore-{uuid.uuid4().hex[:6]}", Path("bench-results/status_restore")
     filler = instance(endpoints, topics, app_id, data_dir).start(timeout=600)

@@ -57,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
+import aiokafka
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
@@ -65,9 +66,24 @@ from mode.utils.queues import FlowControlEvent
 
 from fluxgate_device_status.changelog_load import ChangelogLoader
 
+# How long the broker may hold a fetch that finds nothing new. faust fixes aiokafka's at 1,500 ms,
+# and a broker answers one connection's requests in order: after a bulk load (store.py) faust's
+# recovery asked for its start offsets behind such a fetch and waited about 1.2 s for them (a
+# 2,000-device restore in bulk: ready in 4.5 s, at 100 ms in 3.6). An idle instance fetches more
+# often: 0.3 CPU-s a minute more for the service, 0.7 for Kafka. A busy one never waits it out.
+# bench/results/2026-11-30-device-status-bulk-restore.md.
+FETCH_MAX_WAIT_MS = 100
+
 
 class RewindingConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """The aiokafka consumer thread whose seek to the committed offsets misses no partition."""
+    """The aiokafka consumer thread whose seek to the committed offsets misses no partition,
+    and whose fetches wait at most ``FETCH_MAX_WAIT_MS`` at the broker."""
+
+    def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        # Read by the consumer's start() when it makes its Fetcher; faust passes no setting for it.
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        return consumer
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
         committed: Mapping[TP, int] = await self.call_thread(self._seek_to_committed_or_reset)

@@ -5,7 +5,8 @@ what changed and where device-status relies on it.
 
 * ``RewindingConsumerThread`` overrides ``seek_to_committed`` and calls
   ``_seek_to_committed_or_reset``'s pieces: ``call_thread``, ``_ensure_consumer``,
-  ``consumer._is_changelog_tp``;
+  ``consumer._is_changelog_tp``; it overrides ``_create_worker_consumer`` to set aiokafka's
+  ``_fetch_max_wait_ms`` (test_credentials.py checks aiokafka still reads it at start);
 * ``RewindingConsumer`` overrides ``perform_seek``, ``ack`` and ``_new_consumer_thread`` and
   reads ``app.tables.recovery``'s ``in_recovery``, ``active_tps``, ``active_offsets``,
   ``standby_tps``, ``standby_offsets`` and
@@ -39,7 +40,7 @@ def has(owner: Any, name: str) -> None:
 
 
 def test_the_consumer_internals_the_transport_overrides_are_there() -> None:
-    for name in ("seek_to_committed", "call_thread", "_ensure_consumer"):
+    for name in ("seek_to_committed", "call_thread", "_ensure_consumer", "_create_worker_consumer"):
         has(faust_aiokafka.AIOKafkaConsumerThread, name)
     for name in ("perform_seek", "ack", "_new_consumer_thread", "_is_changelog_tp", "seek_wait", "assignment"):
         has(faust_aiokafka.Consumer, name)

@@ -4,11 +4,13 @@ producer's batching and compression; the consumer's session."""
 
 from __future__ import annotations
 
+import inspect
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiokafka
 import certifi
 import pytest
 from faust.auth import SASLCredentials, SSLCredentials
@@ -19,6 +21,7 @@ from fluxgate_device_status import app as app_module
 from fluxgate_device_status.credentials import broker_credentials
 from fluxgate_device_status.end_offsets import EndOffsets
 from fluxgate_device_status.settings import StatusSettings
+from fluxgate_device_status.transport import FETCH_MAX_WAIT_MS
 
 
 def _ca_bundle() -> str:
@@ -191,6 +194,20 @@ async def test_a_long_session_makes_a_consumer(tmp_path: Path, session_s: float)
     consumer = app.consumer._thread._create_worker_consumer(app.transport)
     assert consumer._session_timeout_ms == session_s * 1000
     assert consumer._request_timeout_ms >= consumer._session_timeout_ms
+
+
+@pytest.mark.usefixtures("no_registry")
+async def test_the_consumer_s_fetches_wait_at_most_100_ms_at_the_broker(tmp_path: Path) -> None:
+    # faust fixes 1,500 ms; a broker answers one connection's requests in order, so the
+    # recovery's offset requests after a bulk load waited behind it (transport.py).
+    settings = StatusSettings.model_validate(
+        {"kafka": {"bootstrap_servers": "127.0.0.1:1"}, "status": {"data_dir": str(tmp_path / "data")}}
+    )
+    app, _ = app_module.build_app(settings)
+    consumer = app.consumer._thread._create_worker_consumer(app.transport)
+    assert consumer._fetch_max_wait_ms == FETCH_MAX_WAIT_MS == 100
+    # ... and aiokafka hands the value it holds to the Fetcher it makes at start().
+    assert "fetch_max_wait_ms=self._fetch_max_wait_ms" in inspect.getsource(aiokafka.AIOKafkaConsumer.start)
 
 
 def test_a_session_longer_than_a_broker_allows_is_refused_naming_it(tmp_path: Path) -> None:
