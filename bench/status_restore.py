@@ -31,17 +31,17 @@ from kstreams.peer import peak_rss_mib
 from status_rejoin import APPLIED, fleet_input, instance, metric, restores
 
 Run = dict[str, float]
-MIN_RECORDS: int | None = None  # --min-records: the service's default unless given
 
 
 def started(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: Path, bulk: bool,
-            standby: int = 0) -> ServiceProcess:  # fmt: skip
-    """An instance restoring the table from an empty data folder, not yet waited for."""
+            min_records: int | None, standby: int = 0) -> ServiceProcess:  # fmt: skip
+    """An instance restoring the table from an empty data folder, not yet waited for;
+    ``min_records`` None: the service's default threshold."""
     service = instance(endpoints, topics, app_id, data_dir)
     service.env["FLUXGATE_STATUS_STATUS__BULK_RESTORE"] = str(bulk).lower()
     service.env["FLUXGATE_STATUS_STATUS__STANDBY_REPLICAS"] = str(standby)
-    if MIN_RECORDS is not None:
-        service.env["FLUXGATE_STATUS_STATUS__BULK_RESTORE_MIN_RECORDS"] = str(MIN_RECORDS)
+    if min_records is not None:
+        service.env["FLUXGATE_STATUS_STATUS__BULK_RESTORE_MIN_RECORDS"] = str(min_records)
     return service.start(wait_ready=False, timeout=600)
 
 
@@ -54,9 +54,10 @@ def peak_mib(service: ServiceProcess) -> float:
     return peak_rss_mib([service.process.pid] if service.process else [])
 
 
-def restore(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: Path, bulk: bool) -> Run:
+def restore(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: Path, bulk: bool,
+            min_records: int | None) -> Run:  # fmt: skip
     began = time.monotonic()
-    service = started(endpoints, topics, app_id, data_dir, bulk)
+    service = started(endpoints, topics, app_id, data_dir, bulk, min_records)
     try:
         restored_after(service, 0, "the table restored")
         took = time.monotonic() - began
@@ -71,13 +72,14 @@ def restore(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: P
             "peak_mib": peak}  # fmt: skip
 
 
-def takeover(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: Path, bulk: bool) -> Run:
+def takeover(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: Path, bulk: bool,
+             min_records: int | None) -> Run:  # fmt: skip
     """The second of two instances, each keeping every partition, takes the first's over."""
-    first = started(endpoints, topics, app_id, data_dir, bulk, standby=1)
+    first = started(endpoints, topics, app_id, data_dir, bulk, min_records, standby=1)
     second: ServiceProcess | None = None
     try:
         restored_after(first, 0, "the first restored")
-        second = started(endpoints, topics, app_id, data_dir, bulk, standby=1)
+        second = started(endpoints, topics, app_id, data_dir, bulk, min_records, standby=1)
         restored_after(second, 0, "the second restored, its standbys kept")
         restored_after(first, 1, "the first ready again beside the second")
         before, applied, joined_peak = restores(second), metric(second, APPLIED), peak_mib(second)
@@ -100,8 +102,6 @@ def main() -> None:
     parser.add_argument("--takeover", action="store_true", help="a standby's takeover instead of a restore at start")
     parser.add_argument("--min-records", type=int, help="STATUS__BULK_RESTORE_MIN_RECORDS (0: always in bulk)")
     args = parser.parse_args()
-    global MIN_RECORDS
-    MIN_RECORDS = args.min_records
     endpoints, topics = fleet_input(args.devices)
     app_id, data_dir = f"status-restore-{uuid.uuid4().hex[:6]}", Path("bench-results/status_restore")
     filler = instance(endpoints, topics, app_id, data_dir).start(timeout=600)
@@ -111,7 +111,7 @@ def main() -> None:
     runs: dict[str, list[Run]] = {"faust": [], "bulk": []}
     for _ in range(args.rounds):
         for kind in runs:
-            runs[kind].append(scenario(endpoints, topics, app_id, data_dir, bulk=kind == "bulk"))
+            runs[kind].append(scenario(endpoints, topics, app_id, data_dir, kind == "bulk", args.min_records))
             print(kind, runs[kind][-1], flush=True)
     fields = ("seconds", "applied", "peak_mib") if args.takeover else ("seconds", "cpu_s", "applied", "peak_mib")
     rows = [[kind, *(min(r[field] for r in found) for field in fields)] for kind, found in runs.items()]

@@ -32,7 +32,7 @@ CHUNK = 10_000  # records a call hands over: what the event loop applies between
 WAIT_S = 0.1
 # librdkafka's default prefetch (64 MiB of payload) raised the process's peak by 83 MiB over
 # faust's own restore at 300,000 devices; at 4 MiB, with capped_prefetch's short backoff, by
-# 16 MiB, and the load was no slower (bench/results/2026-11-30-device-status-bulk-restore.md).
+# 16 to 35 MiB, and the load was no slower (bench/results/2026-11-30-device-status-bulk-restore.md).
 PREFETCH_KBYTES = 4096
 
 
