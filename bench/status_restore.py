@@ -12,7 +12,8 @@ first), in fresh instances of the same app (empty data folders):
   keeps every partition, active or standby. The first stops, as a rolling update stops a pod;
   the second takes its partitions over. Seconds from the stop to the second's next
   ``table.restored`` and a 200, the records it applied then, and its peak memory since its start;
-  also the records it applied and its peak before the stop (``joined_``).
+  also the records it applied, its peak and its indexing's seconds before the stop (``joined_``),
+  and the indexing's seconds at the takeover (``index_s``, from the ``table.restored`` lines).
 
 Not in ``make bench``: it measures one behaviour (the table's store). Results: stdout and
 ``bench-results/status_restore.json``; bench/results/ keeps the ones quoted.
@@ -21,6 +22,7 @@ Not in ``make bench``: it measures one behaviour (the table's store). Results: s
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import uuid
 from pathlib import Path
@@ -48,6 +50,11 @@ def started(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: P
 def restored_after(service: ServiceProcess, before: int, what: str) -> None:
     """Until ``service`` logged a ``table.restored`` past its ``before``-th and answers ready."""
     service.wait_until(lambda: restores(service) > before and service.ready(), what, 3600)
+
+
+def index_seconds(service: ServiceProcess) -> list[float]:
+    """What each restore's indexing of the entries took (the ``table.restored`` lines)."""
+    return [float(found) for found in re.findall(r"event=table\.restored .*?seconds=([0-9.]+)", service.log_text())]
 
 
 def peak_mib(service: ServiceProcess) -> float:
@@ -83,12 +90,14 @@ def takeover(endpoints: object, topics: tuple[str, str], app_id: str, data_dir: 
         restored_after(second, 0, "the second restored, its standbys kept")
         restored_after(first, 1, "the first ready again beside the second")
         before, applied, joined_peak = restores(second), metric(second, APPLIED), peak_mib(second)
+        indexed = index_seconds(second)
         began = time.monotonic()
         first.terminate(120)
         restored_after(second, before, "the second took the first's partitions over")
         took = time.monotonic() - began
         return {"seconds": round(took, 2), "applied": metric(second, APPLIED) - applied, "peak_mib": peak_mib(second),
-                "joined_applied": applied, "joined_peak_mib": joined_peak}  # fmt: skip
+                "joined_applied": applied, "joined_peak_mib": joined_peak, "joined_index_s": indexed[0],
+                "index_s": index_seconds(second)[-1]}  # fmt: skip
     finally:
         for service in (first, second):
             if service is not None and service.running:

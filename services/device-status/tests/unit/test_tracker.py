@@ -129,6 +129,30 @@ def test_a_restore_unpacks_each_entry_once_and_logs_the_devices_it_indexed(monke
     assert [e["devices"] for e in logs if e["event"] == "table.restored"] == [3]
 
 
+def test_a_restore_unpacks_only_the_entries_of_its_active_partitions(monkeypatch: Any) -> None:
+    """A standby partition's entries wait in the store, not unpacked, until they are owned; an
+    entry the store knows no partition of is unpacked and judged by its own."""
+    import fluxgate_device_status.tracker as tracker_module
+
+    unpacked: list[bytes] = []
+    real = tracker_module.unpack_restored
+    monkeypatch.setattr(tracker_module, "unpack_restored", lambda packed: unpacked.append(packed) or real(packed))
+    devices = tracker(Ends(None))
+    devices.active_partitions = lambda: {0}  # type: ignore[method-assign]
+    for n, partition in enumerate([0, 0, 1, 1, 1]):
+        reading = Reading(f"dev-{n}", "temperature", 21.5, "Cel", HEARD_MS - 5, HEARD_MS, "MQTT", "t", partition, n)
+        devices.table.data[f"dev-{n}".encode()] = pack(apply_reading(None, reading, HEARD_MS)[0])
+        if n != 1:  # dev-1's partition unknown to the store
+            devices.table.data._key_partition[f"dev-{n}".encode()] = partition
+    devices.table.data[b"not-a-state"] = b"\x00"  # on a standby partition: not judged here
+    devices.table.data._key_partition[b"not-a-state"] = 1
+    with structlog.testing.capture_logs() as logs:
+        devices._on_restored(None)
+    assert len(unpacked) == 2
+    assert [(e["devices"], e["partitions"]) for e in logs if e["event"] == "table.restored"] == [(2, [0])]
+    assert b"not-a-state" in devices.table.data and devices.read == {0: 1}
+
+
 async def test_silence_is_judged_as_of_now_when_every_reading_sent_by_now_is_processed() -> None:
     clock = Clock(HEARD_MS + 2 * THRESHOLD_MS)
     devices, checks = watched_silent_device(Ends({0: 6}), clock)
