@@ -159,7 +159,7 @@ class DeviceTracker:
         # 300,000 devices, a third of them active: 0.40 s instead of 0.99 s.
         partition_of: dict[bytes, int] = getattr(self.table.data, "_key_partition", {})
         for key, packed in self.table.data.items():
-            if partition_of.get(key, -1) not in partitions and key in partition_of:
+            if (partition := partition_of.get(key)) is not None and partition not in partitions:
                 continue
             state = unpack_restored(packed)
             if isinstance(state, Undecodable):
