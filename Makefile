@@ -81,9 +81,10 @@ $(SPARK_ARCHIVE): $(VENV)/.installed $(realpath $(dir $(realpath $(shell command
 test: export SPARK_SUBMIT_OPTS = $(shell python3 tools/spark_class_archive.py $(SPARK_ARCHIVE) --options)
 test: install $(SPARK_ARCHIVE) ## Unit, integration, contract and static tests against real servers
 	$(STACK) up  # every server, before the workers: they would race to start them
-	# Two workers on two cores, though two leave a third of them idle: on three, one aggregator test
-	# ran past its 300 s in a fresh clone (bench/results/2026-11-29-suite-workers.md).
-	$(PYTEST) -n 2 --dist loadfile -m "not serial and not paired" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)
+	# Three workers, one of them the Spark lane (conftest.py): the `spark` tests one after another,
+	# the others file by file. Two Spark tests side by side had slowed each other several times
+	# over, and two workers left a third of the cores idle (bench/results/2026-11-29-suite-workers.md).
+	$(PYTEST) -n 3 --dist loadgroup -m "not serial and not paired" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)
 	# Two at a time, the fixed_names tests one after another on one worker (one xdist group,
 	# conftest.py) while the other takes the rest: alone, they had kept the cores 61% busy over 816 s.
 	$(PYTEST) -n 2 --dist loadgroup -m paired --junitxml=.local/test-times/paired.xml $(PARALLEL_FIRST)

@@ -14,22 +14,36 @@ import pytest
 
 # The paired phase's one group: xdist (--dist loadgroup) gives all its tests to one worker.
 FIXED_NAMES_GROUP = "fixed-names"
+# The parallel phase's Spark lane: every `spark` test on one worker, one after another, while
+# the other workers take the rest file by file. Two Spark tests side by side on two cores
+# slowed each other several times over (one ran from 24 s to 166 s, from run to run).
+SPARK_LANE = "spark-lane"
 
 
 # tryfirst: xdist's worker adds the group to each test's id in this same hook, and a
 # conftest's hook would otherwise run after it (later-registered plugins run first), too late:
 # the group was silently ignored and two fixed_names tests ran at once.
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put every ``fixed_names`` test in one xdist group, so that ``make test``'s paired phase
     (two workers) never runs two of them at once; such a test must also be ``paired``, or the
-    parallel phase would run it beside the others."""
+    parallel phase would run it beside the others. Under ``--dist loadgroup``, the tests that
+    are neither ``paired`` nor ``serial`` (the parallel phase's) go by :func:`lane`."""
+    # Where the groups matter: in an xdist worker of a loadgroup session (it sets this option).
+    grouped = bool(getattr(config.option, "loadgroup", False))
     for item in items:
-        if item.get_closest_marker("fixed_names") is None:
-            continue
-        if item.get_closest_marker("paired") is None:
-            raise pytest.UsageError(f"{item.nodeid}: a fixed_names test must be marked paired as well")
-        item.add_marker(pytest.mark.xdist_group(FIXED_NAMES_GROUP))
+        if item.get_closest_marker("fixed_names") is not None:
+            if item.get_closest_marker("paired") is None:
+                raise pytest.UsageError(f"{item.nodeid}: a fixed_names test must be marked paired as well")
+            item.add_marker(pytest.mark.xdist_group(FIXED_NAMES_GROUP))
+        elif grouped and not any(item.get_closest_marker(name) for name in ("paired", "serial")):
+            item.add_marker(pytest.mark.xdist_group(lane(item)))
+
+
+def lane(item: pytest.Item) -> str:
+    """The xdist group of a parallel-phase test: the Spark lane for a ``spark`` test, else its
+    file (as ``--dist loadfile`` would: a module's fixtures are set up on one worker)."""
+    return SPARK_LANE if item.get_closest_marker("spark") is not None else item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
-"""`make test`'s paired phase runs on two xdist workers (`--dist loadgroup`) and relies on the
-root conftest putting every ``fixed_names`` test into one group, so that no two of them (each
-starts the pipeline on its default ports and topics) ever run at once. Nothing fails when the
+"""`make test`'s phases run on xdist workers with `--dist loadgroup` and rely on the root
+conftest's groups: in the paired phase every ``fixed_names`` test in one group, so that no two
+of them (each starts the pipeline on its default ports and topics) ever run at once; in the
+parallel phase every ``spark`` test in one lane, and the others by file. Nothing fails when the
 grouping silently stops working: two such tests share ports and topics, and one of them fails
 later in a way that points elsewhere (pytest 9.2 with pytest-xdist 3.8 did exactly that:
 pytest-dev/pytest-xdist#1386). This runs a real two-worker session of the root conftest."""
@@ -22,6 +23,7 @@ root = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(root)
 pytest_collection_modifyitems = root.pytest_collection_modifyitems
 """
+MARKERS = "[pytest]\nmarkers =\n    paired\n    fixed_names\n    serial\n    spark\n"
 
 TESTS = """
 import os
@@ -51,15 +53,55 @@ def test_the_paired_phase_gives_every_fixed_names_test_to_one_worker(tmp_path: P
     ran = tmp_path / "ran.txt"
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_grouped.py").write_text(textwrap.dedent(TESTS.format(ran=str(ran))))
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    paired\n    fixed_names\n")
-    session = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "."],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert session.returncode == 0, session.stdout[-3000:] + session.stderr[-3000:]
-    rows = [line.split() for line in ran.read_text().splitlines()]
+    rows = session(tmp_path, ran, "-n", "2", "-m", "paired")
     fixed = [(worker, nodeid) for kind, worker, nodeid in rows if kind == "fixed"]
     assert len(fixed) == 2 and len(rows) == 4, rows
     # One worker, and xdist's own sign that it saw the group: the suffix on the test's id.
     assert len({worker for worker, _ in fixed}) == 1, fixed
     assert all(nodeid.endswith("@fixed-names") for _, nodeid in fixed), fixed
+    # The paired phase's other tests are not grouped by file: each is a unit of its own.
+    assert all("@" not in nodeid for kind, _, nodeid in rows if kind == "other"), rows
+
+
+SPARK_TESTS = """
+import os
+import pytest
+
+def ran(name, request):
+    with open({ran!r}, "a") as out:
+        out.write(f"{{name}} {{os.environ['PYTEST_XDIST_WORKER']}} {{request.node.nodeid}}\\n")
+
+@pytest.mark.spark
+def test_spark_{n}(request): ran("spark", request)
+
+def test_other_{n}(request): ran("other", request)
+
+@pytest.mark.paired
+def test_paired_{n}(request): ran("paired", request)
+"""
+
+
+def test_the_parallel_phase_runs_every_spark_test_on_one_worker_and_the_rest_by_file(tmp_path: Path) -> None:
+    ran = tmp_path / "ran.txt"
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    for n in range(4):
+        (tmp_path / f"test_file_{n}.py").write_text(textwrap.dedent(SPARK_TESTS.format(ran=str(ran), n=n)))
+    rows = session(tmp_path, ran, "-n", "3", "-m", "not paired and not serial")
+    spark = [(worker, nodeid) for kind, worker, nodeid in rows if kind == "spark"]
+    assert len(spark) == 4 and len(rows) == 8, rows
+    assert len({worker for worker, _ in spark}) == 1, spark
+    assert all(nodeid.endswith("@spark-lane") for _, nodeid in spark), spark
+    # A file's other tests are one unit, as with --dist loadfile: its module fixtures set up once.
+    others = [nodeid for kind, _, nodeid in rows if kind == "other"]
+    assert sorted(others) == [f"test_file_{n}.py::test_other_{n}@test_file_{n}.py" for n in range(4)], others
+
+
+def session(folder: Path, ran: Path, *args: str) -> list[list[str]]:
+    """Run a real xdist session of ``folder`` under loadgroup; each test's kind, worker and id."""
+    (folder / "pytest.ini").write_text(MARKERS)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *args, "--dist", "loadgroup", "-p", "no:cacheprovider", "."],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [line.split() for line in ran.read_text().splitlines()]
