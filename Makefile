@@ -83,7 +83,7 @@ test: install $(SPARK_ARCHIVE) ## Unit, integration, contract and static tests a
 	$(STACK) up  # every server, before the workers: they would race to start them
 	# Three workers, one of them the Spark lane (conftest.py): the `spark` tests one after another,
 	# the others file by file. Two Spark tests side by side had slowed each other several times
-	# over, and two workers left a third of the cores idle (bench/results/2026-11-29-suite-workers.md).
+	# over, and two workers left a third of the cores idle (bench/results/2026-11-30-suite-spark-lane.md).
 	$(PYTEST) -n 3 --dist loadgroup -m "not serial and not paired" --junitxml=.local/test-times/parallel.xml $(PARALLEL_FIRST)
 	# Two at a time, the fixed_names tests one after another on one worker (one xdist group,
 	# conftest.py) while the other takes the rest: alone, they had kept the cores 61% busy over 816 s.
