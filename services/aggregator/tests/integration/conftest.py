@@ -45,10 +45,11 @@ def spark(stack: Any) -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 def spark_cache_cleared(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a test that used the session, nothing it cached stays: a job's ledger keeps its
-    live entries and device table cached until it stops, and a test ends its job without
-    stopping it. Kept, they filled the one driver's 1 GiB heap over a worker's Spark tests (with
-    the broadcasts their plans hold), until full collections took most of its time: one test
-    took 78 s instead of 18, and in a fresh clone one ran past its 300 s."""
+    live entries and device table cached until its query starts again (the service's process
+    ends with its job), and neither a stopped query nor ``SparkRouter`` drops them. Kept, they
+    filled the one driver's 1 GiB heap over a worker's Spark tests (with the broadcasts their
+    plans hold), until full collections took most of its time: one test took 78 s instead of
+    18, and in a fresh clone one ran past its 300 s."""
     yield
     if "spark" in request.fixturenames:
         request.getfixturevalue("spark").catalog.clearCache()
