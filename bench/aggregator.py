@@ -77,7 +77,7 @@ from fluxgate_core.settings import KafkaSettings, RegistrySettings
 from fluxgate_stack import Endpoints
 
 PARTITIONS = 3
-LEGS = ("rate", "kafka", "job", "kstreams")
+LEGS = ("floor", "rate", "kafka", "job", "kstreams")
 ALTERNATED = ("job", "kstreams")
 # Stopping the endless rate source interrupts the batch it is running; these log that as a
 # failure (a warning with a stack trace, an error), which says nothing about the results.
@@ -220,6 +220,24 @@ def run_kafka(spark: SparkSession, settings: AggregatorSettings, contracts: Cont
     return Leg("kafka", "Kafka -> decode -> aggregate() -> encode -> Kafka", list(query.recentProgress), wall)
 
 
+def run_floor(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:
+    """The least any Spark job on this topic spends: the Kafka source and the wire-format
+    decode into Spark's ``noop`` sink, nothing kept and nothing written."""
+    started = time.perf_counter()
+    query = (
+        read_decoded(spark, settings, contracts)
+        .writeStream.queryName("bench-floor")
+        .format("noop")
+        .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "floor"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    _check_failed(query)
+    wall = time.perf_counter() - started
+    return Leg("floor", "Kafka -> decode -> noop: the Spark floor", list(query.recentProgress), wall)
+
+
 def run_job(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:
     """``job.start``, until its query has processed everything in the topic."""
     state = JobState()
@@ -262,8 +280,8 @@ def main() -> int:
     if "kstreams" in args.legs:
         build_jar()  # before any leg: a cold Maven cache takes minutes, which no leg should pay
     with tempfile.TemporaryDirectory(prefix="fluxgate-bench-agg-") as tmp:
-        legs, produced, windows, paced = run_legs(args, endpoints, readings, Path(tmp))
-    report(legs, produced, windows, paced, args)
+        legs, produced, windows, paced, idle_mib = run_legs(args, endpoints, readings, Path(tmp))
+    report(legs, produced, windows, paced, idle_mib, args)
     return 0
 
 
@@ -324,7 +342,7 @@ AnyLeg = Leg | PeerLeg
 
 def run_legs(
     args: argparse.Namespace, endpoints: Endpoints, readings: Readings, tmp: Path
-) -> tuple[list[AnyLeg], dict[str, Any], dict[str, Any], dict[str, Any]]:
+) -> tuple[list[AnyLeg], dict[str, Any], dict[str, Any], dict[str, Any], float]:
     spark_settings = SparkSettings(
         master=args.master,
         shuffle_partitions=args.shuffle_partitions,
@@ -343,6 +361,8 @@ def run_legs(
         log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
     # This driver too: the job's foreachBatch runs Python here.
     pids = [int(jvm.java.lang.ProcessHandle.current().pid()), os.getpid()]
+    # The memory of a session that has done nothing yet: under any job's peak.
+    idle_mib = peak_rss_mib(pids)
     legs: list[AnyLeg] = []
     produced: dict[str, Any] = {}
     expected_windows: int | None = None
@@ -367,7 +387,7 @@ def run_legs(
             leg.code = code.since()
             leg.name, leg.steady_cpu, leg.peak_mib = name, sampler.used(*leg.steady_span), peak_rss_mib(pids)
             leg.jvm_peak_mib = peak_rss_mib(pids[:1])
-            if kind(name) != "rate":
+            if kind(name) not in ("rate", "floor"):  # the floor writes nothing
                 leg.output_topic = settings.output_topic
             if kind(name) == "job" and expected_windows is None:
                 expected_windows = count_records(endpoints.bootstrap, settings.output_topic, PARTITIONS)
@@ -379,7 +399,7 @@ def run_legs(
             print(f"latency {engine}: {paced[engine]}", flush=True)
     finally:
         spark.stop()
-    return legs, produced, check_windows(legs, endpoints.bootstrap, client), paced
+    return legs, produced, check_windows(legs, endpoints.bootstrap, client), paced, idle_mib
 
 
 def run_latency(
@@ -514,6 +534,8 @@ def run_leg(
 ) -> Leg:
     if name == "rate":
         return run_rate(spark, settings, contracts, readings)
+    if name == "floor":
+        return run_floor(spark, settings, contracts)
     leg = run_kafka(spark, settings, contracts) if name == "kafka" else run_job(spark, settings, contracts)
     leg.what += f"; {count_records(settings.kafka.bootstrap_servers, settings.output_topic, PARTITIONS)} aggregates out"
     return leg
@@ -562,7 +584,7 @@ def leg_row(leg: AnyLeg) -> list[object]:
 
 def report(
     legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any], paced: dict[str, Any],
-    args: argparse.Namespace,
+    idle_mib: float, args: argparse.Namespace,
 ) -> None:  # fmt: skip
     header = ["leg", "rows", "batches", "rows/s", "CPU µs/row", "peak MiB", "first batch s", "wall s"]
     title = (
@@ -577,7 +599,8 @@ def report(
             print(f"  windows of {name} against {windows['against']}: {check}")
     for engine, figures in paced.items():
         print(f"  close -> output topic, {engine} at {args.latency_rate:,.0f} readings/s: {figures}")
-    ratios = compare(legs) | job_over_kstreams(legs) | latency_ratio(paced)
+    print(f"  an idle session (Spark's JVM and this driver, before any leg): {idle_mib:,.0f} MiB")
+    ratios = compare(legs) | job_over_kstreams(legs) | floor_over_kstreams(legs, idle_mib) | latency_ratio(paced)
     for name, ratio in ratios.items():
         print(f"{name}: {ratio:.2f}")
     results = [
@@ -600,6 +623,7 @@ def report(
         "span_minutes": args.span_minutes,
         "rounds": args.rounds,
         "spark_conf": spark_conf(args.conf),
+        "idle_session_mib": idle_mib,
         "input_produced_in": produced,
         "windows_checked": windows,
         "latency": {
@@ -651,6 +675,23 @@ def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
     for figure, key in (("cpu", "cpu_per_reading"), ("memory", "peak_memory"), ("rate", "readings_per_second")):
         theirs = median(peers, figure)
         ratios[f"job_over_kstreams_{key}"] = round(median(jobs, figure) / theirs, 3) if theirs else 0.0
+    return ratios
+
+
+def floor_over_kstreams(legs: list[AnyLeg], idle_mib: float) -> dict[str, float]:
+    """What Spark spends before our job does anything, against the peer's median: the floor
+    leg's CPU per reading and an idle session's memory. At 1 or above, a goal of spending no
+    more than the peer is out of reach of any job on this Spark, whatever it computes."""
+    floor = next((leg for leg in legs if leg.name == "floor" and leg.steady_rows), None)
+    peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
+    if not peers:
+        return {}
+    ratios = {}
+    if floor is not None:
+        theirs = statistics.median(leg.steady_cpu / leg.steady_rows for leg in peers)
+        ratios["floor_over_kstreams_cpu_per_reading"] = round(floor.steady_cpu / floor.steady_rows / theirs, 3)
+    memory = statistics.median(leg.peak_mib for leg in peers)
+    ratios["idle_session_over_kstreams_peak_memory"] = round(idle_mib / memory, 3)
     return ratios
 
 

@@ -14,7 +14,15 @@ import pytest
 # the tests that share this worker's interpreter (test_schema_evolution failed to import once).
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
-from aggregator import batch_figures, job_over_kstreams, latency_ratio, latency_span_problem, leg_names, seconds
+from aggregator import (
+    batch_figures,
+    floor_over_kstreams,
+    job_over_kstreams,
+    latency_ratio,
+    latency_span_problem,
+    leg_names,
+    seconds,
+)
 from kstreams.latency import Paced, latencies
 from kstreams.peer import PeerLeg, Progress, compare_windows, steady_span, windows_of
 
@@ -44,6 +52,22 @@ def test_ratios_are_of_each_sides_median_over_its_rounds() -> None:
 
 def test_no_ratio_without_both_sides() -> None:
     assert job_over_kstreams([leg("job", 1.0, 10, 10.0, 1.0)]) == {}  # type: ignore[list-item]
+
+
+def test_the_floor_is_spark_reading_and_decoding_and_an_idle_session_against_the_peers_median() -> None:
+    legs = [
+        leg("floor", cpu_s=25.0, rows=1_000_000, per_second=90_000, peak_mib=900),  # 25 µs a reading
+        leg("kstreams-1", cpu_s=20.0, rows=1_000_000, per_second=80_000, peak_mib=500),
+        leg("kstreams-2", cpu_s=22.0, rows=1_000_000, per_second=70_000, peak_mib=700),
+    ]
+    ratios = floor_over_kstreams(legs, idle_mib=660.0)  # type: ignore[arg-type]
+    assert ratios == {
+        "floor_over_kstreams_cpu_per_reading": pytest.approx(25 / 21, abs=1e-3),
+        "idle_session_over_kstreams_peak_memory": pytest.approx(660 / 600, abs=1e-3),
+    }
+    # Without the floor leg, the idle session alone; without the peer, nothing to compare with.
+    assert list(floor_over_kstreams(legs[1:], 660.0)) == ["idle_session_over_kstreams_peak_memory"]  # type: ignore[arg-type]
+    assert floor_over_kstreams(legs[:1], 660.0) == {}  # type: ignore[arg-type]
 
 
 def aggregate(device: str, start_ms: int, count: int, mean: float) -> dict[str, object]:
