@@ -175,17 +175,23 @@ class Ledger:
     def row_count(self) -> int:
         return sum(rows for _, rows, _ in self.entries.values())
 
-    def record(self, cached: DataFrame, latest_event_ms: int | None, rows: int) -> bool:
-        """Keep this batch's ``rows`` readings, the rows of ``cached`` (a persisted DataFrame
-        with ROW_COLUMNS) with an event time; ``latest_event_ms`` None: there were none.
-        True when the ledger took ``cached`` over (it unpersists it when the entry expires)."""
+    def record(self, records: DataFrame, latest_event_ms: int | None, rows: int) -> None:
+        """Keep this batch's ``rows`` readings, the rows of ``records`` (with ROW_COLUMNS) with
+        an event time; ``latest_event_ms`` None: there were none.
+
+        The entry is cached as read back from its file, not as ``records``: a cached frame
+        keeps its plan, and the batch's plan holds the broadcast of the device table it was
+        routed against. Spark frees a broadcast only once nothing refers to it, so each entry
+        kept one table's broadcast in the driver's memory for as long as it lived: a few
+        hundred MB at 300,000 devices, the 1 GiB heap full and the job in full collections
+        (bench/results/2026-12-01-aggregator-cold-devices.md)."""
         if latest_event_ms is None or not rows:
-            return False
-        kept = cached.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS)
-        kept.write.mode("overwrite").parquet(self._rows_path(self.batch_id))
-        self.cached[self.batch_id] = (cached, kept)
+            return
+        path = self._rows_path(self.batch_id)
+        records.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS).write.mode("overwrite").parquet(path)
+        back = self.spark.read.schema(ROW_SCHEMA).parquet(path).persist()
+        self.cached[self.batch_id] = (back, back)
         self.entries[self.batch_id] = [latest_event_ms, rows, self.watermark_ms]
-        return True
 
     def commit(self, marks: DataFrame, horizon_ms: int) -> None:
         """Close this batch: the next one starts from the device table :meth:`learn` made.

@@ -72,7 +72,7 @@ def routed(
     at the batch's start (``mark_ms``, from the ledger's ``marks``: null for a new device) and
     ``counted`` (after it) for the readings of the metric; the key and bytes of those that may
     be written as they came (the undecodable, with dead-letter headers, and the late). Cached
-    (the batch's only copy) and kept as the batch's ledger entry, so it is kept slim."""
+    for the batch's steps (its only copy), so it is kept slim."""
     dead = F.col("reading").isNull()
     ours = batch.where(dead | (F.col("reading.metric") == settings.metric))
     marked = marks.withColumnRenamed("device_id", "marked_device")
@@ -225,13 +225,12 @@ def router(
         with PHASE_SECONDS.labels("read").time():
             records, got = read(batch, marks)
         late: DataFrame | None = None
-        kept = False
         try:
             readings = got.counted + got.behind
             # Every reading of the batch is recorded, late ones and copies too: a later copy
             # of any of them is then known (a late one's copy is not written twice).
             with PHASE_SECONDS.labels("ledger").time():
-                kept = ledger.record(records, got.latest_event_ms, readings)
+                ledger.record(records, got.latest_event_ms, readings)
                 after = ledger.learn(records.where(~F.col("dead")), got.latest_ingest_ms) if readings else None
             outputs, late_count = [], 0
             if got.dead:
@@ -256,8 +255,7 @@ def router(
         finally:
             if late is not None:
                 late.unpersist()
-            if not kept:
-                records.unpersist()
+            records.unpersist()
         state.settled(watermark_ms=ledger.watermark_ms, late=late_count, dead=got.dead, ledger_rows=ledger.row_count)
 
     return route

@@ -162,6 +162,18 @@ def test_a_counted_reading_its_batch_left_far_behind_is_known_to_its_copies(pair
     assert out.late == [buffered.identity]
 
 
+def test_a_ledger_entry_keeps_no_broadcast_of_its_batch(pair: Callable[..., Any]) -> None:
+    """A batch routes its readings against the device table's watermarks, which Spark
+    broadcasts while the table is small. An entry cached as the batch's own frame kept that
+    plan, and the broadcast with it, for the entry's life: one copy of the table per entry
+    filled the driver's heap at 300,000 devices. Entries are read back from their files."""
+    model, job = pair()
+    for batch in range(3):
+        run(model, job, batch, [Reading("d1", 20_000 + batch * SIZE, 1.0, batch), Reading("d2", 20_000, 2.0, batch)])
+    plans = [frame._jdf.queryExecution().executedPlan().toString() for _, frame in job.ledger.cached.values()]
+    assert plans and not [plan for plan in plans if "Broadcast" in plan], plans
+
+
 def test_a_batch_like_the_ones_before_it_compiles_no_new_code(pair: Callable[..., Any], spark: Any) -> None:
     """Spark compiles the code it generates for a plan unless it kept a class for the same
     source. Each batch compiled ~135 classes anew, and the JVM's JIT compiled them again: most
