@@ -64,6 +64,7 @@ from kstreams.peer import (
 )
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
+from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.streaming.query import StreamingQuery
 
 from fluxgate_aggregator.contracts import Contracts, load_contracts
@@ -202,8 +203,7 @@ def _upto(progress: list[Any], count: int) -> list[Any]:
 
 def run_kafka(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:
     """The aggregates query as ``job.starters`` builds it, but alone and with an availableNow trigger."""
-    started = time.perf_counter()
-    query = (
+    writer = (
         aggregate(read_decoded(spark, settings, contracts), settings, contracts)
         .writeStream.queryName("bench-kafka")
         .format("kafka")
@@ -211,31 +211,29 @@ def run_kafka(spark: SparkSession, settings: AggregatorSettings, contracts: Cont
         .option("topic", settings.output_topic)
         .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "aggregates"))
         .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination()
-    _check_failed(query)
-    wall = time.perf_counter() - started
-    return Leg("kafka", "Kafka -> decode -> aggregate() -> encode -> Kafka", list(query.recentProgress), wall)
+    return _drained("kafka", "Kafka -> decode -> aggregate() -> encode -> Kafka", writer)
 
 
 def run_floor(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:
     """The least any Spark job on this topic spends: the Kafka source and the wire-format
     decode into Spark's ``noop`` sink, nothing kept and nothing written."""
-    started = time.perf_counter()
-    query = (
+    writer = (
         read_decoded(spark, settings, contracts)
         .writeStream.queryName("bench-floor")
         .format("noop")
         .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "floor"))
-        .trigger(availableNow=True)
-        .start()
     )
+    return _drained("floor", "Kafka -> decode -> noop: the Spark floor", writer)
+
+
+def _drained(name: str, what: str, writer: DataStreamWriter) -> Leg:
+    """``writer``'s query run over everything in the topic (availableNow), timed from its start."""
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     _check_failed(query)
-    wall = time.perf_counter() - started
-    return Leg("floor", "Kafka -> decode -> noop: the Spark floor", list(query.recentProgress), wall)
+    return Leg(name, what, list(query.recentProgress), time.perf_counter() - started)
 
 
 def run_job(spark: SparkSession, settings: AggregatorSettings, contracts: Contracts) -> Leg:

@@ -87,8 +87,8 @@ class Ledger:
     # devices it saw are judged against it until they send again.
     legacy_ms: int | None = None
     entries: dict[int, list[int]] = field(default_factory=dict)
-    # batch id -> (the cached DataFrame, its ROW_COLUMNS)
-    cached: dict[int, tuple[DataFrame, DataFrame]] = field(default_factory=dict)
+    # batch id -> the entry's rows (ROW_COLUMNS), cached as read back from its file
+    cached: dict[int, DataFrame] = field(default_factory=dict)
     devices_at: int | None = None  # the batch whose device table this batch starts from
     _devices: DataFrame | None = None
     _learned: tuple[int, DataFrame, int | None] | None = None  # this batch's table and clock
@@ -168,8 +168,8 @@ class Ledger:
                 F.col("keep_ms"), F.when(F.col("counted"), F.unix_millis("event_time")).otherwise(arrived)
             )
             back = back.withColumn("keep_ms", keep).persist()
-            self.cached[batch_id] = (back, back)
-        return self.cached[batch_id][1]
+            self.cached[batch_id] = back
+        return self.cached[batch_id]
 
     @property
     def row_count(self) -> int:
@@ -190,7 +190,7 @@ class Ledger:
         path = self._rows_path(self.batch_id)
         records.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS).write.mode("overwrite").parquet(path)
         back = self.spark.read.schema(ROW_SCHEMA).parquet(path).persist()
-        self.cached[self.batch_id] = (back, back)
+        self.cached[self.batch_id] = back
         self.entries[self.batch_id] = [latest_event_ms, rows, self.watermark_ms]
 
     def commit(self, marks: DataFrame, horizon_ms: int) -> None:
@@ -249,7 +249,7 @@ class Ledger:
         for entry in entries:
             cached = self.cached.pop(entry, None)
             if cached is not None:
-                cached[0].unpersist()
+                cached.unpersist()
 
     def _recover(self, batch_id: int) -> None:
         self._forget(list(self.cached))

@@ -170,7 +170,7 @@ def test_a_ledger_entry_keeps_no_broadcast_of_its_batch(pair: Callable[..., Any]
     model, job = pair()
     for batch in range(3):
         run(model, job, batch, [Reading("d1", 20_000 + batch * SIZE, 1.0, batch), Reading("d2", 20_000, 2.0, batch)])
-    plans = [frame._jdf.queryExecution().executedPlan().toString() for _, frame in job.ledger.cached.values()]
+    plans = [frame._jdf.queryExecution().executedPlan().toString() for frame in job.ledger.cached.values()]
     assert plans and not [plan for plan in plans if "Broadcast" in plan], plans
 
 
