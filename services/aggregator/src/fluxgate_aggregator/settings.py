@@ -168,7 +168,9 @@ class SparkSettings(Group):
             "extra Spark properties; they win over the job's own: spark.sql.codegen.cache.maxEntries=1000"
             " (a micro-batch generates ~135 classes), spark.sql.redaction.string.regex (hides JAAS passwords)"
             " and spark.driver.extraJavaOptions=-XX:+UseParallelGC (G1 costs a quarter more CPU; a value"
-            " given here replaces it, so keep the flag in yours)"
+            " given here replaces it, so keep the flag in yours), spark.buffer.pageSize=1m (a task thread keeps"
+            " its last sort's page), spark.sql.ui.retainedExecutions=50, spark.ui.retainedJobs=100 and"
+            " spark.ui.retainedStages=100 (the status store of a headless job)"
         ),
     )
 

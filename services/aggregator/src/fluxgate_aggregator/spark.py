@@ -34,6 +34,19 @@ DEFAULT_CONF = {
     # (bench/results/2026-11-28-aggregator-parallel-gc.md). It takes effect where the job
     # starts Spark's JVM itself, not under spark-submit, whose JVM is already running.
     DRIVER_JAVA_OPTIONS: "-XX:+UseParallelGC",
+    # The size of a page of sort and hash memory (Spark picks 8 MiB for a 1 GiB heap on 2
+    # cores). Since Spark 4.1 a sort keeps its sorter in a thread-local of its plan node, and
+    # the sorter's iterator still points at its last page after the page is freed: each task
+    # thread pins a page per sort whose plan is alive, until the thread's map drops the entry.
+    # At a million devices they were 178 MB of the live heap, 13 MB with 1 MiB pages
+    # (bench/results/2026-12-01-fleet-million-heap.md).
+    "spark.buffer.pageSize": "1m",
+    # What the status store keeps of finished work (defaults 1,000 each). Nothing reads it in
+    # a headless job, and each SQL execution kept its plan's text and metrics, tens of KB for
+    # plans that name every ledger entry: about 100 MB of a long-running driver's heap.
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
 }
 
 
