@@ -26,15 +26,16 @@ def test_the_fill_sends_for_every_device_once_in_chunks() -> None:
     assert fill_chunks(0, 200_000) == []
 
 
-def test_a_point_reports_each_phases_median_and_the_median_batch() -> None:
+def test_a_point_reports_each_phases_median_the_median_batch_and_the_mean() -> None:
     point = Point(10_000, [batch(2.0), batch(3.0), batch(10.0)])
     medians = point.medians()
     assert medians["batch"] == pytest.approx(3.0)
-    assert set(medians) == {*PHASES, "batch"}
+    assert medians["mean"] == pytest.approx(5.0), "an eviction's batch counts in the mean"
+    assert set(medians) == {*PHASES, "batch", "mean"}
     assert medians["learn"] == pytest.approx(3.0 / len(PHASES))
 
 
-def test_a_million_more_devices_add_the_slope_of_the_median_batch() -> None:
+def test_a_million_more_devices_add_the_slope_of_the_mean_batch() -> None:
     # 3 s at 10,000 devices, 3 s more per million: 6 s at 1,010,000.
     points = [Point(10_000, [batch(3.0)]), Point(1_010_000, [batch(6.0)]), Point(510_000, [batch(4.5)])]
     assert per_million(points) == pytest.approx(3.0)

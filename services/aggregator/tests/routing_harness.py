@@ -96,10 +96,17 @@ class SparkRouter:
     """One job: its ledger and state persist across :meth:`batch` calls, as in a run."""
 
     def __init__(
-        self, spark: SparkSession, settings: AggregatorSettings, folder: Path, upgraded: frozenset[str] = frozenset()
+        self,
+        spark: SparkSession,
+        settings: AggregatorSettings,
+        folder: Path,
+        upgraded: frozenset[str] = frozenset(),
+        evict_every: int | None = None,  # the ledger's, when not its default
     ) -> None:
         self.spark, self.settings, self.upgraded = spark, settings, upgraded
         self.ledger = Ledger(spark, str(folder / "ledger"), duration_ms(settings.window.watermark))
+        if evict_every is not None:
+            self.ledger.evict_every, self.ledger.evict_at_least = evict_every, 1
         self.state = JobState()
         self.written: list[Any] = []
         self.crash_next_commit: str | None = None  # "before" or "after" the ledger's commit

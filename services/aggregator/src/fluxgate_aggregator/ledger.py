@@ -14,9 +14,16 @@ single query keeps its own, versioned by batch id like Spark's offset log:
   clock) is within the horizon of that clock: the batch that counted it may have moved its
   device's watermark far past it (a new device's first batch, a clock set forward). An
   entry goes once none of its readings is kept;
-* ``devices/<batch id>/``: the device table (Parquet) as that batch left it;
+* ``devices/<batch id>/``: the device table (Parquet) as that batch left it: every device
+  with readings in the ledger, and the others until the next eviction. Every
+  ``evict_every`` batches, once ``evict_at_least`` devices have no readings in the ledger,
+  those leave it for ``cold/<batch id>/``, whose rows the driver keeps
+  (:mod:`~fluxgate_aggregator.cold_devices`) and hands back to a batch that meets one of
+  them again (:meth:`Ledger.recall`). A batch's Spark work on devices is then bounded by the
+  ledger, which the rate sets, not by the fleet (decision 0014);
 * ``meta/<batch id>.json``: the gateways' clock and the watermark after that batch, which
-  device table and which ``rows/`` it still needs.
+  device table, which ``cold/`` files (later ones replace a device's row in earlier ones)
+  and which ``rows/`` it still needs.
 
 Batch N reads only what batches before N wrote, so a batch replayed after a crash sees
 exactly the state it saw the first time and decides the same way. The files are for
@@ -38,6 +45,7 @@ from pyspark.sql import functions as F
 
 from fluxgate_aggregator import checkpoints, device_clocks
 from fluxgate_aggregator.batch_values import with_values
+from fluxgate_aggregator.cold_devices import ColdDevices
 
 log = structlog.get_logger(__name__)
 
@@ -92,6 +100,18 @@ class Ledger:
     devices_at: int | None = None  # the batch whose device table this batch starts from
     _devices: DataFrame | None = None
     _learned: tuple[int, DataFrame, int | None] | None = None  # this batch's table and clock
+    # Every evict_every batches the devices without readings in the ledger go cold, once
+    # there are evict_at_least of them; their rows are in cold_files (batch ids, oldest
+    # first), merged into one past compact_after. Below that many, keeping the rows costs a
+    # batch less than deciding it again for the devices that come back (0.15 s against 0.3
+    # to 0.5 s, bench/results/2026-12-01-aggregator-cold-devices.md).
+    evict_every: int = 8
+    evict_at_least: int = 200_000
+    compact_after: int = 16
+    cold_files: list[int] = field(default_factory=list)
+    _cold: ColdDevices = field(default_factory=ColdDevices)
+    _recalled: DataFrame | None = None  # this batch's devices back from the cold store
+    _cold_after: list[int] | None = None  # cold_files once this batch commits, if it evicted
     # The entries the last committed batch expired: a replay of it reads them, the next batch
     # does not, so their files go when that batch commits.
     _expired: list[int] = field(default_factory=list)
@@ -106,6 +126,7 @@ class Ledger:
         self.entries = {entry: latest for entry, latest in self.entries.items() if entry < batch_id}
         self._forget([entry for entry in self.cached if entry not in self.entries])
         self._drop_learned()
+        self._recalled = None
         self.batch_id = batch_id
 
     def reset(self) -> None:
@@ -128,6 +149,27 @@ class Ledger:
         return mark if self.legacy_ms is None else F.coalesce(mark, F.lit(self.legacy_ms))
 
     def devices(self) -> DataFrame:
+        """The device table this batch starts from, with the devices it recalled."""
+        table = self._table()
+        return table if self._recalled is None else table.unionByName(self._recalled)
+
+    def recall(self, device_ids: list[str]) -> bool:
+        """Hand the batch the rows of those of ``device_ids`` (devices the table has no row
+        for) that went cold; True when there were any, and the batch's marks change."""
+        rows = self._cold.get(device_ids) if self.cold_files else []
+        if not rows:
+            return False
+        back = self.spark.createDataFrame(rows, device_clocks.DEVICES_SCHEMA)
+        self._recalled = back if self._recalled is None else self._recalled.unionByName(back)
+        log.debug("ledger.recalled", batch=self.batch_id, devices=len(rows))
+        return True
+
+    @property
+    def cold_devices(self) -> int:
+        """How many devices the cold store holds (some may be back in the table since)."""
+        return len(self._cold)
+
+    def _table(self) -> DataFrame:
         if self._devices is None:
             if self.devices_at is None:
                 self._devices = self.spark.createDataFrame([], device_clocks.DEVICES_SCHEMA)
@@ -142,10 +184,46 @@ class Ledger:
         commits; returns every device's watermark after the batch."""
         clock = self.clock_ms if newest_ingest_ms is None else max(self.clock_ms or newest_ingest_ms, newest_ingest_ms)
         table = device_clocks.learned(self.devices(), readings, (self.clock_ms, clock), self.delay_ms)
-        table.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
+        if self.batch_id % self.evict_every == self.evict_every - 1:
+            self._evict(table)
+        else:
+            table.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
         back = self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(self._devices_path(self.batch_id))
         self._learned = (self.batch_id, back.persist(), clock)
         return device_clocks.watermarks(back, clock, self.delay_ms)
+
+    def _evict(self, table: DataFrame) -> None:
+        """Write ``table`` as this batch's device table without the devices that have no
+        reading in the ledger (this batch's entry included), and those as its cold file,
+        their rows stored in the cold store at once: they are the rows the table this batch
+        started from holds for them, so a replay finds the same either way."""
+        whole = table.persist()
+        try:
+            live = self.rows(this_batch=True).select("device_id").distinct()
+            gone = whole.join(live, "device_id", "left_anti")
+            moved = self._cold.put(gone.toLocalIterator()) if gone.count() >= self.evict_at_least else 0
+            kept = whole
+            if moved:
+                files = [*self.cold_files, self.batch_id]
+                if len(files) > self.compact_after:  # every cold row in this batch's file
+                    gone, files = self._newest(self.cold_files, gone), [self.batch_id]
+                gone.write.mode("overwrite").parquet(self._cold_path(self.batch_id))
+                kept = whole.join(live, "device_id", "left_semi")
+                self._cold_after = files
+                log.info("ledger.evicted", batch=self.batch_id, devices=moved, cold_files=len(files))
+            kept.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
+        finally:
+            whole.unpersist()
+
+    def _newest(self, files: list[int], gone: DataFrame) -> DataFrame:
+        """Each device's row in the newest of the cold ``files`` and ``gone`` that has one."""
+        parts = [self._read_cold(at).withColumn("at", F.lit(at)) for at in files]
+        rows = reduce(DataFrame.unionByName, parts, gone.withColumn("at", F.lit(self.batch_id)))
+        newest = F.max_by(F.struct("newest_ms", "offset_ms", "floor_ms"), "at").alias("row")
+        return rows.groupBy("device_id").agg(newest).select("device_id", "row.*")
+
+    def _read_cold(self, at: int) -> DataFrame:
+        return self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(self._cold_path(at))
 
     def rows(self, *, this_batch: bool = False, entry: bool = False) -> DataFrame:
         """Readings recorded before this batch (and by it, with ``this_batch``), each with the
@@ -204,6 +282,9 @@ class Ledger:
             del self.entries[entry]
         self._forget(stale)
         previous = self.devices_at  # the table a replay of this batch would start from
+        cold_before = self.cold_files  # and the cold files
+        if self._cold_after is not None:
+            self.cold_files, self._cold_after = self._cold_after, None
         if self._learned is not None:
             _, table, clock = self._learned
             if self._devices is not None:
@@ -216,6 +297,7 @@ class Ledger:
             "watermark_ms": self.watermark_ms,
             "legacy_ms": self.legacy_ms,
             "devices": self.devices_at,
+            "cold": self.cold_files,
             "entries": {str(k): v for k, v in self.entries.items()},
         }
         self._write(f"{self.location}/meta/{self.batch_id}.json", json.dumps(meta))
@@ -228,6 +310,9 @@ class Ledger:
             for table_at in self._batch_ids("devices"):
                 if table_at < previous:
                     self._delete(self._devices_path(table_at))
+        for at in self._batch_ids("cold"):
+            if at not in self.cold_files and at not in cold_before:
+                self._delete(self._cold_path(at))
         self._delete(f"{self.location}/meta/{self.batch_id - KEPT_METAS}.json")
 
     def _stale(self, marks: DataFrame, horizon_ms: int) -> list[int]:
@@ -244,6 +329,7 @@ class Ledger:
         if self._learned is not None:
             self._learned[1].unpersist()
             self._learned = None
+        self._cold_after = None
 
     def _forget(self, entries: list[int]) -> None:
         for entry in entries:
@@ -266,6 +352,8 @@ class Ledger:
             self.legacy_ms = meta.get("legacy_ms")
         self.clock_ms = meta.get("clock_ms")
         self.devices_at = meta.get("devices")
+        self.cold_files = [int(at) for at in meta.get("cold", [])]
+        self._load_cold()
         # An entry written before entries kept their batch's watermark: kept by event time.
         self.entries = {int(k): [*map(int, v), 0][:3] for k, v in meta.get("entries", {}).items()}
         # What a run stopped in the middle of this batch (or later) wrote is not history; the
@@ -273,6 +361,9 @@ class Ledger:
         for entry in self._batch_ids("devices"):
             if entry >= batch_id:
                 self._delete(self._devices_path(entry))
+        for at in self._batch_ids("cold"):
+            if at >= batch_id:
+                self._delete(self._cold_path(at))
         for entry in self._batch_ids("rows"):
             if entry >= batch_id or entry not in self.entries:
                 self._delete(self._rows_path(entry))
@@ -282,14 +373,25 @@ class Ledger:
             batch=batch_id,
             clock_ms=self.clock_ms,
             devices=self.devices_at,
+            cold_files=self.cold_files,
             entries=sorted(self.entries),
         )
+
+    def _load_cold(self) -> None:
+        """The cold store as the committed batch left it: its files oldest first, so that a
+        device's row in a later one replaces the earlier."""
+        self._cold.clear()
+        for at in self.cold_files:
+            self._cold.put(self._read_cold(at).toLocalIterator())
 
     def _rows_path(self, batch_id: int) -> str:
         return f"{self.location}/rows/{batch_id}"
 
     def _devices_path(self, batch_id: int) -> str:
         return f"{self.location}/devices/{batch_id}"
+
+    def _cold_path(self, batch_id: int) -> str:
+        return f"{self.location}/cold/{batch_id}"
 
     # --- Hadoop FileSystem through the gateway ---------------------------------------------
 

@@ -3,6 +3,9 @@ against its own device's watermark at the batch's start (decision 0011,
 :mod:`~fluxgate_aggregator.device_clocks`): one device's clock changes nothing for another.
 
 * not decodable -> the dead-letter topic (original key and bytes, reason in headers);
+* of a device the ledger sent cold (no reading of it in the ledger for a while): the batch
+  is decided again once the device's row is back (:meth:`~fluxgate_aggregator.ledger.Ledger.recall`),
+  so it is judged as if the row had never left;
 * at or behind its device's watermark -> the late topic (original bytes), unless it is a copy
   of a reading of that device already counted or written late (the :class:`Ledger`
   remembers them);
@@ -63,6 +66,7 @@ class Outcome:
     latest_event_ms: int | None
     latest_ingest_ms: int | None  # the gateways' clock, as far as this batch tells
     unknown_ids: list[int]  # schema ids of wire-format records the batch had no writer schema for
+    unmarked: list[str]  # devices of the batch the device table has no row for: new, or gone cold
 
 
 def routed(
@@ -96,6 +100,8 @@ def routed(
         # When it came on the gateways' clock (a reading without an ingest time: its own).
         F.unix_millis(F.coalesce(F.col("reading.ingest_time"), F.col("reading.event_time"))).alias("arrived_ms"),
         F.when(unknown, F.col(SCHEMA_ID)).alias("unknown_id"),
+        # No row in the table (before the fleet-wide mark of an old checkpoint stands in).
+        F.when(~dead & F.col("mark_ms").isNull(), F.col("reading.device_id")).alias("unmarked_id"),
     )
 
 
@@ -108,10 +114,17 @@ def outcome(records: DataFrame) -> Outcome:
         F.max(F.unix_millis(F.col("event_time"))).alias("latest"),
         F.max(F.unix_millis(F.col("ingest_time"))).alias("latest_ingest"),
         F.collect_set("unknown_id").alias("unknown_ids"),  # nulls skipped: empty but for those records
+        F.collect_set("unmarked_id").alias("unmarked"),
     ).first()
     assert row is not None
     return Outcome(
-        row["dead"], row["counted"], row["behind"], row["latest"], row["latest_ingest"], sorted(row["unknown_ids"])
+        row["dead"],
+        row["counted"],
+        row["behind"],
+        row["latest"],
+        row["latest_ingest"],
+        sorted(row["unknown_ids"]),
+        row["unmarked"],
     )
 
 
@@ -201,29 +214,38 @@ def router(
         records = records.persist()
         return records, outcome(records)
 
-    def read(batch: DataFrame, marks: DataFrame) -> tuple[DataFrame, Outcome]:
-        """As :func:`decided`; when the batch met schema ids not known yet and the registry
-        holds some of them now, decoded again with those (the registry asked once)."""
+    def warmed(batch: DataFrame, marks: DataFrame) -> tuple[DataFrame, Outcome, DataFrame]:
+        """As :func:`decided`, with the marks it used; decided again when the batch met
+        devices the ledger had sent cold, with their rows back."""
         records, got = decided(batch, marks)
+        if not got.unmarked or not ledger.recall(got.unmarked):
+            return records, got, marks
+        records.unpersist()
+        marks = ledger.marks()
+        return (*decided(batch, marks), marks)
+
+    def read(batch: DataFrame) -> tuple[DataFrame, Outcome, DataFrame]:
+        """As :func:`warmed`; when the batch met schema ids not known yet and the registry
+        holds some of them now, decoded again with those (the registry asked once)."""
+        records, got, marks = warmed(batch, ledger.marks())
         if not got.unknown_ids:
-            return records, got
+            return records, got, marks
         try:
             learned = schemas.learn(got.unknown_ids)
         except BaseException:
             records.unpersist()  # the batch fails, to be run again: nothing of it is judged
             raise
         if not learned:
-            return records, got
+            return records, got, marks
         records.unpersist()
-        return decided(batch, marks)
+        return warmed(batch, marks)  # readings that did not decode before may be of cold devices
 
     def route(batch: DataFrame, batch_id: int) -> None:
         if before is not None:
             before(batch_id)
         ledger.prepare(batch_id)
-        marks = ledger.marks()
         with PHASE_SECONDS.labels("read").time():
-            records, got = read(batch, marks)
+            records, got, marks = read(batch)
         late: DataFrame | None = None
         try:
             readings = got.counted + got.behind

@@ -16,8 +16,8 @@ from fluxgate_aggregator.ledger import ROW_SCHEMA, Ledger
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def row(second: int, value: float) -> tuple[Any, ...]:
-    return ("d1", datetime.fromtimestamp(second, UTC), value, None, "Cel", True, second * 1000, second * 1000)
+def row(second: int, value: float, device: str = "d1") -> tuple[Any, ...]:
+    return (device, datetime.fromtimestamp(second, UTC), value, None, "Cel", True, second * 1000, second * 1000)
 
 
 def held(ledger: Ledger) -> list[tuple[Any, ...]]:
@@ -90,3 +90,34 @@ def test_a_batch_that_expired_an_entry_runs_again_when_spark_did_not_record_its_
     run_batch(again, spark, 4, [row(5, 24.0)])
     assert sorted(again.entries) == [2, 3, 4]
     assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["1", "2", "3", "4"]
+
+
+def marks_of(ledger: Ledger) -> list[tuple[str, int]]:
+    return sorted((r["device_id"], r["mark_ms"]) for r in ledger.marks().collect())
+
+
+def test_devices_gone_cold_come_back_with_their_rows_through_a_restart_and_a_compaction(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Devices without readings in the ledger leave the device table for the cold files and
+    the driver's cold store; recalled, their watermarks are what a ledger that kept every
+    device says, after a restart that read the store back from merged files too."""
+    cold = Ledger(spark, str(tmp_path / "cold"), delay_ms=500, evict_every=1, evict_at_least=1, compact_after=2)
+    kept = Ledger(spark, str(tmp_path / "kept"), delay_ms=500, evict_every=1)  # evict_at_least: 200,000
+    quiet = ["d1", "d3", "d4"]  # each sends once, in batches 0 to 2; d2 in every batch
+    for n in range(9):
+        rows = [row(n + 1, 20.0 + n, "d2")] + ([row(n + 1, 1.0, quiet[n])] if n < len(quiet) else [])
+        for ledger in (cold, kept):
+            run_batch(ledger, spark, n, rows)
+    assert [device for device, _ in marks_of(cold)] == ["d2"], "the quiet devices went cold"
+    assert kept.cold_files == [] and len(marks_of(kept)) == 4, "3 quiet devices are too few to evict"
+    assert len(cold.cold_files) <= 2, f"merged past compact_after: {cold.cold_files}"
+    on_disk = sorted(int(p.name) for p in (tmp_path / "cold" / "cold").iterdir())
+    assert set(cold.cold_files) <= set(on_disk) and len(on_disk) <= 4, "superseded files go"
+
+    again = Ledger(spark, str(tmp_path / "cold"), delay_ms=500, evict_every=1, evict_at_least=1, compact_after=2)
+    again.prepare(9)
+    kept.prepare(9)
+    assert not again.recall(["d9"]), "a device never seen is new, not cold"
+    assert again.recall(["d1", "d3", "d4", "d9"])
+    assert marks_of(again) == marks_of(kept)

@@ -36,9 +36,12 @@ def settings(slide: str | None = None, dedup: str = "10 seconds") -> AggregatorS
 @pytest.fixture
 def pair(spark: Any, tmp_path: Path) -> Callable[..., tuple[DeviceClockModel, SparkRouter]]:
     def make(
-        slide: str | None = None, dedup: str = "10 seconds", upgraded: frozenset[str] = frozenset()
+        slide: str | None = None,
+        dedup: str = "10 seconds",
+        upgraded: frozenset[str] = frozenset(),
+        evict_every: int | None = None,
     ) -> tuple[DeviceClockModel, SparkRouter]:
-        job = SparkRouter(spark, settings(slide, dedup), tmp_path / f"job-{slide}-{dedup}", upgraded)
+        job = SparkRouter(spark, settings(slide, dedup), tmp_path / f"job-{slide}-{dedup}", upgraded, evict_every)
         model = DeviceClockModel(SIZE, job.settings.window.slide_ms, DELAY, job.settings.window.dedup_horizon_ms)
         return model, job
 
@@ -175,6 +178,30 @@ def test_a_ledger_entry_keeps_no_broadcast_of_its_batch(pair: Callable[..., Any]
     assert plans and not [plan for plan in plans if "Broadcast" in plan], plans
 
 
+def test_a_device_that_went_cold_is_judged_on_its_return_as_if_it_had_stayed(pair: Callable[..., Any]) -> None:
+    """The ledger sends a device without readings in it to the cold store (here after every
+    batch) and hands its row back when it sends again: its watermark, clock offset and floor
+    are the ones it left with, so its readings fall as the model's, a restart in between
+    included. d1's clock is 30 s behind the gateways': a reading it stamps 10 s after its
+    last one is still counted, where a device without a row would count everything."""
+    model, job = pair(evict_every=1)
+    run(model, job, 0, [Reading("d1", 100_000, 20.0, 1, ingest_ms=130_000), Reading("d2", 130_000, 21.0, 1)])
+    for batch_id in range(1, 8):  # d2 alone, the gateways' clock a window further each time
+        now = 130_000 + batch_id * SIZE
+        run(model, job, batch_id, [Reading("d2", now, 21.0, batch_id)])
+    assert job.ledger.cold_files, "d1 went cold"
+    assert "d1" not in {r["device_id"] for r in job.ledger.devices().collect()}
+    mark = 130_000 + 7 * SIZE - 30_000 - DELAY  # d1's watermark followed the clock, 30 s behind it
+    late, counted = Reading("d1", mark - 1_000, 20.5, 2), Reading("d1", mark + 1_000, 20.75, 3)
+    got = run(model, job, 8, [late, counted, Reading("d2", 130_000 + 8 * SIZE, 21.0, 8)], crash="after")
+    assert got.late == [late.identity], "judged against the watermark it left with, not as a new device"
+    job.restart()  # the cold store read back from the checkpoint's files
+    for batch_id in range(9, 12):  # d1 goes cold again, and comes back after a restart
+        run(model, job, batch_id, [Reading("d2", 130_000 + batch_id * SIZE, 21.0, batch_id)])
+    job.restart()
+    run(model, job, 12, [Reading("d1", 130_000 + 12 * SIZE, 21.0, 4), Reading("d1", mark, 21.0, 5)])
+
+
 def test_a_batch_like_the_ones_before_it_compiles_no_new_code(pair: Callable[..., Any], spark: Any) -> None:
     """Spark compiles the code it generates for a plan unless it kept a class for the same
     source. Each batch compiled ~135 classes anew, and the JVM's JIT compiled them again: most
@@ -272,7 +299,8 @@ def test_the_job_decides_as_the_reference_model(
     pair: Callable[..., Any], seed: int, slide: str | None, dedup: str, upgraded: frozenset[str]
 ) -> None:
     rng = random.Random(seed)
-    model, job = pair(slide, dedup, upgraded)
+    # Devices go cold and come back after every batch: the same decisions as the model's.
+    model, job = pair(slide, dedup, upgraded, evict_every=1 if seed == 3 else None)
     now, history = 100_000, []
     for batch_id in range(10):
         records = random_records(rng, now, model.watermark_ms, history)
