@@ -106,6 +106,8 @@ class AggregatorJob:
             for query in state.queries:
                 query.stop()
             spark.stop()
+            if state.ledger is not None:
+                state.ledger.close()
             watermarks.close()
             if committer is not None:
                 committer.close()

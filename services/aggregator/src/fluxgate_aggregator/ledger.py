@@ -164,6 +164,10 @@ class Ledger:
         log.debug("ledger.recalled", batch=self.batch_id, devices=len(rows))
         return True
 
+    def close(self) -> None:
+        """When the job stops: the cold store's file goes (a restart reads it back)."""
+        self._cold.close()
+
     @property
     def cold_devices(self) -> int:
         """How many devices the cold store holds (some may be back in the table since)."""
@@ -198,21 +202,23 @@ class Ledger:
         their rows stored in the cold store at once: they are the rows the table this batch
         started from holds for them, so a replay finds the same either way."""
         whole = table.persist()
+        live = self.rows(this_batch=True).select("device_id").distinct()
+        # Counted, stored and written: joined once.
+        gone = whole.join(live, "device_id", "left_anti").persist()
         try:
-            live = self.rows(this_batch=True).select("device_id").distinct()
-            gone = whole.join(live, "device_id", "left_anti")
             moved = self._cold.put(gone.toLocalIterator()) if gone.count() >= self.evict_at_least else 0
             kept = whole
             if moved:
-                files = [*self.cold_files, self.batch_id]
+                files, cold = [*self.cold_files, self.batch_id], gone
                 if len(files) > self.compact_after:  # every cold row in this batch's file
-                    gone, files = self._newest(self.cold_files, gone), [self.batch_id]
-                gone.write.mode("overwrite").parquet(self._cold_path(self.batch_id))
+                    cold, files = self._newest(self.cold_files, gone), [self.batch_id]
+                cold.write.mode("overwrite").parquet(self._cold_path(self.batch_id))
                 kept = whole.join(live, "device_id", "left_semi")
                 self._cold_after = files
                 log.info("ledger.evicted", batch=self.batch_id, devices=moved, cold_files=len(files))
             kept.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
         finally:
+            gone.unpersist()
             whole.unpersist()
 
     def _newest(self, files: list[int], gone: DataFrame) -> DataFrame:
