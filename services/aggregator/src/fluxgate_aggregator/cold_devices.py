@@ -70,5 +70,5 @@ class ColdDevices:
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     iterator = iter(items)
-    while chunk := [tuple(item) if not isinstance(item, str) else item for item in islice(iterator, size)]:
+    while chunk := list(islice(iterator, size)):  # a Spark Row is a tuple: SQLite takes it as it is
         yield chunk
