@@ -10,8 +10,8 @@ horizon. Then ``--batches`` batches of ``--batch`` readings from random devices 
 ledger's part of a micro-batch as ``micro_batch.router`` does, each phase timed:
 
 * ``marks``: the batch's readings joined with their devices' watermarks (``Ledger.marks``),
-  and again after the rows of the devices it met that had gone cold come back
-  (``Ledger.recall``), as the router decides a batch again;
+  and those of the devices it met that had gone cold joined with their rows once they come
+  back (``Ledger.recall``), as the router judges them again;
 * ``record``: the batch's ledger entry written;
 * ``learn``: the device table after the batch (``Ledger.learn``: learned, written, read back);
 * ``moves``: the devices whose watermark moved, joined with the ledger's readings, as
@@ -104,11 +104,15 @@ class LedgerRun:
         plain = frame.select("device_id", "event_time", F.timestamp_millis("arrived_ms").alias("ingest_time"))
         readings = plain.join(marks, "device_id", "left").persist()
         unmarked = readings.agg(F.collect_set(F.when(F.col("mark_ms").isNull(), F.col("device_id")))).first()
-        if unmarked is not None and ledger.recall(unmarked[0]):
+        back = ledger.recall(unmarked[0]) if unmarked is not None and unmarked[0] else None
+        if back is not None:  # the recalled devices' readings judged again (micro_batch.with_recalled)
+            back = F.broadcast(back.withColumnRenamed("mark_ms", "back_ms"))
+            judged = readings.join(back, "device_id", "left").select(
+                "device_id", "event_time", "ingest_time", F.coalesce("back_ms", "mark_ms").alias("mark_ms")
+            )
+            judged.persist().count()
             readings.unpersist()
-            marks = ledger.marks()
-            readings = plain.join(marks, "device_id", "left").persist()
-            readings.count()
+            readings, marks = judged, ledger.marks()
         started = _lap(times, "marks", started)
         ledger.record(frame, at_ms, len(rows))
         started = _lap(times, "record", started)

@@ -153,16 +153,17 @@ class Ledger:
         table = self._table()
         return table if self._recalled is None else table.unionByName(self._recalled)
 
-    def recall(self, device_ids: list[str]) -> bool:
+    def recall(self, device_ids: list[str]) -> DataFrame | None:
         """Hand the batch the rows of those of ``device_ids`` (devices the table has no row
-        for) that went cold; True when there were any, and the batch's marks change."""
+        for) that went cold: their ``device_id``, ``mark_ms`` (as :meth:`marks` gives them
+        from here on), None when there were none and the batch's marks stay as they were."""
         rows = self._cold.get(device_ids) if self.cold_files else []
         if not rows:
-            return False
+            return None
         back = self.spark.createDataFrame(rows, device_clocks.DEVICES_SCHEMA)
         self._recalled = back if self._recalled is None else self._recalled.unionByName(back)
         log.debug("ledger.recalled", batch=self.batch_id, devices=len(rows))
-        return True
+        return device_clocks.watermarks(back, self.clock_ms, self.delay_ms)
 
     def close(self) -> None:
         """When the job stops: the cold store's file goes (a restart reads it back)."""

@@ -3,9 +3,9 @@ against its own device's watermark at the batch's start (decision 0011,
 :mod:`~fluxgate_aggregator.device_clocks`): one device's clock changes nothing for another.
 
 * not decodable -> the dead-letter topic (original key and bytes, reason in headers);
-* of a device the ledger sent cold (no reading of it in the ledger for a while): the batch
-  is decided again once the device's row is back (:meth:`~fluxgate_aggregator.ledger.Ledger.recall`),
-  so it is judged as if the row had never left;
+* of a device the ledger sent cold (no reading of it in the ledger for a while): judged
+  again once the device's row is back (:meth:`~fluxgate_aggregator.ledger.Ledger.recall`,
+  :func:`with_recalled`), so it is judged as if the row had never left;
 * at or behind its device's watermark -> the late topic (original bytes), unless it is a copy
   of a reading of that device already counted or written late (the :class:`Ledger`
   remembers them);
@@ -82,26 +82,63 @@ def routed(
     marked = marks.withColumnRenamed("device_id", "marked_device")
     joined = ours.join(marked, F.col("reading.device_id") == F.col("marked_device"), "left")
     mark = ledger.mark_of(F.col("mark_ms"))
-    counted = mark.isNull() | (F.col("reading.event_time") > F.timestamp_millis(mark))
-    as_is = dead | ~counted
+    counted, keep = _judged(mark, F.col("reading.event_time"))
+    # No row in the table (before the fleet-wide mark of an old checkpoint stands in): its
+    # bytes are kept too, in case its row comes back from the cold store and it is late then.
+    unmarked = ~dead & F.col("mark_ms").isNull()
+    kept = dead | ~counted | unmarked
     unknown = dead & F.col(MAGIC_OK) & ~F.col(SCHEMA_ID).isin(known_ids)
     fields = [F.col(f"reading.{name}").alias(name) for name in FIELDS]
     return joined.select(
-        F.when(as_is, F.col("key")).alias("record_key"),
-        F.when(as_is, F.col("value")).alias("record_value"),
+        F.when(kept, F.col("key")).alias("record_key"),
+        F.when(kept, F.col("value")).alias("record_value"),
         F.when(dead, dead_letter_headers(known_ids, value_subject(settings.input_topic))).alias("headers"),
         dead.alias("dead"),
         *fields,
         mark.alias("mark_ms"),
         counted.alias("counted"),
-        # How long the ledger keeps the reading: by its event time while it may be in an open
-        # window, a late one by when it came (its device's watermark then).
-        F.when(counted, F.unix_millis(F.col("reading.event_time"))).otherwise(mark).alias("keep_ms"),
+        keep.alias("keep_ms"),
         # When it came on the gateways' clock (a reading without an ingest time: its own).
         F.unix_millis(F.coalesce(F.col("reading.ingest_time"), F.col("reading.event_time"))).alias("arrived_ms"),
         F.when(unknown, F.col(SCHEMA_ID)).alias("unknown_id"),
-        # No row in the table (before the fleet-wide mark of an old checkpoint stands in).
-        F.when(~dead & F.col("mark_ms").isNull(), F.col("reading.device_id")).alias("unmarked_id"),
+        F.when(unmarked, F.col("reading.device_id")).alias("unmarked_id"),
+    )
+
+
+def _judged(mark: Column, event_time: Column) -> tuple[Column, Column]:
+    """``counted`` and ``keep_ms`` of a reading at ``event_time`` of a device whose watermark
+    at the batch's start is ``mark`` (null: none yet, so counted)."""
+    counted = mark.isNull() | (event_time > F.timestamp_millis(mark))
+    # How long the ledger keeps the reading: by its event time while it may be in an open
+    # window, a late one by when it came (its device's watermark then).
+    return counted, F.when(counted, F.unix_millis(event_time)).otherwise(mark)
+
+
+def with_recalled(records: DataFrame, back: DataFrame, ledger: Ledger) -> DataFrame:
+    """``records`` (:func:`routed`) as routing would have made them had ``back``
+    (``device_id``, ``mark_ms``: the rows the ledger just recalled from its cold store) been
+    among the marks: each recalled device's readings judged against its own watermark, the
+    other records as they were. A join of the cached batch with a few rows, where routing
+    again would read, decode and join the batch with the whole table once more."""
+    returned = F.broadcast(back.select(F.col("device_id").alias("back_id"), F.col("mark_ms").alias("back_ms")))
+    joined = records.join(returned, F.col("unmarked_id") == F.col("back_id"), "left")
+    came_back = F.col("back_id").isNotNull()
+    mark = F.when(came_back, ledger.mark_of(F.col("back_ms"))).otherwise(F.col("mark_ms"))
+    counted, keep = _judged(mark, F.col("event_time"))
+    unmarked = F.when(~came_back, F.col("unmarked_id"))
+    kept = F.col("dead") | ~counted | unmarked.isNotNull()
+    return joined.select(
+        F.when(kept, F.col("record_key")).alias("record_key"),
+        F.when(kept, F.col("record_value")).alias("record_value"),
+        "headers",
+        "dead",
+        *FIELDS,
+        mark.alias("mark_ms"),
+        counted.alias("counted"),
+        keep.alias("keep_ms"),
+        "arrived_ms",
+        "unknown_id",
+        unmarked.alias("unmarked_id"),
     )
 
 
@@ -215,14 +252,16 @@ def router(
         return records, outcome(records)
 
     def warmed(batch: DataFrame, marks: DataFrame) -> tuple[DataFrame, Outcome, DataFrame]:
-        """As :func:`decided`, with the marks it used; decided again when the batch met
-        devices the ledger had sent cold, with their rows back."""
+        """As :func:`decided`, with the marks it used; when the batch met devices the ledger
+        had sent cold, their readings judged again with their rows back."""
         records, got = decided(batch, marks)
-        if not got.unmarked or not ledger.recall(got.unmarked):
+        back = ledger.recall(got.unmarked) if got.unmarked else None
+        if back is None:
             return records, got, marks
+        judged = with_recalled(records, back, ledger).persist()
+        got = outcome(judged)  # computed from the cached records, before they go
         records.unpersist()
-        marks = ledger.marks()
-        return (*decided(batch, marks), marks)
+        return judged, got, ledger.marks()
 
     def read(batch: DataFrame) -> tuple[DataFrame, Outcome, DataFrame]:
         """As :func:`warmed`; when the batch met schema ids not known yet and the registry
