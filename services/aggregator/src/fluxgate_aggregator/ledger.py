@@ -111,6 +111,7 @@ class Ledger:
     cold_files: list[int] = field(default_factory=list)
     _cold: ColdDevices = field(default_factory=ColdDevices)
     _recalled: DataFrame | None = None  # this batch's devices back from the cold store
+    _recalled_rows: int = 0  # how many
     _cold_after: list[int] | None = None  # cold_files once this batch commits, if it evicted
     # The entries the last committed batch expired: a replay of it reads them, the next batch
     # does not, so their files go when that batch commits.
@@ -126,7 +127,7 @@ class Ledger:
         self.entries = {entry: latest for entry, latest in self.entries.items() if entry < batch_id}
         self._forget([entry for entry in self.cached if entry not in self.entries])
         self._drop_learned()
-        self._recalled = None
+        self._recalled, self._recalled_rows = None, 0
         self.batch_id = batch_id
 
     def reset(self) -> None:
@@ -162,6 +163,7 @@ class Ledger:
             return None
         back = self.spark.createDataFrame(rows, device_clocks.DEVICES_SCHEMA)
         self._recalled = back if self._recalled is None else self._recalled.unionByName(back)
+        self._recalled_rows += len(rows)
         log.debug("ledger.recalled", batch=self.batch_id, devices=len(rows))
         return device_clocks.watermarks(back, self.clock_ms, self.delay_ms)
 
@@ -189,25 +191,45 @@ class Ledger:
         commits; returns every device's watermark after the batch."""
         clock = self.clock_ms if newest_ingest_ms is None else max(self.clock_ms or newest_ingest_ms, newest_ingest_ms)
         table = device_clocks.learned(self.devices(), readings, (self.clock_ms, clock), self.delay_ms)
-        if self.batch_id % self.evict_every == self.evict_every - 1:
-            self._evict(table)
+        # After an eviction the table holds little more than the ledger's devices and grows by
+        # about a batch's devices a batch: until it has grown past the threshold, no check
+        # needs to join the whole table to count its quiet devices.
+        checks = self.batch_id % self.evict_every == self.evict_every - 1
+        fewest, most = self._quiet_bounds() if checks else (0, 0)
+        if checks and most >= self.evict_at_least:
+            self._evict(table, counted=fewest < self.evict_at_least)
         else:
             table.write.mode("overwrite").parquet(self._devices_path(self.batch_id))
         back = self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(self._devices_path(self.batch_id))
         self._learned = (self.batch_id, back.persist(), clock)
         return device_clocks.watermarks(back, clock, self.delay_ms)
 
-    def _evict(self, table: DataFrame) -> None:
+    def _quiet_bounds(self) -> tuple[int, int]:
+        """The fewest and the most devices without readings in the ledger that the table
+        after this batch (recorded already) can hold, from counts the driver has: the table
+        this batch started from (cached, so a count is cheap), the rows it recalled, the
+        batch's readings (each could be a new device) and the ledger's readings (each could
+        be a device of its own). Where both are on one side of ``evict_at_least``, the
+        eviction need not count them with a join of the whole table."""
+        table = self._table().count() + self._recalled_rows
+        batch = self.entries[self.batch_id][1] if self.batch_id in self.entries else 0
+        fewest, most = max(0, table - self.row_count), table + batch
+        log.info("ledger.quiet_devices_bounded", batch=self.batch_id, fewest=fewest, most=most)
+        return fewest, most
+
+    def _evict(self, table: DataFrame, *, counted: bool = True) -> None:
         """Write ``table`` as this batch's device table without the devices that have no
         reading in the ledger (this batch's entry included), and those as its cold file,
         their rows stored in the cold store at once: they are the rows the table this batch
-        started from holds for them, so a replay finds the same either way."""
+        started from holds for them, so a replay finds the same either way. ``counted``
+        False: they are known to be at least ``evict_at_least`` without a count."""
         whole = table.persist()
         live = self.rows(this_batch=True).select("device_id").distinct()
         # Counted, stored and written: joined once.
         gone = whole.join(live, "device_id", "left_anti").persist()
         try:
-            moved = self._cold.put(gone.toLocalIterator()) if gone.count() >= self.evict_at_least else 0
+            enough = not counted or gone.count() >= self.evict_at_least
+            moved = self._cold.put(gone.toLocalIterator()) if enough else 0
             kept = whole
             if moved:
                 files, cold = [*self.cold_files, self.batch_id], gone

@@ -125,3 +125,28 @@ def test_devices_gone_cold_come_back_with_their_rows_through_a_restart_and_a_com
         "the recalled rows' watermarks are those a ledger that kept them gives"
     )
     assert marks_of(again) == marks_of(kept)
+
+
+def test_an_eviction_check_counts_the_quiet_devices_only_when_the_drivers_counts_cannot_tell(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Every batch checks (``evict_every=1``) whether 4 devices are quiet. The table's rows,
+    the rows it recalled, the batch's readings and the ledger's bound how many can be: the
+    whole table is joined and counted only between those bounds, not at all under them, and
+    over them the quiet devices go cold uncounted."""
+    ledger = Ledger(spark, str(tmp_path / "ledger"), delay_ms=500, evict_every=1, evict_at_least=4)
+    checks: list[tuple[int, bool]] = []
+    evict = ledger._evict
+
+    def spy(table: DataFrame, *, counted: bool = True) -> None:
+        checks.append((ledger.batch_id, counted))
+        evict(table, counted=counted)
+
+    ledger._evict = spy  # type: ignore[method-assign]
+    many = [row(1, 1.0, f"d{n}") for n in range(1, 13)]  # 12 devices send once, then d0 alone
+    for n in range(8):
+        run_batch(ledger, spark, n, [row(n + 1, 20.0, "d0"), *(many if n == 0 else [])])
+    *counted, (gone_at, last_counted) = checks
+    assert counted and all(was for _, was in counted), f"counted while the ledger held them: {checks}"
+    assert not last_counted and ledger.cold_files == [gone_at], f"{checks}, cold files {ledger.cold_files}"
+    assert ledger.cold_devices == 12 and gone_at < 7, "then the table holds d0 alone: no check joins it"
