@@ -94,15 +94,17 @@ class ServiceProcess:
                 total += float(sample["value"])
         return total
 
-    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-        """Poll ``condition``; fail with the log's tail if the process exits or time runs out."""
+    def wait_until(self, condition: Callable[[], bool], what: str | Callable[[], str], timeout: float = 30.0) -> None:
+        """Poll ``condition``; fail with the log's tail if the process exits or time runs out.
+        ``what`` may be a callable, asked only on failure: what was seen last goes first in
+        the message, ahead of a log tail a CI summary may cut."""
         deadline = time.monotonic() + timeout
         while not condition():
             if not self.running:
                 code = self.process.returncode if self.process else None
-                raise AssertionError(f"exited with {code} waiting for {what}:\n{self.log_tail()}")
+                raise AssertionError(f"exited with {code} waiting for {_said(what)}:\n{self.log_tail()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}:\n{self.log_tail()}")
+                raise AssertionError(f"timed out after {timeout}s waiting for {_said(what)}:\n{self.log_tail()}")
             time.sleep(0.1)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -154,3 +156,7 @@ class ServiceProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.kill()
+
+
+def _said(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
