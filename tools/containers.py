@@ -65,6 +65,18 @@ def security_flags(context: dict[str, Any]) -> list[str]:
     return flags
 
 
+# Kubernetes' quantity suffixes for bytes (binary and decimal).
+QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (``3Gi``, ``256Mi``, ``1G``, ``1048576``) in bytes."""
+    for suffix, factor in QUANTITY.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity.removesuffix(suffix)) * factor)
+    return int(quantity)
+
+
 @dataclass
 class ContainerLauncher:
     """Turns a service's local argv and environment into a ``podman run`` of its image."""
@@ -75,6 +87,9 @@ class ContainerLauncher:
     # A pod's own volumes, by service: {path inside: host folder}; they replace the defaults.
     mounts: dict[str, dict[str, Path]] = field(default_factory=dict)
     security: dict[str, dict[str, Any]] = field(default_factory=dict)  # a pod's securityContext, by service
+    # A pod's container resources.limits.memory, by service: the kubelet's cgroup limit (the
+    # aggregator sizes its heap from it). CPU limits are not applied: they would only throttle.
+    memory: dict[str, str] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
 
     def handles(self, name: str) -> bool:
@@ -93,6 +108,8 @@ class ContainerLauncher:
         security = security_flags(self.security.get(name, CHART_SECURITY))
         args = ["podman", "run", "--rm", "--name", self.container(name), "--network", "host", "--no-healthcheck",
                 "--entrypoint", Path(argv[0]).name, *security]  # fmt: skip
+        if name in self.memory:
+            args += ["--memory", str(memory_bytes(self.memory[name]))]
         for inside, host in self.volumes_of(name, env).items():
             args += ["--tmpfs", f"{inside}:{TMPFS_OPTIONS}"] if host is None else ["-v", f"{self.own(host)}:{inside}"]
         args += [arg for key in sorted(env) for arg in ("-e", key)]
@@ -142,6 +159,11 @@ class ContainerLauncher:
         results = {name: self.health(name) for name in dict.fromkeys(self.started)}
         failed = {name: result for name, result in results.items() if result.returncode}
         return {name: (r.stdout + r.stderr)[-500:] or f"exit {r.returncode}" for name, r in failed.items()}
+
+    def pid(self, name: str) -> int:
+        """The host pid of ``name``'s container's first process (its command's)."""
+        inspect = ["podman", "inspect", "--format", "{{.State.Pid}}", self.container(name)]
+        return int(subprocess.run(inspect, env=podman_env(), capture_output=True, text=True, check=True).stdout)
 
     def image(self, name: str) -> str:
         return f"fluxgate/{IMAGE_NAMES[name]}:{self.tag}"

@@ -1,12 +1,13 @@
 """Each pod the umbrella chart renders, run for real in a container from its image (`make
 images`): every Deployment's and StatefulSet's container started with the pod spec's command,
 args, environment (as the kubelet builds it), security context (uid, read-only root
-filesystem, dropped capabilities, no privilege escalation) and volumes, the in-cluster host
-names of values-dev.yaml mapped to the local stack; with simulated devices running, every
-rendered startup, liveness and readiness probe must answer 200 on the rendered port, the
-devices' readings must reach every store and device-status, and every service must stop
-cleanly. A renamed variable, a wrong port, a file the image lacks or a write outside the
-pod's volumes fails here even where a static check cannot tell."""
+filesystem, dropped capabilities, no privilege escalation), memory limit and volumes, the
+in-cluster host names of values-dev.yaml mapped to the local stack; with simulated devices
+running, every rendered startup, liveness and readiness probe must answer 200 on the rendered
+port, the devices' readings must reach every store and device-status, the aggregator's JVM
+must have the heap its limit leaves, and every service must stop cleanly. A renamed variable,
+a wrong port, a file the image lacks or a write outside the pod's volumes fails here even
+where a static check cannot tell."""
 
 from __future__ import annotations
 
@@ -111,6 +112,20 @@ def probe_until_ok(pod: Pod, pipeline: Pipeline, name: str, timeout: float) -> d
     raise AssertionError(f"{name}: probes {status} after {timeout:.0f} s\n{pipeline.tail(name)}")
 
 
+def driver_heap_flag(pid: int) -> str:
+    """The -Xmx of the Spark JVM among ``pid``'s descendants (host pids): the heap the
+    aggregator gave the driver it started."""
+    pending, flags = [pid], []
+    while pending:
+        current = pending.pop()
+        children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        pending += [int(child) for child in children]
+        argv = Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")
+        flags += [arg.decode() for arg in argv if arg.startswith(b"-Xmx")]
+    assert len(flags) == 1, f"JVM heap flags under pid {pid}: {flags}"
+    return flags[0]
+
+
 def test_every_rendered_pod_runs_in_its_container_probes_answer_and_data_flows(
     built_charts: Path, images: str, tmp_path: Path, elasticsearch: str, cassandra: Any, hazelcast: Any
 ) -> None:
@@ -136,6 +151,7 @@ def test_every_rendered_pod_runs_in_its_container_probes_answer_and_data_flows(
         names.prefix.rstrip("."), tmp_path, images,
         mounts={name: pod_volumes(pod, tmp_path) for name, pod in by_name.items()},
         security={name: pod.container["securityContext"] for name, pod in by_name.items()},
+        memory={name: pod.container["resources"]["limits"]["memory"] for name, pod in by_name.items()},
     )  # fmt: skip
     pipeline = Pipeline(tmp_path, launcher=launcher)
     try:
@@ -152,6 +168,8 @@ def test_every_rendered_pod_runs_in_its_container_probes_answer_and_data_flows(
             assert time.monotonic() < deadline, f"stores after 150 s: {stores.counts()}; dead: {pipeline.dead()}"
             assert not pipeline.dead(), {name: pipeline.tail(name) for name in pipeline.dead()}
             time.sleep(2)
+        # The chart's 3 GiB limit, less the 1.5 GiB the job keeps outside its heap.
+        assert driver_heap_flag(launcher.pid("aggregator")) == "-Xmx1536m", pipeline.tail("aggregator")
         status = next(pod for pod in rendered if pod.argv[0] == "fluxgate-device-status")
         with urllib.request.urlopen(f"http://127.0.0.1:{status.port}/devices", timeout=5) as reply:
             assert b"ONLINE" in reply.read()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from containers import CHART_SECURITY, ContainerLauncher, security_flags
+from containers import CHART_SECURITY, ContainerLauncher, memory_bytes, security_flags
 
 
 def test_the_charts_security_context_becomes_the_same_podman_options() -> None:
@@ -53,3 +53,19 @@ def test_a_pods_own_volumes_replace_the_defaults(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(launcher, "own", lambda folder: folder)
     argv, _ = launcher.command("console", ["fluxgate-console"], {})
     assert [argv[i + 1] for i, arg in enumerate(argv) if arg in ("-v", "--tmpfs")] == [f"{tmp_path}/tmp:/tmp"]
+
+
+@pytest.mark.parametrize(("quantity", "size"), [("3Gi", 3 << 30), ("256Mi", 256 << 20), ("1.5Gi", 3 << 29),
+                                                 ("1G", 10**9), ("500M", 5 * 10**8), ("1048576", 1 << 20)])  # fmt: skip
+def test_a_kubernetes_memory_quantity_in_bytes(quantity: str, size: int) -> None:
+    assert memory_bytes(quantity) == size
+
+
+def test_a_pods_memory_limit_is_the_containers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = ContainerLauncher("run1", tmp_path, memory={"aggregator": "3Gi"})
+    monkeypatch.setattr(launcher, "remove", lambda name: None)
+    monkeypatch.setattr(launcher, "own", lambda folder: folder)
+    argv, _ = launcher.command("aggregator", ["fluxgate-aggregator", "run"], {})
+    assert argv[argv.index("--memory") + 1] == str(3 << 30)
+    argv, _ = launcher.command("console", ["fluxgate-console"], {})
+    assert "--memory" not in argv

@@ -156,6 +156,13 @@ class SparkSettings(Group):
         description="cap on records per micro-batch: a backlog (after a stop, at the first start) is read in batches"
         " of this size, never all at once",
     )
+    driver_memory: str | None = Field(
+        None,
+        pattern=r"^[0-9]+[kKmMgGtT][bB]?$",
+        description="the driver JVM's heap (spark.driver.memory, e.g. 12g) where the job starts Spark itself; in"
+        " local mode every task runs in it. Unset = the container's memory limit less 1.5 GiB or a fifth of it,"
+        " whichever is more, or Spark's 1g where there is no limit; under spark-submit, its own --driver-memory",
+    )
     packages: str | None = Field(
         None, description="spark.jars.packages (Ivy); unset = the connectors resolved by Maven into jars_dir"
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+import structlog
 from pyspark.sql import SparkSession
 
 from fluxgate_aggregator.connectors import resolve_jars
+from fluxgate_aggregator.driver_heap import DriverHeap, container_memory_limit, driver_heap
 from fluxgate_aggregator.settings import SparkSettings
 
 # The password in a JAAS value (kafka_access.jaas_config), quoted, escapes included; an unclosed
@@ -16,6 +18,8 @@ from fluxgate_aggregator.settings import SparkSettings
 REDACT_JAAS = r'password="[^"\\\n]*(?:\\.[^"\\\n]*)*"?'
 STRING_REDACTION = "spark.sql.redaction.string.regex"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+DRIVER_MEMORY = "spark.driver.memory"
+log = structlog.get_logger(__name__)
 
 
 # Spark properties the job sets unless spark.conf names them.
@@ -62,6 +66,14 @@ def submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def heap_of(settings: SparkSettings) -> DriverHeap:
+    """The driver's heap: ``spark.conf`` names it (its values win over the job's own), else
+    ``driver_memory``, else what the container's memory limit leaves."""
+    if DRIVER_MEMORY in settings.conf:
+        return DriverHeap(settings.conf[DRIVER_MEMORY], "spark.conf")
+    return driver_heap(settings.driver_memory, container_memory_limit())
+
+
 def build_session(settings: SparkSettings) -> SparkSession:
     builder = SparkSession.builder.appName(settings.app_name)
     # Under spark-submit the JVM is up already and the submit line's --master and
@@ -69,6 +81,10 @@ def build_session(settings: SparkSettings) -> SparkSession:
     # the settings.
     if not submitted():
         builder = builder.master(settings.master).config(*connector_conf(settings))
+        heap = heap_of(settings)
+        if heap.memory:
+            builder = builder.config(DRIVER_MEMORY, heap.memory)
+        log.info("spark.driver_heap", memory=heap.memory or "1g", source=heap.source)
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
