@@ -15,9 +15,9 @@ device-status), with names of its own (prefixed topics, groups and store target,
   device, then the next);
 * starts the stage as its console script from the venv (``FLUXGATE_*`` settings, a free
   HTTP port), configured as its chart is where memory depends on it: the chart's defaults
-  (``config: {}``), so the aggregator runs ``local[*]`` in-process with Spark's default
-  driver memory (the image sets none: ``-Xmx1g``) and its default micro-batch cap
-  (``spark.max_offsets_per_trigger``, 200,000);
+  (``config: {}``), so the aggregator runs ``local[*]`` in-process with the heap its pod's
+  memory limit leaves (set here, where no cgroup limits the process) and its default
+  micro-batch cap (``spark.max_offsets_per_trigger``, 200,000);
 * polls every ``--poll`` s until it has caught up: its consumer group's lag is 0 (for the
   aggregator its progress group, committed after each finished batch) and what it must have
   done is done (the aggregator: every window the backlog closes on its output topic; the
@@ -55,7 +55,7 @@ from typing import Any, Literal
 
 import httpx
 import yaml
-from _common import RESULTS, ROOT, LegResult, micros_per, print_table, stack_up, write_report
+from _common import RESULTS, LegResult, micros_per, print_table, stack_up, write_report
 from _readings import Readings, produce, produce_in_child
 from fluxgate_testing import free_port
 
@@ -76,13 +76,14 @@ per_batch: Callable[[dict[str, float], dict[str, float]], dict[str, float]] = _P
 # file again with this path, and must find _common and _readings.
 sys.path.append(str(Path(__file__).resolve().parent))
 
+from charts import CHARTS, memory_bytes  # noqa: E402 - on the path pipeline set
 from prefixed_run import TOPICS, run_names  # noqa: E402 - on the path pipeline set
 from run_pipeline import Names, Offsets, prefixed, stop_child  # noqa: E402 - on the path pipeline set
 
+from fluxgate_aggregator.driver_heap import driver_heap  # noqa: E402
 from fluxgate_stack.topics import create_topics  # noqa: E402
 
 BIN = Path(sys.executable).parent
-CHARTS = ROOT / "deploy" / "charts"
 RESERVED_PORTS = range(9101, 9109)  # the services' defaults: other runs use them
 WINDOW_MS, WATERMARK_MS = 60_000, 30_000  # the aggregator's defaults (the chart sets none)
 FLEET_RATE = 1000.0  # bench/fleet.py's --rate
@@ -243,18 +244,14 @@ def batch_sizes(ends: Sequence[int]) -> list[int]:
     return [end - before for before, end in zip([0, *ends], ends, strict=False)]
 
 
-def mebibytes(quantity: str) -> float:
-    """A Kubernetes memory quantity (``3Gi``, ``256Mi``, ``512M``) in MiB."""
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
-    for suffix in sorted(units, key=len, reverse=True):
-        if quantity.endswith(suffix):
-            return float(quantity[: -len(suffix)]) * units[suffix] / 2**20
-    return float(quantity) / 2**20
-
-
 def chart_limit_mib(stage: str) -> float:
+    return chart_limit(stage) / 2**20
+
+
+def chart_limit(stage: str) -> int:
+    """The stage's chart's ``resources.limits.memory`` in bytes."""
     values = yaml.safe_load((CHARTS / stage / "values.yaml").read_text())
-    return mebibytes(str(values["resources"]["limits"]["memory"]))
+    return memory_bytes(str(values["resources"]["limits"]["memory"]))
 
 
 def service_port() -> int:
@@ -284,7 +281,10 @@ def stage_env(
 
 
 def aggregator_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
-    return {"CHECKPOINT_DIR": str(folder / "checkpoints")}
+    # A pod's heap follows its memory limit; nothing limits this process, so it is given the
+    # heap its chart's pod would have.
+    heap = driver_heap(None, chart_limit("aggregator")).memory
+    return {"CHECKPOINT_DIR": str(folder / "checkpoints")} | ({"SPARK__DRIVER_MEMORY": heap} if heap else {})
 
 
 def es_settings(stack: Any, folder: Path, args: argparse.Namespace) -> dict[str, str]:
@@ -367,7 +367,7 @@ def sum_offsets(path: Path) -> int:
 
 
 def jvm_options(leader: int) -> list[str]:
-    """The memory options of the JVMs in the group (``-Xmx1g``: Spark's default driver memory)."""
+    """The memory options of the JVMs in the group (``-Xmx1536m``: what the chart's 3 GiB leaves)."""
     found = []
     for pid in group_pids(leader):
         with contextlib.suppress(OSError):

@@ -168,6 +168,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--poll", type=float, default=2.0, help="seconds between looks into the stores")
     parser.add_argument("--held-lag-s", type=float, default=120.0, help="held: each group this close behind")
     parser.add_argument("--qos", type=int, default=1)
+    parser.add_argument(
+        "--aggregator-heap",
+        default="2g",
+        help="the aggregator's heap (SPARK__DRIVER_MEMORY); a pod's follows its memory limit",
+    )
     args = parser.parse_args()
     # What run_pipeline's start_all reads: no devices of its own (the fleets are started here).
     args.mqtt_devices, args.coap_devices = 0, 0
@@ -193,6 +198,9 @@ def main() -> int:
     # (60 s by default) below it would mark every device OFFLINE, and ONLINE again, each period.
     # Its children inherit this process's environment.
     os.environ.setdefault("FLUXGATE_STATUS_STATUS__SILENCE_THRESHOLD_S", f"{2 * max(args.sizes) / args.rate:g}")
+    # No cgroup limit here, so the job would keep Spark's 1 GiB, full at every point: its
+    # collector's work then grew with the fleet (bench/results/2026-12-01-aggregator-cold-devices.md).
+    os.environ["FLUXGATE_AGG_SPARK__DRIVER_MEMORY"] = args.aggregator_heap
     try:
         start_all(pipeline, args, names, ports=ports, devices=False)
         start_console(pipeline, free_port(), names, health_port=free_port())
@@ -368,8 +376,9 @@ def report(args: argparse.Namespace, points: list[Point], folder: Path, overwrit
                   "scylla partitions": point.stores.get("scylla_partitions", -1)}  # fmt: skip
         pipeline_us = sum(us for name, us in point.cpu_us.items() if name != "fleet")
         legs.append(LegResult("fleet", f"{point.devices:,} devices", point.rate, pipeline_us, extra))
-    settings = {key: getattr(args, key) for key in ("devices", "rate", "jitter", "connections", "measure", "window",
-                                                    "watermark", "sample", "poll", "qos")}  # fmt: skip
+    keys = ("devices", "rate", "jitter", "connections", "measure", "window", "watermark", "sample", "poll", "qos",
+            "aggregator_heap")  # fmt: skip
+    settings = {key: getattr(args, key) for key in keys}
     settings |= {"run": str(folder), "ring_overwritten_before_read": overwritten,
                  "points": [asdict(point) for point in points]}  # fmt: skip
     write_report("fleet", "A fleet through the whole pipeline (Hive's shape)", "reading", legs,

@@ -49,6 +49,18 @@ SERVICES = (
 Values = Path | dict[str, Any]
 
 
+# Kubernetes' quantity suffixes for bytes (binary and decimal).
+QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (``3Gi``, ``256Mi``, ``1G``, ``1048576``) in bytes."""
+    for suffix, factor in QUANTITY.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity.removesuffix(suffix)) * factor)
+    return int(quantity)
+
+
 def go_binary(purpose: str) -> str:
     """The ``go`` command: on PATH, else Go's own tarball install (not on every PATH).
     ``purpose`` completes the error's "Go 1.24+ is needed to ..."."""

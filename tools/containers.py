@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from charts import memory_bytes
 from images import VERSION, podman_env
 
 UID = 10001
@@ -63,18 +64,6 @@ def security_flags(context: dict[str, Any]) -> list[str]:
     flags += ["--security-opt", "no-new-privileges"] if context.get("allowPrivilegeEscalation") is False else []
     flags += [arg for cap in context.get("capabilities", {}).get("drop", []) for arg in ("--cap-drop", cap.lower())]
     return flags
-
-
-# Kubernetes' quantity suffixes for bytes (binary and decimal).
-QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-
-
-def memory_bytes(quantity: str) -> int:
-    """A Kubernetes memory quantity (``3Gi``, ``256Mi``, ``1G``, ``1048576``) in bytes."""
-    for suffix, factor in QUANTITY.items():
-        if quantity.endswith(suffix):
-            return int(float(quantity.removesuffix(suffix)) * factor)
-    return int(quantity)
 
 
 @dataclass
