@@ -118,8 +118,9 @@ def driver_heap_flag(pid: int) -> str:
     pending, flags = [pid], []
     while pending:
         current = pending.pop()
-        children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        pending += [int(child) for child in children]
+        # Each thread's children: the job starts Spark's JVM from a thread of its own.
+        for task in Path(f"/proc/{current}/task").iterdir():
+            pending += [int(child) for child in (task / "children").read_text().split()]
         argv = Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")
         flags += [arg.decode() for arg in argv if arg.startswith(b"-Xmx")]
     assert len(flags) == 1, f"JVM heap flags under pid {pid}: {flags}"
