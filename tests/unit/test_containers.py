@@ -55,8 +55,11 @@ def test_a_pods_own_volumes_replace_the_defaults(tmp_path: Path, monkeypatch: py
     assert [argv[i + 1] for i, arg in enumerate(argv) if arg in ("-v", "--tmpfs")] == [f"{tmp_path}/tmp:/tmp"]
 
 
-@pytest.mark.parametrize(("quantity", "size"), [("3Gi", 3 << 30), ("256Mi", 256 << 20), ("1.5Gi", 3 << 29),
-                                                 ("1G", 10**9), ("500M", 5 * 10**8), ("1048576", 1 << 20)])  # fmt: skip
+QUANTITIES = [("3Gi", 3 << 30), ("256Mi", 256 << 20), ("1.5Gi", 3 << 29), ("1024Ki", 1 << 20), ("1G", 10**9),
+              ("500M", 5 * 10**8), ("1048576", 1 << 20)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("quantity", "size"), QUANTITIES)
 def test_a_kubernetes_memory_quantity_in_bytes(quantity: str, size: int) -> None:
     assert memory_bytes(quantity) == size
 
