@@ -50,7 +50,7 @@ from _readings import UNIT, Readings, produce_in_child
 from aggregator import PARTITIONS, Leg
 from aggregator_reference import window_starts
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from fluxgate_testing import unique_topic
+from fluxgate_testing import descendants, unique_topic
 from kstreams.peer import Figures, Window, compare_windows, peak_rss_mib, reset_peak_rss
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark idiom
@@ -474,24 +474,6 @@ def start_probe(
         .trigger(processingTime="0 seconds")
         .start()
     )
-
-
-def descendants(roots: Iterable[int]) -> list[int]:
-    """``roots`` and every live process below them (the JVM's Python daemon and workers)."""
-    children: dict[int, list[int]] = defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                children[int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])].append(int(entry.name))
-    # Once each: the driver's descendants include the JVM (pyspark launched it).
-    found: dict[int, None] = {}
-    pending = list(roots)
-    while pending:
-        pid = pending.pop()
-        if pid not in found:
-            found[pid] = None
-            pending.extend(children.get(pid, ()))
-    return list(found)
 
 
 def tree_cpu_seconds(roots: Iterable[int]) -> float:

@@ -11,6 +11,7 @@ where a static check cannot tell."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import time
@@ -24,7 +25,7 @@ import pytest
 import yaml
 from charts import CHARTS, SERVICES, UMBRELLA, render
 from containers import ContainerLauncher
-from fluxgate_testing import free_port
+from fluxgate_testing import descendants, free_port
 from fluxgate_testing.k8s import Pod, pods
 from pipeline_stores import Stores
 from prefixed_run import TOPICS
@@ -115,14 +116,11 @@ def probe_until_ok(pod: Pod, pipeline: Pipeline, name: str, timeout: float) -> d
 def driver_heap_flag(pid: int) -> str:
     """The -Xmx of the Spark JVM among ``pid``'s descendants (host pids): the heap the
     aggregator gave the driver it started."""
-    pending, flags = [pid], []
-    while pending:
-        current = pending.pop()
-        # Each thread's children: the job starts Spark's JVM from a thread of its own.
-        for task in Path(f"/proc/{current}/task").iterdir():
-            pending += [int(child) for child in (task / "children").read_text().split()]
-        argv = Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")
-        flags += [arg.decode() for arg in argv if arg.startswith(b"-Xmx")]
+    flags = []
+    for child in descendants([pid]):
+        with contextlib.suppress(OSError):  # a Python worker may have ended since
+            flags += [arg.decode() for arg in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                      if arg.startswith(b"-Xmx")]  # fmt: skip
     assert len(flags) == 1, f"JVM heap flags under pid {pid}: {flags}"
     return flags[0]
 

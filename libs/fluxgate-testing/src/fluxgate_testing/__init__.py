@@ -12,7 +12,7 @@ from fluxgate_core.kafka import ensure_topics
 from fluxgate_core.settings import KafkaSettings
 from fluxgate_testing.connect_schemas import CONNECT_TIMESTAMP, SENSOR_READING_CONNECT_SCHEMA
 from fluxgate_testing.ports import free_port
-from fluxgate_testing.process import ServiceProcess
+from fluxgate_testing.process import ServiceProcess, descendants
 from fluxgate_testing.secured import Principal, SecuredKafka
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ __all__ = [
     "SecuredKafka",
     "ServiceProcess",
     "consume",
+    "descendants",
     "free_port",
     "unique_topic",
 ]

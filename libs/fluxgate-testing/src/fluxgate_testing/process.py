@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -10,7 +11,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -160,3 +162,21 @@ class ServiceProcess:
 
 def _said(what: str | Callable[[], str]) -> str:
     return what if isinstance(what, str) else what()
+
+
+def descendants(roots: Iterable[int]) -> list[int]:
+    """``roots`` and every live process below them, each once (a service's Spark JVM, its
+    Python daemon and workers), found by their parent ids in ``/proc``."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                children[int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])].append(int(entry.name))
+    found: dict[int, None] = {}
+    pending = list(roots)
+    while pending:
+        pid = pending.pop()
+        if pid not in found:
+            found[pid] = None
+            pending.extend(children.get(pid, ()))
+    return list(found)

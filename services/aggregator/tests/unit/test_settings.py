@@ -75,7 +75,7 @@ def test_nested_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
         ("FLUXGATE_AGG_SPARK__SHUFFLE_PARTITIONS", "0", "FLUXGATE_AGG_SPARK__SHUFFLE_PARTITIONS"),
         ("FLUXGATE_AGG_INPUT_TOPIC", "", "FLUXGATE_AGG_INPUT_TOPIC"),
         ("FLUXGATE_AGG_SPARK__CONF", "{not json", "FLUXGATE_AGG_SPARK__CONF"),
-        ("FLUXGATE_AGG_SPARK__DRIVER_MEMORY", "12", "FLUXGATE_AGG_SPARK__DRIVER_MEMORY"),  # MiB or bytes?
+        ("FLUXGATE_AGG_SPARK__DRIVER_MEMORY", "12", "FLUXGATE_AGG_SPARK__DRIVER_MEMORY"),  # no unit: Spark reads MiB
         ("FLUXGATE_AGG_SPARK__DRIVER_MEMORY", "12 GiB", "FLUXGATE_AGG_SPARK__DRIVER_MEMORY"),
     ],
 )
