@@ -120,9 +120,11 @@ def closing_wait(args: argparse.Namespace) -> float:
     return seconds(args.window) + seconds(args.watermark) + 5
 
 
-def settle(bootstrap: str, names: Names, quiet: float = 15.0, timeout: float = 120.0) -> None:
-    """After the push: the aggregator has read everything and written the windows it closed
-    (a batch without data writes them, a trigger or two after the push was read)."""
+def settle(bootstrap: str, names: Names, quiet: float = 3.0, timeout: float = 120.0) -> None:
+    """After the push: the aggregator has read everything and written the windows it closed.
+    The batch that reads the push writes every window its clock closes, and the job commits a
+    batch's offsets to its group only after the batch (``progress_commits``): once the group
+    has caught up, those windows are on the topic. The quiet is for a batch still running."""
     with Offsets(bootstrap) as offsets:
         offsets.caught_up(names.group("aggregator"), names.readings, timeout)
         print(offsets.settled(names.aggregated, timeout, quiet), flush=True)

@@ -38,7 +38,7 @@ from typing import Any
 
 import fastavro
 import httpx
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from fluxgate_stack import Endpoints
 
@@ -104,16 +104,27 @@ def records(bootstrap: str, topic: str, start: dict[int, int] | None = None) -> 
     ends = end_offsets(bootstrap, topic)
     begin = start or {}
     left = {p: end for p, end in ends.items() if end > begin.get(p, 0)}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-check", "enable.auto.commit": False})
+    # A partition is done at its end offset, or at its end-of-partition event: a transaction's
+    # commit marker is the last offset of a transactional topic and is never handed out.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fluxgate-check", "enable.auto.commit": False,
+                         "enable.partition.eof": True})  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, p, begin.get(p, 0)) for p in left])
         while left:
-            for message in consumer.consume(1000, timeout=5):
-                partition, offset = message.partition(), message.offset()
-                if message.error() is not None or partition is None or offset is None:
+            # consume() waits out its whole timeout unless the batch fills: a short one, so that
+            # a topic's last few records are not followed by seconds of waiting.
+            for message in consumer.consume(1000, timeout=0.1):
+                partition, offset, error = message.partition(), message.offset(), message.error()
+                if partition is None or partition not in left:
+                    continue
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        left.pop(partition)
+                    continue
+                if offset is None or offset >= ends[partition]:
                     continue
                 if offset + 1 >= ends[partition]:
-                    left.pop(partition, None)
+                    left.pop(partition)
                 yield message
     finally:
         consumer.close()
