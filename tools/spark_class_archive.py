@@ -22,9 +22,11 @@ and checks each one it writes with ``-Xshare:on``, which refuses an archive it c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 # The test drivers' JIT: the quick tier only. Their JVMs live seconds to minutes on a few
@@ -38,6 +40,22 @@ QUIET = "-Xlog:cds*=off"
 def driver_options(archive: Path) -> str:
     """The JVM options for a driver that maps ``archive``: SPARK_SUBMIT_OPTS's value."""
     return f"{QUICK_JIT} -XX:SharedArchiveFile={archive.resolve()} {QUIET}"
+
+
+@contextlib.contextmanager
+def optimising_compiler() -> Iterator[None]:
+    """A local driver started within it keeps ``SPARK_SUBMIT_OPTS`` but for the quick tier: for
+    a session that runs micro-batches for minutes (the Spark lane's), where compiling Catalyst's
+    own code with the optimising tier pays. pyspark keeps a process's one JVM after its session
+    stops, so the first session a test process starts decides it for the sessions after it."""
+    before = os.environ.get("SPARK_SUBMIT_OPTS")
+    if before is not None:  # read by pyspark's launcher when the session's JVM starts
+        os.environ["SPARK_SUBMIT_OPTS"] = " ".join(option for option in before.split() if option != QUICK_JIT)
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = before
 
 
 def write(archive: Path) -> None:

@@ -26,6 +26,7 @@ from pact import Verifier
 from pact.types import Message
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_class_archive import optimising_compiler
 
 from fluxgate_aggregator import window_stats
 from fluxgate_aggregator.contracts import Contracts
@@ -72,7 +73,10 @@ class OneSchemaRegistry:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(SparkSettings(master="local[1]", shuffle_partitions=1))
+    # The first session of the Spark lane's process: its JVM is the one the integration tests'
+    # session gets after it, so it keeps the optimising compiler as theirs does.
+    with optimising_compiler():
+        session = build_session(SparkSettings(master="local[1]", shuffle_partitions=1))
     yield session
     session.stop()
 

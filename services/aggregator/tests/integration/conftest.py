@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from fluxgate_testing import consume, unique_topic
+from spark_class_archive import optimising_compiler
 
 from fluxgate_aggregator.contracts import load_contracts
 from fluxgate_aggregator.driver_state import JobState
@@ -37,7 +38,11 @@ class Topics:
 
 @pytest.fixture(scope="session")
 def spark(stack: Any) -> Iterator[Any]:
-    session = build_session(SparkSettings(master="local[2]", shuffle_partitions=2))
+    # The Spark lane runs every test of this folder on this session, minutes of micro-batches:
+    # the optimising compiler took 289 and 299 s and 327 and 359 CPU-s of its tests, the quick
+    # tier 330 and 345 s and 382 and 400 CPU-s (bench/results/2026-12-01-suite-end-of-run-waits.md).
+    with optimising_compiler():
+        session = build_session(SparkSettings(master="local[2]", shuffle_partitions=2))
     yield session
     session.stop()
 

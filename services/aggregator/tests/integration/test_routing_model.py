@@ -10,6 +10,7 @@ crashes) and compares every batch."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import pytest
 from prometheus_client import REGISTRY
 from routing_harness import Crash, SparkRouter, same
 from routing_model import Broken, DeviceClockModel, Outputs, Reading, Record
+from spark_class_archive import QUICK_JIT
 
 from fluxgate_aggregator.settings import AggregatorSettings, WindowSettings
 
@@ -236,6 +238,17 @@ def test_the_jvm_the_job_starts_collects_with_the_throughput_collector(spark: An
     spent a quarter more CPU per reading."""
     beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     assert sorted(bean.getName() for bean in beans) == ["PS MarkSweep", "PS Scavenge"]
+
+
+def test_the_lanes_driver_compiles_with_the_optimising_compiler(spark: Any) -> None:
+    """`make test` gives every local driver the JIT's quick tier, but the Spark lane's one
+    session runs minutes of micro-batches, where the optimising compiler pays (conftest's
+    ``optimising_compiler``); the class-data archive it keeps."""
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = list(runtime.getInputArguments())
+    assert QUICK_JIT not in arguments, arguments
+    if QUICK_JIT in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # under make test: the rest of it still applies
+        assert any(argument.startswith("-XX:SharedArchiveFile=") for argument in arguments), arguments
 
 
 def test_a_task_thread_pins_at_most_a_mebibyte_of_its_last_sort(spark: Any) -> None:
