@@ -28,6 +28,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 # The test drivers' JIT: the quick tier only. Their JVMs live seconds to minutes on a few
 # thousand readings, where the optimising tier's compiles cost more CPU than they save.
@@ -49,13 +50,13 @@ def optimising_compiler() -> Iterator[None]:
     own code with the optimising tier pays. pyspark keeps a process's one JVM after its session
     stops, so the first session a test process starts decides it for the sessions after it."""
     before = os.environ.get("SPARK_SUBMIT_OPTS")
-    if before is not None:  # read by pyspark's launcher when the session's JVM starts
-        os.environ["SPARK_SUBMIT_OPTS"] = " ".join(option for option in before.split() if option != QUICK_JIT)
-    try:
+    if before is None:
         yield
-    finally:
-        if before is not None:
-            os.environ["SPARK_SUBMIT_OPTS"] = before
+        return
+    # Read by pyspark's launcher when the session's JVM starts.
+    kept = " ".join(option for option in before.split() if option != QUICK_JIT)
+    with mock.patch.dict(os.environ, {"SPARK_SUBMIT_OPTS": kept}):
+        yield
 
 
 def write(archive: Path) -> None:

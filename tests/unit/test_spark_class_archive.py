@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
-from spark_class_archive import check, driver_options
+from spark_class_archive import QUICK_JIT, check, driver_options, optimising_compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +55,22 @@ def test_the_options_need_no_venv() -> None:
         cwd="/",
     )
     assert answer.stdout.split()[1] == "-XX:SharedArchiveFile=/x.jsa", answer.stderr
+
+
+def test_the_optimising_compiler_drops_only_the_quick_tier_and_restores_the_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    options = driver_options(Path("driver.jsa"))
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", options)
+    with optimising_compiler():
+        within = os.environ["SPARK_SUBMIT_OPTS"]
+    assert QUICK_JIT not in within.split()
+    assert within.split() == [option for option in options.split() if option != QUICK_JIT]
+    assert os.environ["SPARK_SUBMIT_OPTS"] == options
+
+
+def test_the_optimising_compiler_sets_nothing_where_no_options_were_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    with optimising_compiler():
+        assert "SPARK_SUBMIT_OPTS" not in os.environ
+    assert "SPARK_SUBMIT_OPTS" not in os.environ
