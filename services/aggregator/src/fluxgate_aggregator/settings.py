@@ -177,7 +177,10 @@ class SparkSettings(Group):
             " and spark.driver.extraJavaOptions=-XX:+UseParallelGC (G1 costs a quarter more CPU; a value"
             " given here replaces it, so keep the flag in yours), spark.buffer.pageSize=1m (a task thread keeps"
             " its last sort's page), spark.sql.ui.retainedExecutions=50, spark.ui.retainedJobs=100 and"
-            " spark.ui.retainedStages=100 (the status store of a headless job)"
+            " spark.ui.retainedStages=100 (the status store of a headless job),"
+            " spark.sql.inMemoryColumnarStorage.compressed=false (encoding the cached batches cost more CPU than"
+            " the memory it saved) and spark.python.sql.dataFrameDebugging.enabled=false (a gateway round trip"
+            " per DataFrame call)"
         ),
     )
 

@@ -51,6 +51,17 @@ DEFAULT_CONF = {
     "spark.sql.ui.retainedExecutions": "50",
     "spark.ui.retainedJobs": "100",
     "spark.ui.retainedStages": "100",
+    # Cached frames (each batch's records, the ledger's entries, the device table) held as
+    # plain columns, not dictionary- and run-length-encoded: encoding cost about 0.8 CPU-s per
+    # million rows cached and read once, the job caches each reading twice and reads the
+    # ledger's entries in every batch, and the job's CPU per reading fell about a tenth. The
+    # cache is 1.4 to 1.6 times larger: some 35 MB more per million rows it holds
+    # (bench/results/2026-12-01-aggregator-cache-and-call-sites.md).
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # PySpark records the Python call site of every DataFrame and Column call in the JVM, for
+    # error messages: five or more gateway round trips and a walk of the Python stack each,
+    # some 270 calls a batch. Off, the driver's CPU per batch fell from 0.31 to 0.13 s.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from pyspark.errors import utils as pyspark_errors
+from pyspark.sql import functions as F
 from routing_harness import Crash, SparkRouter, same
 from routing_model import Broken, DeviceClockModel, Outputs, Reading, Record
 from spark_class_archive import QUICK_JIT
@@ -272,6 +274,32 @@ def test_the_status_store_keeps_the_last_50_sql_executions(spark: Any) -> None:
     while store.executionsCount() > 50 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert store.executionsCount() <= 50
+
+
+def test_cached_batches_are_kept_as_plain_columns(spark: Any) -> None:
+    """The job caches each reading twice and reads the ledger's entries in every batch:
+    Spark's dictionary and run-length encoding of cached columns cost it about a tenth of its
+    CPU per reading, for a cache 1.4 to 1.6 times smaller. 20,000 copies of one id would
+    encode into a few bytes."""
+    rows = 20_000
+    frame = spark.range(rows).select(F.lit("device-0001").alias("device_id")).persist()
+    try:
+        frame.count()
+        cached = sum(info.memSize() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo())
+    finally:
+        frame.unpersist(blocking=True)
+    assert cached >= rows * len("device-0001")
+
+
+def test_dataframe_calls_record_no_python_call_site(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark records the Python call site of every DataFrame and Column call in the JVM for
+    its error messages, some 270 calls a batch of five or more gateway round trips each: off,
+    the driver's CPU per batch fell from 0.31 to 0.13 s."""
+    sites: list[int] = []
+    capture = pyspark_errors._capture_call_site
+    monkeypatch.setattr(pyspark_errors, "_capture_call_site", lambda depth: sites.append(depth) or capture(depth))
+    spark.range(3).select((F.col("id") + 1).alias("next")).where(F.col("next") > 1).count()
+    assert sites == []
 
 
 def random_records(rng: random.Random, now: int, watermark: int, history: list[Reading]) -> list[Record]:
