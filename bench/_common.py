@@ -72,6 +72,45 @@ def cpu_seconds(pid: int | None) -> float:
     return (utime + stime) / TICKS_PER_SECOND
 
 
+# A JVM's JIT compiler threads, as /proc names them (HotSpot's "C2 CompilerThread0", cut to
+# the 15 characters the kernel keeps).
+COMPILER_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+@dataclass
+class CompilerTime:
+    """The CPU some JVMs' JIT compiler threads have used so far. HotSpot starts and ends them as
+    the work comes and goes, and an ended thread's CPU is no longer in /proc: each thread's last
+    reading is kept, so the total only grows (it misses what a thread used in its last
+    interval). A thread's name is read once: a sample reads the compilers' stat files alone."""
+
+    proc: Path = Path("/proc")
+    last: dict[tuple[int, int], float] = field(default_factory=dict)
+    _compiler: dict[tuple[int, int], bool] = field(default_factory=dict)
+
+    def sample(self, pids: Sequence[int]) -> float:
+        for pid in pids:
+            try:
+                tasks = list((self.proc / str(pid) / "task").iterdir())
+            except OSError:
+                continue  # the JVM ended
+            for task in tasks:
+                thread = (pid, int(task.name))
+                if thread not in self._compiler:
+                    self._compiler[thread] = _read(task / "comm").startswith(COMPILER_THREADS)
+                if self._compiler[thread] and (stat := _read(task / "stat")):
+                    fields = stat.rsplit(")", 1)[1].split()
+                    self.last[thread] = (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+        return sum(self.last.values())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""  # the thread ended between the listing and the read
+
+
 def quick_start_jit(pid: int | None) -> bool | None:
     """Whether a stack JVM runs C1-only (``fluxgate-stack``'s quick start), which lowers its peak."""
     try:
@@ -125,10 +164,14 @@ class CpuSampler:
     exactly the steady batches be told apart from start-up and the first batch afterwards.
     """
 
-    def __init__(self, pids: Sequence[int], interval: float = 0.1) -> None:
+    def __init__(self, pids: Sequence[int], interval: float = 0.1, *, jit: Sequence[int] = ()) -> None:
         self._pids = list(pids)
         self._interval = interval
         self._samples: list[tuple[float, float]] = []
+        # The JIT compilers' share of ``jit`` (JVMs among ``pids``): CPU that a process running
+        # for hours spends once, not per reading.
+        self._jit_pids, self._compilers = list(jit), CompilerTime()
+        self._jit_samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
@@ -142,17 +185,27 @@ class CpuSampler:
 
     def _run(self) -> None:
         while True:
-            self._samples.append((time.time(), sum(cpu_seconds(pid) for pid in self._pids)))
+            self._sample()
             if self._stop.wait(self._interval):
-                self._samples.append((time.time(), sum(cpu_seconds(pid) for pid in self._pids)))
+                self._sample()
                 return
+
+    def _sample(self) -> None:
+        now = time.time()
+        self._samples.append((now, sum(cpu_seconds(pid) for pid in self._pids)))
+        if self._jit_pids:
+            self._jit_samples.append((now, self._compilers.sample(self._jit_pids)))
 
     def used(self, start: float, end: float) -> float:
         """CPU seconds used between two ``time.time()`` instants, interpolated between samples."""
-        return self._at(end) - self._at(start)
+        return self._at(self._samples, end) - self._at(self._samples, start)
 
-    def _at(self, instant: float) -> float:
-        samples = self._samples
+    def jit_used(self, start: float, end: float) -> float:
+        """Of :meth:`used`, the seconds the ``jit`` JVMs' compiler threads took."""
+        return self._at(self._jit_samples, end) - self._at(self._jit_samples, start)
+
+    @staticmethod
+    def _at(samples: list[tuple[float, float]], instant: float) -> float:
         if not samples:
             return 0.0
         for (t0, c0), (t1, c1) in itertools.pairwise(samples):

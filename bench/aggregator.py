@@ -94,6 +94,7 @@ class Leg:
     progress: list[Any]
     wall: float
     steady_cpu: float = 0.0
+    steady_jit: float = 0.0  # of steady_cpu, the Spark JVM's JIT compiler threads'
     peak_mib: float = 0.0
     jvm_peak_mib: float = 0.0  # the Spark JVM's share of peak_mib; the rest is this driver's
     code: dict[str, float] = field(default_factory=dict)  # CodeCost.since over the leg
@@ -136,6 +137,7 @@ class Leg:
             "batches": len(seconds),
             "rows_per_second": round(self.per_second),
             "cpu_us_per_row": micros_per(self.steady_cpu, self.steady_rows),
+            "jit_cpu_us_per_row": micros_per(self.steady_jit, self.steady_rows),
             "median_batch_rows_per_second": round(statistics.median(p.processedRowsPerSecond for p in self.steady)),
             "batch_seconds": seconds,
             "wall_seconds": round(self.wall, 2),
@@ -380,10 +382,11 @@ def run_legs(
                 continue
             reset_peak_rss(pids)
             code = CodeCost(jvm)
-            with CpuSampler(pids) as sampler:
+            with CpuSampler(pids, jit=pids[:1]) as sampler:
                 leg = run_leg(kind(name), spark, settings, contracts, readings)
             leg.code = code.since()
             leg.name, leg.steady_cpu, leg.peak_mib = name, sampler.used(*leg.steady_span), peak_rss_mib(pids)
+            leg.steady_jit = sampler.jit_used(*leg.steady_span)
             leg.jvm_peak_mib = peak_rss_mib(pids[:1])
             if kind(name) not in ("rate", "floor"):  # the floor writes nothing
                 leg.output_topic = settings.output_topic
@@ -576,15 +579,15 @@ def leg_row(leg: AnyLeg) -> list[object]:
         batches, first = "-", leg.first_s
     else:
         batches, first = str(len(leg.batches)), leg.batches[0].durationMs["triggerExecution"] / 1000
-    cpu = micros_per(leg.steady_cpu, leg.steady_rows)
-    return [leg.name, leg.rows, batches, leg.per_second, cpu, leg.peak_mib, first, leg.wall]
+    cpu, jit = micros_per(leg.steady_cpu, leg.steady_rows), micros_per(leg.steady_jit, leg.steady_rows)
+    return [leg.name, leg.rows, batches, leg.per_second, cpu, jit, leg.peak_mib, first, leg.wall]
 
 
 def report(
     legs: list[AnyLeg], produced: dict[str, Any], windows: dict[str, Any], paced: dict[str, Any],
     idle_mib: float, args: argparse.Namespace,
 ) -> None:  # fmt: skip
-    header = ["leg", "rows", "batches", "rows/s", "CPU µs/row", "peak MiB", "first batch s", "wall s"]
+    header = ["leg", "rows", "batches", "rows/s", "CPU µs/row", "of it JIT", "peak MiB", "first batch s", "wall s"]
     title = (
         f"Spark {args.master}, {args.shuffle_partitions} shuffle partitions, "
         f"{args.batch} rows/batch, {args.devices} devices"
@@ -608,6 +611,7 @@ def report(
             leg.per_second,
             micros_per(leg.steady_cpu, leg.steady_rows),
             {"rows": leg.rows, "wall_s": round(leg.wall, 2), "peak_mib": leg.peak_mib}
+            | {"jit_cpu_us_per_row": micros_per(leg.steady_jit, leg.steady_rows)}
             | ({"jvm_peak_mib": leg.jvm_peak_mib} | leg.code if isinstance(leg, Leg) else {}),
         )
         for leg in legs
@@ -655,7 +659,9 @@ def compare(legs: list[AnyLeg]) -> dict[str, float]:
 
 def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
     """Our job against the peer, each side's median over its rounds: CPU per reading and peak
-    memory (above 1: we spend more), readings/s (below 1: we are slower)."""
+    memory (above 1: we spend more), readings/s (below 1: we are slower). CPU also net of each
+    JVM's JIT compilers: a leg of seconds still pays for compiling its code, which a job running
+    for hours pays once, and the Spark JVM compiles far more code than the peer's."""
     jobs = [leg for leg in legs if kind(leg.name) == "job" and leg.steady_rows]
     peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
     if not jobs or not peers:
@@ -664,13 +670,20 @@ def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
     def median(side: list[AnyLeg], figure: str) -> float:
         values = {
             "cpu": [leg.steady_cpu / leg.steady_rows for leg in side],
+            "cpu_net_of_jit": [(leg.steady_cpu - leg.steady_jit) / leg.steady_rows for leg in side],
             "memory": [leg.peak_mib for leg in side],
             "rate": [leg.per_second for leg in side],
         }[figure]
         return statistics.median(values)
 
     ratios = {}
-    for figure, key in (("cpu", "cpu_per_reading"), ("memory", "peak_memory"), ("rate", "readings_per_second")):
+    figures = (
+        ("cpu", "cpu_per_reading"),
+        ("cpu_net_of_jit", "cpu_per_reading_net_of_jit"),
+        ("memory", "peak_memory"),
+        ("rate", "readings_per_second"),
+    )
+    for figure, key in figures:
         theirs = median(peers, figure)
         ratios[f"job_over_kstreams_{key}"] = round(median(jobs, figure) / theirs, 3) if theirs else 0.0
     return ratios

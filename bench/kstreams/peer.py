@@ -253,6 +253,7 @@ class PeerLeg:
     peak_mib: float
     output_rows: int
     output_topic: str
+    steady_jit: float = 0.0  # of steady_cpu, the JVM's JIT compiler threads'
 
     @property
     def per_second(self) -> float:
@@ -267,7 +268,7 @@ def run_peer_leg(name: str, peer: PeerProcess, count: int, skip: int, windows: i
     started = time.perf_counter()
     peer.start()
     try:
-        with CpuSampler([peer.pid]) as sampler:
+        with CpuSampler([peer.pid], jit=[peer.pid]) as sampler:
             peer.wait_for(count, timeout=max(600.0, count / 1000))
             wall = time.perf_counter() - started
             emitted = peer.wait_emitted(windows, settle=3.0, timeout=30.0)
@@ -280,7 +281,7 @@ def run_peer_leg(name: str, peer: PeerProcess, count: int, skip: int, windows: i
         f"emit on close every {peer.emit_interval_ms} ms, -Xmx{HEAP}); {emitted} aggregates out"
     )
     return PeerLeg(name, what, count, rows, end - begin, sampler.used(begin, end), wall, begin - peer.started,
-                   peak, emitted, peer.output_topic)  # fmt: skip
+                   peak, emitted, peer.output_topic, sampler.jit_used(begin, end))  # fmt: skip
 
 
 def read_topic(bootstrap: str, topic: str, partitions: int, decode: Any, timeout: float = 60.0) -> list[Any]:

@@ -27,8 +27,8 @@ from kstreams.latency import Paced, latencies
 from kstreams.peer import PeerLeg, Progress, compare_windows, steady_span, windows_of
 
 
-def leg(name: str, cpu_s: float, rows: int, per_second: float, peak_mib: float) -> PeerLeg:
-    return PeerLeg(name, "", rows, rows, rows / per_second, cpu_s, 0.0, 0.0, peak_mib, 0, "")
+def leg(name: str, cpu_s: float, rows: int, per_second: float, peak_mib: float, jit_s: float = 0.0) -> PeerLeg:
+    return PeerLeg(name, "", rows, rows, rows / per_second, cpu_s, 0.0, 0.0, peak_mib, 0, "", jit_s)
 
 
 def test_job_and_kstreams_take_turns_after_the_other_legs() -> None:
@@ -48,6 +48,16 @@ def test_ratios_are_of_each_sides_median_over_its_rounds() -> None:
     assert ratios["job_over_kstreams_cpu_per_reading"] == pytest.approx(42 / 21, abs=1e-3)
     assert ratios["job_over_kstreams_peak_memory"] == pytest.approx(1400 / 600, abs=1e-3)
     assert ratios["job_over_kstreams_readings_per_second"] == pytest.approx(38_000 / 75_000, abs=1e-3)
+
+
+def test_cpu_net_of_each_jvms_jit_is_a_ratio_of_its_own() -> None:
+    legs = [
+        leg("job-1", cpu_s=40.0, rows=1_000_000, per_second=40_000, peak_mib=1500, jit_s=10.0),  # 30 µs net
+        leg("kstreams-1", cpu_s=20.0, rows=1_000_000, per_second=80_000, peak_mib=500, jit_s=1.0),  # 19 µs net
+    ]
+    ratios = job_over_kstreams(legs)  # type: ignore[arg-type]
+    assert ratios["job_over_kstreams_cpu_per_reading"] == pytest.approx(2.0, abs=1e-3)
+    assert ratios["job_over_kstreams_cpu_per_reading_net_of_jit"] == pytest.approx(30 / 19, abs=1e-3)
 
 
 def test_no_ratio_without_both_sides() -> None:
