@@ -63,13 +63,16 @@ def cpu_seconds(pid: int | None) -> float:
     if pid is None:
         return 0.0
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
     except OSError:
         return 0.0
+
+
+def stat_cpu_seconds(stat: str) -> float:
+    """User + system CPU in a process's or a thread's ``/proc`` stat line."""
     # The command name (field 2) may hold spaces; every field after its ")" is numeric.
     fields = stat.rsplit(")", 1)[1].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / TICKS_PER_SECOND
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
 
 
 # A JVM's JIT compiler threads, as /proc names them (HotSpot's "C2 CompilerThread0", cut to
@@ -99,8 +102,7 @@ class CompilerTime:
                 if thread not in self._compiler:
                     self._compiler[thread] = _read(task / "comm").startswith(COMPILER_THREADS)
                 if self._compiler[thread] and (stat := _read(task / "stat")):
-                    fields = stat.rsplit(")", 1)[1].split()
-                    self.last[thread] = (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+                    self.last[thread] = stat_cpu_seconds(stat)
         return sum(self.last.values())
 
 

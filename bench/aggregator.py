@@ -129,21 +129,6 @@ class Leg:
         begin, end = self.steady_span
         return self.steady_rows / (end - begin) if end > begin else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        seconds = [round(p.durationMs["triggerExecution"] / 1000, 2) for p in self.batches]
-        return {
-            "what": self.what,
-            "rows": self.rows,
-            "batches": len(seconds),
-            "rows_per_second": round(self.per_second),
-            "cpu_us_per_row": micros_per(self.steady_cpu, self.steady_rows),
-            "jit_cpu_us_per_row": micros_per(self.steady_jit, self.steady_rows),
-            "median_batch_rows_per_second": round(statistics.median(p.processedRowsPerSecond for p in self.steady)),
-            "batch_seconds": seconds,
-            "wall_seconds": round(self.wall, 2),
-            "output_rows": sum(max(p.sink.numOutputRows, 0) for p in self.progress),
-        }
-
 
 def _started(progress: Any) -> float:
     return datetime.fromisoformat(progress.timestamp).timestamp()
