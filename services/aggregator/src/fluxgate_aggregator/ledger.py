@@ -55,6 +55,11 @@ ROW_SCHEMA = (
 )
 ROW_COLUMNS = ("device_id", "event_time", "value", "sequence", "unit", "counted", "keep_ms", "arrived_ms")
 KEPT_METAS = 10
+# Readings a file of an entry holds at most. Every later batch reads each file of each live
+# entry as a task of its own, twice or more; written as the batch's partitions came (one per
+# Kafka partition), a small batch's entry cost those scans tasks of a few rows each
+# (bench/results/2026-12-02-aggregator-fewer-executions.md).
+ROWS_PER_FILE = 100_000
 NEVER = -(2**62)  # a mark before any reading: what a device new in a batch has
 
 
@@ -285,7 +290,7 @@ class Ledger:
 
     def record(self, records: DataFrame, latest_event_ms: int | None, rows: int) -> None:
         """Keep this batch's ``rows`` readings, the rows of ``records`` (with ROW_COLUMNS) with
-        an event time; ``latest_event_ms`` None: there were none.
+        an event time, in a file per ``ROWS_PER_FILE``; ``latest_event_ms`` None: there were none.
 
         The entry is cached as read back from its file, not as ``records``: a cached frame
         keeps its plan, and the batch's plan holds the broadcast of the device table it was
@@ -296,7 +301,8 @@ class Ledger:
         if latest_event_ms is None or not rows:
             return
         path = self._rows_path(self.batch_id)
-        records.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS).write.mode("overwrite").parquet(path)
+        entry = records.where(F.col("event_time").isNotNull()).select(*ROW_COLUMNS)
+        entry.coalesce(-(-rows // ROWS_PER_FILE)).write.mode("overwrite").parquet(path)
         back = self.spark.read.schema(ROW_SCHEMA).parquet(path).persist()
         self.cached[self.batch_id] = back
         self.entries[self.batch_id] = [latest_event_ms, rows, self.watermark_ms]

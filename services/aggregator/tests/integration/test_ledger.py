@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame
 
+from fluxgate_aggregator import ledger as ledger_module
 from fluxgate_aggregator.ledger import ROW_SCHEMA, Ledger
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -90,6 +91,25 @@ def test_a_batch_that_expired_an_entry_runs_again_when_spark_did_not_record_its_
     run_batch(again, spark, 4, [row(5, 24.0)])
     assert sorted(again.entries) == [2, 3, 4]
     assert sorted(p.name for p in (tmp_path / "ledger" / "rows").iterdir()) == ["1", "2", "3", "4"]
+
+
+def test_an_entry_is_a_file_per_rows_per_file_readings_whatever_its_partitions(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every later batch scans each file of each live entry as a task of its own: a batch of
+    4 readings in 3 partitions (one per Kafka partition) is one file, not 3 of a row or two."""
+    ledger = Ledger(spark, str(tmp_path / "ledger"), delay_ms=500)
+
+    def files(batch_id: int, rows: list[tuple[Any, ...]]) -> int:
+        ledger.prepare(batch_id)
+        ledger.record(spark.createDataFrame(rows, ROW_SCHEMA).repartition(3), max(r[6] for r in rows), len(rows))
+        return len(list((tmp_path / "ledger" / "rows" / str(batch_id)).glob("*.parquet")))
+
+    assert files(0, [row(n, 20.0 + n) for n in range(1, 5)]) == 1
+    monkeypatch.setattr(ledger_module, "ROWS_PER_FILE", 2)
+    assert files(1, [row(n, 20.0 + n) for n in range(5, 9)]) == 2
+    # Batch 0 never committed, so batch 1 starts without its entry: only batch 1's, whole.
+    assert held(ledger) == [(float(n), 20.0 + n) for n in range(5, 9)]
 
 
 def marks_of(ledger: Ledger) -> list[tuple[str, int]]:

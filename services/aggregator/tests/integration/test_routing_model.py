@@ -64,8 +64,11 @@ def run(
         with pytest.raises(Crash):
             job.batch(batch_id, records)
         job.restart()
+    late_before = job.state.late_rows
     got = job.batch(batch_id, records)
     assert same(expected, got) == [], f"batch {batch_id} {records}"
+    # What the job's metrics and console count as late is what it wrote to the late topic.
+    assert job.state.late_rows - late_before == len(got.late), "the late readings counted are those written"
     return got
 
 
