@@ -19,8 +19,11 @@ micro-batches of ``--batch`` rows:
 ``job`` and ``kstreams`` take turns ``--rounds`` times (job, kstreams, job, ...). Each reports
 CPU per reading, readings/s and peak memory (VmHWM, reset before the leg: Spark's JVM plus
 this driver for ``job``; the peer's JVM for ``kstreams``); the ratios job/kstreams are of the
-medians over the rounds. Every leg's windows are checked against the first job leg's: the
-same windows with equal count, min, max, mean and stddev.
+medians over the rounds. Then ``--sweep-batches`` runs the job twice more per batch size
+(``sweep-<rows>-<turn>``), and a line through every warm job leg splits its CPU (net of its
+JIT) into a cost per batch and a cost per reading; that cost per reading is also given
+against the peer's. Every leg's windows are checked against the first job leg's: the same
+windows with equal count, min, max, mean and stddev.
 
 A short rate run first warms the JVM up. Each leg's rate is the rows of its aggregating
 query over the wall time of its batches after the first (which pays for code generation and
@@ -38,7 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -80,6 +83,7 @@ from fluxgate_stack import Endpoints
 PARTITIONS = 3
 LEGS = ("floor", "rate", "kafka", "job", "kstreams")
 ALTERNATED = ("job", "kstreams")
+SWEEP = "sweep"  # the job again, in batches of another size (--sweep-batches)
 # Stopping the endless rate source interrupts the batch it is running; these log that as a
 # failure (a warning with a stack trace, an error), which says nothing about the results.
 INTERRUPTED_LOGGERS = ("org.apache.hadoop.util.Shell", "org.apache.spark.broadcast.TorrentBroadcast")
@@ -281,6 +285,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     parser.add_argument("--legs", nargs="+", choices=LEGS, default=list(LEGS), help="which legs, in order")
     parser.add_argument("--rounds", type=int, default=2, help="turns of job and kstreams, alternated")
+    parser.add_argument("--sweep-batches", type=int, nargs="*", default=[50_000, 200_000, 500_000], metavar="ROWS",
+                        help="after the turns, two job legs in batches of each size: the job's CPU split into a cost"
+                        " per batch and a cost per reading (none: no sweep)")  # fmt: skip
     parser.add_argument("--peer-threads", type=int, default=2, help="the peer's stream threads (Spark: local[2])")
     parser.add_argument("--latency-seconds", type=float, default=150.0, help="paced leg per engine (0: none)")
     parser.add_argument("--latency-rate", type=float, default=10_000.0, help="readings/s of the paced legs")
@@ -308,14 +315,17 @@ def latency_span_problem(span: float, settle: float) -> str | None:
     return None
 
 
-def leg_names(legs: list[str], rounds: int) -> list[str]:
+def leg_names(legs: list[str], rounds: int, sweep: Sequence[int] = ()) -> list[str]:
     """Each leg once in the order given, but ``job`` and ``kstreams`` take turns ``rounds``
-    times after the others (``job-1``, ``kstreams-1``, ``job-2``, ... when more than one)."""
+    times after the others (``job-1``, ``kstreams-1``, ``job-2``, ... when more than one),
+    and then, with ``job``, two ``sweep-<rows>-<turn>`` legs per batch size of ``sweep``: the
+    first at a size makes code of its own (a size changes how many ledger entries a batch
+    reads)."""
     names = [leg for leg in legs if leg not in ALTERNATED]
     alternated = [leg for leg in legs if leg in ALTERNATED]
     for turn in range(1, rounds + 1):
         names += [f"{leg}-{turn}" if rounds > 1 else leg for leg in alternated]
-    return names
+    return names + ([f"{SWEEP}-{rows}-{turn}" for rows in sweep for turn in (1, 2)] if "job" in legs else [])
 
 
 def kind(name: str) -> str:
@@ -532,7 +542,7 @@ def leg_settings(
 ) -> Iterator[tuple[str, AggregatorSettings]]:
     """Settings per leg: one input topic for all, output topics and a checkpoint of each leg's own."""
     input_topic = unique_topic("bench.agg.in", endpoints.bootstrap, PARTITIONS)
-    names = leg_names(args.legs, args.rounds)
+    names = leg_names(args.legs, args.rounds, args.sweep_batches)
     for name in ["warm-up", *names] if args.warm_up else names:
         # The peer stamps each aggregate with its window's event time (2023, FIRST_EVENT_MS): the
         # broker's retention would delete them before they are read back. Append time keeps them.
@@ -546,7 +556,7 @@ def leg_settings(
             AggregatorSettings(
                 kafka=KafkaSettings(bootstrap_servers=endpoints.bootstrap),
                 registry=RegistrySettings(url=endpoints.registry_url),
-                spark=spark,
+                spark=sweep_batch(name, spark),
                 input_topic=input_topic,
                 output_topic=topics["out"],
                 deadletter_topic=topics["dlq"],
@@ -555,6 +565,13 @@ def leg_settings(
                 checkpoint_dir=str(tmp / name),
             ),
         )
+
+
+def sweep_batch(name: str, spark: SparkSettings) -> SparkSettings:
+    """A sweep leg's batches are its own size: ``sweep-<rows>-<turn>``."""
+    if kind(name) != SWEEP:
+        return spark
+    return spark.model_copy(update={"max_offsets_per_trigger": int(name.split("-")[1])})
 
 
 def leg_row(leg: AnyLeg) -> list[object]:
@@ -586,7 +603,14 @@ def report(
     for engine, figures in paced.items():
         print(f"  close -> output topic, {engine} at {args.latency_rate:,.0f} readings/s: {figures}")
     print(f"  an idle session (Spark's JVM and this driver, before any leg): {idle_mib:,.0f} MiB")
+    per_batch = batch_cost(legs)
+    if per_batch:
+        print(
+            f"  the job's CPU net of JIT: {per_batch['cpu_s_per_batch']:.2f} CPU-s a batch"
+            f" + {per_batch['cpu_us_per_reading']:.2f} µs a reading, over {per_batch['points']}"
+        )
     ratios = compare(legs) | job_over_kstreams(legs) | floor_over_kstreams(legs, idle_mib) | latency_ratio(paced)
+    ratios |= reading_cost_over_kstreams(per_batch, legs)
     for name, ratio in ratios.items():
         print(f"{name}: {ratio:.2f}")
     results = [
@@ -621,6 +645,7 @@ def report(
             "legs": paced,
         },
         "what": {leg.name: leg.what for leg in legs},
+        "batch_cost": per_batch,
     }
     paths = write_report("aggregator", title, "row", results, ratios, settings)
     path = paths[0]
@@ -672,6 +697,42 @@ def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
         theirs = median(peers, figure)
         ratios[f"job_over_kstreams_{key}"] = round(median(jobs, figure) / theirs, 3) if theirs else 0.0
     return ratios
+
+
+def batch_cost(legs: list[AnyLeg]) -> dict[str, Any]:
+    """The job's CPU net of its JIT as a line, ``CPU-s a batch = cpu_s_per_batch +
+    cpu_us_per_reading * readings a batch``, through every warm job leg at its batches' mean
+    size: each but the first at its size, which makes the code of that size's plans (Janino's
+    compiling is not the JIT's). Empty when fewer than two sizes ran. A batch's cost is the
+    same whatever it holds, so it weighs on a reading as the batches get smaller
+    (bench/results/2026-12-02-aggregator-batch-size.md)."""
+    jobs = [leg for leg in legs if isinstance(leg, Leg) and kind(leg.name) in ("job", SWEEP) and leg.steady_rows]
+    points: list[tuple[float, float]] = []
+    sizes: set[int] = set()
+    for leg in jobs:
+        rows = leg.steady_rows / len(leg.steady)
+        if round(rows) in sizes:
+            points.append((rows, (leg.steady_cpu - leg.steady_jit) / len(leg.steady)))
+        sizes.add(round(rows))
+    if len({round(rows) for rows, _ in points}) < 2:
+        return {}
+    slope, intercept = statistics.linear_regression([rows for rows, _ in points], [cpu for _, cpu in points])
+    return {
+        "cpu_s_per_batch": round(intercept, 3),
+        "cpu_us_per_reading": round(slope * 1e6, 2),
+        "points": [(round(rows), round(cpu, 3)) for rows, cpu in points],
+    }
+
+
+def reading_cost_over_kstreams(per_batch: dict[str, Any], legs: list[AnyLeg]) -> dict[str, float]:
+    """The job's cost a reading above its batches' (:func:`batch_cost`) against the peer's
+    whole CPU a reading, both net of their JIT (the peer's median over its rounds): what the
+    job would spend against the peer if a batch cost nothing."""
+    peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
+    if not per_batch or not peers:
+        return {}
+    theirs = statistics.median((leg.steady_cpu - leg.steady_jit) / leg.steady_rows for leg in peers) * 1e6
+    return {"job_reading_cost_over_kstreams_net_of_jit": round(per_batch["cpu_us_per_reading"] / theirs, 3)}
 
 
 def floor_over_kstreams(legs: list[AnyLeg], idle_mib: float) -> dict[str, float]:

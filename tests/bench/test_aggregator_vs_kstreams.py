@@ -15,16 +15,22 @@ import pytest
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
 from aggregator import (
+    Leg,
+    batch_cost,
     batch_figures,
     floor_over_kstreams,
     job_over_kstreams,
     latency_ratio,
     latency_span_problem,
     leg_names,
+    reading_cost_over_kstreams,
     seconds,
+    sweep_batch,
 )
 from kstreams.latency import Paced, latencies
 from kstreams.peer import PeerLeg, Progress, compare_windows, steady_span, windows_of
+
+from fluxgate_aggregator.settings import SparkSettings
 
 
 def leg(name: str, cpu_s: float, rows: int, per_second: float, peak_mib: float, jit_s: float = 0.0) -> PeerLeg:
@@ -34,6 +40,53 @@ def leg(name: str, cpu_s: float, rows: int, per_second: float, peak_mib: float, 
 def test_job_and_kstreams_take_turns_after_the_other_legs() -> None:
     assert leg_names(["rate", "job", "kstreams"], 1) == ["rate", "job", "kstreams"]
     assert leg_names(["job", "kafka", "kstreams"], 2) == ["kafka", "job-1", "kstreams-1", "job-2", "kstreams-2"]
+
+
+def test_the_sweep_runs_the_job_once_per_batch_size_after_the_turns_in_batches_of_that_size() -> None:
+    names = leg_names(["job", "kstreams"], 2, [50_000, 500_000])
+    sweep = ["sweep-50000-1", "sweep-50000-2", "sweep-500000-1", "sweep-500000-2"]
+    assert names == ["job-1", "kstreams-1", "job-2", "kstreams-2", *sweep]
+    assert leg_names(["kstreams"], 1, [50_000]) == ["kstreams"], "no job, no sweep"
+    spark = SparkSettings(max_offsets_per_trigger=100_000)
+    assert sweep_batch("sweep-50000-2", spark).max_offsets_per_trigger == 50_000
+    assert sweep_batch("job-2", spark) is spark
+
+
+def job_leg(name: str, batches: list[int], cpu_s: float, jit_s: float = 0.0) -> Leg:
+    """A job leg whose first batch (not steady) holds as much as its second."""
+    progress = [SimpleNamespace(numInputRows=rows) for rows in [batches[0], *batches]]
+    return Leg(name, "", progress, wall=1.0, steady_cpu=cpu_s, steady_jit=jit_s)
+
+
+def test_the_job_cpu_splits_into_a_cost_per_batch_and_per_reading_over_its_warm_legs() -> None:
+    # 1.8 CPU-s a batch and 15 µs a reading, net of JIT; the first leg at each size (making
+    # that size's code) costs more.
+    def cpu(rows: int, batches: int) -> float:
+        return batches * (1.8 + 15e-6 * rows)
+
+    legs = [
+        job_leg("job-1", [100_000] * 9, cpu_s=3 * cpu(100_000, 9)),
+        leg("kstreams-1", cpu_s=20.0, rows=1_000_000, per_second=50_000, peak_mib=500, jit_s=5.0),  # 15 µs net
+        job_leg("job-2", [100_000] * 9, cpu_s=cpu(100_000, 9) + 4.0, jit_s=4.0),
+        job_leg("sweep-50000-1", [50_000] * 19, cpu_s=2 * cpu(50_000, 19)),
+        job_leg("sweep-50000-2", [50_000] * 19, cpu_s=cpu(50_000, 19)),
+        job_leg("sweep-500000-1", [500_000], cpu_s=2 * cpu(500_000, 1)),
+        job_leg("sweep-500000-2", [500_000], cpu_s=cpu(500_000, 1)),
+    ]
+    cost = batch_cost(legs)  # type: ignore[arg-type]
+    assert cost["cpu_s_per_batch"] == pytest.approx(1.8, abs=1e-3)
+    assert cost["cpu_us_per_reading"] == pytest.approx(15.0, abs=1e-2)
+    assert [rows for rows, _ in cost["points"]] == [100_000, 50_000, 500_000], "each size's first leg left out"
+    ratio = reading_cost_over_kstreams(cost, legs)  # type: ignore[arg-type]
+    assert ratio == {"job_reading_cost_over_kstreams_net_of_jit": pytest.approx(1.0, abs=1e-3)}
+
+
+def test_one_batch_size_splits_nothing() -> None:
+    legs = [job_leg("job-1", [100_000] * 9, 30.0), job_leg("job-2", [100_000] * 9, 30.0)]
+    assert batch_cost(legs) == {}  # type: ignore[arg-type]
+    legs.append(job_leg("sweep-50000-1", [50_000] * 19, 40.0))
+    assert batch_cost(legs) == {}, "a size's first leg alone is no point"  # type: ignore[arg-type]
+    assert reading_cost_over_kstreams({}, legs) == {}  # type: ignore[arg-type]
 
 
 def test_ratios_are_of_each_sides_median_over_its_rounds() -> None:
