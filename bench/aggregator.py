@@ -667,20 +667,29 @@ def compare(legs: list[AnyLeg]) -> dict[str, float]:
     return ratios
 
 
+def measured(legs: list[AnyLeg], *kinds: str) -> list[AnyLeg]:
+    """The legs of these kinds that measured any steady rows."""
+    return [leg for leg in legs if kind(leg.name) in kinds and leg.steady_rows]
+
+
+def net_of_jit(leg: AnyLeg) -> float:
+    """A leg's CPU-s a steady reading, less its JIT compilers'."""
+    return (leg.steady_cpu - leg.steady_jit) / leg.steady_rows
+
+
 def job_over_kstreams(legs: list[AnyLeg]) -> dict[str, float]:
     """Our job against the peer, each side's median over its rounds: CPU per reading and peak
     memory (above 1: we spend more), readings/s (below 1: we are slower). CPU also net of each
     JVM's JIT compilers: a leg of seconds still pays for compiling its code, which a job running
     for hours pays once, and the Spark JVM compiles far more code than the peer's."""
-    jobs = [leg for leg in legs if kind(leg.name) == "job" and leg.steady_rows]
-    peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
+    jobs, peers = measured(legs, "job"), measured(legs, "kstreams")
     if not jobs or not peers:
         return {}
 
     def median(side: list[AnyLeg], figure: str) -> float:
         values = {
             "cpu": [leg.steady_cpu / leg.steady_rows for leg in side],
-            "cpu_net_of_jit": [(leg.steady_cpu - leg.steady_jit) / leg.steady_rows for leg in side],
+            "cpu_net_of_jit": [net_of_jit(leg) for leg in side],
             "memory": [leg.peak_mib for leg in side],
             "rate": [leg.per_second for leg in side],
         }[figure]
@@ -706,7 +715,7 @@ def batch_cost(legs: list[AnyLeg]) -> dict[str, Any]:
     compiling is not the JIT's). Empty when fewer than two sizes ran. A batch's cost is the
     same whatever it holds, so it weighs on a reading as the batches get smaller
     (bench/results/2026-12-02-aggregator-batch-size.md)."""
-    jobs = [leg for leg in legs if isinstance(leg, Leg) and kind(leg.name) in ("job", SWEEP) and leg.steady_rows]
+    jobs = [leg for leg in measured(legs, "job", SWEEP) if isinstance(leg, Leg)]
     points: list[tuple[float, float]] = []
     sizes: set[int] = set()
     for leg in jobs:
@@ -728,10 +737,10 @@ def reading_cost_over_kstreams(per_batch: dict[str, Any], legs: list[AnyLeg]) ->
     """The job's cost a reading above its batches' (:func:`batch_cost`) against the peer's
     whole CPU a reading, both net of their JIT (the peer's median over its rounds): what the
     job would spend against the peer if a batch cost nothing."""
-    peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
+    peers = measured(legs, "kstreams")
     if not per_batch or not peers:
         return {}
-    theirs = statistics.median((leg.steady_cpu - leg.steady_jit) / leg.steady_rows for leg in peers) * 1e6
+    theirs = statistics.median(net_of_jit(leg) for leg in peers) * 1e6
     return {"job_reading_cost_over_kstreams_net_of_jit": round(per_batch["cpu_us_per_reading"] / theirs, 3)}
 
 
@@ -740,7 +749,7 @@ def floor_over_kstreams(legs: list[AnyLeg], idle_mib: float) -> dict[str, float]
     leg's CPU per reading and an idle session's memory. At 1 or above, a goal of spending no
     more than the peer is out of reach of any job on this Spark, whatever it computes."""
     floor = next((leg for leg in legs if leg.name == "floor" and leg.steady_rows), None)
-    peers = [leg for leg in legs if kind(leg.name) == "kstreams" and leg.steady_rows]
+    peers = measured(legs, "kstreams")
     if not peers:
         return {}
     ratios = {}

@@ -42,7 +42,7 @@ def test_job_and_kstreams_take_turns_after_the_other_legs() -> None:
     assert leg_names(["job", "kafka", "kstreams"], 2) == ["kafka", "job-1", "kstreams-1", "job-2", "kstreams-2"]
 
 
-def test_the_sweep_runs_the_job_once_per_batch_size_after_the_turns_in_batches_of_that_size() -> None:
+def test_the_sweep_runs_the_job_twice_per_batch_size_after_the_turns_in_batches_of_that_size() -> None:
     names = leg_names(["job", "kstreams"], 2, [50_000, 500_000])
     sweep = ["sweep-50000-1", "sweep-50000-2", "sweep-500000-1", "sweep-500000-2"]
     assert names == ["job-1", "kstreams-1", "job-2", "kstreams-2", *sweep]
