@@ -84,9 +84,13 @@ def per_million(points: Sequence[Point]) -> float | None:
 class LedgerRun:
     """One ledger in a folder of its own, run batch after batch as the router runs it."""
 
-    def __init__(self, spark: SparkSession, folder: str, delay_ms: int, horizon_ms: int) -> None:
+    def __init__(
+        self, spark: SparkSession, folder: str, delay_ms: int, horizon_ms: int, evict_at_least: int | None = None
+    ) -> None:
         self.spark, self.horizon_ms = spark, horizon_ms
         self.ledger = Ledger(spark, folder, delay_ms=delay_ms)
+        if evict_at_least is not None:
+            self.ledger.evict_at_least = evict_at_least
         self.batch_id = 0
 
     def batch(self, devices: Sequence[int] | range, at_ms: int, rng: random.Random) -> dict[str, float]:
@@ -135,7 +139,8 @@ def _lap(times: dict[str, float], phase: str, started: float) -> float:
 
 def run_point(spark: SparkSession, args: argparse.Namespace, devices: int, rng: random.Random) -> Point:
     with tempfile.TemporaryDirectory(prefix="device-table-") as folder:  # a million devices' ledger: gone after
-        return _measured(LedgerRun(spark, f"{folder}/ledger", args.delay_ms, args.horizon_ms), args, devices, rng)
+        run = LedgerRun(spark, f"{folder}/ledger", args.delay_ms, args.horizon_ms, args.evict_at_least)
+        return _measured(run, args, devices, rng)
 
 
 def _measured(run: LedgerRun, args: argparse.Namespace, devices: int, rng: random.Random) -> Point:
@@ -161,6 +166,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--delay-ms", type=int, default=30_000)
     parser.add_argument("--horizon-ms", type=int, default=60_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--evict-at-least", type=int, default=None, help="quiet devices before they go cold (default: the ledger's)"
+    )
     return parser.parse_args(argv)
 
 

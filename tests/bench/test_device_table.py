@@ -11,7 +11,7 @@ import pytest
 # bench/ holds scripts, not a package: its modules import each other by bare name.
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
-from device_table import PHASES, Point, fill_chunks, parse_args, per_million
+from device_table import PHASES, LedgerRun, Point, fill_chunks, parse_args, per_million
 
 
 def batch(seconds: float) -> dict[str, float]:
@@ -46,3 +46,11 @@ def test_the_defaults_measure_hive_sized_fleets_in_small_batches() -> None:
     args = parse_args([])
     assert [int(n) for n in args.devices.split(",")] == [10_000, 100_000, 300_000, 1_000_000]
     assert args.batch == 400 and args.skip < args.skip + args.batches
+
+
+def test_the_eviction_threshold_is_the_ledgers_unless_asked(tmp_path: Path) -> None:
+    assert parse_args([]).evict_at_least is None
+    assert parse_args(["--evict-at-least", "50000"]).evict_at_least == 50_000
+    default = LedgerRun(object(), str(tmp_path / "a"), 30_000, 60_000).ledger  # type: ignore[arg-type]
+    asked = LedgerRun(object(), str(tmp_path / "b"), 30_000, 60_000, 50_000).ledger  # type: ignore[arg-type]
+    assert asked.evict_at_least == 50_000 != default.evict_at_least

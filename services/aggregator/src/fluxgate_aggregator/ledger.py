@@ -107,10 +107,9 @@ class Ledger:
     _learned: tuple[int, DataFrame, int | None] | None = None  # this batch's table and clock
     # Every evict_every batches the devices without readings in the ledger go cold, once
     # there are evict_at_least of them; their rows are in cold_files (batch ids, oldest
-    # first), merged into one past compact_after. Below that many, keeping the rows cost a
-    # batch less than deciding it again for the devices that come back (0.15 s against 0.3
-    # to 0.5 s, bench/results/2026-12-01-aggregator-cold-devices.md; measured before a
-    # recall judged only the returning devices' readings again).
+    # first), merged into one past compact_after. Below that many, keeping the rows costs a
+    # batch less than recalling the devices that come back: 0.4 to 0.5 s less at 100,000
+    # quiet devices, even at 300,000 (bench/results/2026-12-02-aggregator-eviction-threshold.md).
     evict_every: int = 8
     evict_at_least: int = 200_000
     compact_after: int = 16
