@@ -44,7 +44,8 @@ def with_reading(frames: DataFrame, writers: Mapping[int, str], reader: str) -> 
     Each body is decoded once, in a generator: Catalyst pushes a filter on ``reading`` below
     a projection by copying its expression into the filter, and evaluates a ``CASE`` branch
     and its condition apart, so the same ``from_avro`` ran up to six times a record (a filter
-    on the metric, then the projection: 15 against 4 µs a reading). A filter cannot pass a
+    on the metric, then the projection): the routing's projection cost 14 CPU µs a record,
+    now 6 (bench/results/2026-12-02-aggregator-decode-once.md). A filter cannot pass a
     generator that makes the column it reads."""
     body = F.when(F.col(MAGIC_OK), F.col("body"))
     one = frames.select("*", F.inline(F.array(F.struct(decode(body, F.col(SCHEMA_ID), writers, reader)))))
