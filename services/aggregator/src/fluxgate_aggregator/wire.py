@@ -41,14 +41,15 @@ def with_reading(frames: DataFrame, writers: Mapping[int, str], reader: str) -> 
     """``frames`` with ``reading``: the value decoded with its writer schema among
     ``writers``, null when it does not decode (or its id is not among them).
 
-    Each body is decoded once, in a generator: Catalyst pushes a filter on ``reading`` below
-    a projection by copying its expression into the filter, and evaluates a ``CASE`` branch
-    and its condition apart, so the same ``from_avro`` ran up to six times a record (a filter
-    on the metric, then the projection): the routing's projection cost 14 CPU µs a record,
-    now 6 (bench/results/2026-12-02-aggregator-decode-once.md). A filter cannot pass a
-    generator that makes the column it reads."""
+    Each body is decoded once, in a generator (the explode of a one-element array): Catalyst
+    pushes a filter on ``reading`` below a projection by copying its expression into the
+    filter, and evaluates a ``CASE`` branch and its condition apart, so the same
+    ``from_avro`` ran up to six times a record (a filter on the metric, then the projection):
+    the routing's projection cost 14 CPU µs a record, now 6
+    (bench/results/2026-12-02-aggregator-decode-once.md). A filter cannot pass a generator
+    that makes the column it reads."""
     body = F.when(F.col(MAGIC_OK), F.col("body"))
-    one = frames.select("*", F.inline(F.array(F.struct(decode(body, F.col(SCHEMA_ID), writers, reader)))))
+    one = frames.select("*", F.explode(F.array(decode(body, F.col(SCHEMA_ID), writers, reader))).alias(DECODED))
     # PERMISSIVE turns a body that does not decode into a struct of nulls, not a null:
     # a field the schema never allows to be null tells the two apart.
     decoded = F.col(DECODED)
@@ -66,7 +67,7 @@ def decode(body: Column, schema_id: Column, writers: Mapping[int, str], reader: 
             from_avro(F.when(schema_id == writer_id, body), writer_schema, options)
             for writer_id, writer_schema in sorted(writers.items())
         ]
-    ).alias(DECODED)
+    )
 
 
 def required_field(schema_text: str) -> str:
