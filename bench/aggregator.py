@@ -721,7 +721,7 @@ def batch_cost(legs: list[AnyLeg]) -> dict[str, Any]:
     for leg in jobs:
         rows = leg.steady_rows / len(leg.steady)
         if round(rows) in sizes:
-            points.append((rows, (leg.steady_cpu - leg.steady_jit) / len(leg.steady)))
+            points.append((rows, net_of_jit(leg) * rows))
         sizes.add(round(rows))
     if len({round(rows) for rows, _ in points}) < 2:
         return {}
