@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Mapping
 
 import structlog
 from pyspark.sql import SparkSession
@@ -85,6 +87,18 @@ def heap_of(settings: SparkSettings) -> DriverHeap:
     return driver_heap(settings.driver_memory, container_memory_limit())
 
 
+def worker_python(master: str, environ: Mapping[str, str]) -> str | None:
+    """The interpreter of a local master's Python workers, unless ``PYSPARK_PYTHON`` names one:
+    the driver's own. PySpark's default is whatever ``python3`` the PATH finds, which need not
+    be the venv's version, and PySpark refuses a worker of another version. The job needs
+    workers: the ledger's recall of devices from the cold store makes their rows from the
+    driver's (``createDataFrame``). A cluster's executors run on other machines, where the
+    driver's path means nothing: theirs stays."""
+    if not master.startswith("local") or environ.get("PYSPARK_PYTHON"):
+        return None
+    return sys.executable
+
+
 def build_session(settings: SparkSettings) -> SparkSession:
     builder = SparkSession.builder.appName(settings.app_name)
     # Under spark-submit the JVM is up already and the submit line's --master and
@@ -96,6 +110,9 @@ def build_session(settings: SparkSettings) -> SparkSession:
         if heap.memory:
             builder = builder.config(DRIVER_MEMORY, heap.memory)
         log.info("spark.driver_heap", memory=heap.memory or "1g", source=heap.source)
+        python = worker_python(settings.master, os.environ)
+        if python is not None:  # read by the SparkContext from here only (spark.pyspark.python is spark-submit's)
+            os.environ["PYSPARK_PYTHON"] = python
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
