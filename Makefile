@@ -8,6 +8,10 @@ MAKEFLAGS += --no-print-directory
 # start, the suite's hundreds of service and tool processes and each pytest worker's collection.
 # With the cache, a sample of the suite took 42% less CPU (bench/results/2026-12-02-suite-bytecode.md).
 unexport PYTHONDONTWRITEBYTECODE
+# Maven's runs here are short (resolving and copying jars, the Kafka Streams peer's small
+# package), where the JVM's optimising compiler costs more than it saves: the checksum tests
+# took half the CPU without it (bench/results/2026-12-02-suite-bytecode.md). Yours wins if set.
+export MAVEN_OPTS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -1,8 +1,9 @@
-"""Every process of the suite and of ``make run`` starts from compiled bytecode: ``make
-install`` compiles what it installs (uv does not unless asked), and make's recipes run without
-``PYTHONDONTWRITEBYTECODE``, which our CI machines set, so the checkout's own modules are
-cached at their first import too. Without either, each process compiled every module it
-imported, at every start (bench/results/2026-12-02-suite-bytecode.md)."""
+"""What make's recipes run with. Every Python process of the suite and of ``make run`` starts
+from compiled bytecode: ``make install`` compiles what it installs (uv does not unless asked),
+and the recipes run without ``PYTHONDONTWRITEBYTECODE``, which our CI machines set, so the
+checkout's own modules are cached at their first import too. Without either, each process
+compiled every module it imported, at every start. And Maven's short runs start on the JVM's
+quick tier (bench/results/2026-12-02-suite-bytecode.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def make(*args: str, env: dict[str, str] | None = None) -> str:
+    """make's standard output in the repository root; it must succeed."""
     result = subprocess.run(["make", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
@@ -33,3 +35,10 @@ def test_make_recipes_may_write_bytecode_when_the_environment_says_not_to() -> N
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     probe = f"_bytecode: ; @{sys.executable} -c 'import sys; print(sys.flags.dont_write_bytecode)'"
     assert make("--eval", probe, "_bytecode", env=env).strip() == "0"
+
+
+def test_maven_starts_on_the_quick_tier_unless_its_options_are_set() -> None:
+    probe = '_maven: ; @echo "$$MAVEN_OPTS"'
+    unset = {name: value for name, value in os.environ.items() if name != "MAVEN_OPTS"}
+    assert "-XX:TieredStopAtLevel=1" in make("--eval", probe, "_maven", env=unset).split()
+    assert make("--eval", probe, "_maven", env={**unset, "MAVEN_OPTS": "-Xmx2g"}).strip() == "-Xmx2g"
