@@ -3,13 +3,16 @@ untouched) and the custom resources' schemas, from the Go module proxy."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate.utils
 import pytest
 import yaml
 from charts import copy_built, go_binary
@@ -90,3 +93,14 @@ def crd_schemas() -> dict[tuple[str, str], Any]:
         assert crd["spec"]["names"]["kind"] == kind
         schemas[(api_version, kind)] = strict(schema)
     return schemas
+
+
+@pytest.fixture(autouse=True, scope="session")
+def kubernetes_schemas_read_once() -> Iterator[None]:
+    """kubernetes_validate reads its schema files again for every object it checks, the
+    definitions (a 1.8 MB JSON file) among them: 7 of the 12 s of test_charts.py's object checks.
+    The files are part of the installed package: read each once a session."""
+    with pytest.MonkeyPatch.context() as patch:
+        cached = functools.cache(kubernetes_validate.utils.schema_contents)
+        patch.setattr(kubernetes_validate.utils, "schema_contents", cached)
+        yield
