@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from routing_model import Broken, Identity, Outputs, Reading, Record, Stats
 
@@ -128,13 +129,25 @@ class SparkRouter:
             raise Crash("the job died after the ledger committed the batch, before Spark did")
 
     def batch(self, batch_id: int, records: Sequence[Record]) -> Outputs:
-        rows = [
-            (b"k", wire(r, self.upgraded), self.settings.input_topic, 0, self.offset + i) for i, r in enumerate(records)
-        ]
-        self.offset += len(records)
         self.written = []
-        self.route(framed(self.spark.createDataFrame(rows, RAW)), batch_id)
+        self.route(framed(self._frame(records)), batch_id)
         return self._outputs()
+
+    def _frame(self, records: Sequence[Record]) -> DataFrame:
+        """The records as the Kafka source hands them (``RAW``), made from Arrow in the JVM:
+        made from a list, each batch ran PySpark's Python workers: 0.3 CPU-s a batch beside the JVM's 3.6."""
+        count = len(records)
+        table = pa.table(
+            {
+                "key": pa.array([b"k"] * count, pa.binary()),
+                "value": pa.array([wire(r, self.upgraded) for r in records], pa.binary()),
+                "topic": pa.array([self.settings.input_topic] * count, pa.string()),
+                "partition": pa.array([0] * count, pa.int32()),
+                "offset": pa.array(range(self.offset, self.offset + count), pa.int64()),
+            }
+        )
+        self.offset += count
+        return self.spark.createDataFrame(table)
 
     def restart(self) -> None:
         """What a restart does to the ledger before the query resumes from its checkpoint."""
