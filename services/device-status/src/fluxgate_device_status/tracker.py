@@ -22,6 +22,7 @@ from typing import Any
 
 import faust
 import structlog
+from faust.exceptions import NotReady
 
 from fluxgate_core.backoff import Backoff
 from fluxgate_core.errors import ConsumeError
@@ -329,8 +330,23 @@ class DeviceTracker:
                 continue
             self.deadlines.track(key, state)
             if is_silent(state, at, self.threshold_ms, watch_start):
+                if not await self._ask_check(key, at, partition):
+                    return
                 metrics.CHECKS.inc()
-                await self.checks.send(key=key, value={"checked_at_ms": at}, partition=partition)
+
+    async def _ask_check(self, key: bytes, at: int, partition: int) -> bool:
+        """Send one silence check; False when the worker is stopping and its producer is gone.
+        faust stops the producer before the timer's last tick ends, and a tick's error crashes
+        the worker (exit 1, so a SIGTERM looks like a failure). The device stays due: the
+        partition's next owner indexes it again from the table and asks."""
+        try:
+            await self.checks.send(key=key, value={"checked_at_ms": at}, partition=partition)
+        except NotReady:
+            if not self.app.should_stop:
+                raise
+            log.info("silence_checks.left_to_next_owner", partition=partition, reason="stopping")
+            return False
+        return True
 
     def _show_lag(self, active: set[int], ends: dict[int, int]) -> None:
         """The lag of each owned partition whose end Kafka just gave; a partition no longer

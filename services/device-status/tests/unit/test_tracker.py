@@ -15,6 +15,7 @@ from typing import Any
 import faust
 import pytest
 import structlog.testing
+from faust.exceptions import NotReady
 
 from fluxgate_core.errors import ConsumeError
 from fluxgate_device_status.codec import pack, unpack
@@ -452,3 +453,35 @@ async def test_devices_are_routable_once_the_producer_knows_the_changelog_s_part
     assert devices.routable is False
     await devices._learn_the_changelog()
     assert asked == ["status-test-devices-changelog"] and devices.routable is True
+
+
+class GoneProducer(Checks):
+    """The silence-check topic once faust has stopped the producer under the timer."""
+
+    async def send(self, key: bytes, value: dict[str, int], partition: int) -> None:
+        raise NotReady("Producer service not yet started")
+
+
+async def test_a_tick_that_outlives_the_producer_while_stopping_leaves_the_device_due(monkeypatch: Any) -> None:
+    """faust stops the producer while the timer's last tick runs: the check is left to the
+    partition's next owner, and the worker exits 0 instead of crashing on SIGTERM."""
+    clock = Clock(HEARD_MS + 2 * THRESHOLD_MS)
+    devices, checks = watched_silent_device(Ends({0: 6}), clock)
+    devices.checks = GoneProducer()  # type: ignore[assignment]
+    monkeypatch.setattr(StatusApp, "should_stop", property(lambda app: True))
+    with structlog.testing.capture_logs() as logs:
+        await devices._tick()  # no error escapes
+    assert [e["partition"] for e in logs if e["event"] == "silence_checks.left_to_next_owner"] == [0]
+    assert devices.deadlines.due(0, clock.now) == [b"dev-1"]  # still due: asked again once sent
+    devices.checks = checks  # type: ignore[assignment]
+    monkeypatch.setattr(StatusApp, "should_stop", property(lambda app: False))
+    await devices._tick()
+    assert checks.sent == [(b"dev-1", clock.now, 0)]
+
+
+async def test_a_producer_that_is_not_ready_while_running_is_an_error(monkeypatch: Any) -> None:
+    devices, _ = watched_silent_device(Ends({0: 6}), Clock(HEARD_MS + 2 * THRESHOLD_MS))
+    devices.checks = GoneProducer()  # type: ignore[assignment]
+    monkeypatch.setattr(StatusApp, "should_stop", property(lambda app: False))
+    with pytest.raises(NotReady):
+        await devices._tick()
