@@ -184,7 +184,7 @@ class Ledger:
     def _table(self) -> DataFrame:
         if self._devices is None:
             if self.devices_at is None:
-                self._devices = self.spark.createDataFrame([], device_clocks.DEVICES_SCHEMA)
+                self._devices = self._empty(device_clocks.DEVICES_SCHEMA)
             else:
                 path = self._devices_path(self.devices_at)
                 self._devices = self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(path).persist()
@@ -256,6 +256,11 @@ class Ledger:
         newest = F.max_by(F.struct("newest_ms", "offset_ms", "floor_ms"), "at").alias("row")
         return rows.groupBy("device_id").agg(newest).select("device_id", "row.*")
 
+    def _empty(self, schema: str) -> DataFrame:
+        """No rows, from an RDD of no partitions: a frame made from a list, even an empty one,
+        is read through Python workers (a task per core, and a worker daemon started for it)."""
+        return self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), schema)
+
     def _read_cold(self, at: int) -> DataFrame:
         return self.spark.read.schema(device_clocks.DEVICES_SCHEMA).parquet(self._cold_path(at))
 
@@ -266,7 +271,7 @@ class Ledger:
         wanted = [e for e in sorted(self.entries) if e < self.batch_id or this_batch]
         schema = ROW_SCHEMA + (", entry string" if entry else "")
         if not wanted:
-            return self.spark.createDataFrame([], schema)
+            return self._empty(schema)
         # A string: a long literal would make each new entry's code anew (batch_values).
         parts = [self._entry(e).withColumn("entry", F.lit(str(e))) if entry else self._entry(e) for e in wanted]
         return reduce(DataFrame.unionByName, parts)

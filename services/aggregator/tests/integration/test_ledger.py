@@ -170,3 +170,15 @@ def test_an_eviction_check_counts_the_quiet_devices_only_when_the_drivers_counts
     assert counted and all(was for _, was in counted), f"counted while the ledger held them: {checks}"
     assert not last_counted and ledger.cold_files == [gone_at], f"{checks}, cold files {ledger.cold_files}"
     assert ledger.cold_devices == 12 and gone_at < 7, "then the table holds d0 alone: no check joins it"
+
+
+def test_a_new_ledgers_history_and_device_table_are_read_without_python_workers(spark: Any, tmp_path: Path) -> None:
+    """Spark reads a frame made from a Python list, even an empty one, in Python workers (a task
+    a core, the first starting PySpark's worker daemon): every new job's first batches did, for
+    no rows. An RDD of no partitions gives Spark no task to run."""
+    ledger = Ledger(spark, str(tmp_path / "ledger"), delay_ms=500)
+    ledger.prepare(0)
+    assert ledger.rows().rdd.getNumPartitions() == 0
+    assert ledger.rows(this_batch=True, entry=True).rdd.getNumPartitions() == 0
+    assert ledger.devices().rdd.getNumPartitions() == 0
+    assert ledger.rows().collect() == [] and ledger.devices().collect() == []
