@@ -98,7 +98,10 @@ test: install $(SPARK_ARCHIVE) ## Unit, integration, contract and static tests a
 	# Two at a time, the fixed_names tests one after another on one worker (one xdist group,
 	# conftest.py) while the other takes the rest: alone, they had kept the cores 61% busy over 816 s.
 	$(PYTEST) -n 2 --dist loadgroup -m paired --junitxml=.local/test-times/paired.xml $(PARALLEL_FIRST)
-	$(PYTEST) -m serial --junitxml=.local/test-times/serial.xml $(TEST_DIRS)  # each kills or restarts a shared server: alone
+	# Each kills or restarts a shared server: those of different stores side by side (one worker
+	# a server, conftest.py), then Kafka's alone, since every test uses Kafka.
+	$(PYTEST) -n 2 --dist loadgroup -m "serial and not serial(kills='kafka')" --junitxml=.local/test-times/serial.xml $(TEST_DIRS)
+	$(PYTEST) -m "serial(kills='kafka')" --junitxml=.local/test-times/serial-kafka.xml $(TEST_DIRS)
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## Only the tests that need no server and no network

@@ -27,17 +27,40 @@ SPARK_LANE = "spark-lane"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put every ``fixed_names`` test in one xdist group, so that ``make test``'s paired phase
     (two workers) never runs two of them at once; such a test must also be ``paired``, or the
-    parallel phase would run it beside the others. Under ``--dist loadgroup``, the tests that
-    are neither ``paired`` nor ``serial`` (the parallel phase's) go by :func:`lane`."""
+    parallel phase would run it beside the others. Under ``--dist loadgroup``, the ``serial``
+    tests go by the server they kill (:func:`killed_server`), and those that are neither
+    ``paired`` nor ``serial`` (the parallel phase's) by :func:`lane`."""
     # Where the groups matter: in an xdist worker of a loadgroup session (it sets this option).
     grouped = bool(getattr(config.option, "loadgroup", False))
     for item in items:
+        killed = killed_server(item)
         if item.get_closest_marker("fixed_names") is not None:
             if item.get_closest_marker("paired") is None:
                 raise pytest.UsageError(f"{item.nodeid}: a fixed_names test must be marked paired as well")
             item.add_marker(pytest.mark.xdist_group(FIXED_NAMES_GROUP))
-        elif grouped and not any(item.get_closest_marker(name) for name in ("paired", "serial")):
+        elif killed is not None:
+            if grouped:
+                item.add_marker(pytest.mark.xdist_group(f"kills-{killed}"))
+        elif grouped and item.get_closest_marker("paired") is None:
             item.add_marker(pytest.mark.xdist_group(lane(item)))
+
+
+def killed_server(item: pytest.Item) -> str | None:
+    """The server a ``serial`` test kills or restarts (``@pytest.mark.serial(kills=...)``; the
+    shared sink suite's ``kills=STORE`` is its class's ``server``); None for another test.
+    The serial phase runs the tests of one server on one worker, one after another, and those
+    of different servers side by side; every test uses Kafka, so its killers run alone after."""
+    marker = item.get_closest_marker("serial")
+    if marker is None:
+        return None
+    killed = marker.kwargs.get("kills")
+    if killed == "store":
+        killed = getattr(getattr(item, "cls", None), "server", None)
+    if not isinstance(killed, str):
+        raise pytest.UsageError(
+            f"{item.nodeid}: a serial test names the server it kills: @pytest.mark.serial(kills=...)"
+        )
+    return killed
 
 
 def lane(item: pytest.Item) -> str:

@@ -1,7 +1,8 @@
 """`make test`'s phases run on xdist workers with `--dist loadgroup` and rely on the root
 conftest's groups: in the paired phase every ``fixed_names`` test in one group, so that no two
 of them (each starts the pipeline on its default ports and topics) ever run at once; in the
-parallel phase every ``spark`` test in one lane, and the others by file. Nothing fails when the
+parallel phase every ``spark`` test in one lane, and the others by file; in the serial phase
+the tests that kill one server in one group. Nothing fails when the
 grouping silently stops working: two such tests share ports and topics, and one of them fails
 later in a way that points elsewhere (pytest 9.2 with pytest-xdist 3.8 did exactly that:
 pytest-dev/pytest-xdist#1386). This runs a real two-worker session of the root conftest."""
@@ -105,3 +106,58 @@ def session(folder: Path, ran: Path, *args: str) -> list[list[str]]:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [line.split() for line in ran.read_text().splitlines()]
+
+
+SERIAL_TESTS = """
+import os
+import pytest
+
+def ran(name, request):
+    with open({ran!r}, "a") as out:
+        out.write(f"{{name}} {{os.environ.get('PYTEST_XDIST_WORKER', 'main')}} {{request.node.nodeid}}\\n")
+
+@pytest.mark.serial(kills="elasticsearch")
+def test_kills_es(request): ran("elasticsearch", request)
+
+@pytest.mark.serial(kills="kafka")
+def test_kills_kafka(request): ran("kafka", request)
+
+class Suite:
+    @pytest.mark.serial(kills="store")
+    def test_kills_its_store(self, request): ran(self.server, request)
+
+class TestCassandra(Suite):
+    server = "cassandra"
+
+class TestElasticsearch(Suite):
+    server = "elasticsearch"
+"""
+
+
+def test_the_serial_phase_groups_its_tests_by_the_server_they_kill_and_runs_kafkas_apart(tmp_path: Path) -> None:
+    ran = tmp_path / "ran.txt"
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_serial.py").write_text(textwrap.dedent(SERIAL_TESTS.format(ran=str(ran))))
+    # The Makefile's two serial steps, as it runs them.
+    rows = session(tmp_path, ran, "-n", "2", "-m", "serial and not serial(kills='kafka')")
+    assert sorted(kind for kind, _, _ in rows) == ["cassandra", "elasticsearch", "elasticsearch"], rows
+    elasticsearch = [(worker, nodeid) for kind, worker, nodeid in rows if kind == "elasticsearch"]
+    assert len({worker for worker, _ in elasticsearch}) == 1, elasticsearch  # one after another
+    assert all(nodeid.endswith("@kills-elasticsearch") for _, nodeid in elasticsearch), elasticsearch
+    assert next(nodeid for kind, _, nodeid in rows if kind == "cassandra").endswith("@kills-cassandra"), rows
+    ran.unlink()
+    assert [(kind, worker) for kind, worker, _ in session(tmp_path, ran, "-m", "serial(kills='kafka')")] == [
+        ("kafka", "main")
+    ]
+
+
+def test_a_serial_test_that_does_not_name_the_server_it_kills_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "pytest.ini").write_text(MARKERS)
+    (tmp_path / "test_unnamed.py").write_text("import pytest\n\n@pytest.mark.serial\ndef test_kills(): pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "."],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "test_unnamed.py::test_kills: a serial test names the server it kills" in done.stdout + done.stderr

@@ -91,7 +91,7 @@ async def test_records_come_back_decoded_poison_flagged_and_commits_resume_the_g
     assert sorted(item.source for item in rest) == sorted(item.source for item in got if item.offset >= 4)
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="kafka")
 async def test_an_idle_producer_is_unhealthy_while_kafka_is_down_and_healthy_once_it_is_back(stack: Any) -> None:
     settings = KafkaSettings.model_validate({"bootstrap_servers": stack.bootstrap})
     producer = make_producer(settings.producer_config("core-health-test"))

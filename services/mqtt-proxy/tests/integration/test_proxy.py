@@ -120,7 +120,7 @@ def test_killed_mid_stream_at_qos1_and_restarted_loses_nothing(setup: Setup) -> 
     print(f"redelivered duplicates after SIGKILL: {sum(seqs.values()) - count}")
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="mosquitto")
 def test_broker_restart_then_the_proxy_resumes(setup: Setup) -> None:
     proxy = setup.proxy(QOS="1").start()
     setup.publish([(f"{setup.prefix}/d1/temperature", reading("d1", 1, 1.5))], 1)
@@ -132,7 +132,7 @@ def test_broker_restart_then_the_proxy_resumes(setup: Setup) -> None:
     assert proxy.metric("fluxgate_mqtt_disconnects_total") >= 1
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="kafka")
 def test_kafka_down_stops_acknowledging_stays_bounded_and_loses_nothing(setup: Setup) -> None:
     bound, receive_maximum = 50, 100
     proxy = setup.proxy(QOS="1", MAX_PENDING_MESSAGES=str(bound), MQTT__RECEIVE_MAXIMUM=str(receive_maximum)).start()

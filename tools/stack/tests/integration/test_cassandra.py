@@ -38,7 +38,7 @@ def test_up_and_ready(cassandra: tuple[str, int], session: Session) -> None:
     assert local.partitioner == "org.apache.cassandra.dht.Murmur3Partitioner"
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="cassandra")
 def test_kill_then_start_keeps_the_rows(cassandra: tuple[str, int], session: Session) -> None:
     keyspace = f"stack_test_{uuid.uuid4().hex[:10]}"
     session.execute(

@@ -37,7 +37,7 @@ def test_up_and_ready(elasticsearch: str) -> None:
     assert node["settings"]["cluster"]["routing"]["allocation"]["disk"]["threshold_enabled"] == "false"
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="elasticsearch")
 def test_kill_then_start_keeps_the_data(elasticsearch: str, index: str) -> None:
     doc = httpx.put(f"{elasticsearch}/{index}/_doc/d1", json={"value": 21.5}, timeout=10)
     assert doc.status_code == 201, doc.text  # acknowledged means fsynced (translog durability "request")

@@ -72,7 +72,7 @@ def test_what_the_open_source_member_guards(hazelcast: tuple[str, str], client: 
     client.get_map("stack-test-guarded").blocking().destroy()
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="hazelcast")
 def test_kill_then_start_comes_back_empty(hazelcast: tuple[str, str]) -> None:
     name = f"stack-test-{uuid.uuid4().hex[:8]}"
     hz = connect(hazelcast)

@@ -123,7 +123,7 @@ def test_mqtt_round_trip(endpoints: Endpoints, unique: str) -> None:
         assert sub.communicate(timeout=5)[0].strip() == "21.5"
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="mosquitto")
 def test_persistent_session_survives_restart(endpoints: Endpoints, unique: str) -> None:
     topic, client_id = f"stack-test/{unique}", f"stack-test-{unique}"
     # A persistent (clean_session=false) QoS 1 subscription, then the client goes away...
@@ -136,7 +136,7 @@ def test_persistent_session_survives_restart(endpoints: Endpoints, unique: str) 
     assert out.strip() == "queued while offline"
 
 
-@pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+@pytest.mark.serial(kills="mosquitto")
 def test_kill_then_start(endpoints: Endpoints) -> None:
     kill("mosquitto")
     assert not probes.mqtt_connect(endpoints.mqtt_host, endpoints.mqtt_port)

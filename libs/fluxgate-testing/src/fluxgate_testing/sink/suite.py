@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -149,11 +149,19 @@ def expected_ids(values: list[dict[str, Any]]) -> set[str]:
     return {safe_id(f"{v['device_id']}|{v['metric']}|{int(v['window_start'].timestamp() * 1000)}") for v in values}
 
 
+# What the store-kill test kills: the subclass's ``server``. `make test` runs the serial tests
+# that kill different servers side by side (the root conftest.py groups them by server).
+STORE = "store"
+
+
 @pytest.mark.integration
 class SinkSuite:
     """Single record, batch, replay, poison record, NOOP/THROW/RETRY, store and persister killed.
 
-    A subclass provides the fixture ``store`` (a :class:`StoreUnderTest`)."""
+    A subclass provides the fixture ``store`` (a :class:`StoreUnderTest`) and names the
+    stack's server its store is (``server``: ``elasticsearch``, ``cassandra`` ...)."""
+
+    server: ClassVar[str]
 
     @pytest.fixture
     def run(self, stack: Any, store: StoreUnderTest, registry_client: Any) -> Any:
@@ -313,7 +321,7 @@ class SinkSuite:
         committed = run.committed(0)
         assert committed is None or committed <= 1
 
-    @pytest.mark.serial  # kills a shared server of the stack: runs alone, after the others
+    @pytest.mark.serial(kills=STORE)
     def test_the_store_killed_mid_stream_loses_and_doubles_nothing(self, run: Run) -> None:
         """A durable store ends with every record once. A store that keeps data in memory only
         restarts empty, and Kafka rightly never redelivers what was committed: what the

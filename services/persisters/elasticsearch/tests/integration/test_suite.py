@@ -9,6 +9,8 @@ from fluxgate_testing.sink.suite import SinkSuite
 
 
 class TestElasticsearchSinkSuite(SinkSuite):
+    server = "elasticsearch"
+
     @pytest.fixture
     def store(self, es_url: str) -> StoreUnderTest:
         return ElasticsearchUnderTest(es_url)

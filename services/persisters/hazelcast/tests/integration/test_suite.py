@@ -77,6 +77,8 @@ class HazelcastUnderTest(StoreUnderTest):
 
 
 class TestHazelcastSinkSuite(SinkSuite):
+    server = "hazelcast"
+
     @pytest.fixture
     def store(self, hz_member: Any) -> StoreUnderTest:
         return HazelcastUnderTest(hz_member)

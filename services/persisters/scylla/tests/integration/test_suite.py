@@ -10,6 +10,8 @@ from scylla_store import CassandraUnderTest
 
 
 class TestScyllaSinkSuite(SinkSuite):
+    server = "cassandra"
+
     @pytest.fixture
     def store(self, cassandra_address: tuple[str, int], cql: Session) -> StoreUnderTest:
         return CassandraUnderTest(cassandra_address, cql)
