@@ -9,6 +9,7 @@ pytest-dev/pytest-xdist#1386). This runs a real two-worker session of the root c
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -102,7 +103,7 @@ def session(folder: Path, ran: Path, *args: str) -> list[list[str]]:
     (folder / "pytest.ini").write_text(MARKERS)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", *args, "--dist", "loadgroup", "-p", "no:cacheprovider", "."],
-        cwd=folder, capture_output=True, text=True, timeout=120,
+        cwd=folder, capture_output=True, text=True, timeout=120, env=outside_xdist(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [line.split() for line in ran.read_text().splitlines()]
@@ -157,7 +158,13 @@ def test_a_serial_test_that_does_not_name_the_server_it_kills_is_refused(tmp_pat
     (tmp_path / "test_unnamed.py").write_text("import pytest\n\n@pytest.mark.serial\ndef test_kills(): pass\n")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "."],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=outside_xdist(),
     )  # fmt: skip
     assert done.returncode != 0
     assert "test_unnamed.py::test_kills: a serial test names the server it kills" in done.stdout + done.stderr
+
+
+def outside_xdist() -> dict[str, str]:
+    """This environment without xdist's variables: under `make test` this test runs in a
+    worker, whose PYTEST_XDIST_WORKER a session without workers would otherwise inherit."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
