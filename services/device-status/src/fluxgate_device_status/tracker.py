@@ -55,6 +55,16 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def keep_in_metadata(producer: Any, topic: str) -> None:
+    """Have an aiokafka ``producer`` know ``topic``'s partitions from now on. Its metadata holds
+    only the topics it was told of once it has been told of any: asked for by name a topic its
+    metadata already had (faust's refresh of every topic after creating its own) is found at
+    once and not added, and the next topic the producer sends to (the first silence check)
+    makes a refresh of that topic alone, which drops it."""
+    await producer.client.add_topic(topic)
+    await producer.partitions_for(topic)
+
+
 class DeviceTracker:
     """Owns the table, the agents and the timer of one faust app."""
 
@@ -123,7 +133,7 @@ class DeviceTracker:
         so left out of the answer, and then not before the first changelog write or
         metadata.max.age (5 minutes). Asked for by name, the producer waits until they are there."""
         producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # aiokafka's, not on ProducerT
-        await producer.partitions_for(self.table.changelog_topic.get_topic_name())
+        await keep_in_metadata(producer, self.table.changelog_topic.get_topic_name())
         self.routable = True
 
     def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:

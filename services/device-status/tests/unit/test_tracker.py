@@ -444,7 +444,13 @@ async def test_devices_are_routable_once_the_producer_knows_the_changelog_s_part
     devices = tracker(Ends({}))
     asked: list[str] = []
 
+    class Client:
+        async def add_topic(self, topic: str) -> None:
+            asked.append(f"keep {topic}")
+
     class Producer:
+        client = Client()
+
         async def partitions_for(self, topic: str) -> set[int]:
             asked.append(topic)
             return {0, 1, 2}
@@ -452,7 +458,8 @@ async def test_devices_are_routable_once_the_producer_knows_the_changelog_s_part
     monkeypatch.setattr(devices.app.producer, "_ensure_producer", Producer, raising=False)
     assert devices.routable is False
     await devices._learn_the_changelog()
-    assert asked == ["status-test-devices-changelog"] and devices.routable is True
+    changelog = "status-test-devices-changelog"
+    assert asked == [f"keep {changelog}", changelog] and devices.routable is True
 
 
 class GoneProducer(Checks):
