@@ -53,8 +53,11 @@ def killed_server(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("serial")
     if marker is None:
         return None
+    # Imported here, not at the top: most sessions mark no test serial, and need no Kafka client.
+    from fluxgate_testing.sink.suite import STORE
+
     killed = marker.kwargs.get("kills")
-    if killed == "store":
+    if killed == STORE:
         killed = getattr(getattr(item, "cls", None), "server", None)
     if not isinstance(killed, str):
         raise pytest.UsageError(
