@@ -8,7 +8,8 @@ that an install with ``--require-hashes`` takes nothing else:
   for), for Python 3.11 on any platform (``--universal``).
 - ``requirements-build.lock``: what builds the rest: the packages' build backend (each
   pyproject's ``[build-system] requires``) and what the locked source distributions build
-  with (pyspark and DTLSSocket ship no wheel). Installed first, so that every later install
+  with (pyspark and DTLSSocket ship no wheel), and uv, which the images install their
+  dependency locks with. Installed first, so that every later install
   runs with ``--no-build-isolation`` and never downloads an unpinned build tool.
 - ``services/**/requirements.lock``: one per image, beside its Dockerfile: the third-party
   dependencies of the local packages that Dockerfile installs (its ``pip install --no-deps``
@@ -43,8 +44,9 @@ DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # What else builds run with: the locked source distributions, pyspark (a setup.py: setuptools
 # and wheel) and DTLSSocket (Cython, setuptools, wheel), and hatchling's editable installs
 # (editables, which hatchling asks for only then). A build that needs more fails under
-# --no-build-isolation, naming the missing module: add it here.
-EXTRA_BUILD_TOOLS = ("setuptools", "wheel", "Cython", "editables")
+# --no-build-isolation, naming the missing module: add it here. And uv, which installs each
+# image's dependency lock: the same files and hashes as pip, for about half pip's CPU.
+EXTRA_BUILD_TOOLS = ("setuptools", "wheel", "Cython", "editables", "uv")
 # make install's extras (the Makefile's INSTALL_SPECS): coap-ingest's DTLS support.
 INSTALL_EXTRAS = {"services/coap-ingest": ("dtls",)}
 UV_OPTIONS = ("--generate-hashes", "--universal", "--python-version", "3.11", "--quiet")

@@ -80,7 +80,7 @@ def run_commands(dockerfile: Path) -> list[str]:
 def pip_installs(commands: list[str]) -> list[list[str]]:
     found = []
     for command in commands:
-        if re.match(r"(--mount\S+\s+)*pip install\b", command):
+        if re.match(r"(--mount\S+\s+)*(uv )?pip install\b", command):
             words = shlex.split(command)
             found.append(words[words.index("install") + 1 :])
     return found
@@ -190,6 +190,21 @@ def test_every_pip_install_in_a_dockerfile_requires_hashes(dockerfile: Path) -> 
             assert paths and all(re.fullmatch(r"/app/[\w./-]+(\[[\w,]+\])?", p) for p in paths), args
         if args != installs[0]:
             assert "--no-build-isolation" in args, args
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.parent.relative_to(ROOT)))
+def test_uv_installs_into_the_images_python_compiled_with_no_cache_and_is_removed(dockerfile: Path) -> None:
+    """As pip does there: into the Python the entrypoints run (the official image's is no virtual
+    environment, so uv is told which), each module compiled (the images set PYTHONDONTWRITEBYTECODE,
+    so a module not compiled now would be compiled at every start), no cache in a layer, and uv
+    itself gone from the image once the locks are in."""
+    commands = run_commands(dockerfile)
+    uv_installs = [shlex.split(c) for c in commands if re.match(r"(--mount\S+\s+)*uv pip install\b", c)]
+    assert uv_installs, f"{dockerfile}: the dependency lock is installed with uv"
+    for words in uv_installs:
+        assert words[words.index("--python") + 1] == "/usr/local/bin/python" and "--compile-bytecode" in words, words
+    assert re.search(r"^\s+UV_NO_CACHE=1 \\$", dockerfile.read_text(), re.MULTILINE), "UV_NO_CACHE=1 in the ENV"
+    assert any(re.fullmatch(r"pip uninstall -y .*\buv\b.*", c) for c in commands), "uv is uninstalled"
 
 
 def test_make_install_installs_from_the_locks() -> None:
