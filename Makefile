@@ -91,6 +91,12 @@ $(SPARK_ARCHIVE): $(VENV)/.installed $(realpath $(dir $(realpath $(shell command
 test: export SPARK_SUBMIT_OPTS = $(shell python3 tools/spark_class_archive.py $(SPARK_ARCHIVE) --options)
 test: install $(SPARK_ARCHIVE) ## Unit, integration, contract and static tests against real servers
 	$(STACK) up  # every server, before the workers: they would race to start them
+	# Each kills or restarts a shared server: those of different stores side by side (one worker
+	# a server, conftest.py), then Kafka's alone, since every test uses Kafka. First: they mostly
+	# wait for a server to come back, and under .ci/run the images build meanwhile, in the cores
+	# they leave idle instead of the parallel phase's (bench/results/2026-12-02-suite-image-build.md).
+	$(PYTEST) -n 2 --dist loadgroup -m "serial and not serial(kills='kafka')" --junitxml=.local/test-times/serial.xml $(TEST_DIRS)
+	$(PYTEST) -m "serial(kills='kafka')" --junitxml=.local/test-times/serial-kafka.xml $(TEST_DIRS)
 	# Three workers, one of them the Spark lane (conftest.py): the `spark` tests one after another,
 	# the others file by file. Two Spark tests side by side had slowed each other several times
 	# over, and two workers left a third of the cores idle (bench/results/2026-11-30-suite-spark-lane.md).
@@ -98,10 +104,6 @@ test: install $(SPARK_ARCHIVE) ## Unit, integration, contract and static tests a
 	# Two at a time, the fixed_names tests one after another on one worker (one xdist group,
 	# conftest.py) while the other takes the rest: alone, they had kept the cores 61% busy over 816 s.
 	$(PYTEST) -n 2 --dist loadgroup -m paired --junitxml=.local/test-times/paired.xml $(PARALLEL_FIRST)
-	# Each kills or restarts a shared server: those of different stores side by side (one worker
-	# a server, conftest.py), then Kafka's alone, since every test uses Kafka.
-	$(PYTEST) -n 2 --dist loadgroup -m "serial and not serial(kills='kafka')" --junitxml=.local/test-times/serial.xml $(TEST_DIRS)
-	$(PYTEST) -m "serial(kills='kafka')" --junitxml=.local/test-times/serial-kafka.xml $(TEST_DIRS)
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## Only the tests that need no server and no network
