@@ -193,11 +193,14 @@ def test_every_pip_install_in_a_dockerfile_requires_hashes(dockerfile: Path) -> 
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.parent.relative_to(ROOT)))
-def test_uv_installs_into_the_images_python_compiled_with_no_cache_and_is_removed(dockerfile: Path) -> None:
+def test_uv_installs_as_pip_would_into_the_images_python_compiled_with_no_cache_and_is_removed(
+    dockerfile: Path,
+) -> None:
     """As pip does there: into the Python the entrypoints run (the official image's is no virtual
     environment, so uv is told which), each module compiled (the images set PYTHONDONTWRITEBYTECODE,
-    so a module not compiled now would be compiled at every start), no cache in a layer, and uv
-    itself gone from the image once the locks are in."""
+    so a module not compiled now would be compiled at every start), no cache in a layer, the
+    proxy's CA and a mirror's index from the pip.conf secret, and uv itself gone from the image
+    once the locks are in."""
     commands = run_commands(dockerfile)
     uv_installs = [shlex.split(c) for c in commands if re.match(r"(--mount\S+\s+)*uv pip install\b", c)]
     assert uv_installs, f"{dockerfile}: the dependency lock is installed with uv"
@@ -205,6 +208,13 @@ def test_uv_installs_into_the_images_python_compiled_with_no_cache_and_is_remove
         assert words[words.index("--python") + 1] == "/usr/local/bin/python" and "--compile-bytecode" in words, words
     assert re.search(r"^\s+UV_NO_CACHE=1 \\$", dockerfile.read_text(), re.MULTILINE), "UV_NO_CACHE=1 in the ENV"
     assert any(re.fullmatch(r"pip uninstall -y .*\buv\b.*", c) for c in commands), "uv is uninstalled"
+    # What the pip.conf secret gives pip (tools/images.py, deploy/README.md), uv gets before it downloads.
+    first = next(i for i, c in enumerate(commands) if c.startswith("uv pip install"))
+    assert "if [ -f /run/secrets/ca.crt ]; then export SSL_CERT_FILE=/run/secrets/ca.crt; fi" in commands[:first]
+    index = (
+        'if index="$(pip config --global get global.index-url 2>/dev/null)"; then export UV_DEFAULT_INDEX="$index"; fi'
+    )
+    assert index in commands[:first], "a mirror's index-url from the pip.conf secret"
 
 
 def test_make_install_installs_from_the_locks() -> None:
